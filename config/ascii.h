@@ -1,0 +1,30 @@
+// Locale-independent ASCII helpers for config parsing. Internal to config/.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+namespace llmgate::config {
+
+inline bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+inline bool is_ascii_alnum(char c) { return is_ascii_digit(c) || is_ascii_letter(c); }
+
+inline std::string ascii_lowercase(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  return out;
+}
+
+// Without surrounding spaces, tabs, CRs and LFs.
+inline std::string_view trim_whitespace(std::string_view text) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+}  // namespace llmgate::config

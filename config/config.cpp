@@ -1,0 +1,95 @@
+// Entry points: parse_config, load_config, lookups. The sections themselves
+// are read in *_section.cpp; the YAML walking machinery is yaml_walker.h.
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "config/read_file.h"
+#include "config/sections.h"
+#include "config/yaml_walker.h"
+
+namespace llmgate::config {
+namespace {
+
+constexpr std::size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
+
+// One YAML document; an empty one (or only comments) is an empty mapping.
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(origin + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+                      std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": invalid YAML: " + e.msg);
+  }
+  if (documents.size() > 1) {
+    throw ConfigError(origin + ": expected one YAML document, found " +
+                      std::to_string(documents.size()));
+  }
+  if (documents.empty() || documents.front().IsNull()) return YAML::Node(YAML::NodeType::Map);
+  return documents.front();
+}
+
+}  // namespace
+
+std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const std::string& origin,
+                                           EnvLookup env) {
+  if (env == nullptr) env = &process_env;
+  const ConfigNode root(parse_yaml(yaml_text, origin), origin, "");
+  auto config = std::make_shared<Config>();
+
+  ConfigMap sections(root);
+  const auto server = sections.optional("server");
+  const auto timeouts = sections.optional("timeouts");
+  const auto providers = sections.optional("providers");
+  const auto models = sections.optional("models");
+  // Checked first: a misspelt "providers:" would otherwise surface as
+  // "unknown provider" errors under models.
+  sections.reject_unknown_keys();
+
+  if (server) config->server = read_server(*server);
+  if (timeouts) config->timeouts = read_default_timeouts(*timeouts);
+  if (providers) config->providers = read_providers(*providers, env);
+  if (models) config->models = read_models(*models, config->providers);
+  return config;
+}
+
+std::shared_ptr<const Config> load_config(const std::string& path, EnvLookup env) {
+  std::string text;
+  try {
+    text = read_file(path, kMaxConfigFileBytes);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(path + ": cannot read config file: " + e.what());
+  }
+  return parse_config(text, path, env);
+}
+
+std::optional<std::string> process_env(const std::string& name) {
+  // getenv is not safe against concurrent setenv; config is loaded at start-up
+  // (or on reload) and nothing in llmgate calls setenv.
+  if (const char* value = std::getenv(name.c_str())) return std::string(value);
+  return std::nullopt;
+}
+
+// Linear scans: a handful of entries, and a Config built or edited by hand
+// (tests) stays correct without an index to keep in sync.
+const Provider* Config::find_provider(const std::string& name) const {
+  for (const auto& provider : providers) {
+    if (provider.name == name) return &provider;
+  }
+  return nullptr;
+}
+
+const Model* Config::find_model(const std::string& name) const {
+  for (const auto& model : models) {
+    if (model.name == name) return &model;
+  }
+  return nullptr;
+}
+
+}  // namespace llmgate::config

@@ -1,0 +1,160 @@
+// Typed, validated llmgate configuration.
+//
+// A Config is an immutable snapshot: it is built once by load_config() (or
+// parse_config()) and then only read, so worker threads may share it through a
+// std::shared_ptr<const Config> without locking. Hot reload (a later issue)
+// swaps the pointer; in-flight requests keep the snapshot they started with.
+//
+// Nothing here knows about sockets or Beast.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace llmgate::config {
+
+using Duration = std::chrono::milliseconds;
+
+// Default timeouts, named next to the structs that use them.
+inline constexpr Duration kDefaultConnectTimeout{2'000};
+inline constexpr Duration kDefaultTtftTimeout{10'000};
+inline constexpr Duration kDefaultIdleTimeout{30'000};
+inline constexpr Duration kDefaultTotalTimeout{600'000};
+
+struct Timeouts {
+  Duration connect = kDefaultConnectTimeout;  // TCP connect + TLS handshake
+  Duration ttft = kDefaultTtftTimeout;        // request written -> first content token
+  Duration idle = kDefaultIdleTimeout;        // between two upstream reads after first token
+  Duration total = kDefaultTotalTimeout;      // whole request, all attempts
+};
+
+// The same four keys, each optional: a provider overrides only what it names.
+struct TimeoutOverrides {
+  std::optional<Duration> connect;
+  std::optional<Duration> ttft;
+  std::optional<Duration> idle;
+  std::optional<Duration> total;
+
+  Timeouts apply_to(const Timeouts& base) const {
+    return Timeouts{connect.value_or(base.connect), ttft.value_or(base.ttft),
+                    idle.value_or(base.idle), total.value_or(base.total)};
+  }
+};
+
+struct Listener {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 8080;  // 0 = pick a free port (tests)
+};
+
+struct ServerLimits {
+  std::size_t max_body_bytes = 4 * 1024 * 1024;
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_event_bytes = 1024 * 1024;  // one upstream SSE event
+  Duration client_header_timeout{30'000};     // slowloris guard: whole request head
+  Duration client_idle_timeout{60'000};       // keep-alive idle between requests
+};
+
+struct Server {
+  std::vector<Listener> listeners{Listener{}};
+  unsigned workers = 0;  // 0 = one per hardware thread
+  ServerLimits limits;
+};
+
+// A parsed base_url: scheme://host[:port][/path-prefix]
+struct UpstreamUrl {
+  bool tls = false;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string path_prefix;  // "" or "/openai/v1" — never ends in '/'
+  std::string to_string() const;
+  // "host[:port]" for the Host header: IPv6 hosts in brackets, default port omitted.
+  // `host` itself never has brackets (it is what the resolver and SNI want).
+  std::string authority() const;
+};
+
+struct Tls {
+  bool verify = true;        // certificate chain + hostname
+  std::string ca_file;       // "" = system default store
+  std::string sni;           // "" = the host of base_url
+};
+
+struct Pool {
+  std::size_t max_connections = 64;  // per provider, per worker thread
+  Duration idle_timeout{60'000};     // idle keep-alive connections closed after this
+};
+
+struct Provider {
+  std::string name;
+  UpstreamUrl base_url;
+  std::string api_key;       // resolved secret ("" = no Authorization header)
+  std::string api_key_source;  // "env:NAME" / "file:/path" / "" — for logs, never the key
+  std::string region;
+  Pool pool;
+  TimeoutOverrides timeouts;
+  Tls tls;
+  std::map<std::string, std::string> headers;  // extra headers sent upstream
+};
+
+struct Price {
+  double input_per_1m = 0;   // USD per 1M input tokens
+  double output_per_1m = 0;  // USD per 1M output tokens
+};
+
+struct Deployment {
+  std::string provider;  // name of a Provider in Config::providers
+  std::string model;     // the upstream model name sent to the provider
+  Price price;
+  std::string id() const { return provider + "/" + model; }
+};
+
+struct Model {
+  std::string name;  // public name clients send
+  std::vector<Deployment> deployments;  // ordered: first is preferred
+};
+
+struct Config {
+  Server server;
+  Timeouts timeouts;
+  std::vector<Provider> providers;
+  std::vector<Model> models;
+
+  const Provider* find_provider(const std::string& name) const;
+  const Model* find_model(const std::string& name) const;
+  // Provider timeouts merged over the defaults.
+  Timeouts timeouts_for(const Provider& p) const { return p.timeouts.apply_to(timeouts); }
+};
+
+// Thrown at start-up only. what() is "<origin>: <key path>: <problem>", e.g.
+//   gateway.yaml: providers[2].timeouts: unknown key "ttf" (did you mean "ttft"?)
+//   gateway.yaml: models[0].deployments[1].provider: unknown provider "grok"
+// (see docs/config.md). It never contains an API key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Environment lookup, injectable for tests.
+using EnvLookup = std::optional<std::string> (*)(const std::string& name);
+std::optional<std::string> process_env(const std::string& name);
+
+// Parse YAML text. `origin` names the source in messages (a file path).
+std::shared_ptr<const Config> parse_config(const std::string& yaml_text,
+                                           const std::string& origin = "<config>",
+                                           EnvLookup env = &process_env);
+std::shared_ptr<const Config> load_config(const std::string& path, EnvLookup env = &process_env);
+
+// "250ms", "2s", "1m", "1.5s", "1h" -> milliseconds. Throws std::invalid_argument.
+Duration parse_duration(const std::string& text);
+// "http://h:p/prefix" -> UpstreamUrl. Throws std::invalid_argument.
+UpstreamUrl parse_upstream_url(const std::string& text);
+// "4MiB", "16KiB", "1024" -> bytes. Throws std::invalid_argument.
+std::size_t parse_size(const std::string& text);
+
+}  // namespace llmgate::config

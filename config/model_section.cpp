@@ -1,0 +1,96 @@
+// models: public model names and their ordered deployments.
+#include <algorithm>
+#include <string>
+
+#include "config/quoting.h"
+#include "config/sections.h"
+
+namespace llmgate::config {
+namespace {
+
+// Model names travel in JSON bodies and become metric labels and log fields:
+// any printable ASCII except spaces ("gpt-4o", "meta-llama/Llama-3.3-70B").
+std::string read_model_name(const ConfigNode& node) {
+  std::string name = node.string();
+  if (name.empty()) node.fail("must not be empty");
+  const bool printable =
+      std::all_of(name.begin(), name.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  if (!printable) node.fail("must not contain spaces or control characters, got " + quote(name));
+  return name;
+}
+
+double read_price_per_1m(const ConfigNode& node) {
+  const double usd = node.number();
+  if (usd < 0) node.fail("must not be negative");
+  return usd;
+}
+
+Price read_price(const ConfigNode& node) {
+  Price price;
+  node.read_map([&](ConfigMap& m) {
+    m.read("input_per_1m", price.input_per_1m, read_price_per_1m);
+    m.read("output_per_1m", price.output_per_1m, read_price_per_1m);
+  });
+  return price;
+}
+
+std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider>& providers) {
+  std::string name = node.string();
+  std::vector<std::string> known;
+  for (const auto& provider : providers) {
+    if (provider.name == name) return name;
+    known.push_back(provider.name);
+  }
+  std::string message = "unknown provider " + quote(name);
+  if (auto hint = closest_match(name, known)) message += " (did you mean " + quote(*hint) + "?)";
+  node.fail(message);
+}
+
+Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& providers,
+                           const std::vector<Deployment>& earlier) {
+  Deployment deployment;
+  node.read_map([&](ConfigMap& m) {
+    deployment.provider = read_provider_ref(m.required("provider"), providers);
+    deployment.model = read_model_name(m.required("model"));
+    for (const auto& other : earlier) {
+      if (other.id() == deployment.id())
+        node.fail("duplicate deployment " + quote(deployment.id()));
+    }
+    m.read("price", deployment.price, read_price);
+  });
+  return deployment;
+}
+
+std::vector<Deployment> read_deployments(const ConfigNode& node,
+                                         const std::vector<Provider>& providers) {
+  std::vector<Deployment> deployments;
+  for (const auto& item : node.items()) {
+    deployments.push_back(read_deployment(item, providers, deployments));
+  }
+  if (deployments.empty()) node.fail("must list at least one deployment");
+  return deployments;
+}
+
+Model read_model(const ConfigNode& node, const std::vector<Provider>& providers,
+                 const std::vector<Model>& earlier) {
+  Model model;
+  node.read_map([&](ConfigMap& m) {
+    const ConfigNode name = m.required("name");
+    model.name = read_model_name(name);
+    for (const auto& other : earlier) {
+      if (other.name == model.name) name.fail("duplicate model name " + quote(model.name));
+    }
+    model.deployments = read_deployments(m.required("deployments"), providers);
+  });
+  return model;
+}
+
+}  // namespace
+
+std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provider>& providers) {
+  std::vector<Model> models;
+  for (const auto& item : node.items()) models.push_back(read_model(item, providers, models));
+  return models;
+}
+
+}  // namespace llmgate::config

@@ -1,0 +1,225 @@
+// providers: upstream endpoints, their secrets, pools, timeouts, TLS and headers.
+//
+// Secrets: a key is referenced (api_key_env / api_key_file), resolved here
+// once, and never appears in an error message — messages name the variable or
+// the file instead.
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "config/ascii.h"
+#include "config/quoting.h"
+#include "config/read_file.h"
+#include "config/sections.h"
+
+namespace llmgate::config {
+namespace {
+
+constexpr std::size_t kMaxConnectionsPerWorker = 10'000;
+constexpr std::size_t kMaxSecretFileBytes = 64 * 1024;
+constexpr std::size_t kMaxCaFileBytes = 16 * 1024 * 1024;
+
+// Set by the gateway itself, or hop-by-hop: configuring them would break
+// framing, authentication or connection reuse.
+constexpr std::string_view kReservedHeaders[] = {
+    "authorization",      "host",       "content-length",   "transfer-encoding",
+    "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+    "proxy-authenticate", "te",         "trailer",          "upgrade",
+};
+
+// Provider names and regions become metric labels and log fields.
+bool is_label_value(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return is_ascii_alnum(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+bool is_env_name(std::string_view text) {
+  return !text.empty() && !is_ascii_digit(text.front()) &&
+         std::all_of(text.begin(), text.end(),
+                     [](char c) { return is_ascii_alnum(c) || c == '_'; });
+}
+
+// RFC 9110 token, the syntax of a header name.
+bool is_token(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return is_ascii_alnum(c) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+// An API key goes into "Authorization: Bearer <key>": visible ASCII only, so
+// a stray newline can never split the header.
+bool is_header_safe_key(std::string_view key) {
+  return !key.empty() &&
+         std::all_of(key.begin(), key.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+std::string read_label_value(const ConfigNode& node) {
+  std::string text = node.string();
+  if (!is_label_value(text)) {
+    node.fail("expected letters, digits, '_', '.' or '-', got " + quote(text));
+  }
+  return text;
+}
+
+UpstreamUrl read_url(const ConfigNode& node) {
+  try {
+    return parse_upstream_url(node.string());
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+}
+
+std::string read_path(const ConfigNode& node) {
+  std::string path = node.string();
+  if (path.empty()) node.fail("must not be empty");
+  return path;
+}
+
+// --- secrets ----------------------------------------------------------------
+
+struct ApiKey {
+  std::string value;
+  std::string source;  // for logs: "env:NAME" / "file:/path"
+};
+
+ApiKey key_from_env(const ConfigNode& node, EnvLookup env) {
+  const std::string name = node.string();
+  // Not echoed: a value that is not a variable name may be a pasted key.
+  if (!is_env_name(name)) {
+    node.fail(
+        "expected the name of an environment variable (letters, digits, '_'), not the key itself");
+  }
+  const std::optional<std::string> raw = env(name);
+  const std::string where = "environment variable " + quote(name);
+  if (!raw) node.fail(where + " is not set");
+  const std::string_view key = trim_whitespace(*raw);
+  if (key.empty()) node.fail(where + " is empty");
+  if (!is_header_safe_key(key)) node.fail(where + " contains spaces or control characters");
+  return ApiKey{std::string(key), "env:" + name};
+}
+
+ApiKey key_from_file(const ConfigNode& node) {
+  const std::string path = read_path(node);
+  std::string raw;
+  try {
+    raw = read_file(path, kMaxSecretFileBytes);
+  } catch (const std::runtime_error& e) {
+    node.fail("cannot read " + quote(path) + ": " + e.what());
+  }
+  const std::string_view key = trim_whitespace(raw);
+  if (key.empty()) node.fail("file " + quote(path) + " is empty");
+  if (!is_header_safe_key(key))
+    node.fail("file " + quote(path) + " contains spaces or control characters inside the key");
+  return ApiKey{std::string(key), "file:" + path};
+}
+
+// --- sub-sections -------------------------------------------------------------
+
+Pool read_pool(const ConfigNode& node) {
+  Pool pool;
+  node.read_map([&](ConfigMap& m) {
+    m.read("max_connections", pool.max_connections,
+           integer_in<std::size_t>(1, kMaxConnectionsPerWorker));
+    m.read("idle_timeout", pool.idle_timeout, &ConfigNode::duration);
+  });
+  return pool;
+}
+
+std::string read_ca_file(const ConfigNode& node) {
+  std::string path = read_path(node);
+  // Fail at start-up, not at the first TLS handshake.
+  try {
+    read_file(path, kMaxCaFileBytes);
+  } catch (const std::runtime_error& e) {
+    node.fail("cannot read " + quote(path) + ": " + e.what());
+  }
+  return path;
+}
+
+std::string read_sni(const ConfigNode& node) {
+  std::string name = node.string();
+  const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return is_ascii_alnum(c) || c == '-' || c == '.';
+  });
+  if (!valid) node.fail("expected a host name, got " + quote(name));
+  return name;
+}
+
+Tls read_tls(const ConfigNode& node) {
+  Tls tls;
+  node.read_map([&](ConfigMap& m) {
+    m.read("verify", tls.verify, &ConfigNode::boolean);
+    m.read("ca_file", tls.ca_file, read_ca_file);
+    m.read("sni", tls.sni, read_sni);
+  });
+  return tls;
+}
+
+std::map<std::string, std::string> read_headers(const ConfigNode& node) {
+  std::map<std::string, std::string> headers;
+  std::set<std::string> seen;  // lower-cased: header names are case-insensitive
+  for (const auto& [name, value_node] : node.entries()) {
+    const std::string lower = ascii_lowercase(name);
+    if (!is_token(name)) value_node.fail("invalid header name " + quote(name));
+    if (std::find(std::begin(kReservedHeaders), std::end(kReservedHeaders), lower) !=
+        std::end(kReservedHeaders)) {
+      value_node.fail("header " + quote(name) + " is managed by the gateway and cannot be set" +
+                      (lower == "authorization" ? "; use api_key_env or api_key_file" : ""));
+    }
+    if (!seen.insert(lower).second) value_node.fail("duplicate header " + quote(name));
+    std::string value = value_node.string();
+    // The value is not echoed: extra headers often carry credentials.
+    const bool safe = std::all_of(value.begin(), value.end(), [](char c) {
+      return c == '\t' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+    });
+    if (!safe) value_node.fail("header value contains control characters");
+    headers.emplace(name, std::move(value));
+  }
+  return headers;
+}
+
+Provider read_provider(const ConfigNode& node, EnvLookup env,
+                       const std::vector<Provider>& earlier) {
+  Provider provider;
+  node.read_map([&](ConfigMap& m) {
+    const ConfigNode name = m.required("name");
+    provider.name = read_label_value(name);
+    for (const auto& other : earlier) {
+      if (other.name == provider.name) name.fail("duplicate provider name " + quote(provider.name));
+    }
+    provider.base_url = read_url(m.required("base_url"));
+
+    const auto env_key = m.optional("api_key_env");
+    const auto file_key = m.optional("api_key_file");
+    if (env_key && file_key) node.fail("set at most one of api_key_env and api_key_file");
+    if (env_key || file_key) {
+      ApiKey key = env_key ? key_from_env(*env_key, env) : key_from_file(*file_key);
+      provider.api_key = std::move(key.value);
+      provider.api_key_source = std::move(key.source);
+    }
+
+    m.read("region", provider.region, read_label_value);
+    m.read("pool", provider.pool, read_pool);
+    m.read("timeouts", provider.timeouts, read_timeout_overrides);
+    if (auto tls = m.optional("tls")) {
+      if (!provider.base_url.tls) tls->fail("base_url is http://; tls settings need https://");
+      provider.tls = read_tls(*tls);
+    }
+    m.read("headers", provider.headers, read_headers);
+  });
+  return provider;
+}
+
+}  // namespace
+
+std::vector<Provider> read_providers(const ConfigNode& node, EnvLookup env) {
+  std::vector<Provider> providers;
+  for (const auto& item : node.items()) providers.push_back(read_provider(item, env, providers));
+  return providers;
+}
+
+}  // namespace llmgate::config

@@ -1,0 +1,134 @@
+// Walking a YAML document while remembering where we are.
+//
+// Internal to config/. A ConfigNode is a YAML node plus its key path
+// ("providers[2].timeouts"); every error it raises is a ConfigError that begins
+// with the origin and that path. A ConfigMap reads one mapping: it hands out
+// children by key, remembers which keys were asked for, and reports anything
+// left over as an unknown key. A section reader therefore reads like a schema:
+//
+//   node.read_map([&](ConfigMap& m) {
+//     m.read("connect", t.connect, &ConfigNode::duration);
+//     m.read("port", listener.port, integer_in<std::uint16_t>(0, 65535));
+//   });
+//
+// Scalars are typed strictly: numbers and booleans must be plain YAML scalars
+// ("8080" in quotes is a string), booleans are true/false only, and null
+// (`key:` with no value) is never accepted where a value is expected.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace llmgate::config {
+
+class ConfigNode {
+ public:
+  // `origin` must outlive the node (parse_config owns it for the whole walk).
+  ConfigNode(YAML::Node node, std::string_view origin, std::string path);
+
+  const std::string& path() const { return path_; }
+
+  // Throws ConfigError("<origin>: <path>: <message>").
+  [[noreturn]] void fail(std::string_view message) const;
+
+  // Reads this node as a mapping: `read_fields(ConfigMap&)` asks for the keys
+  // it knows, then every key it did not ask for is rejected as unknown.
+  template <typename ReadFields>
+  void read_map(ReadFields&& read_fields) const;
+
+  // A list; element i has the path "<path>[i]".
+  std::vector<ConfigNode> items() const;
+  // A mapping with free-form keys (e.g. extra headers), in document order.
+  // Keys must be unique; element "k" has the path "<path>.k".
+  std::vector<std::pair<std::string, ConfigNode>> entries() const;
+
+  std::string string() const;  // any scalar, as written
+  bool boolean() const;        // true / false
+  std::int64_t integer(std::int64_t min, std::int64_t max) const;
+  double number() const;                    // any finite number
+  Duration duration() const;                // parse_duration(), and greater than zero
+  std::size_t size(std::size_t max) const;  // parse_size(), in 1..max
+
+ private:
+  friend class ConfigMap;
+  ConfigNode child(std::string_view key, YAML::Node node) const;
+  const std::string& scalar(std::string_view expected) const;  // or fail()
+  const std::string& plain_scalar(std::string_view expected) const;
+
+  YAML::Node node_;
+  std::string_view origin_;
+  std::string path_;
+};
+
+class ConfigMap {
+ public:
+  explicit ConfigMap(const ConfigNode& node);  // fails unless node is a mapping
+
+  // The child under `key`, if present. Either way `key` becomes a known key.
+  std::optional<ConfigNode> optional(std::string_view key);
+  // The child under `key`; fails with `missing required key "<key>"` if absent
+  // (or, when an unknown key looks like a typo of it, reports that key instead).
+  ConfigNode required(std::string_view key);
+
+  // If `key` is present, out = read(child). `read` is any callable taking a
+  // ConfigNode, including a member pointer such as &ConfigNode::duration.
+  template <typename T, typename Read>
+  void read(std::string_view key, T& out, Read&& read) {
+    if (auto child = optional(key)) out = std::invoke(std::forward<Read>(read), *child);
+  }
+
+  // Fails on the first key (in document order) that nobody asked for.
+  void reject_unknown_keys() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    YAML::Node value;
+    bool used = false;
+  };
+  Entry* find(std::string_view key);
+  [[noreturn]] void fail_unknown(const Entry& entry) const;
+
+  ConfigNode node_;
+  std::vector<Entry> entries_;
+  std::vector<std::string> known_;  // keys asked for, in the order asked
+};
+
+template <typename ReadFields>
+void ConfigNode::read_map(ReadFields&& read_fields) const {
+  ConfigMap map(*this);
+  std::forward<ReadFields>(read_fields)(map);
+  map.reject_unknown_keys();
+}
+
+// A reader for ConfigMap::read: an integer in [min, max] converted to T.
+template <typename T>
+auto integer_in(T min, T max) {
+  return [min, max](const ConfigNode& node) {
+    return static_cast<T>(
+        node.integer(static_cast<std::int64_t>(min), static_cast<std::int64_t>(max)));
+  };
+}
+
+// A reader for ConfigMap::read: a size in 1..max bytes.
+inline auto size_at_most(std::size_t max) {
+  return [max](const ConfigNode& node) { return node.size(max); };
+}
+
+// For "did you mean": the candidate that `name` most likely misspells, i.e.
+// the nearest one within a case-insensitive edit distance of a third of its
+// length (at least 1); nullopt if none is that close.
+std::optional<std::string> closest_match(std::string_view name,
+                                         const std::vector<std::string>& candidates);
+
+}  // namespace llmgate::config

@@ -1,0 +1,700 @@
+// POST /v1/chat/completions: admit, plan, attempt, commit, relay, account.
+//
+// The request lifecycle (docs/ARCHITECTURE.md):
+//   - Every attempt is streamed upstream, whatever the client asked for, so the
+//     gateway can time the first token and count tokens exactly.
+//   - Before the first output token an attempt may fail for any reason
+//     (connect, status, malformed event, TTFT deadline) and the next candidate
+//     is tried: nothing of a failed attempt has reached the client.
+//   - At the first output token a streaming attempt commits: the client gets
+//     the response head and every event held so far, then each event as it
+//     completes. A failure after that ends the stream with an explicit
+//     `data: {"error":...}` event and no [DONE].
+//   - A non-streaming client gets one chat.completion assembled from the
+//     events; since nothing is sent before the end, any upstream failure can
+//     still fail over.
+//   - The client connection is watched while all this runs: a disconnect
+//     cancels the attempt, which closes the upstream connection.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
+
+#include "gateway/chat_request.h"
+#include "gateway/headers.h"
+#include "gateway/log.h"
+#include "gateway/worker.h"
+#include "providers/chat_chunk.h"
+#include "providers/completion_assembler.h"
+#include "providers/sse_parser.h"
+#include "routing/route_plan.h"
+
+namespace llmgate::gateway {
+namespace {
+
+using namespace net::experimental::awaitable_operators;
+using routing::AttemptOutcome;
+using routing::AttemptRecord;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+
+constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kMaxErrorBody = 64 * 1024;
+constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
+constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
+
+using UpstreamParser = http::response_parser<http::buffer_body>;
+
+// True once the client-disconnect watcher has won the race and cancelled this
+// coroutine. An operation that was completing as the cancellation arrived
+// returns normally, so this is checked after each upstream wait.
+#define LLMGATE_CANCELLED() \
+  ((co_await net::this_coro::cancellation_state).cancelled() != net::cancellation_type::none)
+
+Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", ms);
+  return buf;
+}
+
+bool retryable_status(int status) {
+  // 401/403/404 from a provider are about our key or our config, not the
+  // caller's request: another deployment may well serve it.
+  return status == 408 || status == 429 || status >= 500 || status == 401 || status == 403 ||
+         status == 404;
+}
+
+// Waits until the client closes its connection (or the socket errors). Does
+// not consume bytes: a pipelined request stays in the socket for the session.
+net::awaitable<void> watch_client_disconnect(beast::tcp_stream& client) {
+  auto& sock = client.socket();
+  for (;;) {
+    auto [ec] = co_await sock.async_wait(net::ip::tcp::socket::wait_read, kUseTuple);
+    if (ec) co_return;
+    char byte;
+    ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
+    if (n > 0) {
+      // The client sent more (pipelining): nothing to learn until we answer.
+      net::steady_timer forever(client.get_executor(), Clock::time_point::max());
+      co_await forever.async_wait(kUseTuple);
+      co_return;
+    }
+  }
+}
+
+// The response to the client of a streaming request, once committed.
+class ClientStream {
+ public:
+  ClientStream(beast::tcp_stream& client, const RequestContext& rc, std::chrono::milliseconds timeout)
+      : client_(client), rc_(rc), timeout_(timeout) {}
+
+  bool chunked() const { return rc_.version == 11; }
+
+  net::awaitable<bool> write_head(http::response<http::empty_body>& res) {
+    res.chunked(chunked());
+    res.keep_alive(chunked() && rc_.keep_alive);
+    http::response_serializer<http::empty_body> sr{res};
+    client_.expires_after(timeout_);
+    auto [ec, n] = co_await http::async_write_header(client_, sr, kUseTuple);
+    client_.expires_never();
+    co_return !ec;
+  }
+
+  net::awaitable<bool> write(std::string_view bytes) {
+    if (bytes.empty()) co_return true;
+    client_.expires_after(timeout_);
+    beast::error_code ec;
+    if (chunked()) {
+      auto chunk = http::make_chunk(net::buffer(bytes));
+      std::tie(ec, std::ignore) = co_await net::async_write(client_, chunk, kUseTuple);
+    } else {
+      std::tie(ec, std::ignore) = co_await net::async_write(client_, net::buffer(bytes), kUseTuple);
+    }
+    client_.expires_never();
+    co_return !ec;
+  }
+
+  net::awaitable<bool> finish(const http::fields& trailers) {
+    if (!chunked()) co_return true;  // HTTP/1.0: the connection close ends the body
+    client_.expires_after(timeout_);
+    auto last = http::make_chunk_last(trailers);
+    auto [ec, n] = co_await net::async_write(client_, last, kUseTuple);
+    client_.expires_never();
+    co_return !ec;
+  }
+
+ private:
+  beast::tcp_stream& client_;
+  const RequestContext& rc_;
+  std::chrono::milliseconds timeout_;
+};
+
+// What one attempt left behind for the request.
+struct AttemptResult {
+  bool responded = false;   // the client has received a response (any status)
+  bool keep_alive = true;   // the client connection is still usable
+  std::optional<ApiError> error;  // failure to report if no candidate answers
+};
+
+class ChatProxy {
+ public:
+  ChatProxy(Worker& worker, beast::tcp_stream& client, const Request& client_request,
+            const RequestContext& rc, ChatRequest req)
+      : worker_(worker), cfg_(*worker.config), client_(client), client_request_(client_request),
+        rc_(rc), req_(std::move(req)) {}
+
+  net::awaitable<bool> run(const config::Model& model);
+
+ private:
+  net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec);
+  net::awaitable<AttemptResult> relay(const routing::Candidate& c, AttemptRecord& rec,
+                                      providers::Lease& lease, UpstreamParser& parser);
+  net::awaitable<AttemptResult> pass_through_status(AttemptRecord& rec, providers::Lease& lease,
+                                                    UpstreamParser& parser,
+                                                    Clock::time_point deadline);
+  http::request<http::string_body> upstream_request(const routing::Candidate& c) const;
+  void add_route_headers(http::fields& h, const AttemptRecord& rec) const;
+  AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail, int status = 502,
+                     std::string type = "upstream_error", std::string code = "upstream_error");
+  ApiError all_failed_error() const;
+  void log_request(const AttemptRecord* final) const;
+
+  Worker& worker_;
+  const config::Config& cfg_;
+  beast::tcp_stream& client_;
+  const Request& client_request_;
+  const RequestContext& rc_;
+  ChatRequest req_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point total_deadline_{};
+  int attempt_no_ = 0;
+  std::vector<std::string> failures_;   // "deployment: reason", for the final error
+  std::vector<AttemptOutcome> outcomes_;
+  std::optional<int> min_retry_after_;
+  bool all_rate_limited_ = true;
+};
+
+net::awaitable<bool> ChatProxy::run(const config::Model& model) {
+  routing::RoutePlan plan = routing::make_plan(cfg_, model);
+  total_deadline_ = start_ + cfg_.timeouts.total;
+  std::optional<AttemptRecord> last;
+  for (const auto& c : plan.candidates) {
+    if (Clock::now() >= total_deadline_) break;
+    ++attempt_no_;
+    AttemptRecord rec;
+    rec.deployment = c.deployment->id();
+    rec.started = Clock::now();
+    rec.outcome = AttemptOutcome::kClientGone;  // what it is if this frame is cancelled
+    // Recorded on every path, including cancellation by a client disconnect.
+    struct Report {
+      routing::StatsRegistry& stats;
+      AttemptRecord& rec;
+      ~Report() { stats.record(rec); }
+    } report{*worker_.stats, rec};
+    routing::StatsRegistry::InFlight in_flight(*worker_.stats, rec.deployment);
+
+    AttemptResult r = co_await attempt(c, rec);
+    if (r.responded) {
+      // The outcome stands even if the client hung up after its response
+      // (the watcher may then cancel the post-response drain).
+      log_request(&rec);
+      co_return r.keep_alive;
+    }
+    if (LLMGATE_CANCELLED()) {
+      rec.outcome = AttemptOutcome::kClientGone;
+      co_return false;
+    }
+    last = rec;
+    outcomes_.push_back(rec.outcome);
+    failures_.push_back(rec.deployment + ": " + rec.detail);
+    if (rec.retry_after_s) {
+      min_retry_after_ = std::min(min_retry_after_.value_or(*rec.retry_after_s), *rec.retry_after_s);
+    }
+    if (rec.http_status != 429) all_rate_limited_ = false;
+    log_line(LogLevel::kDebug, "request " + rc_.request_id + " attempt " +
+                                   std::to_string(attempt_no_) + " on " + rec.deployment +
+                                   " failed (" + routing::to_string(rec.outcome) + "): " + rec.detail);
+  }
+  ApiError e = all_failed_error();
+  Response res = make_error_response(rc_, e);
+  res.set("x-llmgate-attempts", std::to_string(attempt_no_));
+  log_request(last ? &*last : nullptr);
+  co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
+}
+
+ApiError ChatProxy::all_failed_error() const {
+  std::string detail;
+  for (const auto& f : failures_) detail += (detail.empty() ? "" : "; ") + f;
+  if (attempt_no_ == 0) {
+    return ApiError{504, "timeout_error", "request deadline expired before any upstream attempt",
+                    std::nullopt, "upstream_timeout", std::nullopt};
+  }
+  std::string msg = "all " + std::to_string(attempt_no_) + " upstream attempt(s) for model \"" +
+                    req_.model + "\" failed: " + detail;
+  if (all_rate_limited_) {
+    return ApiError{429, "rate_limit_error", std::move(msg), std::nullopt, "upstream_rate_limited",
+                    min_retry_after_.value_or(1)};
+  }
+  AttemptOutcome last = outcomes_.back();
+  if (last == AttemptOutcome::kTtftTimeout || last == AttemptOutcome::kIdleTimeout ||
+      last == AttemptOutcome::kTotalTimeout || Clock::now() >= total_deadline_) {
+    return ApiError{504, "timeout_error", std::move(msg), std::nullopt, "upstream_timeout",
+                    std::nullopt};
+  }
+  return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
+                  std::nullopt};
+}
+
+AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string detail, int status,
+                              std::string type, std::string code) {
+  rec.outcome = o;
+  rec.detail = std::move(detail);
+  AttemptResult r;
+  r.error = ApiError{status, std::move(type), rec.detail, std::nullopt, std::move(code), std::nullopt};
+  return r;
+}
+
+http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) const {
+  const auto& url = c.provider->base_url;
+  http::request<http::string_body> up{http::verb::post, url.path_prefix + "/chat/completions", 11};
+  // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
+  // those the Connection header names, and the client's credentials do not.
+  auto hop = connection_tokens(client_request_[http::field::connection]);
+  for (const auto& f : client_request_) {
+    if (is_hop_by_hop(f.name_string(), hop) || is_gateway_owned(f.name_string()) ||
+        f.name() == http::field::via) {
+      continue;
+    }
+    up.insert(f.name_string(), f.value());
+  }
+  std::string via = std::string(client_request_[http::field::via]);
+  up.set(http::field::via, (via.empty() ? "" : via + ", ") +
+                               (rc_.version == 10 ? "1.0" : "1.1") + " llmgate");
+  up.set(http::field::host, url.authority());
+  up.set(http::field::content_type, "application/json");
+  up.set(http::field::accept, "text/event-stream");
+  up.set(http::field::user_agent, "llmgate/0.1");
+  up.set("x-request-id", rc_.request_id);  // the client's own, or the one we made
+  if (!c.provider->api_key.empty()) up.set(http::field::authorization, "Bearer " + c.provider->api_key);
+  for (const auto& [name, value] : c.provider->headers) up.set(name, value);
+  up.keep_alive(true);
+  up.body() = upstream_body(req_, c.deployment->model);
+  up.prepare_payload();
+  return up;
+}
+
+void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord& rec) const {
+  h.set("x-request-id", rc_.request_id);
+  h.set("x-llmgate-deployment", rec.deployment);
+  h.set("x-llmgate-attempts", std::to_string(attempt_no_));
+  if (auto t = rec.ttft()) {
+    h.set("x-llmgate-ttft-ms", format_ms(std::chrono::duration<double, std::milli>(*t).count()));
+  }
+}
+
+net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, AttemptRecord& rec) {
+  auto& pool = worker_.pools->get(*c.provider);
+  auto up = upstream_request(c);
+
+  // A reused keep-alive connection may have been closed by the peer just as we
+  // took it; that failure says nothing about the deployment, so the request
+  // is sent once more on a fresh connection. Only while no response byte came.
+  for (int round = 0; round < 2; ++round) {
+    auto connect_deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
+    providers::AcquireResult acq = co_await pool.acquire(connect_deadline, /*allow_reuse=*/round == 0);
+    if (!acq.lease) co_return fail(rec, AttemptOutcome::kConnectError, acq.error);
+    providers::Lease& lease = acq.lease;
+    rec.reused_connection = lease.reused();
+    auto& tcp = lease->stream.tcp();
+
+    tcp.expires_at(earliest(Clock::now() + c.timeouts.connect + c.timeouts.ttft, total_deadline_));
+    auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
+    if (wec) {
+      if (lease.reused() && round == 0) continue;
+      co_return fail(rec, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
+    }
+    rec.request_sent = Clock::now();
+    auto ttft_deadline = earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
+
+    UpstreamParser parser;
+    parser.body_limit(boost::none);  // events are bounded one by one instead
+    parser.header_limit(kMaxUpstreamHeader);
+    tcp.expires_at(ttft_deadline);
+    std::size_t buffered_before = lease->buffer.size();
+    auto [hec, hn] = co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
+    if (LLMGATE_CANCELLED()) {
+      rec.detail = "client disconnected";
+      co_return AttemptResult{true, false, std::nullopt};
+    }
+    if (hec) {
+      bool stale = lease.reused() && round == 0 && buffered_before == 0 && hn == 0 &&
+                   (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
+                    hec == net::error::eof);
+      if (stale) continue;
+      if (hec == beast::error::timeout) {
+        bool total = Clock::now() >= total_deadline_;
+        co_return fail(rec, total ? AttemptOutcome::kTotalTimeout : AttemptOutcome::kTtftTimeout,
+                       "no response within the TTFT deadline of " +
+                           std::to_string(c.timeouts.ttft.count()) + "ms",
+                       504, "timeout_error", "upstream_timeout");
+      }
+      co_return fail(rec, AttemptOutcome::kTruncated,
+                     "connection failed before response headers: " + hec.message());
+    }
+    rec.http_status = static_cast<int>(parser.get().result_int());
+    if (rec.http_status != 200) {
+      co_return co_await pass_through_status(rec, lease, parser, ttft_deadline);
+    }
+    auto ct = parser.get()[http::field::content_type];
+    if (ct.substr(0, 17) != "text/event-stream") {
+      co_return fail(rec, AttemptOutcome::kMalformed,
+                     "upstream answered 200 with Content-Type \"" + std::string(ct.substr(0, 100)) +
+                         "\" instead of text/event-stream");
+    }
+    co_return co_await relay(c, rec, lease, parser);
+  }
+  co_return fail(rec, AttemptOutcome::kConnectError, "connection closed by upstream");
+}
+
+net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
+                                                             providers::Lease& lease,
+                                                             UpstreamParser& parser,
+                                                             Clock::time_point deadline) {
+  const int status = rec.http_status;
+  auto ra = parser.get()[http::field::retry_after];
+  if (!ra.empty()) {
+    int s = parse_retry_after(ra, std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count());
+    if (s >= 0) rec.retry_after_s = s;
+  }
+  // Read the (small) error body so the message can be reported or returned.
+  std::string body;
+  char buf[4096];
+  lease->stream.tcp().expires_at(deadline);
+  while (!parser.is_done() && body.size() < kMaxErrorBody) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    body.append(buf, sizeof buf - parser.get().body().size);
+    if (ec && ec != http::error::need_buffer) break;
+  }
+  if (parser.is_done() && parser.keep_alive()) lease.give_back();
+
+  std::string upstream_message;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    upstream_message = j["error"]["message"].get<std::string>();
+  } else {
+    upstream_message = body.substr(0, 200);
+  }
+  std::string detail = "HTTP " + std::to_string(status) +
+                       (upstream_message.empty() ? "" : ": " + upstream_message);
+
+  if (retryable_status(status)) {
+    co_return fail(rec, AttemptOutcome::kUpstreamStatus, detail);
+  }
+  // The caller's fault (400, 413, 422...): the next deployment would say the
+  // same. Return it as the upstream said it, in OpenAI's shape.
+  rec.outcome = AttemptOutcome::kClientError;
+  rec.detail = detail;
+  Response res;
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    res = make_json_response(rc_, static_cast<http::status>(status), body);
+  } else {
+    res = make_error_response(rc_, ApiError{status, "invalid_request_error", detail, std::nullopt,
+                                            "upstream_rejected_request", std::nullopt});
+  }
+  add_route_headers(res, rec);
+  AttemptResult r;
+  r.responded = true;
+  r.keep_alive = co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
+  co_return r;
+}
+
+net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, AttemptRecord& rec,
+                                               providers::Lease& lease, UpstreamParser& parser) {
+  const bool streaming = req_.stream;
+  ClientStream out(client_, rc_, c.timeouts.idle);
+  providers::SseParser sse(cfg_.server.limits.max_event_bytes);
+  providers::CompletionAssembler assembler;
+  std::string pending;  // complete events not yet written to the client
+  bool committed = false, done = false, saw_finish = false;
+  std::optional<AttemptResult> failure;
+  std::optional<ApiError> post_commit_error;  // upstream's own in-band error after commit
+
+  auto on_event = [&](const providers::SseEvent& ev) {
+    if (failure || done || post_commit_error) return;
+    if (!ev.has_data) {
+      if (committed && streaming) pending.append(ev.raw);  // keep-alive comments pass through
+      return;
+    }
+    providers::ChatChunk ch = providers::inspect_chunk(ev.data);
+    using Kind = providers::ChatChunk::Kind;
+    switch (ch.kind) {
+      case Kind::kDone:
+        done = true;
+        if (streaming) pending.append(ev.raw);
+        return;
+      case Kind::kError:
+        if (committed) {
+          post_commit_error = ApiError{502, "upstream_error", "upstream error: " + ch.error_message,
+                                       std::nullopt, "upstream_stream_error", std::nullopt};
+          rec.outcome = AttemptOutcome::kMalformed;
+          rec.detail = "in-band error event: " + ch.error_message;
+        } else {
+          failure = fail(rec, AttemptOutcome::kMalformed, "in-band error event: " + ch.error_message);
+        }
+        return;
+      case Kind::kMalformed:
+        if (committed) {
+          post_commit_error = ApiError{502, "upstream_error", ch.error_message, std::nullopt,
+                                       "upstream_malformed_event", std::nullopt};
+          rec.outcome = AttemptOutcome::kMalformed;
+          rec.detail = ch.error_message;
+        } else {
+          failure = fail(rec, AttemptOutcome::kMalformed, ch.error_message);
+        }
+        return;
+      case Kind::kChunk:
+        break;
+    }
+    if (ch.usage) {
+      rec.input_tokens = ch.usage->prompt_tokens;
+      rec.output_tokens = ch.usage->completion_tokens;
+    }
+    if (ch.has_output) {
+      auto now = Clock::now();
+      if (!rec.first_token) rec.first_token = now;
+      rec.last_token = now;
+      rec.output_chars += static_cast<std::int64_t>(ch.output_chars);
+    }
+    saw_finish = saw_finish || ch.has_finish;
+    if (!streaming) {
+      assembler.add(ch.json);
+      return;
+    }
+    if (!req_.include_usage && ch.usage) {
+      if (ch.usage_only) return;  // the usage chunk the client did not ask for
+      ch.json.erase("usage");      // usage riding on a content chunk: strip it
+      pending.append("data: ").append(ch.json.dump()).append("\n\n");
+      return;
+    }
+    pending.append(ev.raw);
+  };
+
+  auto commit = [&]() -> net::awaitable<bool> {
+    committed = true;
+    http::response<http::empty_body> res{http::status::ok, rc_.version};
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+    res.set("x-accel-buffering", "no");
+    add_route_headers(res, rec);
+    if (out.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
+    co_return co_await out.write_head(res);
+  };
+
+  char buf[kReadChunk];
+  for (;;) {
+    if (parser.is_done()) break;
+    auto deadline = rec.first_token ? earliest(Clock::now() + c.timeouts.idle, total_deadline_)
+                                    : earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
+    lease->stream.tcp().expires_at(deadline);
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    if (LLMGATE_CANCELLED()) {
+      rec.outcome = AttemptOutcome::kClientGone;
+      rec.detail = "client disconnected";
+      co_return AttemptResult{true, false, std::nullopt};
+    }
+    if (ec == http::error::need_buffer) ec = {};
+    std::size_t got = sizeof buf - parser.get().body().size;
+    if (got > 0) {
+      if (sse.feed(std::string_view(buf, got), on_event) == providers::SseParser::Status::kEventTooLarge &&
+          !failure) {
+        std::string msg = "upstream event larger than " +
+                          std::to_string(cfg_.server.limits.max_event_bytes) + " bytes";
+        if (committed) {
+          post_commit_error = ApiError{502, "upstream_error", msg, std::nullopt,
+                                       "upstream_event_too_large", std::nullopt};
+          rec.outcome = AttemptOutcome::kMalformed;
+          rec.detail = msg;
+        } else {
+          failure = fail(rec, AttemptOutcome::kMalformed, msg);
+        }
+      }
+    }
+    if (failure) co_return *failure;
+    if (streaming && !committed && (rec.first_token || saw_finish || done)) {
+      if (!co_await commit()) {
+        rec.outcome = AttemptOutcome::kClientGone;
+        co_return AttemptResult{true, false, std::nullopt};
+      }
+    }
+    if (committed && !pending.empty()) {
+      if (!co_await out.write(pending)) {
+        rec.outcome = AttemptOutcome::kClientGone;
+        rec.detail = "client went away mid-stream";
+        co_return AttemptResult{true, false, std::nullopt};
+      }
+      pending.clear();
+    }
+    if (post_commit_error) {
+      std::string event = post_commit_error->sse_event();
+      co_await out.write(event);
+      http::fields no_trailers;
+      bool ok = co_await out.finish(no_trailers);
+      co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
+    }
+    if (done) break;
+    if (ec) {
+      const bool timeout = ec == beast::error::timeout;
+      const bool total = timeout && Clock::now() >= total_deadline_;
+      AttemptOutcome o = total       ? AttemptOutcome::kTotalTimeout
+                         : !timeout  ? AttemptOutcome::kTruncated
+                         : rec.first_token ? AttemptOutcome::kIdleTimeout
+                                           : AttemptOutcome::kTtftTimeout;
+      std::string detail =
+          o == AttemptOutcome::kTtftTimeout
+              ? "no first token within the TTFT deadline of " + std::to_string(c.timeouts.ttft.count()) + "ms"
+          : o == AttemptOutcome::kIdleTimeout
+              ? "stream stalled: no data for " + std::to_string(c.timeouts.idle.count()) + "ms"
+          : o == AttemptOutcome::kTotalTimeout ? std::string("request deadline expired")
+                                               : "upstream stream cut: " + ec.message();
+      if (!committed) {
+        co_return timeout ? fail(rec, o, detail, 504, "timeout_error", "upstream_timeout")
+                          : fail(rec, o, detail);
+      }
+      rec.outcome = o;
+      rec.detail = detail;
+      ApiError e{timeout ? 504 : 502, timeout ? "timeout_error" : "upstream_error",
+                 "the upstream stream failed after it started: " + detail, std::nullopt,
+                 timeout ? "upstream_timeout" : "upstream_stream_truncated", std::nullopt};
+      std::string event = e.sse_event();
+      co_await out.write(event);
+      http::fields no_trailers;
+      bool ok = co_await out.finish(no_trailers);
+      co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
+    }
+  }
+
+  // The upstream body ended: after [DONE], or cleanly without it.
+  if (!done && !saw_finish) {
+    std::string detail = "upstream ended the stream without [DONE] or a finish_reason";
+    if (!committed) co_return fail(rec, AttemptOutcome::kTruncated, detail);
+    rec.outcome = AttemptOutcome::kTruncated;
+    rec.detail = detail;
+    ApiError e{502, "upstream_error", "the upstream stream was truncated: " + detail, std::nullopt,
+               "upstream_stream_truncated", std::nullopt};
+    std::string event = e.sse_event();
+    co_await out.write(event);
+    http::fields no_trailers;
+    bool ok = co_await out.finish(no_trailers);
+    co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
+  }
+  rec.outcome = AttemptOutcome::kSuccess;
+
+  AttemptResult result{true, rc_.keep_alive, std::nullopt};
+  if (streaming) {
+    if (!done) pending.append("data: [DONE]\n\n");  // finished cleanly, upstream omitted it
+    if (!committed && !co_await commit()) co_return AttemptResult{true, false, std::nullopt};
+    http::fields trailers;
+    if (rec.output_tokens) trailers.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
+    if (auto tps = rec.tps()) trailers.set("x-llmgate-tps", format_ms(*tps));
+    bool ok = co_await out.write(pending) && co_await out.finish(trailers);
+    result.keep_alive = ok && out.chunked() && rc_.keep_alive;
+  } else {
+    Response res = make_json_response(rc_, http::status::ok, assembler.result().dump(
+                                                                 -1, ' ', false,
+                                                                 nlohmann::json::error_handler_t::replace));
+    add_route_headers(res, rec);
+    if (rec.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
+    if (auto tps = rec.tps()) res.set("x-llmgate-tps", format_ms(*tps));
+    result.keep_alive = co_await write_response(client_, res, c.timeouts.idle) && rc_.keep_alive;
+  }
+
+  // Keep the upstream connection if its response ends promptly after [DONE].
+  if (!parser.is_done()) {
+    lease->stream.tcp().expires_after(kDrainForReuse);
+    while (!parser.is_done()) {
+      parser.get().body().data = buf;
+      parser.get().body().size = sizeof buf;
+      auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+      if (ec && ec != http::error::need_buffer) break;
+    }
+  }
+  if (parser.is_done() && parser.keep_alive()) {
+    lease->stream.tcp().expires_never();
+    lease.give_back();
+  }
+  co_return result;
+}
+
+void ChatProxy::log_request(const AttemptRecord* rec) const {
+  if (!log_enabled(LogLevel::kInfo)) return;
+  std::ostringstream line;
+  line << "request_id=" << rc_.request_id << " model=" << req_.model
+       << " stream=" << (req_.stream ? "true" : "false") << " attempts=" << attempt_no_;
+  if (rec) {
+    line << " deployment=" << rec->deployment << " outcome=" << routing::to_string(rec->outcome)
+         << " status=" << rec->http_status;
+    if (auto t = rec->ttft()) line << " ttft_ms=" << format_ms(std::chrono::duration<double, std::milli>(*t).count());
+    if (rec->output_tokens) line << " output_tokens=" << *rec->output_tokens;
+    if (auto tps = rec->tps()) line << " tps=" << format_ms(*tps);
+  }
+  line << " duration_ms=" << format_ms(ms_between(start_, Clock::now()));
+  log_line(LogLevel::kInfo, line.str());
+}
+
+}  // namespace
+
+net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& client,
+                                             const Request& request, const RequestContext& rc) {
+  const config::Config& cfg = *worker.config;
+  auto parsed = parse_chat_request(request[http::field::content_type], request.body());
+  if (auto* err = std::get_if<ApiError>(&parsed)) {
+    Response res = make_error_response(rc, *err);
+    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+  }
+  auto& req = std::get<ChatRequest>(parsed);
+  const config::Model* model = cfg.find_model(req.model);
+  if (model == nullptr) {
+    Response res = make_error_response(
+        rc, ApiError{404, "invalid_request_error",
+                     "The model `" + req.model.substr(0, 200) + "` does not exist or you do not have access to it.",
+                     "model", "model_not_found", std::nullopt});
+    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+  }
+  ChatProxy proxy(worker, client, request, rc, std::move(req));
+  // Race the whole exchange against the client hanging up: a disconnect
+  // cancels the attempt, which closes the upstream connection and records it.
+  std::variant<bool, std::monostate> r =
+      co_await (proxy.run(*model) || watch_client_disconnect(client));
+  if (r.index() == 1) {
+    log_line(LogLevel::kDebug, "request " + rc.request_id + ": client disconnected, upstream cancelled");
+    co_return false;
+  }
+  co_return std::get<0>(r);
+}
+
+}  // namespace llmgate::gateway

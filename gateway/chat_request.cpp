@@ -1,0 +1,110 @@
+#include "gateway/chat_request.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace llmgate::gateway {
+namespace {
+
+bool is_json_content_type(std::string_view ct) {
+  auto semi = ct.find(';');
+  std::string_view media = ct.substr(0, semi);
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  while (!media.empty() && media.front() == ' ') media.remove_prefix(1);
+  std::string lower(media);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower == "application/json";
+}
+
+}  // namespace
+
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
+                                                       std::string_view body) {
+  if (!content_type.empty() && !is_json_content_type(content_type)) {
+    ApiError e = invalid_request("Content-Type must be application/json, got \"" +
+                                 std::string(content_type.substr(0, 100)) + "\"");
+    e.status = 415;
+    e.code = "unsupported_media_type";
+    return e;
+  }
+  if (body.empty()) return invalid_request("request body is empty: expected a JSON object");
+  ChatRequest r;
+  try {
+    r.body = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann rejects ill-formed UTF-8 here too.
+    return invalid_request(std::string("request body is not valid JSON: ") + e.what(), std::nullopt,
+                           "invalid_json");
+  }
+  if (!r.body.is_object()) return invalid_request("request body must be a JSON object");
+
+  auto model = r.body.find("model");
+  if (model == r.body.end() || model->is_null()) {
+    return invalid_request("you must provide a model parameter", "model", "missing_required_parameter");
+  }
+  if (!model->is_string() || model->get_ref<const std::string&>().empty()) {
+    return invalid_request("model must be a non-empty string", "model", "invalid_type");
+  }
+  r.model = model->get<std::string>();
+
+  auto messages = r.body.find("messages");
+  if (messages == r.body.end() || messages->is_null()) {
+    return invalid_request("you must provide a messages parameter", "messages",
+                           "missing_required_parameter");
+  }
+  if (!messages->is_array() || messages->empty()) {
+    return invalid_request("messages must be a non-empty array", "messages", "invalid_type");
+  }
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const auto& m = (*messages)[i];
+    std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return invalid_request(param + " must be an object", param, "invalid_type");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return invalid_request(param + ".role must be a string", param + ".role", "invalid_type");
+    }
+  }
+
+  if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
+    if (!s->is_boolean()) return invalid_request("stream must be a boolean", "stream", "invalid_type");
+    r.stream = s->get<bool>();
+  }
+  if (auto so = r.body.find("stream_options"); so != r.body.end() && !so->is_null()) {
+    if (!so->is_object()) {
+      return invalid_request("stream_options must be an object", "stream_options", "invalid_type");
+    }
+    if (!r.stream) {
+      return invalid_request("stream_options is only allowed when stream is true", "stream_options",
+                             "invalid_value");
+    }
+    if (auto iu = so->find("include_usage"); iu != so->end() && !iu->is_null()) {
+      if (!iu->is_boolean()) {
+        return invalid_request("stream_options.include_usage must be a boolean",
+                               "stream_options.include_usage", "invalid_type");
+      }
+      r.include_usage = iu->get<bool>();
+    }
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n"}) {
+    if (auto it = r.body.find(key); it != r.body.end() && !it->is_null()) {
+      if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
+        return invalid_request(std::string(key) + " must be a non-negative integer", key,
+                               "invalid_type");
+      }
+    }
+  }
+  return r;
+}
+
+std::string upstream_body(const ChatRequest& request, const std::string& upstream_model) {
+  nlohmann::json out = request.body;
+  out["model"] = upstream_model;
+  out["stream"] = true;
+  auto& so = out["stream_options"];
+  if (!so.is_object()) so = nlohmann::json::object();
+  so["include_usage"] = true;
+  return out.dump();
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,32 @@
+// Admission of a POST /v1/chat/completions body: parse it just enough to route
+// it, reject what is wrong with an OpenAI-shaped 400, and build the body sent
+// upstream. Fields the gateway does not need pass through untouched.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api_error.h"
+
+namespace llmgate::gateway {
+
+struct ChatRequest {
+  nlohmann::json body;        // the client's document
+  std::string model;          // the public model name
+  bool stream = false;        // the client wants SSE
+  bool include_usage = false; // the client asked for the usage chunk
+};
+
+// `content_type` is the request's Content-Type header value.
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
+                                                       std::string_view body);
+
+// The upstream body: the client's document with `model` replaced by the
+// deployment's upstream name and streaming with usage forced on (the gateway
+// always streams upstream so it can time the first token and count tokens).
+std::string upstream_body(const ChatRequest& request, const std::string& upstream_model);
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,196 @@
+#include "providers/upstream_pool.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace llmgate::providers {
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+
+// An idle keep-alive connection is healthy if the peer has neither closed it
+// nor sent anything since the last response (unsolicited bytes or a TLS
+// close_notify both mean it cannot be reused).
+bool idle_connection_is_healthy(UpstreamConnection& c) {
+  auto& sock = c.stream.tcp().socket();
+  if (!sock.is_open() || c.buffer.size() != 0) return false;
+  char byte;
+  ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
+
+Lease& Lease::operator=(Lease&& o) noexcept {
+  if (this != &o) {
+    close();
+    pool_ = std::exchange(o.pool_, nullptr);
+    conn_ = std::move(o.conn_);
+    reused_ = o.reused_;
+  }
+  return *this;
+}
+
+void Lease::give_back() {
+  if (!conn_) return;
+  ++conn_->requests;
+  pool_->on_returned(std::move(conn_));
+}
+
+void Lease::close() {
+  if (!conn_) return;
+  beast::error_code ignored;
+  conn_->stream.tcp().socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  conn_->stream.tcp().close();
+  conn_.reset();
+  pool_->on_closed();
+}
+
+ConnectionPool::ConnectionPool(net::any_io_executor ex, const config::Provider& provider,
+                               std::shared_ptr<ssl::context> tls)
+    : ex_(std::move(ex)), provider_(provider), tls_(std::move(tls)) {}
+
+ConnectionPool::~ConnectionPool() { shutdown(); }
+
+void ConnectionPool::shutdown() {
+  shut_down_ = true;
+  open_ -= idle_.size();
+  idle_.clear();
+  for (auto* w : waiters_) w->cancel();
+}
+
+void ConnectionPool::on_closed() {
+  --open_;
+  wake_one();
+}
+
+void ConnectionPool::on_returned(std::unique_ptr<UpstreamConnection> c) {
+  if (shut_down_) {
+    --open_;
+    return;
+  }
+  c->idle_since = Clock::now();
+  idle_.push_back(std::move(c));
+  wake_one();
+}
+
+void ConnectionPool::wake_one() {
+  if (!waiters_.empty()) {
+    waiters_.front()->cancel();
+    waiters_.pop_front();
+  }
+}
+
+net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline, bool allow_reuse) {
+  for (;;) {
+    // Most recently used first: it is the least likely to have been closed.
+    while (allow_reuse && !idle_.empty()) {
+      std::unique_ptr<UpstreamConnection> c = std::move(idle_.back());
+      idle_.pop_back();
+      bool fresh = Clock::now() - c->idle_since < provider_.pool.idle_timeout;
+      if (fresh && idle_connection_is_healthy(*c)) {
+        co_return AcquireResult{Lease(this, std::move(c), /*reused=*/true), {}};
+      }
+      --open_;  // c closes as it goes out of scope
+    }
+    if (shut_down_) co_return AcquireResult{Lease(), "gateway is shutting down"};
+    if (open_ < provider_.pool.max_connections) co_return co_await connect(deadline);
+
+    // Full: wait for a lease to come back or close, or for the deadline.
+    net::steady_timer timer(ex_, deadline);
+    waiters_.push_back(&timer);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    std::erase(waiters_, &timer);
+    if (!ec) {
+      co_return AcquireResult{Lease(), "connection pool for provider \"" + provider_.name +
+                                           "\" is full (" +
+                                           std::to_string(provider_.pool.max_connections) +
+                                           " connections) until the connect deadline"};
+    }
+  }
+}
+
+net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline) {
+  ++open_;  // reserve the slot across the awaits below
+  auto fail = [this](std::string what) {
+    on_closed();
+    return AcquireResult{Lease(), std::move(what)};
+  };
+  const auto& url = provider_.base_url;
+  auto c = std::make_unique<UpstreamConnection>(
+      url.tls ? UpstreamStream(ex_, *tls_) : UpstreamStream(ex_));
+
+  net::ip::tcp::resolver resolver(ex_);
+  net::steady_timer resolve_deadline(ex_, deadline);
+  // The resolver has no timeout of its own; cancel it from a timer.
+  resolve_deadline.async_wait([&resolver](beast::error_code ec) {
+    if (!ec) resolver.cancel();
+  });
+  auto [rec, endpoints] =
+      co_await resolver.async_resolve(url.host, std::to_string(url.port), kUseTuple);
+  resolve_deadline.cancel();
+  if (rec) co_return fail("cannot resolve " + url.host + ": " + rec.message());
+
+  auto& tcp = c->stream.tcp();
+  tcp.expires_at(deadline);
+  auto [cec, ep] = co_await tcp.async_connect(endpoints, kUseTuple);
+  if (cec) {
+    co_return fail("cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
+                   (cec == beast::error::timeout ? std::string("connect timeout") : cec.message()));
+  }
+  tcp.socket().set_option(net::ip::tcp::no_delay(true));
+
+  if (auto* tls = c->stream.tls()) {
+    const std::string& sni = provider_.tls.sni.empty() ? url.host : provider_.tls.sni;
+    if (!SSL_set_tlsext_host_name(tls->native_handle(), sni.c_str())) {
+      co_return fail("cannot set TLS SNI to " + sni);
+    }
+    if (provider_.tls.verify) {
+      tls->set_verify_mode(ssl::verify_peer);
+      tls->set_verify_callback(ssl::host_name_verification(sni));
+    } else {
+      tls->set_verify_mode(ssl::verify_none);
+    }
+    auto [hec] = co_await tls->async_handshake(ssl::stream_base::client, kUseTuple);
+    if (hec) {
+      co_return fail("TLS handshake with " + url.host + " failed: " +
+                     (hec == beast::error::timeout ? std::string("timeout") : hec.message()));
+    }
+  }
+  tcp.expires_never();
+  co_return AcquireResult{Lease(this, std::move(c), /*reused=*/false), {}};
+}
+
+std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  if (provider.tls.ca_file.empty()) {
+    ctx->set_default_verify_paths();
+  } else {
+    ctx->load_verify_file(provider.tls.ca_file);  // throws: reported at start-up
+  }
+  return ctx;
+}
+
+ConnectionPool& UpstreamPools::get(const config::Provider& provider) {
+  auto& slot = pools_[provider.name];
+  if (!slot) {
+    std::shared_ptr<ssl::context> tls;
+    if (auto it = tls_.find(provider.name); it != tls_.end()) tls = it->second;
+    slot = std::make_unique<ConnectionPool>(ex_, provider, std::move(tls));
+  }
+  return *slot;
+}
+
+void UpstreamPools::shutdown() {
+  for (auto& [name, pool] : pools_) pool->shutdown();
+}
+
+}  // namespace llmgate::providers

@@ -1,0 +1,152 @@
+// Upstream connections: plain TCP or TLS, pooled per provider per worker.
+//
+// Includes Beast and Asio: include this only from .cpp files.
+//
+// Threading: a ConnectionPool belongs to one worker thread (one io_context) and
+// is never touched from another, so it has no locks. The ssl::context is built
+// once per provider and shared by all workers (OpenSSL allows concurrent use of
+// a configured SSL_CTX).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "config/config.h"
+
+namespace llmgate::providers {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace ssl = boost::asio::ssl;
+using Clock = std::chrono::steady_clock;
+
+// A stream that is either plain TCP or TLS over TCP; satisfies Beast's
+// AsyncReadStream/AsyncWriteStream so http::async_read/write work on it.
+class UpstreamStream {
+ public:
+  using executor_type = net::any_io_executor;
+
+  explicit UpstreamStream(net::any_io_executor ex) : tcp_(std::make_unique<beast::tcp_stream>(ex)) {}
+  UpstreamStream(net::any_io_executor ex, ssl::context& ctx)
+      : tls_(std::make_unique<ssl::stream<beast::tcp_stream>>(ex, ctx)) {}
+
+  executor_type get_executor() { return tcp().get_executor(); }
+  beast::tcp_stream& tcp() { return tls_ ? tls_->next_layer() : *tcp_; }
+  ssl::stream<beast::tcp_stream>* tls() { return tls_.get(); }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& b, Token&& token) {
+    if (tls_) return tls_->async_read_some(b, std::forward<Token>(token));
+    return tcp_->async_read_some(b, std::forward<Token>(token));
+  }
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& b, Token&& token) {
+    if (tls_) return tls_->async_write_some(b, std::forward<Token>(token));
+    return tcp_->async_write_some(b, std::forward<Token>(token));
+  }
+
+ private:
+  std::unique_ptr<beast::tcp_stream> tcp_;
+  std::unique_ptr<ssl::stream<beast::tcp_stream>> tls_;
+};
+
+struct UpstreamConnection {
+  explicit UpstreamConnection(UpstreamStream s) : stream(std::move(s)) {}
+  UpstreamStream stream;
+  beast::flat_buffer buffer;  // bytes read past the end of a response
+  Clock::time_point idle_since{};
+  std::uint64_t requests = 0;  // responses completed on this connection
+};
+
+class ConnectionPool;
+
+// Exclusive use of one connection. Destroying a lease closes the connection;
+// give_back() returns it to the pool for keep-alive reuse.
+class Lease {
+ public:
+  Lease() = default;
+  Lease(ConnectionPool* pool, std::unique_ptr<UpstreamConnection> c, bool reused)
+      : pool_(pool), conn_(std::move(c)), reused_(reused) {}
+  Lease(Lease&& o) noexcept { *this = std::move(o); }
+  Lease& operator=(Lease&& o) noexcept;
+  ~Lease() { close(); }
+
+  explicit operator bool() const { return conn_ != nullptr; }
+  UpstreamConnection& operator*() { return *conn_; }
+  UpstreamConnection* operator->() { return conn_.get(); }
+  bool reused() const { return reused_; }
+  void give_back();  // the response was read to its end and the peer keeps alive
+  void close();      // drop the connection (idempotent)
+
+ private:
+  ConnectionPool* pool_ = nullptr;
+  std::unique_ptr<UpstreamConnection> conn_;
+  bool reused_ = false;
+};
+
+struct AcquireResult {
+  Lease lease;
+  std::string error;  // set when lease is empty
+};
+
+class ConnectionPool {
+ public:
+  ConnectionPool(net::any_io_executor ex, const config::Provider& provider,
+                 std::shared_ptr<ssl::context> tls);
+  ~ConnectionPool();
+
+  // A pooled idle connection if a healthy one exists, else a new one (DNS,
+  // TCP, TLS) — waiting for a free slot when the pool is full. Never throws
+  // for network failures; `deadline` bounds the whole operation.
+  net::awaitable<AcquireResult> acquire(Clock::time_point deadline, bool allow_reuse = true);
+
+  std::size_t open_connections() const { return open_; }
+  std::size_t idle_connections() const { return idle_.size(); }
+  void shutdown();  // close idle connections; leases closed later are not pooled
+
+ private:
+  friend class Lease;
+  net::awaitable<AcquireResult> connect(Clock::time_point deadline);
+  void on_closed();
+  void on_returned(std::unique_ptr<UpstreamConnection> c);
+  void wake_one();
+
+  net::any_io_executor ex_;
+  const config::Provider& provider_;
+  std::shared_ptr<ssl::context> tls_;
+  std::deque<std::unique_ptr<UpstreamConnection>> idle_;  // most recently used at the back
+  std::deque<net::steady_timer*> waiters_;
+  std::size_t open_ = 0;  // idle + leased
+  bool shut_down_ = false;
+};
+
+// TLS client context for a provider: verification on unless disabled, the
+// configured CA file or the system store. Throws on a bad CA file (start-up).
+std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider);
+
+// All pools of one worker, by provider name.
+class UpstreamPools {
+ public:
+  UpstreamPools(net::any_io_executor ex,
+                std::map<std::string, std::shared_ptr<ssl::context>> tls_contexts)
+      : ex_(std::move(ex)), tls_(std::move(tls_contexts)) {}
+  ConnectionPool& get(const config::Provider& provider);
+  void shutdown();
+
+ private:
+  net::any_io_executor ex_;
+  std::map<std::string, std::shared_ptr<ssl::context>> tls_;
+  std::map<std::string, std::unique_ptr<ConnectionPool>> pools_;
+};
+
+}  // namespace llmgate::providers

@@ -1,0 +1,65 @@
+// One upstream attempt, as measured by the gateway. This is the single record
+// the router learns from (routing/stats_registry.h), so the measurement points
+// are defined here once:
+//   - TTFT: from the moment the request was written upstream to the first SSE
+//     event that carries output (content, refusal, reasoning or a tool call) —
+//     not the first byte and not the role-only chunk.
+//   - Output tokens: from the upstream's usage (the gateway always asks for it).
+//   - TPS: output tokens / (last output event - first output event).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace llmgate::routing {
+
+using Clock = std::chrono::steady_clock;
+
+enum class AttemptOutcome {
+  kSuccess,          // stream completed ([DONE] or clean end after finish_reason)
+  kConnectError,     // DNS, TCP, TLS, pool exhausted
+  kUpstreamStatus,   // a non-200 status that is retried (5xx, 429, 401/403 of our key...)
+  kClientError,      // a 4xx that is the caller's fault: returned, not retried
+  kTtftTimeout,      // no first token within the TTFT deadline
+  kIdleTimeout,      // stall after the first token
+  kTruncated,        // stream cut before it finished
+  kMalformed,        // non-SSE body, bad JSON event, oversized event, in-band error
+  kClientGone,       // the client disconnected: the attempt was abandoned
+  kTotalTimeout,     // the request's overall deadline expired
+};
+
+const char* to_string(AttemptOutcome o);
+
+struct AttemptRecord {
+  std::string deployment;  // Deployment::id(): "provider/model"
+  AttemptOutcome outcome = AttemptOutcome::kConnectError;
+  int http_status = 0;
+  Clock::time_point started{};       // attempt began (before connect)
+  Clock::time_point request_sent{};  // request fully written upstream
+  std::optional<Clock::time_point> first_token;
+  std::optional<Clock::time_point> last_token;
+  std::optional<std::int64_t> input_tokens;
+  std::optional<std::int64_t> output_tokens;
+  std::int64_t output_chars = 0;  // tokenizer-neutral output size
+  bool reused_connection = false;
+  std::optional<int> retry_after_s;
+  std::string detail;  // human-readable reason for failures
+
+  std::optional<std::chrono::microseconds> ttft() const {
+    if (!first_token) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::microseconds>(*first_token - request_sent);
+  }
+  // Output tokens per second between the first and the last output event;
+  // nullopt when there is too little to measure.
+  std::optional<double> tps() const {
+    if (!first_token || !last_token || !output_tokens || *output_tokens < 2) return std::nullopt;
+    auto span = std::chrono::duration<double>(*last_token - *first_token).count();
+    if (span <= 0) return std::nullopt;
+    // N tokens arrive over N-1 gaps after the first one.
+    return static_cast<double>(*output_tokens - 1) / span;
+  }
+};
+
+}  // namespace llmgate::routing

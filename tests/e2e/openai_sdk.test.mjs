@@ -1,0 +1,145 @@
+// End-to-end: the official OpenAI Node SDK against llmgate in front of
+// llmgate-sim processes, all on loopback. Run by run.sh (through ctest).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+
+const BIN = process.env.LLMGATE_BIN_DIR;
+assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
+const dir = mkdtempSync(join(tmpdir(), "llmgate-e2e-"));
+const children = [];
+
+function start(cmd, args, portFile) {
+  const child = spawn(join(BIN, cmd), args, { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    const deadline = Date.now() + 15000;
+    const poll = () => {
+      if (existsSync(portFile)) return resolve(Number(readFileSync(portFile, "utf8").trim()));
+      if (child.exitCode !== null) return reject(new Error(`${cmd} exited: ${stderr}`));
+      if (Date.now() > deadline) return reject(new Error(`${cmd} did not start: ${stderr}`));
+      setTimeout(poll, 20);
+    };
+    poll();
+  });
+}
+
+let client, noRetry;
+
+before(async () => {
+  const fast = { ttft_ms: 5, tps: 2000, output_tokens: 8 };
+  const simPort = await start("llmgate-sim", [
+    "--listen", "127.0.0.1:0", "--api-key", "sim-key", "--port-file", join(dir, "sim.port"),
+    "--model", `good=${JSON.stringify(fast)}`,
+    "--model", `cut=${JSON.stringify({ ...fast, output_tokens: 10, cut_after_tokens: 3 })}`,
+    "--model", `down=${JSON.stringify({ ...fast, error_rate: 1, error_status: 503 })}`,
+  ], join(dir, "sim.port"));
+  const config = `
+server:
+  listeners: [{address: 127.0.0.1, port: 0}]
+  workers: 1
+timeouts: {connect: 1s, ttft: 2s, idle: 2s, total: 10s}
+providers:
+  - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1", api_key_env: E2E_SIM_KEY, region: local}
+models:
+  - name: chat
+    deployments: [{provider: sim, model: down}, {provider: sim, model: good}]
+  - name: cut-chat
+    deployments: [{provider: sim, model: cut}]
+  - name: down-chat
+    deployments: [{provider: sim, model: down}]
+`;
+  writeFileSync(join(dir, "llmgate.yaml"), config);
+  process.env.E2E_SIM_KEY = "sim-key";
+  const gwPort = await start("llmgate", [
+    "--config", join(dir, "llmgate.yaml"), "--port-file", join(dir, "gw.port"), "--log-level", "warn",
+  ], join(dir, "gw.port"));
+  const baseURL = `http://127.0.0.1:${gwPort}/v1`;
+  client = new OpenAI({ baseURL, apiKey: "client-key-not-forwarded" });
+  noRetry = new OpenAI({ baseURL, apiKey: "client-key-not-forwarded", maxRetries: 0 });
+});
+
+after(() => {
+  for (const c of children) c.kill("SIGTERM");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("non-streaming completion through a failover", async () => {
+  const { data, response } = await client.chat.completions
+    .create({ model: "chat", messages: [{ role: "user", content: "Say hello" }] })
+    .withResponse();
+  assert.equal(data.object, "chat.completion");
+  assert.equal(data.choices[0].message.role, "assistant");
+  assert.ok(data.choices[0].message.content.length > 0);
+  assert.equal(data.choices[0].finish_reason, "stop");
+  assert.equal(data.usage.completion_tokens, 8);
+  assert.equal(data.model, "good");
+  assert.equal(response.headers.get("x-llmgate-deployment"), "sim/good");
+  assert.equal(response.headers.get("x-llmgate-attempts"), "2");
+});
+
+test("streaming completion with usage", async () => {
+  const stream = await client.chat.completions.create({
+    model: "chat",
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: [{ role: "user", content: "Say hello" }],
+  });
+  let text = "";
+  let contentChunks = 0;
+  let usage = null;
+  for await (const chunk of stream) {
+    const delta = chunk.choices[0]?.delta?.content;
+    if (delta) {
+      text += delta;
+      contentChunks++;
+    }
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.equal(contentChunks, 8);
+  assert.ok(text.trim().length > 0);
+  assert.equal(usage.completion_tokens, 8);
+});
+
+test("an unknown model surfaces as the SDK's NotFoundError", async () => {
+  await assert.rejects(
+    noRetry.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "x" }] }),
+    (err) => err instanceof OpenAI.NotFoundError && err.status === 404 && err.code === "model_not_found",
+  );
+});
+
+test("a bad request surfaces as the SDK's BadRequestError", async () => {
+  await assert.rejects(
+    noRetry.chat.completions.create({ model: "chat", messages: [] }),
+    (err) => err instanceof OpenAI.BadRequestError && err.param === "messages",
+  );
+});
+
+test("all deployments down surfaces as an APIError with the gateway's status", async () => {
+  await assert.rejects(
+    noRetry.chat.completions.create({ model: "down-chat", messages: [{ role: "user", content: "x" }] }),
+    (err) => err instanceof OpenAI.InternalServerError && err.status === 502 && /HTTP 503/.test(err.message),
+  );
+});
+
+test("a stream cut upstream is an error in the SDK, never a clean end", async () => {
+  const stream = await noRetry.chat.completions.create({
+    model: "cut-chat",
+    stream: true,
+    messages: [{ role: "user", content: "Say hello" }],
+  });
+  let chunks = 0;
+  await assert.rejects(
+    (async () => {
+      for await (const _ of stream) chunks++;
+    })(),
+    (err) => err instanceof OpenAI.APIError && /truncated|cut/.test(err.message),
+  );
+  assert.ok(chunks >= 3, `saw ${chunks} chunks before the error`);
+});

@@ -1,0 +1,468 @@
+// The gateway and simulated providers, in-process on loopback port 0, driven
+// by a real HTTP client. These check behaviour, never tight timings.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "gateway/gateway.h"
+#include "tests/support/http_client.h"
+#include "tools/sim/sim_server.h"
+
+namespace llmgate {
+namespace {
+
+using testing::HttpClient;
+using testing::eventually;
+using json = nlohmann::json;
+
+sim::Profile fast_profile(int tokens = 5) {
+  sim::Profile p;
+  p.ttft = {sim::Distribution::Kind::kFixed, 2, 0};
+  p.tps = {sim::Distribution::Kind::kFixed, 5000, 0};
+  p.output_tokens_min = p.output_tokens_max = tokens;
+  return p;
+}
+
+std::string chat_body(const std::string& model, bool stream, const std::string& extra = "") {
+  return R"({"model":")" + model + R"(","messages":[{"role":"user","content":"Say hello"}],"stream":)" +
+         (stream ? "true" : "false") + extra + "}";
+}
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("LLMGATE_TEST_KEY_A", "key-a", 1);
+    setenv("LLMGATE_TEST_KEY_B", "key-b", 1);
+  }
+  void TearDown() override {
+    gw_.reset();
+    sim_a_.reset();
+    sim_b_.reset();
+  }
+
+  void start_sims(const sim::Profile& a, const sim::Profile& b) {
+    sim::SimOptions oa;
+    oa.api_key = "key-a";
+    oa.region = "eu";
+    oa.profiles["model-a"] = a;
+    sim_a_ = std::make_unique<sim::SimServer>(oa);
+    port_a_ = sim_a_->start();
+    sim::SimOptions ob;
+    ob.api_key = "key-b";
+    ob.region = "us";
+    ob.profiles["model-b"] = b;
+    sim_b_ = std::make_unique<sim::SimServer>(ob);
+    port_b_ = sim_b_->start();
+  }
+
+  void start_gateway(const std::string& ttft = "2s", const std::string& idle = "2s") {
+    std::string yaml = R"(
+server:
+  listeners: [{address: 127.0.0.1, port: 0}]
+  workers: 1
+timeouts: {connect: 1s, ttft: )" + ttft + ", idle: " + idle + R"(, total: 20s}
+providers:
+  - {name: a, base_url: "http://127.0.0.1:)" + std::to_string(port_a_) +
+                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_A, region: eu}
+  - {name: b, base_url: "http://127.0.0.1:)" + std::to_string(port_b_) +
+                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_B, region: us}
+models:
+  - name: chat
+    deployments:
+      - {provider: a, model: model-a, price: {input_per_1m: 1, output_per_1m: 2}}
+      - {provider: b, model: model-b}
+  - name: only-b
+    deployments: [{provider: b, model: model-b}]
+)";
+    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "test.yaml"));
+    port_ = gw_->start().at(0);
+  }
+
+  // A port nothing listens on: bind one, then close it.
+  static std::uint16_t closed_port() {
+    sim::SimServer s(sim::SimOptions{});
+    return s.start();  // the destructor stops it and frees the port
+  }
+
+  std::unique_ptr<sim::SimServer> sim_a_, sim_b_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::uint16_t port_a_ = 0, port_b_ = 0, port_ = 0;
+};
+
+std::vector<json> parse_events(const std::vector<std::string>& events) {
+  std::vector<json> out;
+  for (const auto& e : events) {
+    if (e == "[DONE]") continue;
+    out.push_back(json::parse(e));
+  }
+  return out;
+}
+
+TEST_F(GatewayTest, RelaysStreamedEventsBeforeTheUpstreamHasFinished) {
+  sim::Profile slow = fast_profile(20);
+  slow.tps = {sim::Distribution::Kind::kFixed, 20, 0};  // 1 s of output
+  start_sims(slow, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("content-type"), "text/event-stream");
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(head.header("x-llmgate-attempts"), "1");
+  EXPECT_FALSE(head.header("x-llmgate-ttft-ms").empty());
+  // The first content event reaches us while the upstream is still streaming.
+  bool saw_content = false;
+  while (auto e = c.next_event()) {
+    auto j = json::parse(*e);
+    if (j["choices"][0]["delta"].value("content", "") != "") {
+      saw_content = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(saw_content);
+  EXPECT_EQ(sim_a_->stats().in_flight, 1u);
+  EXPECT_EQ(sim_a_->stats().streams_completed, 0u);
+  auto rest = c.rest_of_events();
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back(), "[DONE]");
+}
+
+TEST_F(GatewayTest, AssemblesANonStreamedCompletionWithExactUsage) {
+  start_sims(fast_profile(12), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
+            j["usage"]["prompt_tokens"].get<int>() + 12);
+  // 12 tokens of sim text, each a space-led word.
+  std::string content = j["choices"][0]["message"]["content"];
+  EXPECT_EQ(std::count(content.begin(), content.end(), ' '), 12);
+  EXPECT_EQ(r.header("x-llmgate-output-tokens"), "12");
+}
+
+TEST_F(GatewayTest, RewritesTheModelAndPassesOtherFieldsAndHeadersThrough) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request(
+      "POST", "/v1/chat/completions",
+      chat_body("chat", false,
+                R"(,"temperature":0.25,"seed":42,"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"response_format":{"type":"text"})"),
+      {{"content-type", "application/json"},
+       {"authorization", "Bearer client-secret"},
+       {"connection", "keep-alive, x-hop"},
+       {"x-hop", "must-not-pass"},
+       {"x-request-id", "req-123"},
+       {"x-custom", "passes"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-request-id"), "req-123");
+  auto last = sim_a_->last_request();
+  ASSERT_TRUE(last);
+  auto up = json::parse(last->body);
+  EXPECT_EQ(up["model"], "model-a");
+  EXPECT_EQ(up["temperature"], 0.25);
+  EXPECT_EQ(up["seed"], 42);
+  EXPECT_EQ(up["tools"][0]["function"]["name"], "f");
+  EXPECT_EQ(up["response_format"]["type"], "text");
+  EXPECT_EQ(up["stream"], true);
+  EXPECT_EQ(up["stream_options"]["include_usage"], true);
+  EXPECT_EQ(last->headers["authorization"], "Bearer key-a");
+  EXPECT_EQ(last->headers.count("x-hop"), 0u);
+  EXPECT_EQ(last->headers["x-custom"], "passes");
+  EXPECT_EQ(last->headers["x-request-id"], "req-123");
+  EXPECT_EQ(last->target, "/v1/chat/completions");
+}
+
+TEST_F(GatewayTest, DropsTheInjectedUsageChunkUnlessTheClientAskedForIt) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  {
+    HttpClient c(port_);
+    ASSERT_EQ(c.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+    for (const auto& j : parse_events(c.rest_of_events())) {
+      EXPECT_FALSE(j["choices"].empty()) << "usage-only chunk leaked: " << j.dump();
+      EXPECT_TRUE(!j.contains("usage") || j["usage"].is_null());
+    }
+  }
+  HttpClient c(port_);
+  ASSERT_EQ(c.start("POST", "/v1/chat/completions",
+                    chat_body("chat", true, R"(,"stream_options":{"include_usage":true})"))
+                .status,
+            200);
+  auto events = parse_events(c.rest_of_events());
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 5);
+}
+
+TEST_F(GatewayTest, FailsOverOnConnectionRefused) {
+  start_sims(fast_profile(), fast_profile());
+  port_a_ = closed_port();
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  auto a = gw_->stats().get("a/model-a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->failures, 1u);
+  EXPECT_EQ(*a->last_outcome, routing::AttemptOutcome::kConnectError);
+}
+
+TEST_F(GatewayTest, FailsOverOnServerErrorAndRateLimit) {
+  for (int status : {500, 503, 429}) {
+    sim::Profile broken = fast_profile();
+    broken.error_rate = 1;
+    broken.error_status = status;
+    broken.retry_after_s = 3;
+    start_sims(broken, fast_profile());
+    start_gateway();
+    HttpClient c(port_);
+    c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+    auto events = c.rest_of_events();
+    ASSERT_FALSE(events.empty()) << status;
+    EXPECT_EQ(events.back(), "[DONE]");
+    for (const auto& j : parse_events(events)) EXPECT_EQ(j["model"], "model-b") << status;
+    EXPECT_EQ(sim_a_->stats().errors_injected, 1u);
+    TearDown();
+  }
+}
+
+TEST_F(GatewayTest, FailsOverWhenTheFirstTokenMissesItsDeadlineWithNoBytesOfTheFailedAttempt) {
+  sim::Profile stalled = fast_profile();
+  stalled.ttft = {sim::Distribution::Kind::kFixed, 30000, 0};  // headers + role chunk, then nothing
+  start_sims(stalled, fast_profile());
+  start_gateway("300ms");
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(head.header("x-llmgate-attempts"), "2");
+  auto events = c.rest_of_events();
+  auto chunks = parse_events(events);
+  int role_chunks = 0;
+  for (const auto& j : chunks) {
+    EXPECT_EQ(j["model"], "model-b");  // nothing from A's attempt
+    if (j["choices"].size() == 1 && j["choices"][0]["delta"].contains("role")) ++role_chunks;
+  }
+  EXPECT_EQ(role_chunks, 1);
+  auto a = gw_->stats().get("a/model-a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a->last_outcome, routing::AttemptOutcome::kTtftTimeout);
+  // The abandoned upstream stream is closed, not left running.
+  EXPECT_TRUE(eventually([&] { return sim_a_->stats().streams_aborted == 1; }));
+}
+
+TEST_F(GatewayTest, AMidStreamCutEndsWithAnErrorEventAndNoDone) {
+  sim::Profile cut = fast_profile(10);
+  cut.cut_after_tokens = 3;
+  start_sims(cut, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  ASSERT_EQ(c.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  auto events = c.rest_of_events();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(std::count(events.begin(), events.end(), std::string("[DONE]")), 0);
+  auto last = json::parse(events.back());
+  ASSERT_TRUE(last.contains("error")) << events.back();
+  EXPECT_EQ(last["error"]["code"], "upstream_stream_truncated");
+  int content = 0;
+  for (const auto& e : events) {
+    auto j = json::parse(e);
+    if (j.contains("choices") && !j["choices"].empty() &&
+        j["choices"][0]["delta"].value("content", "") != "") {
+      ++content;
+    }
+  }
+  EXPECT_EQ(content, 3);
+  // The attempt is recorded just after the client's response ends.
+  EXPECT_TRUE(eventually([&] {
+    auto s = gw_->stats().get("a/model-a");
+    return s && s->last_outcome == routing::AttemptOutcome::kTruncated;
+  }));
+}
+
+TEST_F(GatewayTest, AMalformedEventAfterTheFirstTokenEndsWithAnErrorEvent) {
+  sim::Profile bad = fast_profile(10);
+  bad.malformed_after_tokens = 2;
+  start_sims(bad, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  ASSERT_EQ(c.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  auto events = c.rest_of_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(std::count(events.begin(), events.end(), std::string("[DONE]")), 0);
+  EXPECT_TRUE(json::parse(events.back()).contains("error"));
+}
+
+TEST_F(GatewayTest, ANonStreamedRequestFailsOverEvenAfterAMidStreamCut) {
+  sim::Profile cut = fast_profile(10);
+  cut.cut_after_tokens = 3;
+  start_sims(cut, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(json::parse(r.body)["model"], "model-b");
+}
+
+TEST_F(GatewayTest, AClientDisconnectCancelsTheUpstreamStream) {
+  sim::Profile stall = fast_profile(10);
+  stall.stall_after_tokens = 2;
+  stall.stall_ms = 60000;
+  start_sims(stall, fast_profile());
+  start_gateway("2s", "120s");
+  {
+    HttpClient c(port_);
+    ASSERT_EQ(c.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+    ASSERT_TRUE(c.next_event());  // role
+    ASSERT_TRUE(c.next_event());  // first token
+    ASSERT_TRUE(eventually([&] { return sim_a_->stats().in_flight == 1; }));
+    c.close();
+  }
+  EXPECT_TRUE(eventually([&] { return sim_a_->stats().streams_aborted == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    auto s = gw_->stats().get("a/model-a");
+    return s && s->in_flight == 0 && s->last_outcome == routing::AttemptOutcome::kClientGone;
+  }));
+}
+
+TEST_F(GatewayTest, AClientHangingUpAfterACompleteResponseLeavesASuccess) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  for (bool stream : {false, true}) {
+    HttpClient c(port_);
+    if (stream) {
+      ASSERT_EQ(c.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+      ASSERT_EQ(c.rest_of_events().back(), "[DONE]");
+    } else {
+      ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
+    }
+    c.close();
+  }
+  EXPECT_TRUE(eventually([&] {
+    auto s = gw_->stats().get("a/model-a");
+    return s && s->attempts == 2 && s->in_flight == 0;
+  }));
+  auto s = gw_->stats().get("a/model-a");
+  EXPECT_EQ(s->successes, 2u);
+  EXPECT_EQ(s->last_outcome, routing::AttemptOutcome::kSuccess);
+}
+
+TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
+  sim::Profile reject = fast_profile();
+  reject.error_rate = 1;
+  reject.error_status = 400;
+  start_sims(reject, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(json::parse(r.body)["error"].is_object());
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+  EXPECT_EQ(sim_b_->stats().requests, 0u);
+}
+
+TEST_F(GatewayTest, ReportsAllFailedAttemptsInOneOpenAiError) {
+  sim::Profile broken = fast_profile();
+  broken.error_rate = 1;
+  broken.error_status = 502;
+  start_sims(broken, broken);
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["error"]["type"], "upstream_error");
+  std::string msg = j["error"]["message"];
+  EXPECT_NE(msg.find("a/model-a: HTTP 502"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("b/model-b: HTTP 502"), std::string::npos) << msg;
+}
+
+TEST_F(GatewayTest, AllDeploymentsRateLimitedGivesA429WithRetryAfter) {
+  sim::Profile limited = fast_profile();
+  limited.error_rate = 1;
+  limited.error_status = 429;
+  limited.retry_after_s = 7;
+  start_sims(limited, limited);
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("retry-after"), "7");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+}
+
+TEST_F(GatewayTest, BadRequestsGetOpenAiShapedErrors) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  struct Case {
+    std::string body, content_type;
+    int status;
+    std::string param;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"{not json", "application/json", 400, ""},
+           {R"({"messages":[{"role":"user","content":"x"}]})", "application/json", 400, "model"},
+           {R"({"model":"nope","messages":[{"role":"user","content":"x"}]})", "application/json", 404, "model"},
+           {R"({"model":"chat","messages":[{"role":"user","content":"x"}]})", "text/plain", 415, ""},
+       }) {
+    auto r = c.request("POST", "/v1/chat/completions", k.body, {{"content-type", k.content_type}});
+    EXPECT_EQ(r.status, k.status) << k.body;
+    EXPECT_EQ(r.header("content-type"), "application/json");
+    EXPECT_FALSE(r.header("x-request-id").empty());
+    auto j = json::parse(r.body);
+    ASSERT_TRUE(j["error"].is_object()) << r.body;
+    for (const char* f : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(f)) << f;
+    if (!k.param.empty()) EXPECT_EQ(j["error"]["param"], k.param);
+  }
+  auto unknown = c.request("GET", "/v2/nothing");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["code"], "unknown_url");
+  auto wrong = c.request("GET", "/v1/chat/completions");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(sim_a_->stats().requests + sim_b_->stats().requests, 0u);
+}
+
+TEST_F(GatewayTest, ListsModelsAndAnswersHealthChecks) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto models = json::parse(c.request("GET", "/v1/models").body);
+  EXPECT_EQ(models["object"], "list");
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][0]["id"], "chat");
+  EXPECT_EQ(models["data"][0]["object"], "model");
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+  EXPECT_EQ(c.request("GET", "/readyz").status, 200);
+}
+
+TEST_F(GatewayTest, ReusesUpstreamConnectionsAcrossRequests) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", i % 2 == 0)).status, 200);
+  }
+  EXPECT_EQ(sim_a_->stats().requests, 5u);
+  EXPECT_EQ(sim_a_->stats().connections_accepted, 1u);
+}
+
+}  // namespace
+}  // namespace llmgate

@@ -1,0 +1,150 @@
+#include "tools/sim/sim_profile.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace llmgate::sim {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// The message of the std::invalid_argument that parsing `j` throws, or "".
+std::string parse_error(const json& j, const Profile& base = {}) {
+  try {
+    profile_from_json(j, base);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SimProfileJson, EmptyObjectKeepsTheBase) {
+  Profile base;
+  base.region = "eu-west";
+  base.error_rate = 0.25;
+  EXPECT_EQ(profile_to_json(profile_from_json(json::object(), base)), profile_to_json(base));
+}
+
+TEST(SimProfileJson, ToJsonThenFromJsonRoundTrips) {
+  Profile p;
+  p.ttft = {Distribution::Kind::kLogNormal, 350, 120};
+  p.tps = {Distribution::Kind::kNormal, 80, 5};
+  p.output_tokens_min = 10;
+  p.output_tokens_max = 20;
+  p.error_rate = 0.1;
+  p.error_status = 429;
+  p.retry_after_s = 2;
+  p.stall_before_first_token_ms = 1000;
+  p.stall_after_tokens = 5;
+  p.stall_ms = 300;
+  p.cut_after_tokens = 7;
+  p.malformed_after_tokens = 3;
+  p.region = "us-east";
+  EXPECT_EQ(profile_to_json(profile_from_json(profile_to_json(p))), profile_to_json(p));
+}
+
+TEST(SimProfileJson, NumberMeansFixedDistribution) {
+  Profile base;
+  base.ttft = {Distribution::Kind::kNormal, 100, 30};
+  const Profile p = profile_from_json({{"ttft_ms", 750}, {"tps", 42.5}}, base);
+  EXPECT_EQ(p.ttft.kind, Distribution::Kind::kFixed);
+  EXPECT_DOUBLE_EQ(p.ttft.mean, 750);
+  EXPECT_EQ(p.tps.kind, Distribution::Kind::kFixed);
+  EXPECT_DOUBLE_EQ(p.tps.mean, 42.5);
+}
+
+TEST(SimProfileJson, DistributionObjectMergesOverTheCurrentOne) {
+  Profile base;
+  base.ttft = {Distribution::Kind::kLogNormal, 100, 30};
+  const Profile p = profile_from_json({{"ttft_ms", {{"mean", 500}}}}, base);
+  EXPECT_EQ(p.ttft.kind, Distribution::Kind::kLogNormal);
+  EXPECT_DOUBLE_EQ(p.ttft.mean, 500);
+  EXPECT_DOUBLE_EQ(p.ttft.stddev, 30);
+
+  const Profile q =
+      profile_from_json({{"tps", {{"dist", "normal"}, {"mean", 60}, {"stddev", 4}}}}, base);
+  EXPECT_EQ(q.tps.kind, Distribution::Kind::kNormal);
+  EXPECT_DOUBLE_EQ(q.tps.mean, 60);
+  EXPECT_DOUBLE_EQ(q.tps.stddev, 4);
+}
+
+TEST(SimProfileJson, PartialUpdateLeavesOtherFieldsAlone) {
+  Profile base;
+  base.region = "ap-south";
+  base.error_rate = 0.5;
+  base.cut_after_tokens = 9;
+  const Profile p = profile_from_json({{"tps", 80}}, base);
+  EXPECT_EQ(p.region, "ap-south");
+  EXPECT_DOUBLE_EQ(p.error_rate, 0.5);
+  EXPECT_EQ(p.cut_after_tokens, 9);
+  EXPECT_DOUBLE_EQ(p.tps.mean, 80);
+}
+
+TEST(SimProfileJson, OutputTokensAcceptsNumberOrRange) {
+  const Profile fixed = profile_from_json({{"output_tokens", 12}});
+  EXPECT_EQ(fixed.output_tokens_min, 12);
+  EXPECT_EQ(fixed.output_tokens_max, 12);
+
+  Profile base;
+  base.output_tokens_min = 5;
+  base.output_tokens_max = 10;
+  const Profile wider = profile_from_json({{"output_tokens", {{"max", 100}}}}, base);
+  EXPECT_EQ(wider.output_tokens_min, 5);
+  EXPECT_EQ(wider.output_tokens_max, 100);
+}
+
+TEST(SimProfileJson, RetryAfterNullClearsIt) {
+  Profile base;
+  base.retry_after_s = 5;
+  EXPECT_FALSE(profile_from_json({{"retry_after_s", nullptr}}, base).retry_after_s);
+  EXPECT_EQ(profile_from_json({{"retry_after_s", 3}}).retry_after_s, 3);
+}
+
+TEST(SimProfileJson, UnknownKeyIsRejectedByName) {
+  EXPECT_THAT(parse_error({{"ttft", 100}}), HasSubstr("\"ttft\""));
+  EXPECT_THAT(parse_error({{"ttft_ms", {{"mean", 1}, {"sigma", 2}}}}), HasSubstr("ttft_ms.sigma"));
+  EXPECT_THAT(parse_error({{"output_tokens", {{"avg", 2}}}}), HasSubstr("output_tokens.avg"));
+}
+
+TEST(SimProfileJson, WrongTypesAreRejectedWithTheKey) {
+  EXPECT_THAT(parse_error({{"tps", "fast"}}), HasSubstr("tps"));
+  EXPECT_THAT(parse_error({{"ttft_ms", {{"dist", "gamma"}}}}), HasSubstr("ttft_ms.dist"));
+  EXPECT_THAT(parse_error({{"error_status", 500.5}}), HasSubstr("error_status"));
+  EXPECT_THAT(parse_error({{"region", 3}}), HasSubstr("region"));
+  EXPECT_THAT(parse_error({{"cut_after_tokens", true}}), HasSubstr("cut_after_tokens"));
+  EXPECT_THAT(parse_error({{"retry_after_s", "soon"}}), HasSubstr("retry_after_s"));
+  EXPECT_THAT(parse_error(json::array()), HasSubstr("object"));
+}
+
+TEST(SimProfileJson, OutOfRangeValuesAreRejectedWithTheKey) {
+  EXPECT_THAT(parse_error({{"error_rate", 1.5}}), HasSubstr("error_rate"));
+  EXPECT_THAT(parse_error({{"error_status", 200}}), HasSubstr("error_status"));
+  EXPECT_THAT(parse_error({{"ttft_ms", -1}}), HasSubstr("ttft_ms"));
+  EXPECT_THAT(parse_error({{"tps", 0}}), HasSubstr("tps"));
+  EXPECT_THAT(parse_error({{"stall_ms", -5}}), HasSubstr("stall_ms"));
+  EXPECT_THAT(parse_error({{"output_tokens", {{"min", 9}, {"max", 3}}}}),
+              HasSubstr("output_tokens"));
+  EXPECT_THAT(parse_error({{"output_tokens", -1}}), HasSubstr("output_tokens"));
+}
+
+TEST(SimProfileJson, NegativeFaultPositionsDisableFaults) {
+  const Profile p = profile_from_json({{"cut_after_tokens", -1}, {"stall_after_tokens", -7}});
+  EXPECT_LT(p.cut_after_tokens, 0);
+  EXPECT_LT(p.stall_after_tokens, 0);
+}
+
+TEST(SimProfileJson, ToJsonWritesFixedAsNumberAndOthersAsObject) {
+  Profile p;
+  p.ttft = {Distribution::Kind::kFixed, 100, 0};
+  p.tps = {Distribution::Kind::kLogNormal, 50, 10};
+  const json j = profile_to_json(p);
+  EXPECT_EQ(j["ttft_ms"], 100.0);
+  EXPECT_EQ(j["tps"]["dist"], "lognormal");
+  EXPECT_EQ(j["tps"]["stddev"], 10.0);
+}
+
+}  // namespace
+}  // namespace llmgate::sim

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The llmgate demo: installs what is missing, builds, starts three simulated
+# providers and the gateway in front of them, sends a few requests, and
+# prints how to call it with curl and the OpenAI SDK. Ctrl-C stops everything.
+#   tools/demo.sh            # runs until Ctrl-C
+#   tools/demo.sh --smoke    # sends the sample requests and exits (used by the tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SMOKE=0
+[ "${1:-}" = "--smoke" ] && SMOKE=1
+
+[ "${LLMGATE_DEMO_NO_SETUP:-0}" = 1 ] || tools/setup.sh
+BIN=${BUILD_DIR:-build}/bin
+CONFIG=deploy/demo/llmgate.yaml
+PORT=8080
+RUN=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+export DEMO_GROQ_KEY=demo-key-groq DEMO_TOGETHER_KEY=demo-key-together DEMO_EURO_KEY=demo-key-euro
+start_sim() {  # name port key profiles
+  "$BIN/llmgate-sim" --listen "127.0.0.1:$2" --api-key "$3" --profiles "deploy/demo/$1.yaml" \
+    --seed "$2" >"$RUN/$1.log" 2>&1 &
+  pids+=($!)
+}
+start_sim groq-sim 9101 "$DEMO_GROQ_KEY"
+start_sim together-sim 9102 "$DEMO_TOGETHER_KEY"
+start_sim euro-sim 9103 "$DEMO_EURO_KEY"
+
+"$BIN/llmgate" --check-config "$CONFIG"
+"$BIN/llmgate" --config "$CONFIG" --log-level info >"$RUN/llmgate.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null || { cat "$RUN/llmgate.log"; exit 1; }
+
+cat <<MSG
+
+llmgate is listening on http://127.0.0.1:$PORT in front of three simulated providers:
+  groq-sim      us-east  TTFT ~180 ms  ~280 tok/s  \$0.79/1M out  (5% answered 429)
+  together-sim  us-west  TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
+  euro-sim      eu-west  TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
+Public models: fast-chat (all three, in that order of preference), eu-chat (euro-sim only).
+
+== A streamed request (response headers show the deployment, attempts and TTFT) ==
+MSG
+curl -sS -N -D - "http://127.0.0.1:$PORT/v1/chat/completions" \
+  -H 'Content-Type: application/json' \
+  -d '{"model":"fast-chat","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"Say hello"}]}'
+
+echo "== A non-streamed request =="
+curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"eu-chat","max_tokens":12,"messages":[{"role":"user","content":"Say hello"}]}'
+echo; echo
+echo "== An unknown model: an OpenAI-shaped error =="
+curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"gpt-nope","messages":[{"role":"user","content":"hi"}]}'
+echo
+
+cat <<MSG
+
+Call it yourself:
+  curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model":"fast-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+  curl http://127.0.0.1:$PORT/v1/models
+
+With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
+  import OpenAI from "openai";
+  const client = new OpenAI({ baseURL: "http://127.0.0.1:$PORT/v1", apiKey: "unused" });
+  const stream = await client.chat.completions.create({
+    model: "fast-chat", stream: true, messages: [{ role: "user", content: "Hello" }] });
+  for await (const chunk of stream) process.stdout.write(chunk.choices[0]?.delta?.content ?? "");
+
+  from openai import OpenAI
+  client = OpenAI(base_url="http://127.0.0.1:$PORT/v1", api_key="unused")
+  print(client.chat.completions.create(model="fast-chat",
+        messages=[{"role": "user", "content": "Hello"}]).choices[0].message.content)
+
+Script a slowdown while it runs (the gateway fails over when groq-sim misses the 3 s TTFT deadline):
+  curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 5000}'
+
+Gateway log: $RUN/llmgate.log (one line per request: deployment, attempts, ttft_ms, tps)
+MSG
+
+if [ "$SMOKE" = 1 ]; then
+  sleep 1; cat "$RUN/llmgate.log"
+  # The sample requests above must have been served.
+  grep -q "model=fast-chat stream=true .*outcome=success" "$RUN/llmgate.log"
+  grep -q "model=eu-chat stream=false .*outcome=success" "$RUN/llmgate.log"
+  exit 0
+fi
+echo "Press Ctrl-C to stop."
+tail -n 0 -f "$RUN/llmgate.log" &
+pids+=($!)
+wait "${pids[3]}"

@@ -1,0 +1,287 @@
+// llmgate-sim: command line front end of SimServer. See README.md.
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tools/sim/sim_server.h"
+
+namespace {
+
+using llmgate::sim::Profile;
+using llmgate::sim::SimOptions;
+using nlohmann::json;
+
+constexpr std::string_view kUsage = R"(usage: llmgate-sim [options]
+
+A simulated OpenAI-compatible chat completions provider.
+
+options:
+  --listen ADDR:PORT     address to listen on (default 127.0.0.1:0, 0 = any free port)
+  --threads N            I/O threads (default 1; one core serves thousands of streams)
+  --seed N               random seed for TTFT, speed, length and errors (default 1)
+  --region R             region echoed in x-sim-region for profiles without one
+  --api-key K            require "Authorization: Bearer K" on /v1/* requests
+  --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
+  --model NAME=JSON      profile for one model, merged over the default (repeatable)
+  --port-file PATH       write the bound port to PATH (atomically) once listening
+  --help                 show this help
+
+A profile is JSON/YAML with keys ttft_ms, tps, output_tokens, error_rate,
+error_status, retry_after_s, stall_before_first_token_ms, stall_after_tokens,
+stall_ms, cut_after_tokens, malformed_after_tokens, region. See README.md.
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T parse_number(std::string_view flag, std::string_view text) {
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw UsageError(std::string(flag) + ": not a number: " + std::string(text));
+  }
+  return value;
+}
+
+void parse_listen(std::string_view text, SimOptions& options) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) throw UsageError("--listen: expected ADDR:PORT");
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]:8080
+  }
+  if (host.empty()) throw UsageError("--listen: empty address");
+  options.address = std::string(host);
+  options.port = parse_number<std::uint16_t>("--listen", text.substr(colon + 1));
+}
+
+// YAML 1.2 core schema for plain scalars; quoted scalars stay strings.
+json scalar_to_json(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  std::int64_t i = 0;
+  const char* first = s.data() + (s.front() == '+' ? 1 : 0);
+  if (auto [end, ec] = std::from_chars(first, s.data() + s.size(), i);
+      ec == std::errc() && end == s.data() + s.size()) {
+    return i;
+  }
+  double d = 0;
+  if (auto [end, ec] = std::from_chars(first, s.data() + s.size(), d);
+      ec == std::errc() && end == s.data() + s.size()) {
+    return d;
+  }
+  return s;
+}
+
+json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return scalar_to_json(node);
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& item : node) a.push_back(yaml_to_json(item));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : node) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+Profile read_profile(const json& j, const Profile& base, const std::string& where) {
+  try {
+    return llmgate::sim::profile_from_json(j, base);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(where + "." + e.what());
+  }
+}
+
+void load_profiles_file(const std::string& path, SimOptions& options) {
+  json doc;
+  try {
+    doc = yaml_to_json(YAML::LoadFile(path));
+  } catch (const YAML::BadFile&) {
+    throw UsageError(path + ": cannot read the file");
+  } catch (const YAML::Exception& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+  if (doc.is_null()) return;  // an empty file is an empty configuration
+  if (!doc.is_object()) throw UsageError(path + ": expected a map {default, models}");
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "default") {
+      options.default_profile = read_profile(value, options.default_profile, path + ": default");
+    } else if (key == "models") {
+      if (!value.is_object())
+        throw UsageError(path + ": models: expected a map of name -> profile");
+    } else {
+      throw UsageError(path + ": unknown key \"" + key + "\" (expected default, models)");
+    }
+  }
+  // Model profiles are partial and merge over the default, whatever the key order.
+  if (auto models = doc.find("models"); models != doc.end()) {
+    for (const auto& [model, profile] : models->items()) {
+      options.profiles[model] =
+          read_profile(profile, options.default_profile, path + ": models." + model);
+    }
+  }
+}
+
+void add_model_flag(std::string_view text, SimOptions& options) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) throw UsageError("--model: expected NAME=JSON");
+  const std::string model(text.substr(0, eq));
+  const json j = json::parse(text.substr(eq + 1), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw UsageError("--model " + model + ": not valid JSON");
+  auto it = options.profiles.find(model);
+  const Profile& base = it != options.profiles.end() ? it->second : options.default_profile;
+  options.profiles[model] = read_profile(j, base, "--model " + model + ": profile");
+}
+
+struct Cli {
+  SimOptions options;
+  std::string port_file;
+  bool help = false;
+};
+
+Cli parse_cli(int argc, char** argv) {
+  Cli cli;
+  std::string profiles_file;
+  std::vector<std::string> model_flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      cli.help = true;
+      return cli;
+    }
+    static constexpr std::string_view kFlags[] = {"--listen", "--threads",  "--seed",
+                                                  "--region", "--api-key",  "--profiles",
+                                                  "--model",  "--port-file"};
+    const std::string_view name = arg.substr(0, arg.find('='));
+    if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
+      throw UsageError("unknown option " + std::string(name));
+    }
+    std::string_view value;
+    if (name.size() < arg.size()) {
+      value = arg.substr(name.size() + 1);  // --flag=value (--model=NAME=JSON too)
+      arg = name;
+    } else {
+      if (i + 1 >= argc) throw UsageError(std::string(arg) + ": missing value");
+      value = argv[++i];
+    }
+    if (arg == "--listen") {
+      parse_listen(value, cli.options);
+    } else if (arg == "--threads") {
+      cli.options.threads = parse_number<unsigned>(arg, value);
+      if (cli.options.threads == 0 || cli.options.threads > 256) {
+        throw UsageError("--threads: expected 1..256");
+      }
+    } else if (arg == "--seed") {
+      cli.options.seed = parse_number<std::uint64_t>(arg, value);
+    } else if (arg == "--region") {
+      cli.options.region = std::string(value);
+    } else if (arg == "--api-key") {
+      cli.options.api_key = std::string(value);
+    } else if (arg == "--profiles") {
+      profiles_file = std::string(value);
+    } else if (arg == "--model") {
+      model_flags.emplace_back(value);
+    } else if (arg == "--port-file") {
+      cli.port_file = std::string(value);
+    }
+  }
+  // The file first, so --model flags refine what it says.
+  if (!profiles_file.empty()) load_profiles_file(profiles_file, cli.options);
+  for (const auto& flag : model_flags) add_model_flag(flag, cli.options);
+  return cli;
+}
+
+// Readers poll for the file: they must never see it half-written.
+void write_port_file(const std::string& path, std::uint16_t port) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// Thousands of concurrent streams need thousands of descriptors.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli;
+  try {
+    cli = parse_cli(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "llmgate-sim: " << e.what() << "\n(see llmgate-sim --help)\n";
+    return 2;
+  }
+  if (cli.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+
+  // Block the stop signals before any thread starts, so every I/O thread
+  // inherits the mask and only sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
+
+  const std::string address = cli.options.address;
+  try {
+    llmgate::sim::SimServer server(std::move(cli.options));
+    const std::uint16_t port = server.start();
+    const bool v6 = address.find(':') != std::string::npos;
+    std::cout << "llmgate-sim listening on " << (v6 ? "[" : "") << address << (v6 ? "]" : "") << ":"
+              << port << std::endl;
+    if (!cli.port_file.empty()) write_port_file(cli.port_file, port);
+
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    std::cerr << "llmgate-sim: " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
+    server.stop();
+  } catch (const std::exception& e) {
+    std::cerr << "llmgate-sim: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

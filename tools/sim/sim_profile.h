@@ -1,0 +1,88 @@
+// Profiles of the simulated provider: what a model's latency, speed, length
+// and faults look like, how they are written as JSON, and how one request's
+// numbers are drawn from them.
+//
+// Beast-free and socket-free: everything here is testable with an injected
+// Rng and no clock.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+
+namespace llmgate::sim {
+
+struct Distribution {
+  enum class Kind { kFixed, kNormal, kLogNormal };
+  Kind kind = Kind::kFixed;
+  double mean = 0;    // in the unit of the field (ms for TTFT, tokens/s for TPS)
+  double stddev = 0;  // ignored for kFixed
+};
+
+struct Profile {
+  Distribution ttft{Distribution::Kind::kFixed, 200, 0};  // ms, request read -> first content
+  Distribution tps{Distribution::Kind::kFixed, 50, 0};    // output tokens per second
+  int output_tokens_min = 16;                             // length drawn uniformly in [min, max],
+  int output_tokens_max = 64;                             // then capped by the request's max_tokens
+  double error_rate = 0;  // share of requests answered with error_status
+  int error_status = 500;
+  std::optional<int> retry_after_s;  // Retry-After on error responses
+  // Faults (a value < 0 disables the fault):
+  int stall_before_first_token_ms = -1;  // headers + role chunk, then silence this long
+  int stall_after_tokens = -1;           // after N content tokens ...
+  int stall_ms = 0;                      // ... stall this long
+  int cut_after_tokens = -1;             // after N tokens close the connection mid-event
+  int malformed_after_tokens = -1;       // after N tokens send an event that is not JSON
+  std::string region;                    // echoed in x-sim-region
+};
+
+// Reads a profile from JSON, starting from `base`: keys that are absent keep
+// the value of `base`, so {"ttft_ms": 800} is a valid partial update. Throws
+// std::invalid_argument naming the offending key ("ttft_ms.stddev: ...") on an
+// unknown key, a wrong type or an out-of-range value.
+//
+//   ttft_ms, tps:   number (fixed) | {"dist": "fixed|normal|lognormal",
+//                                     "mean": n, "stddev": n}
+//                   (an object merges over the current distribution)
+//   output_tokens:  number | {"min": n, "max": n}
+//   error_rate [0,1], error_status [400,599], retry_after_s (int | null),
+//   stall_before_first_token_ms, stall_after_tokens, stall_ms,
+//   cut_after_tokens, malformed_after_tokens (int, < 0 disables), region.
+Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
+nlohmann::json profile_to_json(const Profile& p);
+
+std::string_view to_string(Distribution::Kind kind);
+
+// ---------------------------------------------------------------------------
+// Sampling. Every draw takes the generator explicitly so that a fixed seed
+// gives a fixed sequence of requests.
+
+using Rng = std::mt19937_64;
+
+// One draw from `d`, clamped to >= 0. A log-normal is parametrised so that the
+// draws have mean `d.mean` and standard deviation `d.stddev` (not the mean and
+// stddev of the underlying normal).
+double sample(const Distribution& d, Rng& rng);
+
+inline constexpr double kMinTokensPerSecond = 0.1;
+
+double sample_ttft_ms(const Profile& p, Rng& rng);            // >= 0
+double sample_tokens_per_second(const Profile& p, Rng& rng);  // >= kMinTokensPerSecond
+int sample_output_tokens(const Profile& p, Rng& rng);         // uniform in [min, max]
+bool sample_error(const Profile& p, Rng& rng);                // true with p.error_rate
+
+// ---------------------------------------------------------------------------
+// Text. Token i of every completion is the same, so a streamed and a
+// non-streamed answer of the same length have the same content.
+
+std::string_view token_text(std::size_t index);  // " lorem", " ipsum", ...
+std::string completion_text(std::size_t tokens);
+
+// About one token per four characters of message content (string contents and
+// the "text" of content parts), at least 1.
+std::int64_t estimate_prompt_tokens(const nlohmann::json& messages);
+
+}  // namespace llmgate::sim

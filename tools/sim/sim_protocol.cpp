@@ -1,0 +1,265 @@
+#include "tools/sim/sim_protocol.h"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace llmgate::sim {
+namespace {
+
+using nlohmann::json;
+
+ApiError invalid(std::string message, std::optional<std::string> param,
+                 std::optional<std::string> code) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param),
+                  std::move(code)};
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+// Reads max_tokens or max_completion_tokens; null means absent.
+std::optional<ApiError> read_token_cap(const json& body, const char* key,
+                                       std::optional<std::int64_t>& cap) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+    return invalid(std::string("Invalid '") + key + "': expected an integer >= 1.", key,
+                   "invalid_value");
+  }
+  const auto v = it->get<std::int64_t>();
+  cap = cap ? std::min(*cap, v) : v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += "\\u00";
+          out += kHex[(c >> 4) & 0xf];
+          out += kHex[c & 0xf];
+        } else {
+          out += c;  // UTF-8 passes through unchanged
+        }
+    }
+  }
+  out += '"';
+}
+
+std::string error_body(const ApiError& e) {
+  using ojson = nlohmann::ordered_json;  // OpenAI's field order
+  ojson error = {
+      {"message", e.message},
+      {"type", e.type},
+      {"param", e.param ? ojson(*e.param) : ojson(nullptr)},
+      {"code", e.code ? ojson(*e.code) : ojson(nullptr)},
+  };
+  return ojson{{"error", std::move(error)}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+ApiError injected_error(int status) {
+  ApiError e;
+  e.status = status;
+  if (status == 429) {
+    e.type = "rate_limit_error";
+    e.code = "rate_limit_exceeded";
+    e.message = "Rate limit reached (simulated). Please try again later.";
+  } else if (status >= 500) {
+    e.type = "server_error";
+    e.code = status == 503 ? "service_unavailable" : "server_error";
+    e.message = "The server had an error while processing your request (simulated).";
+  } else if (status == 401) {
+    e.type = "invalid_request_error";
+    e.code = "invalid_api_key";
+    e.message = "Incorrect API key provided (simulated).";
+  } else if (status == 403) {
+    e.type = "permission_error";
+    e.message = "You are not allowed to make this request (simulated).";
+  } else if (status == 404) {
+    e.type = "invalid_request_error";
+    e.code = "model_not_found";
+    e.message = "The model does not exist or you do not have access to it (simulated).";
+  } else {
+    e.type = "invalid_request_error";
+    e.message = "Your request was rejected (simulated).";
+  }
+  return e;
+}
+
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return invalid("We could not parse the JSON body of your request.", std::nullopt, std::nullopt);
+  }
+  if (!j.is_object()) {
+    return invalid("The request body must be a JSON object.", std::nullopt, std::nullopt);
+  }
+
+  ChatRequest r;
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string() || model->get_ref<const std::string&>().empty()) {
+    return invalid("You must provide a model parameter.", "model",
+                   model == j.end() ? "missing_required_parameter" : "invalid_type");
+  }
+  r.model = model->get<std::string>();
+
+  auto messages = j.find("messages");
+  if (messages == j.end()) {
+    return invalid("Missing required parameter: 'messages'.", "messages",
+                   "missing_required_parameter");
+  }
+  if (!messages->is_array()) {
+    return invalid("Invalid type for 'messages': expected an array.", "messages", "invalid_type");
+  }
+  if (messages->empty()) {
+    return invalid("Invalid 'messages': empty array. Expected an array with minimum length 1.",
+                   "messages", "empty_array");
+  }
+  r.prompt_tokens = estimate_prompt_tokens(*messages);
+
+  if (auto stream = j.find("stream"); stream != j.end() && !stream->is_null()) {
+    if (!stream->is_boolean()) {
+      return invalid("Invalid type for 'stream': expected a boolean.", "stream", "invalid_type");
+    }
+    r.stream = stream->get<bool>();
+  }
+  if (auto options = j.find("stream_options"); options != j.end() && !options->is_null()) {
+    if (!options->is_object()) {
+      return invalid("Invalid type for 'stream_options': expected an object.", "stream_options",
+                     "invalid_type");
+    }
+    if (auto usage = options->find("include_usage"); usage != options->end()) {
+      if (!usage->is_boolean()) {
+        return invalid("Invalid type for 'stream_options.include_usage': expected a boolean.",
+                       "stream_options.include_usage", "invalid_type");
+      }
+      r.include_usage = usage->get<bool>();
+    }
+  }
+  if (auto e = read_token_cap(j, "max_tokens", r.max_tokens)) return *e;
+  if (auto e = read_token_cap(j, "max_completion_tokens", r.max_tokens)) return *e;
+  return r;
+}
+
+ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng) {
+  ChatPlan plan;
+  // Fixed draw order (error, ttft, tps, length) keeps a seeded run reproducible.
+  plan.inject_error = sample_error(profile, rng);
+  plan.ttft_ms = sample_ttft_ms(profile, rng);
+  plan.tokens_per_second = sample_tokens_per_second(profile, rng);
+  plan.completion_tokens = sample_output_tokens(profile, rng);
+  if (request.max_tokens && plan.completion_tokens > *request.max_tokens) {
+    plan.completion_tokens = static_cast<int>(*request.max_tokens);
+    plan.capped = true;
+  }
+  return plan;
+}
+
+ChunkFormatter::ChunkFormatter(std::string_view id, std::int64_t created, std::string_view model,
+                               bool include_usage) {
+  head_ = "data: {\"id\":";
+  append_json_string(head_, id);
+  head_ += ",\"object\":\"chat.completion.chunk\",\"created\":";
+  append_int(head_, created);
+  head_ += ",\"model\":";
+  append_json_string(head_, model);
+  head_ += ",\"system_fingerprint\":\"fp_sim\",";
+  if (include_usage) usage_tail_ = ",\"usage\":null";
+}
+
+void ChunkFormatter::choice(std::string& out, std::string_view delta,
+                            std::string_view finish_reason) const {
+  out += head_;
+  out += "\"choices\":[{\"index\":0,\"delta\":";
+  out += delta;
+  out += ",\"logprobs\":null,\"finish_reason\":";
+  out += finish_reason;
+  out += "}]";
+  out += usage_tail_;
+  out += "}\n\n";
+}
+
+void ChunkFormatter::role(std::string& out) const {
+  choice(out, R"({"role":"assistant","content":""})", "null");
+}
+
+void ChunkFormatter::content(std::string& out, std::string_view text) const {
+  out += head_;
+  out += "\"choices\":[{\"index\":0,\"delta\":{\"content\":";
+  append_json_string(out, text);
+  out += "},\"logprobs\":null,\"finish_reason\":null}]";
+  out += usage_tail_;
+  out += "}\n\n";
+}
+
+void ChunkFormatter::finish(std::string& out, std::string_view finish_reason) const {
+  std::string_view quoted = finish_reason == "length" ? "\"length\"" : "\"stop\"";
+  choice(out, "{}", quoted);
+}
+
+void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
+                           std::int64_t completion_tokens) const {
+  out += head_;
+  out += "\"choices\":[],\"usage\":{\"prompt_tokens\":";
+  append_int(out, prompt_tokens);
+  out += ",\"completion_tokens\":";
+  append_int(out, completion_tokens);
+  out += ",\"total_tokens\":";
+  append_int(out, prompt_tokens + completion_tokens);
+  out += "}}\n\n";
+}
+
+void ChunkFormatter::done(std::string& out) { out += "data: [DONE]\n\n"; }
+
+void ChunkFormatter::truncated(std::string& out) { out += "data: {\"id\":\"chatcm"; }
+
+void ChunkFormatter::malformed(std::string& out) { out += "data: {not json\n\n"; }
+
+std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
+                            std::string_view content, std::string_view finish_reason,
+                            std::int64_t prompt_tokens, std::int64_t completion_tokens) {
+  // ordered_json keeps OpenAI's field order, which makes captures easy to diff.
+  using ojson = nlohmann::ordered_json;
+  ojson message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+  ojson choice = {{"index", 0},
+                  {"message", std::move(message)},
+                  {"logprobs", nullptr},
+                  {"finish_reason", finish_reason}};
+  ojson usage = {{"prompt_tokens", prompt_tokens},
+                 {"completion_tokens", completion_tokens},
+                 {"total_tokens", prompt_tokens + completion_tokens}};
+  ojson body = {{"id", id},
+                {"object", "chat.completion"},
+                {"created", created},
+                {"model", model},
+                {"system_fingerprint", "fp_sim"},
+                {"choices", ojson::array({std::move(choice)})},
+                {"usage", std::move(usage)}};
+  return body.dump();
+}
+
+}  // namespace llmgate::sim

@@ -1,0 +1,92 @@
+// The OpenAI chat completions wire format as the simulated provider speaks it:
+// request validation, the per-request plan drawn from a Profile, OpenAI-shaped
+// error bodies, and the exact bytes of each server-sent event.
+//
+// Beast-free: sim_server.cpp does the sockets, this file decides the bytes, so
+// the bytes are unit-testable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "tools/sim/sim_profile.h"
+
+namespace llmgate::sim {
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::optional<std::string> param;
+  std::optional<std::string> code;
+};
+
+std::string error_body(const ApiError& e);
+
+// The error an injected failure (Profile::error_rate) answers with: type and
+// code follow what OpenAI sends for that status (429 -> rate_limit_error, ...).
+ApiError injected_error(int status);
+
+// What the simulator needs from a chat completion request.
+struct ChatRequest {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+  std::optional<std::int64_t> max_tokens;  // min of max_tokens, max_completion_tokens
+  std::int64_t prompt_tokens = 1;
+};
+
+// Validates the body the way OpenAI does for the fields the simulator reads;
+// other fields are accepted and ignored. Never throws.
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body);
+
+// One request's draws from its profile.
+struct ChatPlan {
+  bool inject_error = false;
+  double ttft_ms = 0;  // request read -> first content token
+  double tokens_per_second = 1;
+  int completion_tokens = 0;
+  bool capped = false;  // max_tokens cut the sampled length: finish_reason "length"
+  std::string_view finish_reason() const { return capped ? "length" : "stop"; }
+};
+
+ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng);
+
+// Formats the events of one streamed completion. Each call appends exactly one
+// complete event ("data: ...\n\n") to `out`; nothing allocates once `out` has
+// grown to an event's size, so a stream can reuse one buffer for every token.
+class ChunkFormatter {
+ public:
+  ChunkFormatter(std::string_view id, std::int64_t created, std::string_view model,
+                 bool include_usage);
+
+  void role(std::string& out) const;  // delta {"role":"assistant",...}
+  void content(std::string& out, std::string_view text) const;
+  void finish(std::string& out, std::string_view finish_reason) const;  // delta {}
+  void usage(std::string& out, std::int64_t prompt_tokens, std::int64_t completion_tokens) const;
+  static void done(std::string& out);  // data: [DONE]
+  // A prefix of a content event, cut mid-way (the cut_after_tokens fault).
+  static void truncated(std::string& out);
+  // An event whose data is not JSON (the malformed_after_tokens fault).
+  static void malformed(std::string& out);
+
+ private:
+  void choice(std::string& out, std::string_view delta, std::string_view finish_reason) const;
+
+  std::string head_;  // data: {"id":..,"object":..,"created":..,"model":..,"system_fingerprint":..,
+  std::string usage_tail_;  // ,"usage":null when include_usage, else empty
+};
+
+// The body of a non-streamed chat.completion.
+std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
+                            std::string_view content, std::string_view finish_reason,
+                            std::int64_t prompt_tokens, std::int64_t completion_tokens);
+
+// Appends `s` as a JSON string literal (quotes included).
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace llmgate::sim

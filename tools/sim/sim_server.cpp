@@ -1,0 +1,810 @@
+// The simulated provider's HTTP/1.1 server.
+//
+// Threading: `threads` shards, each an io_context run by exactly one thread,
+// so everything a connection touches (socket, buffer, timers) lives on one
+// thread without strands. One acceptor hands connections to the shards round
+// robin. Shared state (profiles, last request) is behind mutexes and touched
+// once per request; counters are atomics.
+//
+// Streams cost a coroutine and a timer each, not a thread: pacing is a timer
+// against absolute deadlines, and each token is one gather write of a reused
+// buffer.
+#include "tools/sim/sim_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "tools/sim/sim_protocol.h"
+
+namespace llmgate::sim {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using namespace net::experimental::awaitable_operators;
+
+constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
+
+constexpr std::uint32_t kHeaderLimit = 64 * 1024;
+constexpr std::uint64_t kBodyLimit = 1024 * 1024;
+constexpr auto kReadTimeout = 30s;   // idle keep-alive, or a request that trickles in
+constexpr auto kWriteTimeout = 30s;  // a client that stops draining is treated as gone
+// Bytes a client may send (pipelined requests) while a response is being
+// written; past this the connection is no longer watched for hang-ups.
+constexpr std::size_t kPipelineLimit = 64 * 1024;
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+enum class Outcome { kCompleted, kClientGone, kCut };
+
+struct Shard {
+  explicit Shard(std::uint64_t seed) : rng(seed) {}
+  net::io_context ioc{1};
+  net::executor_work_guard<net::io_context::executor_type> work = net::make_work_guard(ioc);
+  Rng rng;  // only touched from this shard's thread
+};
+
+// Decrements in_flight on every path out of a request, including the
+// destruction of a suspended coroutine at shutdown.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<std::uint64_t>& n) : n_(n) { n_.fetch_add(1); }
+  ~InFlight() { n_.fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<std::uint64_t>& n_;
+};
+
+std::uint64_t shard_seed(std::uint64_t seed, std::size_t index) {
+  // Shard 0 uses the seed as given, so a one-thread server is reproducible
+  // from --seed alone.
+  return seed + index * 0x9E3779B97F4A7C15ULL;
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+bool is_chat_path(std::string_view path) {
+  // Any prefix, so base_url may carry one (/openai/v1/chat/completions).
+  return path == "/chat/completions" || ends_with(path, "/chat/completions");
+}
+
+std::optional<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= s.size()) return std::nullopt;
+    auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
+    if (ec != std::errc() || p != s.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+std::string dump(const json& j) {
+  // Recorded bodies are client bytes: replace invalid UTF-8 rather than throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Clock::duration to_duration(double ms) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
+Response make_response(const Request& req, http::status status, std::string body,
+                       std::string_view content_type = "application/json") {
+  Response res{status, req.version()};
+  res.set(http::field::server, "llmgate-sim");
+  res.set(http::field::content_type, content_type);
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response make_error(const Request& req, const ApiError& e) {
+  return make_response(req, static_cast<http::status>(e.status), error_body(e));
+}
+
+ApiError not_found(const Request& req) {
+  return ApiError{
+      404,
+      "Invalid URL (" + std::string(req.method_string()) + " " + std::string(req.target()) + ")",
+      "invalid_request_error", std::nullopt, std::nullopt};
+}
+
+ApiError method_not_allowed(const Request& req) {
+  return ApiError{405, "Method " + std::string(req.method_string()) + " is not allowed here.",
+                  "invalid_request_error", std::nullopt, std::nullopt};
+}
+
+// True once the coroutine's parent (the `||` race) has asked it to stop. A
+// cancellation emitted while an operation was completing anyway is not
+// delivered to the next operation, so racing coroutines check between steps.
+net::awaitable<bool> cancelled() {
+  const auto state = co_await net::this_coro::cancellation_state;
+  co_return state.cancelled() != net::cancellation_type::none;
+}
+
+net::awaitable<bool> write_response(beast::tcp_stream& stream, Response res) {
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await http::async_write(stream, res, use_tuple);
+  co_return !ec && res.keep_alive();
+}
+
+// Writes one event. With HTTP/1.1 it is framed as its own chunk by hand
+// (Beast's make_chunk allocates per call); HTTP/1.0 gets the raw bytes and a
+// close at the end.
+net::awaitable<bool> write_event(beast::tcp_stream& stream, bool chunked, std::string_view data) {
+  char size_line[24];
+  std::size_t size_len = 0;
+  if (chunked) {
+    auto [end, ec] = std::to_chars(size_line, size_line + sizeof size_line - 2, data.size(), 16);
+    *end++ = '\r';
+    *end++ = '\n';
+    size_len = static_cast<std::size_t>(end - size_line);
+  }
+  const std::array<net::const_buffer, 3> buffers = {net::buffer(size_line, size_len),
+                                                    net::buffer(data.data(), data.size()),
+                                                    net::buffer("\r\n", chunked ? 2 : 0)};
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await net::async_write(stream, buffers, use_tuple);
+  co_return !ec && !co_await cancelled();
+}
+
+// Completes only when the client hangs up (EOF, reset) or the socket is
+// closed under it; anything the client sends meanwhile (a pipelined request)
+// is kept in `buffer` for the next read. Racing this against the response is
+// what lets a stall of ten minutes notice a vanished client at once.
+net::awaitable<void> watch_for_hangup(tcp::socket& socket, beast::flat_buffer& buffer) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  while (buffer.size() < kPipelineLimit) {
+    auto [ec, n] = co_await socket.async_read_some(buffer.prepare(4096), use_tuple);
+    if (ec) co_return;
+    buffer.commit(n);
+    if (co_await cancelled()) co_return;
+  }
+  if (co_await cancelled()) co_return;
+  // The client is alive and busy; stop reading (bounded buffer) and wait to be
+  // cancelled when the response ends.
+  net::steady_timer forever(socket.get_executor(), Clock::time_point::max());
+  co_await forever.async_wait(use_tuple);
+}
+
+}  // namespace
+
+struct SimServer::Impl {
+  explicit Impl(SimOptions o)
+      : options(std::move(o)),
+        default_profile(options.default_profile),
+        profiles(options.profiles.begin(), options.profiles.end()) {
+    options.profiles.clear();
+    if (options.threads == 0) options.threads = 1;
+  }
+
+  // Everything one chat completion response needs once it has been planned.
+  struct Exchange {
+    Clock::time_point received;
+    unsigned version = 11;
+    bool keep_alive = true;
+    std::string id;
+    std::string request_id;
+    std::int64_t created = 0;
+    std::string region;
+    ChatRequest chat;
+    ChatPlan plan;
+    Profile profile;
+  };
+
+  // --- shared state -------------------------------------------------------
+  Profile profile_for(const std::string& model) const {
+    std::lock_guard lk(profiles_mu);
+    auto it = profiles.find(model);
+    return it != profiles.end() ? it->second : default_profile;
+  }
+
+  void record(const Request& req) {
+    RecordedRequest r;
+    for (const auto& field : req) {
+      auto [it, inserted] = r.headers.emplace(to_lower(field.name_string()), field.value());
+      if (!inserted) (it->second += ", ") += field.value();
+    }
+    r.target = req.target();
+    r.body = req.body();
+    std::lock_guard lk(last_mu);
+    last = std::move(r);
+  }
+
+  SimStats snapshot() const {
+    SimStats s;
+    s.requests = requests.load();
+    s.streams_completed = streams_completed.load();
+    s.streams_aborted = streams_aborted.load();
+    s.in_flight = in_flight.load();
+    s.errors_injected = errors_injected.load();
+    s.streams_cut = streams_cut.load();
+    s.connections_accepted = connections_accepted.load();
+    return s;
+  }
+
+  std::optional<ApiError> check_auth(const Request& req) const {
+    if (options.api_key.empty()) return std::nullopt;
+    auto it = req.find(http::field::authorization);
+    if (it != req.end() && it->value() == "Bearer " + options.api_key) return std::nullopt;
+    ApiError e = injected_error(401);
+    e.message = it == req.end()
+                    ? "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+                    : "Incorrect API key provided.";
+    return e;
+  }
+
+  // --- HTTP ---------------------------------------------------------------
+  net::awaitable<void> accept_loop(tcp::acceptor acceptor);
+  net::awaitable<void> serve_connection(Shard& shard, tcp::socket socket);
+  net::awaitable<bool> handle(Shard& shard, beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                              const Request& req);
+  net::awaitable<bool> handle_chat(Shard& shard, beast::tcp_stream& stream,
+                                   beast::flat_buffer& buffer, const Request& req);
+  Response answer_at_once(const Request& req, std::string_view path);  // all but chat
+  Response handle_admin(const Request& req, std::string_view path);
+  Response handle_models(const Request& req);
+  static net::awaitable<Outcome> stream_chat(beast::tcp_stream& stream, const Exchange& ex);
+  static net::awaitable<Outcome> answer_chat(beast::tcp_stream& stream, const Exchange& ex);
+  void count(Outcome outcome);
+
+  // --- lifecycle ----------------------------------------------------------
+  void launch();  // bind, listen, start the acceptor (lifecycle_mu held)
+
+  SimOptions options;  // profiles moved out below
+
+  mutable std::mutex profiles_mu;
+  Profile default_profile;
+  std::map<std::string, Profile, std::less<>> profiles;
+
+  mutable std::mutex last_mu;
+  std::optional<RecordedRequest> last;
+
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> streams_completed{0};
+  std::atomic<std::uint64_t> streams_aborted{0};
+  std::atomic<std::uint64_t> streams_cut{0};
+  std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<std::uint64_t> errors_injected{0};
+  std::atomic<std::uint64_t> connections_accepted{0};
+  std::atomic<std::uint64_t> next_id{0};
+  std::atomic<std::uint16_t> bound_port{0};
+
+  std::mutex lifecycle_mu;
+  std::condition_variable caller_done;
+  bool started = false;
+  bool stopped = false;
+  bool caller_running = false;  // run() is inside shards[0]->ioc.run()
+  std::vector<std::thread> threads;
+  // Declared last so it is destroyed first: tearing down the io_contexts
+  // destroys suspended coroutines, whose guards still touch the counters above.
+  std::vector<std::unique_ptr<Shard>> shards;
+};
+
+namespace {
+
+void log_exception(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    std::fprintf(stderr, "llmgate-sim: connection failed: %s\n", x.what());
+  }
+}
+
+}  // namespace
+
+net::awaitable<void> SimServer::Impl::accept_loop(tcp::acceptor acceptor) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  std::size_t next = 0;
+  for (;;) {
+    Shard& shard = *shards[next++ % shards.size()];
+    auto [ec, socket] = co_await acceptor.async_accept(shard.ioc, use_tuple);
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of descriptors and the like: back off instead of spinning.
+      std::fprintf(stderr, "llmgate-sim: accept: %s\n", ec.message().c_str());
+      net::steady_timer pause(acceptor.get_executor(), 50ms);
+      co_await pause.async_wait(use_tuple);
+      continue;
+    }
+    connections_accepted.fetch_add(1);
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // each event leaves at once
+    net::co_spawn(shard.ioc, serve_connection(shard, std::move(socket)), log_exception);
+  }
+}
+
+net::awaitable<void> SimServer::Impl::serve_connection(Shard& shard, tcp::socket socket) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kHeaderLimit);
+    parser.body_limit(kBodyLimit);
+    stream.expires_after(kReadTimeout);
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+    if (!ec && parser.get()[http::field::expect] == "100-continue") {
+      // curl waits a second for this before sending a large body.
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      auto [wec, wn] = co_await net::async_write(stream, net::buffer(kContinue), use_tuple);
+      ec = wec;
+    }
+    if (!ec) std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, use_tuple);
+
+    if (ec == http::error::end_of_stream) break;
+    if (ec) {
+      std::optional<ApiError> reply;
+      if (ec == http::error::body_limit) {
+        reply = ApiError{413, "Request body too large (limit 1 MiB).", "invalid_request_error",
+                         std::nullopt, std::nullopt};
+      } else if (ec == http::error::header_limit) {
+        reply = ApiError{431, "Request headers too large.", "invalid_request_error", std::nullopt,
+                         std::nullopt};
+      } else if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
+        reply = ApiError{400, "Malformed HTTP request: " + ec.message(), "invalid_request_error",
+                         std::nullopt, std::nullopt};
+      }
+      if (reply) {
+        Request unparsed{http::verb::unknown, "", 11};  // shapes the reply: 1.1, close
+        unparsed.keep_alive(false);
+        Response res = make_error(unparsed, *reply);
+        co_await write_response(stream, std::move(res));
+      }
+      break;
+    }
+    const Request req = parser.release();
+    if (!co_await handle(shard, stream, buffer, req)) break;
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream.close();
+}
+
+net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& stream,
+                                             beast::flat_buffer& buffer, const Request& req) {
+  const std::string_view target = req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (is_chat_path(path) && req.method() == http::verb::post) {
+    co_return co_await handle_chat(shard, stream, buffer, req);
+  }
+  // A named local, not a temporary inside the co_await expression: GCC 12
+  // has bugs destroying such temporaries across a suspension.
+  Response res = answer_at_once(req, path);
+  co_return co_await write_response(stream, std::move(res));
+}
+
+Response SimServer::Impl::answer_at_once(const Request& req, std::string_view path) {
+  if (is_chat_path(path)) return make_error(req, method_not_allowed(req));
+  if (path == "/healthz") return make_response(req, http::status::ok, R"({"status":"ok"})");
+  if (path.starts_with("/admin/")) return handle_admin(req, path);
+  if (path == "/models" || ends_with(path, "/models")) return handle_models(req);
+  return make_error(req, not_found(req));
+}
+
+net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_stream& stream,
+                                                  beast::flat_buffer& buffer, const Request& req) {
+  Exchange ex;
+  ex.received = Clock::now();
+  requests.fetch_add(1);
+  record(req);
+  if (auto e = check_auth(req)) co_return co_await write_response(stream, make_error(req, *e));
+
+  auto parsed = parse_chat_request(req.body());
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    co_return co_await write_response(stream, make_error(req, *e));
+  }
+  ex.chat = std::move(std::get<ChatRequest>(parsed));
+  ex.profile = profile_for(ex.chat.model);
+  ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
+  ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
+  const std::uint64_t n = next_id.fetch_add(1) + 1;
+  ex.id = "chatcmpl-sim-" + std::to_string(n);
+  ex.request_id = "req_sim_" + std::to_string(n);
+  ex.created = unix_now();
+  ex.version = req.version();
+  ex.keep_alive = req.keep_alive();
+
+  InFlight guard(in_flight);
+  if (ex.plan.inject_error) {
+    errors_injected.fetch_add(1);
+    Response res = make_error(req, injected_error(ex.profile.error_status));
+    if (ex.profile.retry_after_s) {
+      res.set(http::field::retry_after, std::to_string(*ex.profile.retry_after_s));
+    }
+    if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+    res.set("x-request-id", ex.request_id);
+    co_return co_await write_response(stream, std::move(res));
+  }
+
+  auto respond = ex.chat.stream ? stream_chat(stream, ex) : answer_chat(stream, ex);
+  auto result = co_await (std::move(respond) || watch_for_hangup(stream.socket(), buffer));
+  const Outcome outcome = result.index() == 0 ? std::get<0>(result) : Outcome::kClientGone;
+  count(outcome);
+  // An HTTP/1.0 stream is delimited by the close (no chunked encoding).
+  const bool reusable =
+      outcome == Outcome::kCompleted && ex.keep_alive && (ex.version >= 11 || !ex.chat.stream);
+  co_return reusable;
+}
+
+void SimServer::Impl::count(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kCompleted:
+      streams_completed.fetch_add(1);
+      break;
+    case Outcome::kClientGone:
+      streams_aborted.fetch_add(1);
+      break;
+    case Outcome::kCut:
+      streams_cut.fetch_add(1);
+      break;
+  }
+}
+
+// Streams one completion: headers and the role chunk at once (real providers
+// send headers long before the first token), then one event per token on
+// absolute deadlines, with the profile's faults at their token positions.
+net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
+                                                     const Exchange& ex) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  const bool chunked = ex.version >= 11;
+  http::response<http::empty_body> res{http::status::ok, ex.version};
+  res.set(http::field::server, "llmgate-sim");
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  res.set("x-request-id", ex.request_id);
+  if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+  res.keep_alive(ex.keep_alive && chunked);
+  if (chunked) res.chunked(true);
+  http::response_serializer<http::empty_body> serializer{res};
+  stream.expires_after(kWriteTimeout);
+  if (auto [ec, n] = co_await http::async_write_header(stream, serializer, use_tuple);
+      ec || co_await cancelled()) {
+    co_return Outcome::kClientGone;
+  }
+
+  const ChunkFormatter format(ex.id, ex.created, ex.chat.model, ex.chat.include_usage);
+  std::string event;  // reused for every event of the stream
+  event.reserve(512);
+  format.role(event);
+  if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
+
+  const Profile& p = ex.profile;
+  const int tokens = ex.plan.completion_tokens;
+  const auto first_token_at =
+      ex.received +
+      to_duration(std::max(ex.plan.ttft_ms, static_cast<double>(p.stall_before_first_token_ms)));
+  const double interval_ms = 1000.0 / ex.plan.tokens_per_second;
+  Clock::duration stalled{0};
+  net::steady_timer timer(co_await net::this_coro::executor);
+
+  // Boundary k is the moment after k content tokens; boundary `tokens` is the
+  // end of the content, so a fault placed there hits the finish chunk.
+  for (int k = 0; k <= tokens; ++k) {
+    if (k == p.malformed_after_tokens) {
+      event.clear();
+      ChunkFormatter::malformed(event);
+      if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
+    }
+    if (k == p.stall_after_tokens) stalled += std::chrono::milliseconds(p.stall_ms);
+
+    const int slot = std::min(k, std::max(tokens - 1, 0));
+    const auto due = first_token_at + to_duration(slot * interval_ms) + stalled;
+    if (due > Clock::now()) {
+      timer.expires_at(due);
+      if (auto [ec] = co_await timer.async_wait(use_tuple); ec) co_return Outcome::kClientGone;
+    }
+
+    event.clear();
+    if (k == p.cut_after_tokens) {
+      ChunkFormatter::truncated(event);
+      co_await write_event(stream, chunked, event);
+      co_return Outcome::kCut;
+    }
+    if (k == tokens) break;
+    format.content(event, token_text(static_cast<std::size_t>(k)));
+    if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
+  }
+
+  // The tail goes out in one write, each event still its own chunk.
+  std::string tail;
+  auto append = [&](auto&& emit) {
+    event.clear();
+    emit();
+    if (chunked) {
+      char size[16];
+      auto [end, ec] = std::to_chars(size, size + sizeof size, event.size(), 16);
+      tail.append(size, end).append("\r\n").append(event).append("\r\n");
+    } else {
+      tail += event;
+    }
+  };
+  append([&] { format.finish(event, ex.plan.finish_reason()); });
+  if (ex.chat.include_usage) {
+    append([&] { format.usage(event, ex.chat.prompt_tokens, tokens); });
+  }
+  append([&] { ChunkFormatter::done(event); });
+  if (chunked) tail += "0\r\n\r\n";
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await net::async_write(stream, net::buffer(tail), use_tuple);
+  co_return ec ? Outcome::kClientGone : Outcome::kCompleted;
+}
+
+// A non-streamed completion: silence for TTFT plus the generation time, then
+// the whole chat.completion body.
+net::awaitable<Outcome> SimServer::Impl::answer_chat(beast::tcp_stream& stream,
+                                                     const Exchange& ex) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  const Profile& p = ex.profile;
+  const int tokens = ex.plan.completion_tokens;
+  auto within = [&](int at) { return at >= 0 && at <= tokens; };
+
+  double wait_ms = std::max(ex.plan.ttft_ms, static_cast<double>(p.stall_before_first_token_ms)) +
+                   1000.0 * tokens / ex.plan.tokens_per_second;
+  if (within(p.stall_after_tokens)) wait_ms += p.stall_ms;
+  net::steady_timer timer(co_await net::this_coro::executor, ex.received + to_duration(wait_ms));
+  if (auto [ec] = co_await timer.async_wait(use_tuple); ec) co_return Outcome::kClientGone;
+
+  std::string body =
+      within(p.malformed_after_tokens)
+          ? std::string("{not json")
+          : completion_body(ex.id, ex.created, ex.chat.model, completion_text(tokens),
+                            ex.plan.finish_reason(), ex.chat.prompt_tokens, tokens);
+  http::response<http::empty_body> res{http::status::ok, ex.version};
+  res.set(http::field::server, "llmgate-sim");
+  res.set(http::field::content_type, "application/json");
+  res.set("x-request-id", ex.request_id);
+  if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+  res.keep_alive(ex.keep_alive);
+  res.content_length(body.size());
+  http::response_serializer<http::empty_body> serializer{res};
+  stream.expires_after(kWriteTimeout);
+  if (auto [ec, n] = co_await http::async_write_header(stream, serializer, use_tuple);
+      ec || co_await cancelled()) {
+    co_return Outcome::kClientGone;
+  }
+  // The cut fault: half the promised body, then the caller closes.
+  const bool cut = within(p.cut_after_tokens);
+  const std::size_t len = cut ? body.size() / 2 : body.size();
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await net::async_write(stream, net::buffer(body.data(), len), use_tuple);
+  if (ec) co_return Outcome::kClientGone;
+  co_return cut ? Outcome::kCut : Outcome::kCompleted;
+}
+
+Response SimServer::Impl::handle_models(const Request& req) {
+  if (req.method() != http::verb::get) return make_error(req, method_not_allowed(req));
+  if (auto e = check_auth(req)) return make_error(req, *e);
+  json data = json::array();
+  {
+    std::lock_guard lk(profiles_mu);
+    for (const auto& [model, profile] : profiles) {
+      data.push_back(
+          {{"id", model}, {"object", "model"}, {"created", 0}, {"owned_by", "llmgate-sim"}});
+    }
+  }
+  return make_response(req, http::status::ok, dump({{"object", "list"}, {"data", data}}));
+}
+
+Response SimServer::Impl::handle_admin(const Request& req, std::string_view path) {
+  const auto verb = req.method();
+  if (path == "/admin/stats") {
+    if (verb != http::verb::get) return make_error(req, method_not_allowed(req));
+    const SimStats s = snapshot();
+    return make_response(req, http::status::ok,
+                         dump({{"requests", s.requests},
+                               {"streams_completed", s.streams_completed},
+                               {"streams_aborted", s.streams_aborted},
+                               {"streams_cut", s.streams_cut},
+                               {"in_flight", s.in_flight},
+                               {"errors_injected", s.errors_injected},
+                               {"connections_accepted", s.connections_accepted}}));
+  }
+  if (path == "/admin/last-request") {
+    if (verb != http::verb::get) return make_error(req, method_not_allowed(req));
+    std::lock_guard lk(last_mu);
+    if (!last) {
+      return make_error(req, ApiError{404, "No chat completion request received yet.",
+                                      "invalid_request_error", std::nullopt, std::nullopt});
+    }
+    return make_response(
+        req, http::status::ok,
+        dump({{"target", last->target}, {"headers", last->headers}, {"body", last->body}}));
+  }
+  if (path == "/admin/profiles") {
+    if (verb != http::verb::get) return make_error(req, method_not_allowed(req));
+    std::lock_guard lk(profiles_mu);
+    json all = json::object();
+    for (const auto& [model, profile] : profiles) all[model] = profile_to_json(profile);
+    all["default"] = profile_to_json(default_profile);
+    return make_response(req, http::status::ok, dump(all));
+  }
+  constexpr std::string_view kProfilePrefix = "/admin/profiles/";
+  if (!path.starts_with(kProfilePrefix)) return make_error(req, not_found(req));
+
+  const auto model = percent_decode(path.substr(kProfilePrefix.size()));
+  if (!model || model->empty()) {
+    return make_error(req, ApiError{400, "Bad model name in path.", "invalid_request_error",
+                                    std::nullopt, std::nullopt});
+  }
+  const bool is_default = *model == "default";
+  std::lock_guard lk(profiles_mu);
+  auto it = profiles.find(*model);
+  const Profile& current = is_default || it == profiles.end() ? default_profile : it->second;
+  switch (verb) {
+    case http::verb::get:
+      return make_response(req, http::status::ok, dump(profile_to_json(current)));
+    case http::verb::put: {
+      const json patch = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+      Profile updated;
+      try {
+        if (patch.is_discarded()) throw std::invalid_argument("body: not valid JSON");
+        updated = profile_from_json(patch, current);
+      } catch (const std::invalid_argument& e) {
+        return make_error(
+            req, ApiError{400, e.what(), "invalid_request_error", std::nullopt, std::nullopt});
+      }
+      if (is_default) {
+        default_profile = updated;
+      } else {
+        profiles[*model] = updated;
+      }
+      return make_response(req, http::status::ok, dump(profile_to_json(updated)));
+    }
+    case http::verb::delete_:
+      if (is_default || it == profiles.end()) return make_error(req, not_found(req));
+      profiles.erase(it);
+      return make_response(req, http::status::ok, R"({"deleted":true})");
+    default:
+      return make_error(req, method_not_allowed(req));
+  }
+}
+
+void SimServer::Impl::launch() {
+  if (started) throw std::logic_error("SimServer: start() or run() called twice");
+  started = true;
+  for (unsigned i = 0; i < options.threads; ++i) {
+    shards.push_back(std::make_unique<Shard>(shard_seed(options.seed, i)));
+  }
+  auto& ioc = shards.front()->ioc;
+  const tcp::endpoint endpoint{net::ip::make_address(options.address), options.port};
+  tcp::acceptor acceptor(ioc);
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(net::socket_base::reuse_address(true));
+  acceptor.bind(endpoint);
+  acceptor.listen(net::socket_base::max_listen_connections);
+  bound_port = acceptor.local_endpoint().port();
+  net::co_spawn(ioc, accept_loop(std::move(acceptor)), log_exception);
+}
+
+SimServer::SimServer(SimOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+SimServer::~SimServer() { stop(); }
+
+std::uint16_t SimServer::start() {
+  std::lock_guard lk(impl_->lifecycle_mu);
+  impl_->launch();
+  for (auto& shard : impl_->shards) {
+    impl_->threads.emplace_back([&ioc = shard->ioc] { ioc.run(); });
+  }
+  return impl_->bound_port;
+}
+
+void SimServer::run() {
+  Shard* first = nullptr;
+  {
+    std::lock_guard lk(impl_->lifecycle_mu);
+    impl_->launch();
+    for (std::size_t i = 1; i < impl_->shards.size(); ++i) {
+      impl_->threads.emplace_back([&ioc = impl_->shards[i]->ioc] { ioc.run(); });
+    }
+    impl_->caller_running = true;
+    first = impl_->shards.front().get();
+  }
+  first->ioc.run();
+  {
+    std::lock_guard lk(impl_->lifecycle_mu);
+    impl_->caller_running = false;
+  }
+  impl_->caller_done.notify_all();
+}
+
+void SimServer::stop() {
+  std::unique_lock lk(impl_->lifecycle_mu);
+  if (!impl_->started || impl_->stopped) return;
+  impl_->stopped = true;
+  for (auto& shard : impl_->shards) shard->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+  impl_->threads.clear();
+  impl_->caller_done.wait(lk, [&] { return !impl_->caller_running; });
+  // No thread runs the io_contexts any more: destroying them closes the
+  // acceptor and every connection, so peers see the server go away.
+  impl_->shards.clear();
+}
+
+std::uint16_t SimServer::port() const { return impl_->bound_port; }
+
+void SimServer::set_profile(const std::string& model, const Profile& profile) {
+  std::lock_guard lk(impl_->profiles_mu);
+  impl_->profiles[model] = profile;
+}
+
+std::optional<Profile> SimServer::profile(const std::string& model) const {
+  std::lock_guard lk(impl_->profiles_mu);
+  auto it = impl_->profiles.find(model);
+  if (it == impl_->profiles.end()) return std::nullopt;
+  return it->second;
+}
+
+Profile SimServer::default_profile() const {
+  std::lock_guard lk(impl_->profiles_mu);
+  return impl_->default_profile;
+}
+
+void SimServer::set_default_profile(const Profile& profile) {
+  std::lock_guard lk(impl_->profiles_mu);
+  impl_->default_profile = profile;
+}
+
+SimStats SimServer::stats() const { return impl_->snapshot(); }
+
+std::optional<RecordedRequest> SimServer::last_request() const {
+  std::lock_guard lk(impl_->last_mu);
+  return impl_->last;
+}
+
+}  // namespace llmgate::sim

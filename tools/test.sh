@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole test suite: unit and
+# integration tests (GoogleTest) and the end-to-end test with the official
+# OpenAI Node SDK, all through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+BUILD_DIR=${BUILD_DIR:-build}
+# The e2e test installs its npm dependencies (openai@6) on first run.
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-2}" "$@"
