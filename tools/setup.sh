@@ -11,7 +11,7 @@ PACKAGES=(
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   nlohmann-json3-dev libssl-dev prometheus-cpp-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev
-  nodejs npm curl ca-certificates
+  nodejs npm curl ca-certificates openssl
 )
 
 missing=()

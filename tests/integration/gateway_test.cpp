@@ -59,15 +59,16 @@ class GatewayTest : public ::testing::Test {
     port_b_ = sim_b_->start();
   }
 
-  void start_gateway(const std::string& ttft = "2s", const std::string& idle = "2s") {
+  void start_gateway(const std::string& ttft = "2s", const std::string& idle = "2s",
+                     const std::string& provider_a_extra = "", const std::string& connect = "1s") {
     std::string yaml = R"(
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
-timeouts: {connect: 1s, ttft: )" + ttft + ", idle: " + idle + R"(, total: 20s}
+timeouts: {connect: )" + connect + ", ttft: " + ttft + ", idle: " + idle + R"(, total: 20s}
 providers:
   - {name: a, base_url: "http://127.0.0.1:)" + std::to_string(port_a_) +
-                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_A, region: eu}
+                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_A, region: eu)" + provider_a_extra + R"(}
   - {name: b, base_url: "http://127.0.0.1:)" + std::to_string(port_b_) +
                        R"(/v1", api_key_env: LLMGATE_TEST_KEY_B, region: us}
 models:
@@ -307,6 +308,38 @@ TEST_F(GatewayTest, AMalformedEventAfterTheFirstTokenEndsWithAnErrorEvent) {
   EXPECT_TRUE(json::parse(events.back()).contains("error"));
 }
 
+TEST_F(GatewayTest, FailsOverWhenTheFirstEventIsMalformed) {
+  sim::Profile bad = fast_profile(5);
+  bad.malformed_after_tokens = 0;
+  start_sims(bad, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/model-b");
+  auto events = c.rest_of_events();
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (const auto& j : parse_events(events)) EXPECT_EQ(j["model"], "model-b");
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kMalformed);
+}
+
+TEST_F(GatewayTest, AFullConnectionPoolFailsOverAtTheConnectDeadline) {
+  sim::Profile stall = fast_profile(10);
+  stall.stall_after_tokens = 1;
+  stall.stall_ms = 60000;
+  start_sims(stall, fast_profile());
+  start_gateway("2s", "60s", ", pool: {max_connections: 1}", "300ms");
+  HttpClient first(port_);
+  ASSERT_EQ(first.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  ASSERT_TRUE(first.next_event());  // the only connection to A is now busy
+  HttpClient second(port_);
+  auto r = second.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(sim_a_->stats().requests, 1u);
+  EXPECT_EQ(sim_a_->stats().connections_accepted, 1u);
+}
+
 TEST_F(GatewayTest, ANonStreamedRequestFailsOverEvenAfterAMidStreamCut) {
   sim::Profile cut = fast_profile(10);
   cut.cut_after_tokens = 3;
@@ -430,7 +463,9 @@ TEST_F(GatewayTest, BadRequestsGetOpenAiShapedErrors) {
     auto j = json::parse(r.body);
     ASSERT_TRUE(j["error"].is_object()) << r.body;
     for (const char* f : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(f)) << f;
-    if (!k.param.empty()) EXPECT_EQ(j["error"]["param"], k.param);
+    if (!k.param.empty()) {
+      EXPECT_EQ(j["error"]["param"], k.param);
+    }
   }
   auto unknown = c.request("GET", "/v2/nothing");
   EXPECT_EQ(unknown.status, 404);

@@ -1,0 +1,102 @@
+#include "tests/support/tls_relay.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+namespace llmgate::testing {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = net::ip::tcp;
+constexpr auto kTuple = net::as_tuple(net::use_awaitable);
+
+bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
+                           std::string& cert_file, std::string& key_file) {
+  cert_file = dir + "/cert.pem";
+  key_file = dir + "/key.pem";
+  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + dns_name +
+                    " -addext subjectAltName=DNS:" + dns_name + " -keyout " + key_file +
+                    " -out " + cert_file + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+struct TlsRelay::Impl {
+  net::io_context io{1};
+  ssl::context ctx{ssl::context::tls_server};
+  tcp::acceptor acceptor{io};
+  std::uint16_t target_port;
+  std::thread thread;
+
+  template <class From, class To>
+  static net::awaitable<void> pipe(From& from, To& to) {
+    char buf[8192];
+    for (;;) {
+      auto [ec, n] = co_await from.async_read_some(net::buffer(buf), kTuple);
+      if (ec) co_return;
+      auto [wec, wn] = co_await net::async_write(to, net::buffer(buf, n), kTuple);
+      if (wec) co_return;
+    }
+  }
+
+  net::awaitable<void> serve(tcp::socket client) {
+    auto tls = std::make_shared<ssl::stream<tcp::socket>>(std::move(client), ctx);
+    auto [hec] = co_await tls->async_handshake(ssl::stream_base::server, kTuple);
+    if (hec) co_return;  // the gateway refused our certificate: that is the test
+    auto upstream = std::make_shared<tcp::socket>(io);
+    auto [cec] = co_await upstream->async_connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), target_port), kTuple);
+    if (cec) co_return;
+    // Each direction ends the other when it ends.
+    net::co_spawn(io, [tls, upstream]() -> net::awaitable<void> {
+      co_await pipe(*upstream, *tls);
+      boost::system::error_code ignored;
+      tls->next_layer().close(ignored);
+    }, net::detached);
+    co_await pipe(*tls, *upstream);
+    boost::system::error_code ignored;
+    upstream->close(ignored);
+  }
+
+  net::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, s] = co_await acceptor.async_accept(kTuple);
+      if (ec) co_return;
+      net::co_spawn(io, serve(std::move(s)), net::detached);
+    }
+  }
+};
+
+TlsRelay::TlsRelay(const std::string& cert_file, const std::string& key_file,
+                   std::uint16_t target_port)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->ctx.use_certificate_chain_file(cert_file);
+  impl_->ctx.use_private_key_file(key_file, ssl::context::pem);
+  impl_->target_port = target_port;
+}
+
+TlsRelay::~TlsRelay() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t TlsRelay::start() {
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), 0);
+  impl_->acceptor.open(ep.protocol());
+  impl_->acceptor.bind(ep);
+  impl_->acceptor.listen();
+  std::uint16_t port = impl_->acceptor.local_endpoint().port();
+  net::co_spawn(impl_->io, impl_->accept_loop(), net::detached);
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+  return port;
+}
+
+}  // namespace llmgate::testing

@@ -1,0 +1,29 @@
+// A TLS-terminating TCP relay for integration tests: accepts TLS on loopback
+// with the given certificate and pipes the plaintext to a local port (e.g. an
+// llmgate-sim). Lets tests exercise the gateway's HTTPS upstreams, SNI and
+// certificate/hostname verification against a real handshake.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace llmgate::testing {
+
+// Writes a self-signed certificate for `dns_name` (and no IP SAN) with its
+// key into `dir` using the openssl command; returns false if that failed.
+bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
+                           std::string& cert_file, std::string& key_file);
+
+class TlsRelay {
+ public:
+  TlsRelay(const std::string& cert_file, const std::string& key_file, std::uint16_t target_port);
+  ~TlsRelay();
+  std::uint16_t start();  // returns the TLS port
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llmgate::testing
