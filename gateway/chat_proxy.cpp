@@ -151,7 +151,6 @@ class ClientStream {
 struct AttemptResult {
   bool responded = false;   // the client has received a response (any status)
   bool keep_alive = true;   // the client connection is still usable
-  std::optional<ApiError> error;  // failure to report if no candidate answers
 };
 
 class ChatProxy {
@@ -170,10 +169,10 @@ class ChatProxy {
   net::awaitable<AttemptResult> pass_through_status(AttemptRecord& rec, providers::Lease& lease,
                                                     UpstreamParser& parser,
                                                     Clock::time_point deadline);
+  net::awaitable<AttemptResult> end_with_error(ClientStream& out, const ApiError& error);
   http::request<http::string_body> upstream_request(const routing::Candidate& c) const;
   void add_route_headers(http::fields& h, const AttemptRecord& rec) const;
-  AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail, int status = 502,
-                     std::string type = "upstream_error", std::string code = "upstream_error");
+  static AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail);
   ApiError all_failed_error() const;
   void log_request(const AttemptRecord* final) const;
 
@@ -263,13 +262,10 @@ ApiError ChatProxy::all_failed_error() const {
                   std::nullopt};
 }
 
-AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string detail, int status,
-                              std::string type, std::string code) {
+AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;
   rec.detail = std::move(detail);
-  AttemptResult r;
-  r.error = ApiError{status, std::move(type), rec.detail, std::nullopt, std::move(code), std::nullopt};
-  return r;
+  return AttemptResult{};
 }
 
 http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) const {
@@ -342,7 +338,7 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
     auto [hec, hn] = co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
     if (LLMGATE_CANCELLED()) {
       rec.detail = "client disconnected";
-      co_return AttemptResult{true, false, std::nullopt};
+      co_return AttemptResult{true, false};
     }
     if (hec) {
       bool stale = lease.reused() && round == 0 && buffered_before == 0 && hn == 0 &&
@@ -353,8 +349,7 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
         bool total = Clock::now() >= total_deadline_;
         co_return fail(rec, total ? AttemptOutcome::kTotalTimeout : AttemptOutcome::kTtftTimeout,
                        "no response within the TTFT deadline of " +
-                           std::to_string(c.timeouts.ttft.count()) + "ms",
-                       504, "timeout_error", "upstream_timeout");
+                           std::to_string(c.timeouts.ttft.count()) + "ms");
       }
       co_return fail(rec, AttemptOutcome::kTruncated,
                      "connection failed before response headers: " + hec.message());
@@ -431,6 +426,16 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   co_return r;
 }
 
+// Ends a committed stream: the error as an event, then a clean chunked end,
+// and no [DONE] — a client can never mistake it for a complete answer.
+net::awaitable<AttemptResult> ChatProxy::end_with_error(ClientStream& out, const ApiError& error) {
+  std::string event = error.sse_event();
+  bool ok = co_await out.write(event);
+  http::fields no_trailers;
+  ok = ok && co_await out.finish(no_trailers);
+  co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive};
+}
+
 net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, AttemptRecord& rec,
                                                providers::Lease& lease, UpstreamParser& parser) {
   const bool streaming = req_.stream;
@@ -439,8 +444,24 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   providers::CompletionAssembler assembler;
   std::string pending;  // complete events not yet written to the client
   bool committed = false, done = false, saw_finish = false;
-  std::optional<AttemptResult> failure;
-  std::optional<ApiError> post_commit_error;  // upstream's own in-band error after commit
+  std::optional<AttemptResult> failure;       // broke before commit: fail over
+  std::optional<ApiError> post_commit_error;  // broke after commit: end the client's stream
+
+  // The one place a broken upstream stream is classified: before commit the
+  // attempt fails (the next candidate is tried), after it the client's stream
+  // ends with `error` as an event.
+  auto broke = [&](AttemptOutcome o, std::string detail, ApiError error) {
+    if (!committed) {
+      failure = fail(rec, o, std::move(detail));
+      return;
+    }
+    rec.outcome = o;
+    rec.detail = std::move(detail);
+    post_commit_error = std::move(error);
+  };
+  auto upstream_error = [](std::string message, const char* code) {
+    return ApiError{502, "upstream_error", std::move(message), std::nullopt, code, std::nullopt};
+  };
 
   auto on_event = [&](const providers::SseEvent& ev) {
     if (failure || done || post_commit_error) return;
@@ -456,24 +477,12 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
         if (streaming) pending.append(ev.raw);
         return;
       case Kind::kError:
-        if (committed) {
-          post_commit_error = ApiError{502, "upstream_error", "upstream error: " + ch.error_message,
-                                       std::nullopt, "upstream_stream_error", std::nullopt};
-          rec.outcome = AttemptOutcome::kMalformed;
-          rec.detail = "in-band error event: " + ch.error_message;
-        } else {
-          failure = fail(rec, AttemptOutcome::kMalformed, "in-band error event: " + ch.error_message);
-        }
+        broke(AttemptOutcome::kMalformed, "in-band error event: " + ch.error_message,
+              upstream_error("upstream error: " + ch.error_message, "upstream_stream_error"));
         return;
       case Kind::kMalformed:
-        if (committed) {
-          post_commit_error = ApiError{502, "upstream_error", ch.error_message, std::nullopt,
-                                       "upstream_malformed_event", std::nullopt};
-          rec.outcome = AttemptOutcome::kMalformed;
-          rec.detail = ch.error_message;
-        } else {
-          failure = fail(rec, AttemptOutcome::kMalformed, ch.error_message);
-        }
+        broke(AttemptOutcome::kMalformed, ch.error_message,
+              upstream_error(ch.error_message, "upstream_malformed_event"));
         return;
       case Kind::kChunk:
         break;
@@ -525,47 +534,35 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     if (LLMGATE_CANCELLED()) {
       rec.outcome = AttemptOutcome::kClientGone;
       rec.detail = "client disconnected";
-      co_return AttemptResult{true, false, std::nullopt};
+      co_return AttemptResult{true, false};
     }
     if (ec == http::error::need_buffer) ec = {};
     std::size_t got = sizeof buf - parser.get().body().size;
     if (got > 0) {
-      if (sse.feed(std::string_view(buf, got), on_event) == providers::SseParser::Status::kEventTooLarge &&
-          !failure) {
+      if (sse.feed(std::string_view(buf, got), on_event) ==
+              providers::SseParser::Status::kEventTooLarge &&
+          !failure && !post_commit_error) {
         std::string msg = "upstream event larger than " +
                           std::to_string(cfg_.server.limits.max_event_bytes) + " bytes";
-        if (committed) {
-          post_commit_error = ApiError{502, "upstream_error", msg, std::nullopt,
-                                       "upstream_event_too_large", std::nullopt};
-          rec.outcome = AttemptOutcome::kMalformed;
-          rec.detail = msg;
-        } else {
-          failure = fail(rec, AttemptOutcome::kMalformed, msg);
-        }
+        broke(AttemptOutcome::kMalformed, msg, upstream_error(msg, "upstream_event_too_large"));
       }
     }
     if (failure) co_return *failure;
     if (streaming && !committed && (rec.first_token || saw_finish || done)) {
       if (!co_await commit()) {
         rec.outcome = AttemptOutcome::kClientGone;
-        co_return AttemptResult{true, false, std::nullopt};
+        co_return AttemptResult{true, false};
       }
     }
     if (committed && !pending.empty()) {
       if (!co_await out.write(pending)) {
         rec.outcome = AttemptOutcome::kClientGone;
         rec.detail = "client went away mid-stream";
-        co_return AttemptResult{true, false, std::nullopt};
+        co_return AttemptResult{true, false};
       }
       pending.clear();
     }
-    if (post_commit_error) {
-      std::string event = post_commit_error->sse_event();
-      co_await out.write(event);
-      http::fields no_trailers;
-      bool ok = co_await out.finish(no_trailers);
-      co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
-    }
+    if (post_commit_error) co_return co_await end_with_error(out, *post_commit_error);
     if (done) break;
     if (ec) {
       const bool timeout = ec == beast::error::timeout;
@@ -581,43 +578,29 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
               ? "stream stalled: no data for " + std::to_string(c.timeouts.idle.count()) + "ms"
           : o == AttemptOutcome::kTotalTimeout ? std::string("request deadline expired")
                                                : "upstream stream cut: " + ec.message();
-      if (!committed) {
-        co_return timeout ? fail(rec, o, detail, 504, "timeout_error", "upstream_timeout")
-                          : fail(rec, o, detail);
-      }
-      rec.outcome = o;
-      rec.detail = detail;
       ApiError e{timeout ? 504 : 502, timeout ? "timeout_error" : "upstream_error",
                  "the upstream stream failed after it started: " + detail, std::nullopt,
                  timeout ? "upstream_timeout" : "upstream_stream_truncated", std::nullopt};
-      std::string event = e.sse_event();
-      co_await out.write(event);
-      http::fields no_trailers;
-      bool ok = co_await out.finish(no_trailers);
-      co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
+      broke(o, detail, std::move(e));
+      if (failure) co_return *failure;
+      co_return co_await end_with_error(out, *post_commit_error);
     }
   }
 
   // The upstream body ended: after [DONE], or cleanly without it.
   if (!done && !saw_finish) {
     std::string detail = "upstream ended the stream without [DONE] or a finish_reason";
-    if (!committed) co_return fail(rec, AttemptOutcome::kTruncated, detail);
-    rec.outcome = AttemptOutcome::kTruncated;
-    rec.detail = detail;
-    ApiError e{502, "upstream_error", "the upstream stream was truncated: " + detail, std::nullopt,
-               "upstream_stream_truncated", std::nullopt};
-    std::string event = e.sse_event();
-    co_await out.write(event);
-    http::fields no_trailers;
-    bool ok = co_await out.finish(no_trailers);
-    co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive, std::nullopt};
+    broke(AttemptOutcome::kTruncated, detail,
+          upstream_error("the upstream stream was truncated: " + detail, "upstream_stream_truncated"));
+    if (failure) co_return *failure;
+    co_return co_await end_with_error(out, *post_commit_error);
   }
   rec.outcome = AttemptOutcome::kSuccess;
 
-  AttemptResult result{true, rc_.keep_alive, std::nullopt};
+  AttemptResult result{true, rc_.keep_alive};
   if (streaming) {
     if (!done) pending.append("data: [DONE]\n\n");  // finished cleanly, upstream omitted it
-    if (!committed && !co_await commit()) co_return AttemptResult{true, false, std::nullopt};
+    if (!committed && !co_await commit()) co_return AttemptResult{true, false};
     http::fields trailers;
     if (rec.output_tokens) trailers.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
     if (auto tps = rec.tps()) trailers.set("x-llmgate-tps", format_ms(*tps));
