@@ -78,6 +78,7 @@ struct Gateway::Impl {
 
   net::awaitable<void> accept_loop(WorkerThread& w, tcp::acceptor& acceptor);
   net::awaitable<void> session(WorkerThread& w, tcp::socket socket);
+  static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
                                 RequestContext& rc);
   Response simple_response(const Request& req, std::string_view path,
@@ -191,11 +192,18 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
             hec == net::error::connection_reset || hec == net::error::eof) {
           break;
         }
-        ApiError e = hec == http::error::header_limit
-                         ? ApiError{431, "invalid_request_error", "request headers are too large",
-                                    std::nullopt, "headers_too_large", std::nullopt}
-                         : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
-                                           "bad_http_request");
+        // Beast checks Content-Length against the body limit with the head.
+        ApiError e =
+            hec == http::error::header_limit
+                ? ApiError{431, "invalid_request_error", "request headers are too large",
+                           std::nullopt, "headers_too_large", std::nullopt}
+            : hec == http::error::body_limit
+                ? ApiError{413, "invalid_request_error",
+                           "request body is larger than the limit of " +
+                               std::to_string(limits.max_body_bytes) + " bytes",
+                           std::nullopt, "request_too_large", std::nullopt}
+                : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
+                                  "bad_http_request");
         Response res = make_error_response(rc, e);
         res.keep_alive(false);
         co_await write_response(stream, res, kWriteTimeout);
@@ -206,16 +214,6 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
       rc.keep_alive = head.keep_alive();
       if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
 
-      if (parser.content_length() && *parser.content_length() > limits.max_body_bytes) {
-        Response res = make_error_response(
-            rc, ApiError{413, "invalid_request_error",
-                         "request body is larger than the limit of " +
-                             std::to_string(limits.max_body_bytes) + " bytes",
-                         std::nullopt, "request_too_large", std::nullopt});
-        res.keep_alive(false);
-        co_await write_response(stream, res, kWriteTimeout);
-        break;
-      }
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, rc.version};
         stream.expires_after(kWriteTimeout);
@@ -243,8 +241,24 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
     // Only cancellation or a broken invariant lands here; the connection goes.
     log_line(LogLevel::kDebug, std::string("session ended: ") + e.what());
   }
+  co_await lingering_close(stream);
+}
+
+// Half-close, then read and discard what the client is still sending (an
+// oversized body we refused, say) for a bounded time and size before closing.
+// Closing with unread data makes the kernel send a reset, which can destroy
+// the error response before the client reads it (nginx's lingering_close).
+net::awaitable<void> Gateway::Impl::lingering_close(beast::tcp_stream& stream) {
+  constexpr std::size_t kMaxDrain = 8 * 1024 * 1024;
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream.expires_after(std::chrono::seconds(2));
+  char sink[16 * 1024];
+  for (std::size_t drained = 0; drained < kMaxDrain;) {
+    auto [ec, n] = co_await stream.async_read_some(net::buffer(sink), kUseTuple);
+    if (ec) break;
+    drained += n;
+  }
   stream.close();
 }
 

@@ -475,6 +475,27 @@ TEST_F(GatewayTest, BadRequestsGetOpenAiShapedErrors) {
   EXPECT_EQ(sim_a_->stats().requests + sim_b_->stats().requests, 0u);
 }
 
+TEST_F(GatewayTest, OversizedBodiesAndHeadersGet413And431) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  std::string huge_content(5 * 1024 * 1024, 'a');  // over the 4 MiB default
+  {
+    HttpClient c(port_);
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false, ",\"pad\":\"" + huge_content + "\""));
+    EXPECT_EQ(r.status, 413);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "request_too_large");
+  }
+  {
+    HttpClient c(port_);
+    auto r = c.request("GET", "/healthz", "", {{"x-big", std::string(20 * 1024, 'b')}});
+    EXPECT_EQ(r.status, 431);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "headers_too_large");
+  }
+  HttpClient c(port_);
+  EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+  EXPECT_EQ(sim_a_->stats().requests, 0u);
+}
+
 TEST_F(GatewayTest, ListsModelsAndAnswersHealthChecks) {
   start_sims(fast_profile(), fast_profile());
   start_gateway();
