@@ -1,0 +1,74 @@
+// A peak-sensitive, time-decayed moving average (Finagle/linkerd "PeakEWMA").
+//
+// Used for the TTFT estimate the router decides on:
+//   - a sample above the current value takes effect at once (a provider that
+//     just got slow looks slow on the very next decision);
+//   - a sample below it decays in with weight 1 - exp(-dt/tau), where dt is
+//     the time since the previous sample (so a burst of fast samples in one
+//     instant cannot erase a recent slow one);
+//   - with no samples at all the estimate is the prior (never "no data = fast");
+//   - while no samples arrive the estimate relaxes toward the prior with its
+//     own time constant, so a deployment that was slow an hour ago is tried
+//     again instead of being judged on stale data forever.
+//
+// Pure value type: time is passed in, nothing here reads a clock.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+namespace llmgate::routing {
+
+class PeakEwma {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  using Seconds = std::chrono::duration<double>;
+
+  PeakEwma(double prior, Seconds tau, Seconds relax_tau)
+      : prior_(prior), tau_(tau.count()), relax_tau_(relax_tau.count()) {}
+
+  void observe(double sample, TimePoint now) {
+    if (!last_) {
+      value_ = sample;
+    } else {
+      double current = estimate(now);  // stale state first relaxes toward the prior
+      if (sample >= current) {
+        value_ = sample;
+      } else {
+        double w = std::exp(-elapsed(now) / tau_);
+        value_ = current * w + sample * (1 - w);
+      }
+    }
+    last_ = now;
+    ++samples_;
+  }
+
+  // The estimate at `now`: the prior with no samples, otherwise the value
+  // relaxed toward the prior by how long ago the last sample was.
+  double estimate(TimePoint now) const {
+    if (!last_) return prior_;
+    double keep = std::exp(-elapsed(now) / relax_tau_);
+    return prior_ + (value_ - prior_) * keep;
+  }
+
+  double prior() const { return prior_; }
+  void set_prior(double prior) { prior_ = prior; }
+  std::uint64_t samples() const { return samples_; }
+  std::optional<TimePoint> last_sample() const { return last_; }
+
+ private:
+  double elapsed(TimePoint now) const {
+    return now > *last_ ? std::chrono::duration_cast<Seconds>(now - *last_).count() : 0.0;
+  }
+
+  double prior_;
+  double tau_;        // seconds
+  double relax_tau_;  // seconds
+  double value_ = 0;
+  std::optional<TimePoint> last_;
+  std::uint64_t samples_ = 0;
+};
+
+}  // namespace llmgate::routing
