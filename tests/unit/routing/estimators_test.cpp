@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "routing/failure_tracker.h"
 #include "routing/peak_ewma.h"
 #include "routing/windowed_quantiles.h"
 
@@ -95,6 +96,47 @@ TEST(WindowedQuantiles, AnswersSeveralQuantilesAtOnce) {
   EXPECT_EQ(*qs[0], 50);
   EXPECT_EQ(*qs[1], 90);
   EXPECT_EQ(*qs[2], 100);
+}
+
+}  // namespace
+}  // namespace llmgate::routing
+
+
+namespace llmgate::routing {
+namespace {
+
+TEST(FailureTracker, IsZeroWithNoHistory) {
+  FailureTracker f(30s);
+  EXPECT_DOUBLE_EQ(f.error_rate(t0), 0);
+  EXPECT_EQ(f.consecutive_failures(), 0u);
+}
+
+TEST(FailureTracker, IsTheShareOfRecentAttemptsThatFailed) {
+  FailureTracker f(30s);
+  for (int i = 0; i < 3; ++i) f.record(true, t0);
+  f.record(false, t0);
+  EXPECT_DOUBLE_EQ(f.error_rate(t0), 0.75);
+  EXPECT_EQ(f.consecutive_failures(), 0u);
+}
+
+TEST(FailureTracker, OldFailuresWeighLessThanNewSuccesses) {
+  FailureTracker f(30s);
+  f.record(true, t0);
+  f.record(false, t0 + 30s);  // the failure now weighs e^-1
+  double k = std::exp(-1.0);
+  EXPECT_NEAR(f.error_rate(t0 + 30s), k / (k + 1), 1e-12);
+  // With no new attempts the ratio stays what it was: both counters decay.
+  EXPECT_NEAR(f.error_rate(t0 + 300s), k / (k + 1), 1e-12);
+}
+
+TEST(FailureTracker, CountsConsecutiveFailuresUntilASuccess) {
+  FailureTracker f(30s);
+  f.record(true, t0);
+  f.record(true, t0 + 1s);
+  f.record(true, t0 + 2s);
+  EXPECT_EQ(f.consecutive_failures(), 3u);
+  f.record(false, t0 + 3s);
+  EXPECT_EQ(f.consecutive_failures(), 0u);
 }
 
 }  // namespace
