@@ -1,5 +1,7 @@
 #include "routing/stats_registry.h"
 
+#include <algorithm>
+
 namespace llmgate::routing {
 
 const char* to_string(AttemptOutcome o) {
@@ -18,50 +20,120 @@ const char* to_string(AttemptOutcome o) {
   return "unknown";
 }
 
+namespace {
+
+double ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Outcomes that say nothing about the deployment: the client's own doing.
+bool says_nothing(AttemptOutcome o) {
+  return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError;
+}
+
+}  // namespace
+
+StatsRegistry::Entry::Entry(const StatsOptions& o)
+    : ttft(static_cast<double>(o.ttft_prior.count()), o.ttft_tau, o.relax_tau),
+      ttft_window(o.window, o.window_max_samples),
+      tps(o.ttft_tau),
+      chars_per_s(o.ttft_tau),
+      tps_window(o.window, o.window_max_samples),
+      failures(o.error_tau) {}
+
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment)
     : registry_(r), deployment_(std::move(deployment)) {
   std::lock_guard lock(registry_.mu_);
-  ++registry_.entry(deployment_).in_flight;
+  ++registry_.entry(deployment_).counters.in_flight;
 }
 
 StatsRegistry::InFlight::~InFlight() {
   std::lock_guard lock(registry_.mu_);
-  --registry_.entry(deployment_).in_flight;
+  --registry_.entry(deployment_).counters.in_flight;
 }
 
-DeploymentStats& StatsRegistry::entry(const std::string& deployment) {
-  auto [it, inserted] = stats_.try_emplace(deployment);
-  if (inserted) it->second.deployment = deployment;
+StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) {
+  auto it = stats_.find(deployment);
+  if (it == stats_.end()) {
+    it = stats_.emplace(deployment, Entry(options_)).first;
+    it->second.counters.deployment = deployment;
+  }
   return it->second;
 }
 
-void StatsRegistry::record(const AttemptRecord& r) {
+void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   std::lock_guard lock(mu_);
-  DeploymentStats& s = entry(r.deployment);
+  Entry& e = entry(r.deployment);
+  DeploymentStats& s = e.counters;
   ++s.attempts;
-  // A client that walked away says nothing about the deployment.
-  if (r.outcome == AttemptOutcome::kSuccess) {
-    ++s.successes;
-  } else if (r.outcome != AttemptOutcome::kClientGone && r.outcome != AttemptOutcome::kClientError) {
-    ++s.failures;
-  }
-  if (auto t = r.ttft()) s.last_ttft_ms = std::chrono::duration<double, std::milli>(*t).count();
-  if (auto tps = r.tps()) s.last_tps = *tps;
-  if (r.output_tokens) s.output_tokens += static_cast<std::uint64_t>(*r.output_tokens);
   s.last_outcome = r.outcome;
+  if (r.output_tokens) s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
+  if (says_nothing(r.outcome)) {
+    // Still a TTFT measurement if the first token came before the client left.
+    if (auto t = r.ttft()) {
+      e.ttft.observe(ms(*t), now);
+      e.ttft_window.add(ms(*t), now);
+    }
+    return;
+  }
+  const bool ok = r.outcome == AttemptOutcome::kSuccess;
+  ok ? ++s.successes : ++s.failures;
+  e.failures.record(!ok, now);
+
+  if (auto t = r.ttft()) {
+    // A first token arrived (even if the stream failed later): a real sample.
+    e.ttft.observe(ms(*t), now);
+    e.ttft_window.add(ms(*t), now);
+    s.last_ttft_ms = ms(*t);
+  } else if (!ok) {
+    // No first token: a penalty, never faster than what we believed, and at
+    // least as slow as the time it took to fail.
+    auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
+    double elapsed = r.started != Clock::time_point{} ? ms(now - since) : 0.0;
+    double penalty = std::max(elapsed, options_.failure_penalty_factor * e.ttft.estimate(now));
+    e.ttft.observe(penalty, now);
+  }
+
+  if (ok && r.output_tokens && *r.output_tokens >= options_.min_tokens_for_tps) {
+    if (auto tps = r.tps()) {
+      e.tps.observe(*tps, now);
+      e.tps_window.add(*tps, now);
+      s.last_tps = *tps;
+      double span = std::chrono::duration<double>(*r.last_token - *r.first_token).count();
+      if (span > 0) e.chars_per_s.observe(static_cast<double>(r.output_chars) / span, now);
+    }
+  }
 }
 
-std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment) const {
+DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
+  DeploymentStats s = e.counters;
+  s.ttft_estimate_ms = e.ttft.estimate(now);
+  s.ttft_samples = e.ttft.samples();
+  s.last_sample = e.ttft.last_sample();
+  auto q = e.ttft_window.quantiles({0.5, 0.95, 0.99}, now);
+  s.ttft_p50_ms = q[0];
+  s.ttft_p95_ms = q[1];
+  s.ttft_p99_ms = q[2];
+  s.tps_estimate = e.tps.value().value_or(options_.tps_prior);
+  s.tps_p50 = e.tps_window.quantile(0.5, now);
+  s.chars_per_s_estimate = e.chars_per_s.value();
+  s.error_rate = e.failures.error_rate(now);
+  s.consecutive_failures = e.failures.consecutive_failures();
+  return s;
+}
+
+std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,
+                                                  Clock::time_point now) const {
   std::lock_guard lock(mu_);
   auto it = stats_.find(deployment);
   if (it == stats_.end()) return std::nullopt;
-  return it->second;
+  return snapshot(it->second, now);
 }
 
-std::vector<DeploymentStats> StatsRegistry::all() const {
+std::vector<DeploymentStats> StatsRegistry::all(Clock::time_point now) const {
   std::lock_guard lock(mu_);
   std::vector<DeploymentStats> out;
-  for (const auto& [k, v] : stats_) out.push_back(v);
+  for (auto& [k, v] : stats_) out.push_back(snapshot(v, now));
   return out;
 }
 

@@ -1,24 +1,47 @@
 // Live per-deployment statistics, shared by all worker threads.
 //
-// Today this keeps counters and the latest measurements; the latency-aware
-// router (its own issue) replaces the internals with its estimators but keeps
-// this interface: the gateway reports every finished attempt here, once per
-// attempt (not per chunk), and holds an InFlight guard while an attempt runs.
+// The gateway reports every finished attempt here, once per attempt (not per
+// chunk), and holds an InFlight guard while an attempt runs. The router reads
+// snapshots. What is kept per deployment:
+//   - TTFT: a PeakEwma for decisions and windowed p50/p95/p99 for
+//     constraints, deadlines and display. Failures enter the TTFT estimate as
+//     penalty samples, so a failing deployment never looks fast.
+//   - Output speed: tokens/s as the upstream counts them, and output
+//     characters/s — a tokenizer-neutral unit for comparing across models —
+//     each as an EWMA and windowed quantiles, from streams long enough to mean
+//     something.
+//   - A time-decayed error rate and consecutive failures; in-flight count.
+// Time comes in as arguments (`now`), so everything is testable with a
+// simulated clock.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "routing/attempt_record.h"
+#include "routing/decayed_ewma.h"
+#include "routing/failure_tracker.h"
+#include "routing/peak_ewma.h"
+#include "routing/windowed_quantiles.h"
 
 namespace llmgate::routing {
+
+struct StatsOptions {
+  std::chrono::milliseconds ttft_prior{1000};   // estimate before any sample
+  double tps_prior = 50;                        // tokens/s before any sample
+  std::chrono::milliseconds ttft_tau{10'000};   // PeakEwma decay
+  std::chrono::milliseconds relax_tau{60'000};  // stale estimates relax toward the prior
+  std::chrono::milliseconds window{60'000};     // percentile window
+  std::size_t window_max_samples = 1024;
+  std::chrono::milliseconds error_tau{30'000};  // error-rate decay
+  std::int64_t min_tokens_for_tps = 10;         // shorter streams say little about speed
+  double failure_penalty_factor = 2.0;          // failure sample = max(elapsed, factor x estimate)
+};
 
 struct DeploymentStats {
   std::string deployment;
@@ -30,10 +53,22 @@ struct DeploymentStats {
   std::optional<double> last_ttft_ms;
   std::optional<double> last_tps;
   std::optional<AttemptOutcome> last_outcome;
+  // Estimates at the time of the snapshot.
+  double ttft_estimate_ms = 0;
+  std::optional<double> ttft_p50_ms, ttft_p95_ms, ttft_p99_ms;
+  std::uint64_t ttft_samples = 0;
+  double tps_estimate = 0;
+  std::optional<double> tps_p50;
+  std::optional<double> chars_per_s_estimate;
+  double error_rate = 0;
+  std::uint32_t consecutive_failures = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_sample;
 };
 
 class StatsRegistry {
  public:
+  explicit StatsRegistry(StatsOptions options = {}) : options_(options) {}
+
   // RAII: counts an attempt as in flight for its lifetime, on every path.
   class InFlight {
    public:
@@ -47,15 +82,29 @@ class StatsRegistry {
     std::string deployment_;
   };
 
-  void record(const AttemptRecord& record);
-  std::optional<DeploymentStats> get(const std::string& deployment) const;
-  std::vector<DeploymentStats> all() const;
+  void record(const AttemptRecord& record, Clock::time_point now = Clock::now());
+  std::optional<DeploymentStats> get(const std::string& deployment,
+                                     Clock::time_point now = Clock::now()) const;
+  std::vector<DeploymentStats> all(Clock::time_point now = Clock::now()) const;
+  const StatsOptions& options() const { return options_; }
 
  private:
-  DeploymentStats& entry(const std::string& deployment);  // mu_ held
+  struct Entry {
+    explicit Entry(const StatsOptions& o);
+    DeploymentStats counters;
+    PeakEwma ttft;
+    WindowedQuantiles ttft_window;
+    DecayedEwma tps;
+    DecayedEwma chars_per_s;
+    WindowedQuantiles tps_window;
+    FailureTracker failures;
+  };
+  Entry& entry(const std::string& deployment);  // mu_ held
+  DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
 
+  StatsOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, DeploymentStats> stats_;
+  mutable std::map<std::string, Entry> stats_;
 };
 
 }  // namespace llmgate::routing

@@ -1,0 +1,107 @@
+#include "routing/stats_registry.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace llmgate::routing {
+namespace {
+
+using namespace std::chrono_literals;
+const Clock::time_point t0{std::chrono::seconds(5000)};
+
+AttemptRecord success(Clock::time_point sent, std::chrono::milliseconds ttft, std::int64_t tokens,
+                      std::chrono::milliseconds stream_time, std::int64_t chars) {
+  AttemptRecord r;
+  r.deployment = "p/m";
+  r.outcome = AttemptOutcome::kSuccess;
+  r.started = sent - 1ms;
+  r.request_sent = sent;
+  r.first_token = sent + ttft;
+  r.last_token = sent + ttft + stream_time;
+  r.output_tokens = tokens;
+  r.output_chars = chars;
+  return r;
+}
+
+AttemptRecord failure(Clock::time_point sent, AttemptOutcome o) {
+  AttemptRecord r;
+  r.deployment = "p/m";
+  r.outcome = o;
+  r.started = sent;
+  r.request_sent = sent;
+  return r;
+}
+
+TEST(StatsRegistry, MeasuresTtftTpsAndNeutralSpeedFromOneAttempt) {
+  StatsRegistry reg;
+  // 101 tokens over 1 s after the first: 100 tokens/s; 500 chars/s.
+  reg.record(success(t0, 200ms, 101, 1000ms, 500), t0 + 1200ms);
+  auto s = *reg.get("p/m", t0 + 1200ms);
+  EXPECT_DOUBLE_EQ(s.ttft_estimate_ms, 200);
+  EXPECT_EQ(*s.ttft_p50_ms, 200);
+  EXPECT_DOUBLE_EQ(s.tps_estimate, 100);
+  EXPECT_DOUBLE_EQ(*s.chars_per_s_estimate, 500);
+  EXPECT_EQ(s.successes, 1u);
+  EXPECT_DOUBLE_EQ(s.error_rate, 0);
+}
+
+TEST(StatsRegistry, UsesThePriorsBeforeAnySample) {
+  StatsOptions o;
+  o.ttft_prior = 800ms;
+  o.tps_prior = 42;
+  StatsRegistry reg(o);
+  { StatsRegistry::InFlight f(reg, "p/m"); }
+  auto s = *reg.get("p/m", t0);
+  EXPECT_DOUBLE_EQ(s.ttft_estimate_ms, 800);
+  EXPECT_DOUBLE_EQ(s.tps_estimate, 42);
+  EXPECT_FALSE(s.ttft_p95_ms.has_value());
+}
+
+TEST(StatsRegistry, AFailureBeforeTheFirstTokenIsAPenaltyNeverFast) {
+  StatsRegistry reg;
+  reg.record(success(t0, 100ms, 20, 200ms, 80), t0 + 300ms);
+  // A connect error after 5 ms must not look like a 5 ms TTFT.
+  reg.record(failure(t0 + 1s, AttemptOutcome::kConnectError), t0 + 1s + 5ms);
+  auto s = *reg.get("p/m", t0 + 1s + 5ms);
+  EXPECT_GE(s.ttft_estimate_ms, 2 * 99.0);
+  EXPECT_EQ(s.failures, 1u);
+  EXPECT_EQ(s.consecutive_failures, 1u);
+  double k = std::exp(-0.705 / 30.0);  // the success, 705 ms older, has decayed (tau 30 s)
+  EXPECT_NEAR(s.error_rate, 1 / (1 + k), 1e-12);
+  // And a missed 3 s deadline counts at least its 3 s.
+  reg.record(failure(t0 + 2s, AttemptOutcome::kTtftTimeout), t0 + 5s);
+  EXPECT_GE(reg.get("p/m", t0 + 5s)->ttft_estimate_ms, 3000);
+}
+
+TEST(StatsRegistry, AClientThatLeftIsNotTheDeploymentsFailure) {
+  StatsRegistry reg;
+  reg.record(failure(t0, AttemptOutcome::kClientGone), t0 + 10ms);
+  reg.record(failure(t0, AttemptOutcome::kClientError), t0 + 10ms);
+  auto s = *reg.get("p/m", t0 + 10ms);
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_DOUBLE_EQ(s.error_rate, 0);
+  EXPECT_EQ(s.ttft_samples, 0u);
+  EXPECT_EQ(s.attempts, 2u);
+}
+
+TEST(StatsRegistry, ShortStreamsDoNotMoveTheSpeedEstimate) {
+  StatsOptions o;
+  o.tps_prior = 50;
+  StatsRegistry reg(o);
+  reg.record(success(t0, 100ms, 3, 1ms, 10), t0 + 200ms);  // 2000 tok/s from 3 tokens: noise
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 200ms)->tps_estimate, 50);
+}
+
+TEST(StatsRegistry, TracksInFlightOnEveryPath) {
+  StatsRegistry reg;
+  {
+    StatsRegistry::InFlight a(reg, "p/m");
+    StatsRegistry::InFlight b(reg, "p/m");
+    EXPECT_EQ(reg.get("p/m", t0)->in_flight, 2);
+  }
+  EXPECT_EQ(reg.get("p/m", t0)->in_flight, 0);
+}
+
+}  // namespace
+}  // namespace llmgate::routing
