@@ -5,8 +5,9 @@
 #pragma once
 
 #include <chrono>
-#include <cmath>
 #include <optional>
+
+#include "routing/decay.h"
 
 namespace llmgate::routing {
 
@@ -21,8 +22,7 @@ class DecayedEwma {
     if (!value_) {
       value_ = sample;
     } else {
-      double dt = now > last_ ? std::chrono::duration_cast<Seconds>(now - last_).count() : 0.0;
-      double w = std::exp(-dt / tau_);
+      double w = decay_weight(last_, now, tau_);
       *value_ = *value_ * w + sample * (1 - w);
     }
     if (now > last_) last_ = now;

@@ -9,9 +9,10 @@
 #pragma once
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <optional>
+
+#include "routing/decay.h"
 
 namespace llmgate::routing {
 
@@ -42,8 +43,7 @@ class FailureTracker {
 
  private:
   double decay_factor(TimePoint now) const {
-    if (!last_ || now <= *last_) return 1.0;
-    return std::exp(-std::chrono::duration_cast<Seconds>(now - *last_).count() / tau_);
+    return last_ ? decay_weight(*last_, now, tau_) : 1.0;
   }
   void decay_to(TimePoint now) {
     double k = decay_factor(now);

@@ -15,9 +15,10 @@
 #pragma once
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <optional>
+
+#include "routing/decay.h"
 
 namespace llmgate::routing {
 
@@ -37,7 +38,7 @@ class PeakEwma {
       if (sample >= current) {
         value_ = sample;
       } else {
-        double w = std::exp(-elapsed(now) / tau_);
+        double w = decay_weight(*last_, now, tau_);
         value_ = current * w + sample * (1 - w);
       }
     }
@@ -49,7 +50,7 @@ class PeakEwma {
   // relaxed toward the prior by how long ago the last sample was.
   double estimate(TimePoint now) const {
     if (!last_) return prior_;
-    double keep = std::exp(-elapsed(now) / relax_tau_);
+    double keep = decay_weight(*last_, now, relax_tau_);
     return prior_ + (value_ - prior_) * keep;
   }
 
@@ -59,10 +60,6 @@ class PeakEwma {
   std::optional<TimePoint> last_sample() const { return last_; }
 
  private:
-  double elapsed(TimePoint now) const {
-    return now > *last_ ? std::chrono::duration_cast<Seconds>(now - *last_).count() : 0.0;
-  }
-
   double prior_;
   double tau_;        // seconds
   double relax_tau_;  // seconds
