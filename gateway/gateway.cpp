@@ -13,6 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "gateway/admin_routes.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
 #include "gateway/worker.h"
@@ -237,9 +238,12 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
       bool keep = co_await dispatch(w, stream, req, rc);
       if (!keep || !rc.keep_alive) break;
     }
-  } catch (const std::exception& e) {
-    // Only cancellation or a broken invariant lands here; the connection goes.
+  } catch (const boost::system::system_error& e) {
+    // Cancellation of an operation: the connection goes.
     log_line(LogLevel::kDebug, std::string("session ended: ") + e.what());
+  } catch (const std::exception& e) {
+    // A broken invariant: loud, because nothing on the data path should throw.
+    log_line(LogLevel::kError, std::string("session aborted by exception: ") + e.what());
   }
   co_await lingering_close(stream);
 }
@@ -304,6 +308,11 @@ Response Gateway::Impl::simple_response(const Request& req, std::string_view pat
   if (path == "/healthz") {
     // Liveness: this process answers. Never depends on upstreams.
     return get ? make_json_response(rc, http::status::ok, R"({"status":"ok"})") : wrong_method("GET");
+  }
+  if (path == "/admin/routes") {
+    // Live per-deployment measurements: why routes are chosen.
+    return get ? make_json_response(rc, http::status::ok, routes_json(*config, stats))
+               : wrong_method("GET");
   }
   if (path == "/readyz") {
     if (!get) return wrong_method("GET");

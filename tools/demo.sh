@@ -72,6 +72,7 @@ Call it yourself:
   curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"fast-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
   curl http://127.0.0.1:$PORT/v1/models
+  curl http://127.0.0.1:$PORT/admin/routes     # what the gateway has measured per deployment
 
 With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
   import OpenAI from "openai";

@@ -509,6 +509,37 @@ TEST_F(GatewayTest, ListsModelsAndAnswersHealthChecks) {
   EXPECT_EQ(c.request("GET", "/readyz").status, 200);
 }
 
+TEST_F(GatewayTest, AdminRoutesShowsWhatWasMeasuredPerDeployment) {
+  start_sims(fast_profile(20), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  // The attempt is recorded just after the response ends.
+  json routes;
+  ASSERT_TRUE(eventually([&] {
+    routes = json::parse(c.request("GET", "/admin/routes").body);
+    return routes["models"][0]["deployments"][0]["attempts"] == 1;
+  }));
+  const auto& model = routes["models"][0];
+  EXPECT_EQ(model["model"], "chat");
+  const auto& a = model["deployments"][0];
+  EXPECT_EQ(a["deployment"], "a/model-a");
+  EXPECT_EQ(a["region"], "eu");
+  EXPECT_EQ(a["price_per_1m"]["output"], 2.0);
+  EXPECT_EQ(a["ttft_ms"]["samples"], 1);
+  // One sample: the estimate is that sample, relaxing toward the 1 s prior
+  // by well under 20 ms in the second since.
+  double p50 = a["ttft_ms"]["p50"], estimate = a["ttft_ms"]["estimate"];
+  EXPECT_GE(estimate, p50);
+  EXPECT_LT(estimate, p50 + 20);
+  EXPECT_GT(a["tps"]["p50"].get<double>(), 0);
+  EXPECT_EQ(a["last_outcome"], "success");
+  const auto& b = model["deployments"][1];
+  EXPECT_EQ(b["attempts"], 0);
+  EXPECT_EQ(b["ttft_ms"]["samples"], 0);
+  EXPECT_TRUE(b["ttft_ms"]["p50"].is_null());
+}
+
 TEST_F(GatewayTest, ReusesUpstreamConnectionsAcrossRequests) {
   start_sims(fast_profile(), fast_profile());
   start_gateway();
