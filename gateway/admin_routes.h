@@ -4,7 +4,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "config/config.h"
 #include "routing/stats_registry.h"

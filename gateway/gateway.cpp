@@ -29,6 +29,15 @@ std::string_view path_of(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
 
+// 413, whether Beast finds out from Content-Length (with the head) or while
+// reading a chunked body.
+ApiError body_too_large(const config::ServerLimits& limits) {
+  return ApiError{413, "invalid_request_error",
+                  "request body is larger than the limit of " +
+                      std::to_string(limits.max_body_bytes) + " bytes",
+                  std::nullopt, "request_too_large", std::nullopt};
+}
+
 }  // namespace
 
 Response make_json_response(const RequestContext& rc, http::status status, std::string body) {
@@ -199,10 +208,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
                 ? ApiError{431, "invalid_request_error", "request headers are too large",
                            std::nullopt, "headers_too_large", std::nullopt}
             : hec == http::error::body_limit
-                ? ApiError{413, "invalid_request_error",
-                           "request body is larger than the limit of " +
-                               std::to_string(limits.max_body_bytes) + " bytes",
-                           std::nullopt, "request_too_large", std::nullopt}
+                ? body_too_large(limits)
                 : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
                                   "bad_http_request");
         Response res = make_error_response(rc, e);
@@ -226,9 +232,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
       stream.expires_never();
       if (bec) {
         if (bec == http::error::body_limit) {
-          Response res = make_error_response(
-              rc, ApiError{413, "invalid_request_error", "request body is too large", std::nullopt,
-                           "request_too_large", std::nullopt});
+          Response res = make_error_response(rc, body_too_large(limits));
           res.keep_alive(false);
           co_await write_response(stream, res, kWriteTimeout);
         }

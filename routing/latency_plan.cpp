@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace llmgate::routing {
 
@@ -15,7 +14,8 @@ std::vector<ScoredCandidate> latency_order(const RoutePlan& plan,
   for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
     const DeploymentStats& s = stats[i];
     ScoredCandidate sc{plan.candidates[i], 0, false};
-    sc.expected_ttft_ms = s.ttft_estimate_ms * static_cast<double>(std::max<std::int64_t>(0, s.in_flight) + 1);
+    const auto load = std::max<std::int64_t>(0, s.in_flight) + 1;
+    sc.expected_ttft_ms = s.ttft_estimate_ms * static_cast<double>(load);
     auto configured = sc.candidate.timeouts.ttft;
     if (s.ttft_p95_ms) {
       auto derived = std::chrono::milliseconds(

@@ -68,23 +68,20 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   ++s.attempts;
   s.last_outcome = r.outcome;
   if (r.output_tokens) s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
-  if (says_nothing(r.outcome)) {
-    // Still a TTFT measurement if the first token came before the client left.
-    if (auto t = r.ttft()) {
-      e.ttft.observe(ms(*t), now);
-      e.ttft_window.add(ms(*t), now);
-    }
-    return;
+  // A first token that arrived is a real TTFT sample, whatever happened after
+  // it — even if the client then left.
+  const auto ttft = r.ttft();
+  if (ttft) {
+    e.ttft.observe(ms(*ttft), now);
+    e.ttft_window.add(ms(*ttft), now);
   }
+  if (says_nothing(r.outcome)) return;
   const bool ok = r.outcome == AttemptOutcome::kSuccess;
   ok ? ++s.successes : ++s.failures;
   e.failures.record(!ok, now);
 
-  if (auto t = r.ttft()) {
-    // A first token arrived (even if the stream failed later): a real sample.
-    e.ttft.observe(ms(*t), now);
-    e.ttft_window.add(ms(*t), now);
-    s.last_ttft_ms = ms(*t);
+  if (ttft) {
+    s.last_ttft_ms = ms(*ttft);
   } else if (!ok) {
     // No first token: a penalty, never faster than what we believed, and at
     // least as slow as the time it took to fail.

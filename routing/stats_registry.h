@@ -6,10 +6,9 @@
 //   - TTFT: a PeakEwma for decisions and windowed p50/p95/p99 for
 //     constraints, deadlines and display. Failures enter the TTFT estimate as
 //     penalty samples, so a failing deployment never looks fast.
-//   - Output speed: tokens/s as the upstream counts them, and output
-//     characters/s — a tokenizer-neutral unit for comparing across models —
-//     each as an EWMA and windowed quantiles, from streams long enough to mean
-//     something.
+//   - Output speed, from streams long enough to mean something: tokens/s as
+//     the upstream counts them (EWMA and windowed quantiles), and output
+//     characters/s (EWMA) — a tokenizer-neutral unit for comparing models.
 //   - A time-decayed error rate and consecutive failures; in-flight count.
 // Time comes in as arguments (`now`), so everything is testable with a
 // simulated clock.
