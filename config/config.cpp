@@ -15,6 +15,8 @@ namespace llmgate::config {
 namespace {
 
 constexpr std::size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
+// routing.region when the file sets none: one image can run in many regions.
+constexpr const char* kRegionVariable = "LLMGATE_REGION";
 
 // One YAML document; an empty one (or only comments) is an empty mapping.
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
@@ -48,6 +50,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   const auto timeouts = sections.optional("timeouts");
   const auto providers = sections.optional("providers");
   const auto models = sections.optional("models");
+  const auto routing = sections.optional("routing");
   // Checked first: a misspelt "providers:" would otherwise surface as
   // "unknown provider" errors under models.
   sections.reject_unknown_keys();
@@ -55,7 +58,11 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   if (server) config->server = read_server(*server);
   if (timeouts) config->timeouts = read_default_timeouts(*timeouts);
   if (providers) config->providers = read_providers(*providers, env);
-  if (models) config->models = read_models(*models, config->providers);
+  // After providers (constraints name them), before models (whose routing
+  // starts from routing.defaults).
+  if (routing) config->routing = read_routing(*routing, config->providers);
+  if (config->routing.region.empty()) config->routing.region = env(kRegionVariable).value_or("");
+  if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
   return config;
 }
 

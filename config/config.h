@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace llmgate::config {
@@ -111,17 +112,113 @@ struct Deployment {
   std::string provider;  // name of a Provider in Config::providers
   std::string model;     // the upstream model name sent to the provider
   Price price;
+  // Cold-start priors for the router, used until live samples exist. Without
+  // them the router uses routing.ttft_prior (+ a region-distance term) and
+  // routing.tps_prior.
+  std::optional<Duration> expected_ttft;
+  std::optional<double> expected_tps;
   std::string id() const { return provider + "/" + model; }
+};
+
+// ---- Routing (docs/routing.md) ---------------------------------------------
+
+enum class Policy {
+  kLatency,     // lowest expected TTFT x (in-flight + 1)
+  kThroughput,  // highest output speed (chars/s across models, tokens/s within one)
+  kE2e,         // lowest TTFT + expected output tokens / TPS
+  kCost,        // cheapest that meets the constraints, then latency
+  kBalanced,    // weighted score of normalised TTFT, speed and price
+  kOrdered,     // configured order (priority failover)
+  kRoundRobin,  // baseline for benchmarks
+  kRandom,      // baseline for benchmarks
+};
+const char* to_string(Policy p);
+std::optional<Policy> parse_policy(std::string_view name);  // "latency", "round_robin", ...
+
+// Which TTFT percentile a max-TTFT constraint applies to.
+enum class Percentile { kP50 = 50, kP95 = 95, kP99 = 99 };
+
+struct Constraints {
+  std::optional<double> max_output_price_per_1m;  // USD per 1M output tokens
+  std::optional<double> min_tps;                  // tokens/s (live estimate, else prior)
+  std::optional<Duration> max_ttft;               // at `max_ttft_percentile` (else the estimate)
+  Percentile max_ttft_percentile = Percentile::kP95;
+  std::vector<std::string> allow_providers;  // empty = all
+  std::vector<std::string> deny_providers;
+  std::vector<std::string> regions;  // empty = all; a hard filter, never relaxed
+};
+
+// `balanced` score = ttft * normalised TTFT + tps * normalised slowness +
+// price * normalised price, each normalised to [0, 1] over the candidates.
+struct BalancedWeights {
+  double ttft = 0.5;
+  double tps = 0.25;
+  double price = 0.25;
+};
+
+struct Hedging {
+  bool enabled = false;
+  std::optional<Duration> delay;  // fixed delay; unset = the candidate's live TTFT p90
+  Duration min_delay{50};         // floor for the live delay
+  double max_extra_ratio = 0.1;   // at most this share of extra upstream requests
+};
+
+// What a public model's requests are routed by. routing.defaults gives the
+// values for every model; models[i].routing overrides them key by key.
+struct RoutingPolicy {
+  Policy policy = Policy::kLatency;
+  Constraints constraints;
+  BalancedWeights weights;
+  Hedging hedging;
+  std::int64_t typical_output_tokens = 256;  // e2e, when the request sets no max_tokens
+  bool allow_fallbacks = true;
+  unsigned max_attempts = 3;  // including the first
+};
+
+struct Ejection {
+  unsigned consecutive_failures = 5;  // eject after this many failures in a row
+  double error_rate = 0.5;            // ... or a decayed error rate at least this
+  unsigned min_requests = 10;         // ... over at least this many attempts
+  Duration base_duration{5'000};      // first ejection; doubles each time
+  Duration max_duration{300'000};
+  double jitter = 0.2;                // +-20% on each ejection time
+  double max_ejected_fraction = 0.5;  // of a model's deployments
+};
+
+// gRPC/Finagle-style retry budget: every request deposits `ratio` tokens,
+// every retry spends one; `min_per_second` retries are always allowed.
+struct RetryBudget {
+  double ratio = 0.2;
+  double min_per_second = 10;
+};
+
+struct Routing {
+  std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
+  double exploration = 0.03;
+  double deadline_factor = 3.0;  // TTFT deadline = live p95 x factor ...
+  Duration min_ttft_deadline{250};  // ... at least this, at most timeouts.ttft
+  Duration ttft_prior{1'000};
+  double tps_prior = 50;
+  Duration ttft_tau{10'000};
+  Duration relax_tau{60'000};
+  Duration window{60'000};
+  Duration error_tau{30'000};
+  std::int64_t min_tokens_for_tps = 10;
+  Ejection ejection;
+  RetryBudget retry_budget;
+  RoutingPolicy defaults;
 };
 
 struct Model {
   std::string name;  // public name clients send
   std::vector<Deployment> deployments;  // ordered: first is preferred
+  RoutingPolicy routing;  // routing.defaults with this model's overrides applied
 };
 
 struct Config {
   Server server;
   Timeouts timeouts;
+  Routing routing;
   std::vector<Provider> providers;
   std::vector<Model> models;
 

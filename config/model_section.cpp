@@ -19,31 +19,13 @@ std::string read_model_name(const ConfigNode& node) {
   return name;
 }
 
-double read_price_per_1m(const ConfigNode& node) {
-  const double usd = node.number();
-  if (usd < 0) node.fail("must not be negative");
-  return usd;
-}
-
 Price read_price(const ConfigNode& node) {
   Price price;
   node.read_map([&](ConfigMap& m) {
-    m.read("input_per_1m", price.input_per_1m, read_price_per_1m);
-    m.read("output_per_1m", price.output_per_1m, read_price_per_1m);
+    m.read("input_per_1m", price.input_per_1m, read_non_negative);
+    m.read("output_per_1m", price.output_per_1m, read_non_negative);
   });
   return price;
-}
-
-std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider>& providers) {
-  std::string name = node.string();
-  std::vector<std::string> known;
-  for (const auto& provider : providers) {
-    if (provider.name == name) return name;
-    known.push_back(provider.name);
-  }
-  std::string message = "unknown provider " + quote(name);
-  if (auto hint = closest_match(name, known)) message += " (did you mean " + quote(*hint) + "?)";
-  node.fail(message);
 }
 
 Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& providers,
@@ -57,6 +39,8 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
         node.fail("duplicate deployment " + quote(deployment.id()));
     }
     m.read("price", deployment.price, read_price);
+    m.read("expected_ttft", deployment.expected_ttft, &ConfigNode::duration);
+    m.read("expected_tps", deployment.expected_tps, read_tokens_per_second);
   });
   return deployment;
 }
@@ -72,8 +56,9 @@ std::vector<Deployment> read_deployments(const ConfigNode& node,
 }
 
 Model read_model(const ConfigNode& node, const std::vector<Provider>& providers,
-                 const std::vector<Model>& earlier) {
+                 const RoutingPolicy& defaults, const std::vector<Model>& earlier) {
   Model model;
+  model.routing = defaults;
   node.read_map([&](ConfigMap& m) {
     const ConfigNode name = m.required("name");
     model.name = read_model_name(name);
@@ -81,16 +66,46 @@ Model read_model(const ConfigNode& node, const std::vector<Provider>& providers,
       if (other.name == model.name) name.fail("duplicate model name " + quote(model.name));
     }
     model.deployments = read_deployments(m.required("deployments"), providers);
+    if (auto routing = m.optional("routing")) {
+      model.routing = read_routing_policy(*routing, defaults, providers);
+    }
   });
   return model;
 }
 
 }  // namespace
 
-std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provider>& providers) {
+double read_non_negative(const ConfigNode& node) {
+  const double value = node.number();
+  if (value < 0) node.fail("must not be negative");
+  return value;
+}
+
+std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provider>& providers,
+                               const RoutingPolicy& defaults) {
   std::vector<Model> models;
-  for (const auto& item : node.items()) models.push_back(read_model(item, providers, models));
+  for (const auto& item : node.items()) {
+    models.push_back(read_model(item, providers, defaults, models));
+  }
   return models;
+}
+
+std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider>& providers) {
+  std::string name = node.string();
+  std::vector<std::string> known;
+  for (const auto& provider : providers) {
+    if (provider.name == name) return name;
+    known.push_back(provider.name);
+  }
+  std::string message = "unknown provider " + quote(name);
+  if (auto hint = closest_match(name, known)) message += " (did you mean " + quote(*hint) + "?)";
+  node.fail(message);
+}
+
+double read_tokens_per_second(const ConfigNode& node) {
+  const double tps = node.number();
+  if (tps <= 0) node.fail("must be greater than zero");
+  return tps;
 }
 
 }  // namespace llmgate::config

@@ -5,6 +5,7 @@
 // limits live next to the reader that enforces them.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -22,7 +23,28 @@ TimeoutOverrides read_timeout_overrides(const ConfigNode& node);
 // providers: resolves api_key_env / api_key_file through `env` and the file system.
 std::vector<Provider> read_providers(const ConfigNode& node, EnvLookup env);
 
-// models: every deployment must name one of `providers`.
-std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provider>& providers);
+// routing: the router's tuning and routing.defaults. Constraints may name
+// only `providers`. The region is left "" when unset (parse_config falls back
+// to $LLMGATE_REGION).
+Routing read_routing(const ConfigNode& node, const std::vector<Provider>& providers);
+
+// routing.defaults and models[].routing: `base` with the keys in `node`
+// overridden, key by key and recursively (a list given replaces the list).
+RoutingPolicy read_routing_policy(const ConfigNode& node, const RoutingPolicy& base,
+                                  const std::vector<Provider>& providers);
+
+// A number >= 0 (prices, weights, rates).
+double read_non_negative(const ConfigNode& node);
+
+// models: every deployment must name one of `providers`; each model's routing
+// starts from `defaults`.
+std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provider>& providers,
+                               const RoutingPolicy& defaults);
+
+// Shared by the sections above.
+// The name of one of `providers`, or fails: unknown provider "grok" (did you mean "groq"?)
+std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider>& providers);
+// A speed in tokens per second, greater than zero.
+double read_tokens_per_second(const ConfigNode& node);
 
 }  // namespace llmgate::config

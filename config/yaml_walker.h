@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/closest_match.h"
 #include "config/config.h"
 
 namespace llmgate::config {
@@ -124,11 +125,5 @@ auto integer_in(T min, T max) {
 inline auto size_at_most(std::size_t max) {
   return [max](const ConfigNode& node) { return node.size(max); };
 }
-
-// For "did you mean": the candidate that `name` most likely misspells, i.e.
-// the nearest one within a case-insensitive edit distance of a third of its
-// length (at least 1); nullopt if none is that close.
-std::optional<std::string> closest_match(std::string_view name,
-                                         const std::vector<std::string>& candidates);
 
 }  // namespace llmgate::config

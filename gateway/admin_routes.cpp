@@ -1,6 +1,11 @@
 #include "gateway/admin_routes.h"
 
+#include <cstdio>
+#include <random>
+
 #include <nlohmann/json.hpp>
+
+#include "routing/router.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -9,31 +14,80 @@ nlohmann::json opt(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// One row per deployment of a model, with the rank and score the model's
+// own policy gives it now (no exploration, no probe taken).
+struct Row {
+  const config::Deployment* d;
+  const config::Provider* p;
+  routing::DeploymentStats s;
+  routing::Availability health;
+  std::optional<std::size_t> rank;  // 1-based position in the plan
+  double score = 0;
+  std::string skipped;  // why it would not be planned
+};
+
+std::vector<Row> model_rows(const config::Config& cfg, const config::Model& m,
+                            routing::RoutingState& state, routing::Clock::time_point now) {
+  std::vector<Row> rows;
+  std::vector<routing::DeploymentView> views;
+  for (const auto& d : m.deployments) {
+    Row r{&d, cfg.find_provider(d.provider), state.stats.get_or_prior(d.id(), now),
+          state.health.peek(d.id(), now), std::nullopt, 0, ""};
+    views.push_back({r.s, r.health});
+    rows.push_back(std::move(r));
+  }
+  routing::RouteRequest rq{&cfg, &m, m.routing, {}, std::nullopt};
+  rq.policy.max_attempts = static_cast<unsigned>(m.deployments.size());
+  auto options = state.options;
+  options.exploration = 0;
+  std::mt19937_64 rng(1);
+  auto decision = routing::decide(rq, views, options, now, 0, rng);
+  for (auto& r : rows) {
+    for (std::size_t i = 0; i < decision.candidates.size(); ++i) {
+      if (decision.candidates[i].candidate.deployment == r.d) {
+        r.rank = i + 1;
+        r.score = decision.candidates[i].score;
+      }
+    }
+    for (const auto& s : decision.skipped) {
+      if (s.deployment == r.d->id()) r.skipped = s.reason;
+    }
+  }
+  return rows;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? fmt(f, *v) : "-"; }
+
 }  // namespace
 
-std::string routes_json(const config::Config& cfg, const routing::StatsRegistry& stats) {
+std::string routes_json(const config::Config& cfg, routing::RoutingState& state) {
   auto now = routing::Clock::now();
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : cfg.models) {
     nlohmann::json deployments = nlohmann::json::array();
-    for (const auto& d : m.deployments) {
-      const config::Provider* p = cfg.find_provider(d.provider);
+    for (const Row& r : model_rows(cfg, m, state, now)) {
+      const auto& s = r.s;
       nlohmann::json row = {
-          {"deployment", d.id()},
-          {"provider", d.provider},
-          {"upstream_model", d.model},
-          {"region", p ? p->region : ""},
-          {"price_per_1m", {{"input", d.price.input_per_1m}, {"output", d.price.output_per_1m}}}};
-      routing::DeploymentStats s;
-      if (auto got = stats.get(d.id(), now)) {
-        s = *got;
-      } else {
-        // Never used: what the router would assume.
-        s.ttft_estimate_ms = static_cast<double>(stats.options().ttft_prior.count());
-        s.tps_estimate = stats.options().tps_prior;
-      }
+          {"deployment", r.d->id()},
+          {"provider", r.d->provider},
+          {"upstream_model", r.d->model},
+          {"region", r.p ? r.p->region : ""},
+          {"price_per_1m", {{"input", r.d->price.input_per_1m}, {"output", r.d->price.output_per_1m}}}};
+      row["state"] = routing::to_string(r.health.state);
+      row["state_reason"] = r.health.reason;
+      row["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
+      row["score"] = r.rank ? nlohmann::json(r.score) : nlohmann::json(nullptr);
+      if (!r.skipped.empty()) row["skipped"] = r.skipped;
       row["ttft_ms"] = {{"estimate", s.ttft_estimate_ms},
+                        {"prior", s.ttft_prior_ms},
                         {"p50", opt(s.ttft_p50_ms)},
+                        {"p90", opt(s.ttft_p90_ms)},
                         {"p95", opt(s.ttft_p95_ms)},
                         {"p99", opt(s.ttft_p99_ms)},
                         {"samples", s.ttft_samples}};
@@ -41,6 +95,7 @@ std::string routes_json(const config::Config& cfg, const routing::StatsRegistry&
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);
       row["error_rate"] = s.error_rate;
       row["consecutive_failures"] = s.consecutive_failures;
+      row["ejections"] = state.health.ejections_total(r.d->id());
       row["in_flight"] = s.in_flight;
       row["attempts"] = s.attempts;
       row["successes"] = s.successes;
@@ -49,9 +104,53 @@ std::string routes_json(const config::Config& cfg, const routing::StatsRegistry&
                                            : nlohmann::json(nullptr);
       deployments.push_back(std::move(row));
     }
-    models.push_back({{"model", m.name}, {"deployments", std::move(deployments)}});
+    models.push_back({{"model", m.name},
+                      {"policy", config::to_string(m.routing.policy)},
+                      {"hedging", m.routing.hedging.enabled},
+                      {"deployments", std::move(deployments)}});
   }
-  return nlohmann::json{{"models", std::move(models)}}.dump(2);
+  nlohmann::json out{{"models", std::move(models)}};
+  out["region"] = state.region;
+  out["hedges"] = {{"started", state.hedges_started.load()},
+                   {"won", state.hedges_won.load()},
+                   {"denied_by_budget", state.hedges_denied.load()}};
+  out["retries_denied_by_budget"] = state.retries_denied.load();
+  return out.dump(2);
+}
+
+std::string routes_text(const config::Config& cfg, routing::RoutingState& state) {
+  auto now = routing::Clock::now();
+  std::string out;
+  char line[512];
+  for (const auto& m : cfg.models) {
+    out += "model " + m.name + "  policy " + config::to_string(m.routing.policy) +
+           (m.routing.hedging.enabled ? "  hedging on" : "") + "\n";
+    std::snprintf(line, sizeof line, "  %-4s %-32s %-12s %9s %9s %9s %9s %8s %8s %6s %4s %8s %-12s %s\n",
+                  "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99",
+                  "tps_p50", "chars/s", "err%", "infl", "$/M_out", "region", "score");
+    out += line;
+    auto rows = model_rows(cfg, m, state, now);
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      return a.rank.value_or(1'000'000) < b.rank.value_or(1'000'000);
+    });
+    for (const Row& r : rows) {
+      const auto& s = r.s;
+      std::string rank = r.rank ? std::to_string(*r.rank) : "-";
+      std::snprintf(line, sizeof line,
+                    "  %-4s %-32.32s %-12s %9s %9s %9s %9s %8s %8s %6s %4lld %8s %-12.12s %s\n",
+                    rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
+                    fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
+                    fmt_opt("%.0f", s.ttft_p95_ms).c_str(), fmt_opt("%.0f", s.ttft_p99_ms).c_str(),
+                    fmt_opt("%.1f", s.tps_p50).c_str(), fmt_opt("%.0f", s.chars_per_s_estimate).c_str(),
+                    fmt("%.1f", s.error_rate * 100).c_str(), static_cast<long long>(s.in_flight),
+                    fmt("%.2f", r.d->price.output_per_1m).c_str(),
+                    (r.p && !r.p->region.empty() ? r.p->region : std::string("-")).c_str(),
+                    r.rank ? fmt("%.3f", r.score).c_str() : ("(" + r.skipped + ")").c_str());
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace llmgate::gateway

@@ -1,15 +1,18 @@
 // GET /admin/routes: the live table the router works from, per public model
-// and deployment — what the gateway has measured, so a routing decision can be
-// explained. Beast-free.
+// and deployment — what the gateway has measured, each deployment's health
+// state and its current score and rank under the model's policy — so a
+// routing decision can be explained. JSON, or (?format=text) an aligned table
+// that reads like an LLM speed leaderboard. Beast-free.
 #pragma once
 
 #include <string>
 
 #include "config/config.h"
-#include "routing/stats_registry.h"
+#include "routing/routing_state.h"
 
 namespace llmgate::gateway {
 
-std::string routes_json(const config::Config& cfg, const routing::StatsRegistry& stats);
+std::string routes_json(const config::Config& cfg, routing::RoutingState& state);
+std::string routes_text(const config::Config& cfg, routing::RoutingState& state);
 
 }  // namespace llmgate::gateway

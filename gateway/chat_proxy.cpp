@@ -38,7 +38,8 @@
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
-#include "routing/route_plan.h"
+#include "routing/route_override.h"
+#include "routing/router.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -153,90 +154,275 @@ struct AttemptResult {
   bool keep_alive = true;   // the client connection is still usable
 };
 
+// A hedge race between two attempts (docs/routing.md, "Hedging"): the first
+// to produce an output token claims the client; the other is cancelled at
+// once (its connection closed) and recorded as hedge_lost. Everything runs
+// on the worker's one thread, so plain fields suffice.
+struct Race {
+  int winner = -1;                      // the branch that claimed the client
+  bool live[2] = {true, false};         // still able to win
+  net::steady_timer* lose[2] = {nullptr, nullptr};  // cancelled to make a branch lose
+  bool hedge_started = false;
+};
+
 class ChatProxy {
  public:
   ChatProxy(Worker& worker, beast::tcp_stream& client, const Request& client_request,
-            const RequestContext& rc, ChatRequest req)
-      : worker_(worker), cfg_(*worker.config), client_(client), client_request_(client_request),
-        rc_(rc), req_(std::move(req)) {}
+            const RequestContext& rc, ChatRequest req, routing::RouteOverride route)
+      : worker_(worker), cfg_(*worker.config), rs_(*worker.routing), client_(client),
+        client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
 
   net::awaitable<bool> run(const config::Model& model);
 
  private:
-  net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec);
+  // One attempt with its bookkeeping (in-flight count, statistics, health),
+  // recorded on every path including cancellation.
+  net::awaitable<AttemptResult> run_attempt(const routing::PlannedCandidate& pc, int branch);
+  // Two attempts, the second started after the first's hedge delay.
+  net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
+                                       const routing::PlannedCandidate& second, bool& second_started);
+  net::awaitable<AttemptResult> race_branch(const routing::PlannedCandidate& pc, int branch);
+  bool claim(int branch);
+
+  net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec, int branch);
   net::awaitable<AttemptResult> relay(const routing::Candidate& c, AttemptRecord& rec,
-                                      providers::Lease& lease, UpstreamParser& parser);
+                                      providers::Lease& lease, UpstreamParser& parser, int branch);
   net::awaitable<AttemptResult> pass_through_status(AttemptRecord& rec, providers::Lease& lease,
                                                     UpstreamParser& parser,
-                                                    Clock::time_point deadline);
+                                                    Clock::time_point deadline, int branch);
   net::awaitable<AttemptResult> end_with_error(ClientStream& out, const ApiError& error);
   http::request<http::string_body> upstream_request(const routing::Candidate& c) const;
-  void add_route_headers(http::fields& h, const AttemptRecord& rec) const;
+  void add_route_headers(http::fields& h, const AttemptRecord* rec) const;
+  void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
   static AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail);
   ApiError all_failed_error() const;
   void log_request(const AttemptRecord* final) const;
 
   Worker& worker_;
   const config::Config& cfg_;
+  routing::RoutingState& rs_;
   beast::tcp_stream& client_;
   const Request& client_request_;
   const RequestContext& rc_;
   ChatRequest req_;
+  routing::RouteOverride route_;
+  routing::RouteDecision decision_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point total_deadline_{};
   int attempt_no_ = 0;
+  Race* race_ = nullptr;
   std::vector<std::string> failures_;   // "deployment: reason", for the final error
+  std::vector<std::string> failed_short_;  // "deployment=outcome", for x-llmgate-failed
   std::vector<AttemptOutcome> outcomes_;
+  std::optional<AttemptRecord> last_failed_;
   std::optional<int> min_retry_after_;
   bool all_rate_limited_ = true;
+  bool budget_exhausted_ = false;
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
-  routing::RoutePlan plan = routing::make_plan(cfg_, model);
-  total_deadline_ = start_ + cfg_.timeouts.total;
-  std::optional<AttemptRecord> last;
-  for (const auto& c : plan.candidates) {
-    if (Clock::now() >= total_deadline_) break;
-    ++attempt_no_;
-    AttemptRecord rec;
-    rec.deployment = c.deployment->id();
-    rec.started = Clock::now();
-    rec.outcome = AttemptOutcome::kClientGone;  // what it is if this frame is cancelled
-    // Recorded on every path, including cancellation by a client disconnect.
-    struct Report {
-      routing::StatsRegistry& stats;
-      AttemptRecord& rec;
-      ~Report() { stats.record(rec); }
-    } report{*worker_.stats, rec};
-    routing::StatsRegistry::InFlight in_flight(*worker_.stats, rec.deployment);
+  const auto now = Clock::now();
+  routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_), route_.order,
+                           req_.max_tokens};
+  std::vector<std::string> ids;
+  for (const auto& d : model.deployments) ids.push_back(d.id());
+  auto health = rs_.health.check(ids, now);
+  std::vector<routing::DeploymentView> views;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    views.push_back({rs_.stats.get_or_prior(ids[i], now), health[i]});
+  }
+  decision_ = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name), worker_.rng);
+  // A half-open probe slot handed out for a deployment that is not tried is
+  // given back at once (and so is every planned one not reached, below).
+  std::vector<bool> tried(ids.size(), false);
+  auto release_untried_probes = [&] {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (health[i].probe && !tried[i]) rs_.health.release_probe(ids[i]);
+    }
+  };
+  auto mark_tried = [&](const routing::PlannedCandidate& pc) {
+    tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] = true;
+  };
+  rs_.retries.deposit(now);
 
-    AttemptResult r = co_await attempt(c, rec);
+  if (decision_.candidates.empty()) {
+    release_untried_probes();
+    ApiError e{decision_.error_status, decision_.error_status == 429 ? "rate_limit_error" : "service_unavailable",
+               decision_.error_message, std::nullopt,
+               decision_.error_status == 429 ? "upstream_rate_limited" : "no_route", decision_.retry_after_s};
+    Response res = make_error_response(rc_, e);
+    add_route_headers(res, nullptr);
+    log_request(nullptr);
+    co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
+  }
+
+  const bool hedging = rq.policy.hedging.enabled;
+  total_deadline_ = start_ + cfg_.timeouts.total;
+  std::size_t next = 0;
+  while (next < decision_.candidates.size()) {
+    if (Clock::now() >= total_deadline_) break;
+    if (attempt_no_ > 0 && !rs_.retries.try_spend(Clock::now())) {
+      // Retries would multiply an outage: stop here (docs/routing.md).
+      budget_exhausted_ = true;
+      ++rs_.retries_denied;
+      break;
+    }
+    const auto& pc = decision_.candidates[next];
+    AttemptResult r;
+    if (hedging && next + 1 < decision_.candidates.size() &&
+        pc.hedge_delay < pc.candidate.timeouts.ttft) {
+      const auto& second = decision_.candidates[next + 1];
+      bool second_started = false;
+      mark_tried(pc);
+      r = co_await hedged(pc, second, second_started);
+      if (second_started) mark_tried(second);
+      next += second_started ? 2 : 1;
+    } else {
+      mark_tried(pc);
+      r = co_await run_attempt(pc, 0);
+      next += 1;
+    }
     if (r.responded) {
-      // The outcome stands even if the client hung up after its response
-      // (the watcher may then cancel the post-response drain).
-      log_request(&rec);
+      release_untried_probes();
       co_return r.keep_alive;
     }
     if (LLMGATE_CANCELLED()) {
-      rec.outcome = AttemptOutcome::kClientGone;
+      release_untried_probes();
       co_return false;
     }
-    last = rec;
-    outcomes_.push_back(rec.outcome);
-    failures_.push_back(rec.deployment + ": " + rec.detail);
-    if (rec.retry_after_s) {
-      min_retry_after_ = std::min(min_retry_after_.value_or(*rec.retry_after_s), *rec.retry_after_s);
-    }
-    if (rec.http_status != 429) all_rate_limited_ = false;
-    log_line(LogLevel::kDebug, "request " + rc_.request_id + " attempt " +
-                                   std::to_string(attempt_no_) + " on " + rec.deployment +
-                                   " failed (" + routing::to_string(rec.outcome) + "): " + rec.detail);
   }
+  release_untried_probes();
   ApiError e = all_failed_error();
   Response res = make_error_response(rc_, e);
-  res.set("x-llmgate-attempts", std::to_string(attempt_no_));
-  log_request(last ? &*last : nullptr);
+  add_route_headers(res, nullptr);
+  log_request(last_failed_ ? &*last_failed_ : nullptr);
   co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
+}
+
+void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch) {
+  if (race_ && race_->winner >= 0 && race_->winner != branch && !rec.first_token) {
+    rec.outcome = AttemptOutcome::kHedgeLost;
+    rec.detail = "a hedge produced the first token first";
+  }
+  const auto now = Clock::now();
+  rs_.stats.record(rec, now);
+  const bool neutral = rec.outcome == AttemptOutcome::kClientGone ||
+                       rec.outcome == AttemptOutcome::kClientError ||
+                       rec.outcome == AttemptOutcome::kHedgeLost;
+  if (neutral) {
+    if (pc.probe) rs_.health.release_probe(rec.deployment);
+  } else {
+    auto s = rs_.stats.get_or_prior(rec.deployment, now);
+    rs_.health.on_attempt(rec.deployment, rec.outcome != AttemptOutcome::kSuccess, s.error_rate,
+                          s.attempts, now);
+  }
+  if (rec.retry_after_s && (rec.http_status == 429 || rec.http_status == 503)) {
+    rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
+  }
+}
+
+net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc, int branch) {
+  const routing::Candidate& c = pc.candidate;
+  ++attempt_no_;
+  AttemptRecord rec;
+  rec.deployment = c.deployment->id();
+  rec.started = Clock::now();
+  rec.outcome = AttemptOutcome::kClientGone;  // what it is if this frame is cancelled
+  struct Report {
+    ChatProxy& self;
+    const routing::PlannedCandidate& pc;
+    AttemptRecord& rec;
+    int branch;
+    ~Report() { self.finish_attempt(pc, rec, branch); }
+  } report{*this, pc, rec, branch};
+  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.deployment);
+
+  AttemptResult r = co_await attempt(c, rec, branch);
+  if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
+  if (r.responded) {
+    // The outcome stands even if the client hung up after its response
+    // (the watcher may then cancel the post-response drain).
+    log_request(&rec);
+    co_return r;
+  }
+  if (LLMGATE_CANCELLED()) {
+    rec.outcome = AttemptOutcome::kClientGone;
+    co_return r;
+  }
+  if (rec.outcome == AttemptOutcome::kHedgeLost) co_return r;
+  last_failed_ = rec;
+  outcomes_.push_back(rec.outcome);
+  failures_.push_back(rec.deployment + ": " + rec.detail);
+  failed_short_.push_back(rec.deployment + "=" + routing::to_string(rec.outcome) +
+                          (rec.http_status && rec.http_status != 200 ? "(" + std::to_string(rec.http_status) + ")" : ""));
+  if (rec.retry_after_s) {
+    min_retry_after_ = std::min(min_retry_after_.value_or(*rec.retry_after_s), *rec.retry_after_s);
+  }
+  if (rec.http_status != 429) all_rate_limited_ = false;
+  log_line(LogLevel::kDebug, "request " + rc_.request_id + " attempt " + std::to_string(attempt_no_) +
+                                 " on " + rec.deployment + " failed (" +
+                                 routing::to_string(rec.outcome) + "): " + rec.detail);
+  co_return r;
+}
+
+bool ChatProxy::claim(int branch) {
+  if (race_ == nullptr) return true;
+  if (race_->winner < 0) {
+    race_->winner = branch;
+    if (branch == 1) ++rs_.hedges_won;
+    if (auto* other = race_->lose[1 - branch]) other->cancel();
+    return true;
+  }
+  return race_->winner == branch;
+}
+
+// One side of a hedge race. A side that fails or loses while the other can
+// still win parks (its attempt and connection already released) until the
+// race ends; the first side to finish with a response, or the last to fail,
+// ends the race.
+net::awaitable<AttemptResult> ChatProxy::race_branch(const routing::PlannedCandidate& pc, int branch) {
+  auto ex = co_await net::this_coro::executor;
+  net::steady_timer lose(ex, Clock::time_point::max());
+  race_->lose[branch] = &lose;
+  std::variant<AttemptResult, std::tuple<beast::error_code>> v =
+      co_await (run_attempt(pc, branch) || lose.async_wait(kUseTuple));
+  race_->lose[branch] = nullptr;
+  AttemptResult r = v.index() == 0 ? std::get<0>(v) : AttemptResult{};
+  if (r.responded) co_return r;
+  race_->live[branch] = false;
+  if (race_->live[1 - branch] && !LLMGATE_CANCELLED()) {
+    net::steady_timer park(ex, Clock::time_point::max());
+    co_await park.async_wait(kUseTuple);  // until the race ends (the other side finishes)
+  }
+  co_return r;
+}
+
+net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate& first,
+                                                const routing::PlannedCandidate& second,
+                                                bool& second_started) {
+  Race race;
+  race_ = &race;
+  auto ex = co_await net::this_coro::executor;
+  auto hedge = [&]() -> net::awaitable<AttemptResult> {
+    net::steady_timer delay(ex, first.hedge_delay);
+    auto [ec] = co_await delay.async_wait(kUseTuple);
+    if (ec || race.winner >= 0 || !race.live[0] || !rs_.hedges(req_.model).try_spend(Clock::now())) {
+      if (!ec && race.winner < 0 && race.live[0]) ++rs_.hedges_denied;
+      // No hedge: the first attempt decides alone.
+      net::steady_timer park(ex, Clock::time_point::max());
+      co_await park.async_wait(kUseTuple);
+      co_return AttemptResult{};
+    }
+    race.live[1] = true;
+    race.hedge_started = true;
+    second_started = true;
+    ++rs_.hedges_started;
+    co_return co_await race_branch(second, 1);
+  };
+  rs_.hedges(req_.model).deposit(Clock::now());
+  std::variant<AttemptResult, AttemptResult> v = co_await (race_branch(first, 0) || hedge());
+  race_ = nullptr;
+  co_return v.index() == 0 ? std::get<0>(v) : std::get<1>(v);
 }
 
 ApiError ChatProxy::all_failed_error() const {
@@ -251,6 +437,11 @@ ApiError ChatProxy::all_failed_error() const {
   if (all_rate_limited_) {
     return ApiError{429, "rate_limit_error", std::move(msg), std::nullopt, "upstream_rate_limited",
                     min_retry_after_.value_or(1)};
+  }
+  if (budget_exhausted_) msg += " (no further fallback: the retry budget is exhausted)";
+  if (outcomes_.empty()) {
+    return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
+                    std::nullopt};
   }
   AttemptOutcome last = outcomes_.back();
   if (last == AttemptOutcome::kTtftTimeout || last == AttemptOutcome::kIdleTimeout ||
@@ -297,16 +488,31 @@ http::request<http::string_body> ChatProxy::upstream_request(const routing::Cand
   return up;
 }
 
-void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord& rec) const {
+void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) const {
   h.set("x-request-id", rc_.request_id);
-  h.set("x-llmgate-deployment", rec.deployment);
+  h.set("x-llmgate-policy", config::to_string(decision_.policy));
   h.set("x-llmgate-attempts", std::to_string(attempt_no_));
-  if (auto t = rec.ttft()) {
+  if (auto route = routing::explain(decision_); !route.empty()) h.set("x-llmgate-route", route);
+  if (!failed_short_.empty()) {
+    std::string failed;
+    for (const auto& f : failed_short_) {
+      if (failed.size() + f.size() > 512) break;
+      failed += (failed.empty() ? "" : ", ") + f;
+    }
+    h.set("x-llmgate-failed", failed);
+  }
+  if (race_ && race_->hedge_started) {
+    h.set("x-llmgate-hedged", race_->winner == 1 ? "hedge-won" : "primary-won");
+  }
+  if (rec == nullptr) return;
+  h.set("x-llmgate-deployment", rec->deployment);
+  if (auto t = rec->ttft()) {
     h.set("x-llmgate-ttft-ms", format_ms(std::chrono::duration<double, std::milli>(*t).count()));
   }
 }
 
-net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, AttemptRecord& rec) {
+net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, AttemptRecord& rec,
+                                                 int branch) {
   auto& pool = worker_.pools->get(*c.provider);
   auto up = upstream_request(c);
 
@@ -356,7 +562,7 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
     }
     rec.http_status = static_cast<int>(parser.get().result_int());
     if (rec.http_status != 200) {
-      co_return co_await pass_through_status(rec, lease, parser, ttft_deadline);
+      co_return co_await pass_through_status(rec, lease, parser, ttft_deadline, branch);
     }
     auto ct = parser.get()[http::field::content_type];
     if (ct.substr(0, 17) != "text/event-stream") {
@@ -364,7 +570,7 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
                      "upstream answered 200 with Content-Type \"" + std::string(ct.substr(0, 100)) +
                          "\" instead of text/event-stream");
     }
-    co_return co_await relay(c, rec, lease, parser);
+    co_return co_await relay(c, rec, lease, parser, branch);
   }
   co_return fail(rec, AttemptOutcome::kConnectError, "connection closed by upstream");
 }
@@ -372,7 +578,8 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
 net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
                                                              providers::Lease& lease,
                                                              UpstreamParser& parser,
-                                                             Clock::time_point deadline) {
+                                                             Clock::time_point deadline,
+                                                             int branch) {
   const int status = rec.http_status;
   auto ra = parser.get()[http::field::retry_after];
   if (!ra.empty()) {
@@ -410,6 +617,7 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   }
   // The caller's fault (400, 413, 422...): the next deployment would say the
   // same. Return it as the upstream said it, in OpenAI's shape.
+  if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge answered first");
   rec.outcome = AttemptOutcome::kClientError;
   rec.detail = detail;
   Response res;
@@ -419,7 +627,7 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
     res = make_error_response(rc_, ApiError{status, "invalid_request_error", detail, std::nullopt,
                                             "upstream_rejected_request", std::nullopt});
   }
-  add_route_headers(res, rec);
+  add_route_headers(res, &rec);
   AttemptResult r;
   r.responded = true;
   r.keep_alive = co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
@@ -437,8 +645,10 @@ net::awaitable<AttemptResult> ChatProxy::end_with_error(ClientStream& out, const
 }
 
 net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, AttemptRecord& rec,
-                                               providers::Lease& lease, UpstreamParser& parser) {
+                                               providers::Lease& lease, UpstreamParser& parser,
+                                               int branch) {
   const bool streaming = req_.stream;
+  bool claimed = false;
   ClientStream out(client_, rc_, c.timeouts.idle);
   providers::SseParser sse(cfg_.server.limits.max_event_bytes);
   providers::CompletionAssembler assembler;
@@ -517,7 +727,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
     res.set("x-accel-buffering", "no");
-    add_route_headers(res, rec);
+    add_route_headers(res, &rec);
     if (out.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
     co_return co_await out.write_head(res);
   };
@@ -548,6 +758,11 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       }
     }
     if (failure) co_return *failure;
+    if (!claimed && (rec.first_token || saw_finish || done)) {
+      // The first output: this attempt takes the client (a hedge race ends here).
+      if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
+      claimed = true;
+    }
     if (streaming && !committed && (rec.first_token || saw_finish || done)) {
       if (!co_await commit()) {
         rec.outcome = AttemptOutcome::kClientGone;
@@ -610,7 +825,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     Response res = make_json_response(rc_, http::status::ok, assembler.result().dump(
                                                                  -1, ' ', false,
                                                                  nlohmann::json::error_handler_t::replace));
-    add_route_headers(res, rec);
+    add_route_headers(res, &rec);
     if (rec.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
     if (auto tps = rec.tps()) res.set("x-llmgate-tps", format_ms(*tps));
     result.keep_alive = co_await write_response(client_, res, c.timeouts.idle) && rc_.keep_alive;
@@ -668,7 +883,27 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
                      "model", "model_not_found", std::nullopt});
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
-  ChatProxy proxy(worker, client, request, rc, std::move(req));
+  // Per-request routing overrides: the body's `route` object and x-llmgate-*
+  // headers. A bad one is the caller's mistake: 400, saying what is wrong.
+  routing::HeaderLookup headers = [&request](std::string_view name) -> std::optional<std::string> {
+    auto it = request.find(beast::string_view(name.data(), name.size()));
+    if (it == request.end()) return std::nullopt;
+    return std::string(it->value());
+  };
+  auto parsed_route = routing::parse_route_override(req.route, headers);
+  std::optional<std::string> route_error;
+  if (auto* e = std::get_if<std::string>(&parsed_route)) {
+    route_error = *e;
+  } else {
+    route_error = routing::check_override(std::get<routing::RouteOverride>(parsed_route), *model);
+  }
+  if (route_error) {
+    Response res = make_error_response(
+        rc, ApiError{400, "invalid_request_error", *route_error, "route", "invalid_route", std::nullopt});
+    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+  }
+  ChatProxy proxy(worker, client, request, rc, std::move(req),
+                  std::move(std::get<routing::RouteOverride>(parsed_route)));
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   std::variant<bool, std::monostate> r =

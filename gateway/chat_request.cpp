@@ -92,7 +92,13 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
         return invalid_request(std::string(key) + " must be a non-negative integer", key,
                                "invalid_type");
       }
+      if (std::string_view(key) != "n") r.max_tokens = it->get<std::int64_t>();
     }
+  }
+  // The gateway's own routing override: never forwarded upstream.
+  if (auto route = r.body.find("route"); route != r.body.end()) {
+    r.route = std::move(*route);
+    r.body.erase(route);
   }
   return r;
 }

@@ -3,6 +3,8 @@
 // upstream. Fields the gateway does not need pass through untouched.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -18,6 +20,8 @@ struct ChatRequest {
   std::string model;          // the public model name
   bool stream = false;        // the client wants SSE
   bool include_usage = false; // the client asked for the usage chunk
+  std::optional<std::int64_t> max_tokens;  // max_completion_tokens, else max_tokens
+  nlohmann::json route;       // the `route` override (removed from body), or null
 };
 
 // `content_type` is the request's Content-Type header value.

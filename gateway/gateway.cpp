@@ -80,7 +80,7 @@ struct Gateway::Impl {
   };
 
   std::shared_ptr<const config::Config> config;
-  routing::StatsRegistry stats;
+  std::unique_ptr<routing::RoutingState> routing;
   std::map<std::string, std::shared_ptr<providers::ssl::context>> tls_contexts;
   std::vector<std::unique_ptr<WorkerThread>> workers;
   std::atomic<bool> ready{false};
@@ -98,6 +98,7 @@ struct Gateway::Impl {
 
 Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  impl_->routing = std::make_unique<routing::RoutingState>(*impl_->config);
   for (const auto& p : impl_->config->providers) {
     if (p.base_url.tls) impl_->tls_contexts[p.name] = providers::make_tls_context(p);
   }
@@ -108,7 +109,8 @@ Gateway::~Gateway() {
   wait();
 }
 
-routing::StatsRegistry& Gateway::stats() { return impl_->stats; }
+routing::StatsRegistry& Gateway::stats() { return impl_->routing->stats; }
+routing::RoutingState& Gateway::routing() { return *impl_->routing; }
 bool Gateway::ready() const { return impl_->ready.load(); }
 
 std::vector<std::uint16_t> Gateway::start() {
@@ -118,7 +120,7 @@ std::vector<std::uint16_t> Gateway::start() {
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<Impl::WorkerThread>();
     w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor(), impl_->tls_contexts);
-    w->worker = Worker{impl_->config, &impl_->stats, w->pools.get()};
+    w->worker = Worker{impl_->config, impl_->routing.get(), w->pools.get(), std::mt19937_64(0x9e3779b9u + i)};
     for (std::size_t l = 0; l < server.listeners.size(); ++l) {
       const auto& listener = server.listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -315,8 +317,16 @@ Response Gateway::Impl::simple_response(const Request& req, std::string_view pat
   }
   if (path == "/admin/routes") {
     // Live per-deployment measurements: why routes are chosen.
-    return get ? make_json_response(rc, http::status::ok, routes_json(*config, stats))
-               : wrong_method("GET");
+    if (!get) return wrong_method("GET");
+    std::string_view target = req.target();
+    auto q = target.find('?');
+    std::string_view query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+    if (query == "format=text") {
+      Response res = make_json_response(rc, http::status::ok, routes_text(*config, *routing));
+      res.set(http::field::content_type, "text/plain; charset=utf-8");
+      return res;
+    }
+    return make_json_response(rc, http::status::ok, routes_json(*config, *routing));
   }
   if (path == "/readyz") {
     if (!get) return wrong_method("GET");

@@ -6,8 +6,8 @@
 // own io_context with its own SO_REUSEPORT acceptor per listener and its own
 // upstream connection pools. A connection and everything it causes (the
 // upstream attempts, the relay) live on one worker, so the data path has no
-// locks; the only shared mutable state is the StatsRegistry, updated once per
-// attempt.
+// locks; the only shared mutable state is the RoutingState (statistics, health,
+// budgets), read once per request and updated once per attempt.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "routing/stats_registry.h"
+#include "routing/routing_state.h"
 
 namespace llmgate::gateway {
 
@@ -33,6 +33,7 @@ class Gateway {
   void stop();  // idempotent; safe from any thread, including a signal thread
 
   routing::StatsRegistry& stats();
+  routing::RoutingState& routing();
   bool ready() const;
 
  private:

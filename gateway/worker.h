@@ -14,7 +14,9 @@
 #include "config/config.h"
 #include "gateway/api_error.h"
 #include "providers/upstream_pool.h"
-#include "routing/stats_registry.h"
+#include <random>
+
+#include "routing/routing_state.h"
 
 namespace llmgate::gateway {
 
@@ -24,8 +26,9 @@ namespace http = boost::beast::http;
 
 struct Worker {
   std::shared_ptr<const config::Config> config;
-  routing::StatsRegistry* stats = nullptr;
+  routing::RoutingState* routing = nullptr;
   providers::UpstreamPools* pools = nullptr;
+  std::mt19937_64 rng{1};  // this worker's: exploration, random policy
 };
 
 struct RequestContext {

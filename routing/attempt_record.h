@@ -28,6 +28,7 @@ enum class AttemptOutcome {
   kMalformed,        // non-SSE body, bad JSON event, oversized event, in-band error
   kClientGone,       // the client disconnected: the attempt was abandoned
   kTotalTimeout,     // the request's overall deadline expired
+  kHedgeLost,        // cancelled before its first token: a hedge raced it and won
 };
 
 const char* to_string(AttemptOutcome o);

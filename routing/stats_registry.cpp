@@ -16,6 +16,7 @@ const char* to_string(AttemptOutcome o) {
     case AttemptOutcome::kMalformed: return "malformed";
     case AttemptOutcome::kClientGone: return "client_gone";
     case AttemptOutcome::kTotalTimeout: return "total_timeout";
+    case AttemptOutcome::kHedgeLost: return "hedge_lost";
   }
   return "unknown";
 }
@@ -28,7 +29,8 @@ double ms(std::chrono::steady_clock::duration d) {
 
 // Outcomes that say nothing about the deployment: the client's own doing.
 bool says_nothing(AttemptOutcome o) {
-  return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError;
+  return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError ||
+         o == AttemptOutcome::kHedgeLost;
 }
 
 }  // namespace
@@ -39,7 +41,8 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       tps(o.ttft_tau),
       chars_per_s(o.ttft_tau),
       tps_window(o.window, o.window_max_samples),
-      failures(o.error_tau) {}
+      failures(o.error_tau),
+      tps_prior(o.tps_prior) {}
 
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment)
     : registry_(r), deployment_(std::move(deployment)) {
@@ -52,7 +55,7 @@ StatsRegistry::InFlight::~InFlight() {
   --registry_.entry(deployment_).counters.in_flight;
 }
 
-StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) {
+StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) const {
   auto it = stats_.find(deployment);
   if (it == stats_.end()) {
     it = stats_.emplace(deployment, Entry(options_)).first;
@@ -74,6 +77,16 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   if (ttft) {
     e.ttft.observe(ms(*ttft), now);
     e.ttft_window.add(ms(*ttft), now);
+  }
+  if (r.outcome == AttemptOutcome::kHedgeLost && !ttft) {
+    // Its TTFT is at least the time it ran: a lower bound, so it may raise
+    // the estimate but never lower it. Not a failure.
+    auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
+    if (since != Clock::time_point{}) {
+      double elapsed = ms(now - since);
+      if (elapsed > e.ttft.estimate(now)) e.ttft.observe(elapsed, now);
+    }
+    return;
   }
   if (says_nothing(r.outcome)) return;
   const bool ok = r.outcome == AttemptOutcome::kSuccess;
@@ -107,16 +120,31 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_estimate_ms = e.ttft.estimate(now);
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
-  auto q = e.ttft_window.quantiles({0.5, 0.95, 0.99}, now);
+  auto q = e.ttft_window.quantiles({0.5, 0.9, 0.95, 0.99}, now);
   s.ttft_p50_ms = q[0];
-  s.ttft_p95_ms = q[1];
-  s.ttft_p99_ms = q[2];
-  s.tps_estimate = e.tps.value().value_or(options_.tps_prior);
+  s.ttft_p90_ms = q[1];
+  s.ttft_p95_ms = q[2];
+  s.ttft_p99_ms = q[3];
+  s.ttft_prior_ms = e.ttft.prior();
+  s.tps_estimate = e.tps.value().value_or(e.tps_prior);
   s.tps_p50 = e.tps_window.quantile(0.5, now);
   s.chars_per_s_estimate = e.chars_per_s.value();
   s.error_rate = e.failures.error_rate(now);
   s.consecutive_failures = e.failures.consecutive_failures();
   return s;
+}
+
+void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps) {
+  std::lock_guard lock(mu_);
+  Entry& e = entry(deployment);
+  e.ttft.set_prior(ttft_ms);
+  e.tps_prior = tps;
+}
+
+DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
+                                            Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  return snapshot(entry(deployment), now);
 }
 
 std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,

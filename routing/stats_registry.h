@@ -54,7 +54,8 @@ struct DeploymentStats {
   std::optional<AttemptOutcome> last_outcome;
   // Estimates at the time of the snapshot.
   double ttft_estimate_ms = 0;
-  std::optional<double> ttft_p50_ms, ttft_p95_ms, ttft_p99_ms;
+  std::optional<double> ttft_p50_ms, ttft_p90_ms, ttft_p95_ms, ttft_p99_ms;
+  double ttft_prior_ms = 0;  // what the estimate relaxes toward
   std::uint64_t ttft_samples = 0;
   double tps_estimate = 0;
   std::optional<double> tps_p50;
@@ -82,6 +83,12 @@ class StatsRegistry {
   };
 
   void record(const AttemptRecord& record, Clock::time_point now = Clock::now());
+  // A deployment's own cold-start prior (configured expected TTFT/TPS, or the
+  // default plus a region-distance term), instead of the global one.
+  void set_prior(const std::string& deployment, double ttft_ms, double tps);
+  // The snapshot, or what the router assumes of a deployment never used.
+  DeploymentStats get_or_prior(const std::string& deployment,
+                               Clock::time_point now = Clock::now()) const;
   std::optional<DeploymentStats> get(const std::string& deployment,
                                      Clock::time_point now = Clock::now()) const;
   std::vector<DeploymentStats> all(Clock::time_point now = Clock::now()) const;
@@ -97,8 +104,9 @@ class StatsRegistry {
     DecayedEwma chars_per_s;
     WindowedQuantiles tps_window;
     FailureTracker failures;
+    double tps_prior;
   };
-  Entry& entry(const std::string& deployment);  // mu_ held
+  Entry& entry(const std::string& deployment) const;  // mu_ held
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
 
   StatsOptions options_;

@@ -32,6 +32,10 @@ std::string chat_body(const std::string& model, bool stream, const std::string& 
          (stream ? "true" : "false") + extra + "}";
 }
 
+// The proxy-core tests pin configured order and turn exploration off, so
+// each request's route is known; the router tests below choose their own.
+const std::string kOrderedRouting = "routing: {exploration: 0, defaults: {policy: ordered}}\n";
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,8 +64,9 @@ class GatewayTest : public ::testing::Test {
   }
 
   void start_gateway(const std::string& ttft = "2s", const std::string& idle = "2s",
-                     const std::string& provider_a_extra = "", const std::string& connect = "1s") {
-    std::string yaml = R"(
+                     const std::string& provider_a_extra = "", const std::string& connect = "1s",
+                     const std::string& routing = kOrderedRouting) {
+    std::string yaml = routing + R"(
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
@@ -549,6 +554,212 @@ TEST_F(GatewayTest, ReusesUpstreamConnectionsAcrossRequests) {
   }
   EXPECT_EQ(sim_a_->stats().requests, 5u);
   EXPECT_EQ(sim_a_->stats().connections_accepted, 1u);
+}
+
+// ---- The router, end to end -------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+sim::Profile fixed_ttft(int ms, int tokens = 5) {
+  sim::Profile p = fast_profile(tokens);
+  p.ttft = {sim::Distribution::Kind::kFixed, static_cast<double>(ms), 0};
+  return p;
+}
+
+// Waits until the gateway has recorded `n` attempts on `deployment` (stats
+// are recorded just after the client's response ends).
+bool recorded(gateway::Gateway& gw, const std::string& deployment, std::uint64_t n) {
+  return eventually([&] {
+    auto s = gw.stats().get(deployment);
+    return s && s->attempts >= n;
+  });
+}
+
+const std::string kLatencyRouting = "routing: {exploration: 0, defaults: {policy: latency}}\n";
+
+TEST_F(GatewayTest, LatencyPolicyMovesTrafficOffAProviderThatSlowsDown) {
+  start_sims(fixed_ttft(5), fixed_ttft(60));
+  start_gateway("10s", "2s", "", "1s", kLatencyRouting);
+  HttpClient c(port_);
+  // Measure both (otherwise each is only its 1 s prior).
+  for (const std::string p : {"a", "b"}) {
+    for (int i = 0; i < 3; ++i) {
+      auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false),
+                         {{"content-type", "application/json"}, {"x-llmgate-order", p}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      ASSERT_EQ(r.header("x-llmgate-deployment"), p + "/model-" + p);
+    }
+    ASSERT_TRUE(recorded(*gw_, p + "/model-" + p, 3));
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+    EXPECT_EQ(r.header("x-llmgate-policy"), "latency");
+    EXPECT_NE(r.header("x-llmgate-route").find("a/model-a=#1(ttft~"), std::string::npos)
+        << r.header("x-llmgate-route");
+    ASSERT_TRUE(recorded(*gw_, "a/model-a", static_cast<std::uint64_t>(i + 4)));
+  }
+  // a slows down 30x (still inside its 250 ms TTFT deadline): its next, slow
+  // answer is enough to move traffic to b.
+  sim_a_->set_profile("model-a", fixed_ttft(150));
+  auto slow = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  EXPECT_EQ(slow.header("x-llmgate-deployment"), "a/model-a");
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 7));
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  }
+  EXPECT_EQ(sim_a_->stats().requests, 7u);
+}
+
+TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
+  start_sims(fixed_ttft(5), fixed_ttft(5));
+  start_gateway("20s", "2s", "", "1s", kOrderedRouting);
+  HttpClient c(port_);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  }
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 5));
+  // a now holds its first token for 15 s. Its p95 is ~5 ms, so the deadline
+  // is the 250 ms floor, not the configured 20 s.
+  sim::Profile stall = fixed_ttft(5);
+  stall.stall_before_first_token_ms = 15000;
+  sim_a_->set_profile("model-a", stall);
+  auto t0 = Clock::now();
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  auto took = Clock::now() - t0;
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=ttft_timeout");
+  EXPECT_LT(took, std::chrono::seconds(10));  // behaviour, not timing: far below 20 s
+}
+
+TEST_F(GatewayTest, ARetryAfterTakesTheDeploymentOutOfPlansForThatLong) {
+  sim::Profile limited = fast_profile();
+  limited.error_rate = 1;
+  limited.error_status = 429;
+  limited.retry_after_s = 30;
+  start_sims(limited, fast_profile());
+  start_gateway("2s", "2s", "", "1s", kOrderedRouting);
+  HttpClient c(port_);
+  auto first = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-llmgate-attempts"), "2");
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  auto second = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.header("x-llmgate-attempts"), "1");
+  EXPECT_EQ(second.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_NE(second.header("x-llmgate-route").find("a/model-a=skip(cooling down"), std::string::npos)
+      << second.header("x-llmgate-route");
+  // Only a allowed: the gateway answers 429 itself, without asking a again.
+  auto only_a = c.request("POST", "/v1/chat/completions", chat_body("chat", false),
+                          {{"content-type", "application/json"}, {"x-llmgate-providers", "a"}});
+  EXPECT_EQ(only_a.status, 429) << only_a.body;
+  int retry_after = std::stoi(only_a.header("retry-after"));
+  EXPECT_GE(retry_after, 1);
+  EXPECT_LE(retry_after, 30);
+  EXPECT_EQ(sim_a_->stats().requests, 1u);
+}
+
+const std::string kHedgedRouting =
+    "routing: {exploration: 0, defaults: {policy: ordered, hedging: {enabled: true, delay: 100ms}}}\n";
+
+TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
+  sim::Profile stall = fast_profile();
+  stall.stall_before_first_token_ms = 20000;
+  start_sims(stall, fast_profile(20));
+  start_gateway("15s", "2s", "", "1s", kHedgedRouting);
+  HttpClient c(port_);
+  auto t0 = Clock::now();
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  auto took = Clock::now() - t0;
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-hedged"), "hedge-won");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+  EXPECT_LT(took, std::chrono::seconds(10));  // not the 15 s deadline, nor the 20 s stall
+  // The loser was cancelled and its connection closed at once.
+  EXPECT_TRUE(eventually([&] { return sim_a_->stats().streams_aborted == 1; }));
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  auto a = gw_->stats().get("a/model-a");
+  EXPECT_EQ(a->last_outcome, routing::AttemptOutcome::kHedgeLost);
+  EXPECT_EQ(a->failures, 0u);  // losing a race is not a failure
+  EXPECT_EQ(gw_->routing().hedges_won.load(), 1u);
+}
+
+TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {
+  sim::Profile stall = fast_profile();
+  stall.stall_before_first_token_ms = 20000;
+  start_sims(fixed_ttft(400), stall);
+  start_gateway("15s", "2s", "", "1s", kHedgedRouting);
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(r.header("x-llmgate-hedged"), "primary-won");
+  EXPECT_EQ(json::parse(r.body)["object"], "chat.completion");
+  EXPECT_TRUE(eventually([&] { return sim_b_->stats().streams_aborted == 1; }));
+  EXPECT_EQ(gw_->routing().hedges_started.load(), 1u);
+  EXPECT_EQ(gw_->routing().hedges_won.load(), 0u);
+}
+
+TEST_F(GatewayTest, RouteOverridesAreAppliedAndNeverForwarded) {
+  start_sims(fast_profile(), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions",
+                     chat_body("chat", false, R"(,"route":{"order":["b"],"allow_fallbacks":false})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_NE(r.header("x-llmgate-route").find("a/model-a=skip(not in route.order"), std::string::npos);
+  auto last = sim_b_->last_request();
+  ASSERT_TRUE(last);
+  EXPECT_FALSE(json::parse(last->body).contains("route"));
+  EXPECT_EQ(last->headers.count("x-llmgate-order"), 0u);
+
+  auto bad = c.request("POST", "/v1/chat/completions",
+                       chat_body("chat", false, R"(,"route":{"policy":"fastest"})"));
+  EXPECT_EQ(bad.status, 400);
+  auto err = json::parse(bad.body)["error"];
+  EXPECT_EQ(err["param"], "route");
+  EXPECT_NE(err["message"].get<std::string>().find("route.policy: unknown policy \"fastest\""),
+            std::string::npos)
+      << bad.body;
+  auto bad_header = c.request("POST", "/v1/chat/completions", chat_body("chat", false),
+                              {{"content-type", "application/json"}, {"x-llmgate-order", "grok"}});
+  EXPECT_EQ(bad_header.status, 400) << bad_header.body;
+  // Residency that nothing satisfies: a 503 that says why, never a relaxed route.
+  auto nowhere = c.request("POST", "/v1/chat/completions",
+                           chat_body("chat", false, R"(,"route":{"regions":["ap-south"]})"));
+  EXPECT_EQ(nowhere.status, 503) << nowhere.body;
+  EXPECT_NE(nowhere.body.find("region eu not allowed"), std::string::npos) << nowhere.body;
+  EXPECT_EQ(sim_a_->stats().requests, 0u);
+}
+
+TEST_F(GatewayTest, AdminRoutesShowsStateScoreAndATextLeaderboard) {
+  start_sims(fixed_ttft(5), fixed_ttft(60));
+  start_gateway("10s", "2s", "", "1s", kLatencyRouting);
+  HttpClient c(port_);
+  ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  auto j = json::parse(c.request("GET", "/admin/routes").body);
+  auto row = j["models"][0]["deployments"][0];
+  EXPECT_EQ(j["models"][0]["policy"], "latency");
+  EXPECT_EQ(row["deployment"], "a/model-a");
+  EXPECT_EQ(row["state"], "healthy");
+  EXPECT_EQ(row["rank"], 1);
+  EXPECT_GT(row["score"].get<double>(), 0);
+  auto text = c.request("GET", "/admin/routes?format=text");
+  EXPECT_EQ(text.status, 200);
+  EXPECT_EQ(text.header("content-type"), "text/plain; charset=utf-8");
+  EXPECT_NE(text.body.find("model chat  policy latency"), std::string::npos) << text.body;
+  EXPECT_NE(text.body.find("ttft_p50"), std::string::npos);
+  EXPECT_NE(text.body.find("a/model-a"), std::string::npos);
 }
 
 }  // namespace

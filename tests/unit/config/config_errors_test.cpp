@@ -60,7 +60,7 @@ const ErrorCase kCases[] = {
      "server: { listeners: [{address: 127.0.0.1, colour: red}] }\n",
      R"(cfg.yaml: server.listeners[0]: unknown key "colour" (expected one of: address, port))"},
     {"RejectsUnknownKeyInDeployment", deployment_with("        model: x\n        weight: 2\n"),
-     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price))"},
+     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps))"},
     {"RejectsUnknownKeyInLimits", "server: { limits: { max_body: 1MiB } }\n",
      R"(cfg.yaml: server.limits: unknown key "max_body" (expected one of: max_body_size, max_header_size, max_event_size, client_header_timeout, client_idle_timeout))"},
     {"SuggestsKeysCaseInsensitively", "server: { Workers: 2 }\n",

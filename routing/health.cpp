@@ -1,0 +1,222 @@
+#include "routing/health.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llmgate::routing {
+
+const char* to_string(HealthState s) {
+  switch (s) {
+    case HealthState::kHealthy:
+      return "healthy";
+    case HealthState::kEjected:
+      return "ejected";
+    case HealthState::kProbing:
+      return "probing";
+    case HealthState::kCoolingDown:
+      return "cooling_down";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// "3.2s" under ten seconds, "27s" above; rounded up, so never "0.0s".
+std::string time_left(Clock::duration d) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+  if (ms < 10'000) {
+    const auto tenths = (ms + 99) / 100;
+    return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + "s";
+  }
+  return std::to_string((ms + 999) / 1000) + "s";
+}
+
+// Kept out only because of an ejection (so the cap and panic mode may route it).
+bool out_for_ejection(const Availability& a) {
+  return !a.routable && (a.state == HealthState::kEjected || a.state == HealthState::kProbing);
+}
+
+}  // namespace
+
+HealthTracker::HealthTracker(config::Ejection options, std::uint64_t seed)
+    : options_(options), rng_(seed) {}
+
+const HealthTracker::Entry* HealthTracker::find(const std::string& deployment) const {
+  auto it = entries_.find(deployment);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+Clock::duration HealthTracker::ejection_time(std::uint32_t k) {
+  const double base = std::chrono::duration<double, std::milli>(options_.base_duration).count();
+  const double max = std::chrono::duration<double, std::milli>(options_.max_duration).count();
+  const double backoff = std::min(max, base * std::exp2(static_cast<double>(k) - 1));
+  // A uniform draw in [0, 1) from the top 53 bits: unlike
+  // std::uniform_real_distribution, the same on every standard library, so
+  // tests can predict it.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  const double jitter = std::clamp(options_.jitter, 0.0, 1.0);
+  const double factor = 1 - jitter + 2 * jitter * u;
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(backoff * factor));
+}
+
+void HealthTracker::eject(Entry& e, std::string cause, Clock::time_point now) {
+  // The backoff starts over only after max_duration back in service.
+  if (e.readmitted_at && now - *e.readmitted_at >= options_.max_duration) {
+    e.ejections_in_a_row = 0;
+  }
+  ++e.ejections_in_a_row;
+  ++e.ejections_total;
+  e.ejected_until = now + ejection_time(e.ejections_in_a_row);
+  e.ejected_at = now;
+  e.ejection_cause = std::move(cause);
+  e.consecutive_failures = 0;
+  e.probe_taken_at.reset();
+  e.readmitted_at.reset();
+}
+
+void HealthTracker::readmit(Entry& e, Clock::time_point now) {
+  e.ejected_until.reset();
+  e.consecutive_failures = 0;
+  e.probe_taken_at.reset();
+  e.readmitted_at = now;
+  e.attempts_since_readmitted = 0;
+}
+
+void HealthTracker::on_attempt(const std::string& deployment, bool failed, double error_rate,
+                               std::uint64_t attempts, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[deployment];
+  if (e.ejected_until) {
+    if (now < *e.ejected_until) return;  // still ejected: the probe decides, later
+    // Half-open: this result is the probe's.
+    failed ? eject(e, "probe failed", now) : readmit(e, now);
+    return;
+  }
+  if (e.attempts_since_readmitted) ++*e.attempts_since_readmitted;
+  if (!failed) {
+    e.consecutive_failures = 0;
+    return;
+  }
+  ++e.consecutive_failures;
+  // A threshold of 0 consecutive failures disables that rule.
+  if (options_.consecutive_failures > 0 &&
+      e.consecutive_failures >= options_.consecutive_failures) {
+    eject(e, std::to_string(e.consecutive_failures) + " consecutive failures", now);
+    return;
+  }
+  const bool enough_attempts =
+      attempts >= options_.min_requests &&
+      (!e.attempts_since_readmitted || *e.attempts_since_readmitted >= options_.min_requests);
+  if (enough_attempts && error_rate >= options_.error_rate) {
+    eject(e, "error rate " + std::to_string(std::lround(error_rate * 100)) + "%", now);
+  }
+}
+
+void HealthTracker::on_retry_after(const std::string& deployment, std::chrono::milliseconds after,
+                                   Clock::time_point now) {
+  if (after <= std::chrono::milliseconds::zero()) return;
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[deployment];
+  const auto until = now + std::min<Clock::duration>(after, options_.max_duration);
+  if (!e.cooldown_until || until > *e.cooldown_until) e.cooldown_until = until;
+}
+
+bool HealthTracker::probe_slot_free(const Entry& e, Clock::time_point now) const {
+  if (!e.probe_taken_at) return true;
+  const Clock::duration timeout =
+      std::max<Clock::duration>(options_.base_duration, kMinProbeTimeout);
+  return now - *e.probe_taken_at >= timeout;
+}
+
+Availability HealthTracker::own_state(const std::string& deployment, const Entry* e,
+                                      Clock::time_point now) const {
+  Availability a;
+  a.deployment = deployment;
+  if (!e) return a;
+  if (e->cooldown_until && now < *e->cooldown_until) {
+    a.state = HealthState::kCoolingDown;
+    a.routable = false;
+    a.until = e->cooldown_until;
+    a.reason = "cooling down: upstream Retry-After, " + time_left(*a.until - now) + " left";
+  } else if (e->ejected_until && now < *e->ejected_until) {
+    a.state = HealthState::kEjected;
+    a.routable = false;
+    a.until = e->ejected_until;
+    a.reason = "ejected: " + e->ejection_cause + ", " + time_left(*a.until - now) + " left";
+  } else if (e->ejected_until) {
+    a.state = HealthState::kProbing;
+    a.probe = probe_slot_free(*e, now);
+    a.routable = a.probe;
+    a.reason = a.probe ? "half-open: probe" : "half-open: probe in flight";
+  }
+  return a;
+}
+
+std::vector<Availability> HealthTracker::check(const std::vector<std::string>& ids,
+                                               Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  std::vector<Availability> out;
+  out.reserve(ids.size());
+  std::vector<std::size_t> ejected;  // indices kept out for ejection
+  for (const auto& id : ids) {
+    auto it = entries_.find(id);
+    Entry* e = it == entries_.end() ? nullptr : &it->second;
+    Availability a = own_state(id, e, now);
+    if (a.probe) e->probe_taken_at = now;  // taken here, so a repeated id sees it in flight
+    if (out_for_ejection(a)) ejected.push_back(out.size());
+    out.push_back(std::move(a));
+  }
+
+  // The cap: the earliest ejected stay out, the rest are routed anyway. The
+  // epsilon keeps 0.29 x 100 from flooring to 28.
+  const double fraction = std::clamp(options_.max_ejected_fraction, 0.0, 1.0);
+  const auto cap =
+      static_cast<std::size_t>(std::floor(fraction * static_cast<double>(ids.size()) + 1e-9));
+  if (ejected.size() > cap) {
+    std::stable_sort(ejected.begin(), ejected.end(), [&](std::size_t a, std::size_t b) {
+      return find(ids[a])->ejected_at < find(ids[b])->ejected_at;
+    });
+    for (std::size_t i = cap; i < ejected.size(); ++i) {
+      out[ejected[i]].routable = true;
+      out[ejected[i]].reason = "ejection cap: routed anyway";
+    }
+  }
+
+  // Panic: never leave a request with nothing when ejection is all that
+  // stands in the way. Cooldowns are the upstream's explicit "not now".
+  const bool none_routable =
+      std::none_of(out.begin(), out.end(), [](const Availability& a) { return a.routable; });
+  if (none_routable && !ejected.empty()) {
+    for (std::size_t i : ejected) {
+      out[i].routable = true;
+      out[i].panic = true;
+      out[i].reason = "panic: all candidates ejected";
+    }
+  }
+  return out;
+}
+
+void HealthTracker::release_probe(const std::string& deployment) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(deployment);
+  if (it != entries_.end()) it->second.probe_taken_at.reset();
+}
+
+Availability HealthTracker::peek(const std::string& deployment, Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  Availability a = own_state(deployment, find(deployment), now);
+  if (a.probe) {
+    a.probe = false;
+    a.reason = "half-open: next request probes";
+  }
+  return a;
+}
+
+std::uint64_t HealthTracker::ejections_total(const std::string& deployment) const {
+  std::lock_guard lock(mu_);
+  const Entry* e = find(deployment);
+  return e ? e->ejections_total : 0;
+}
+
+}  // namespace llmgate::routing

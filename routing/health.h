@@ -1,0 +1,135 @@
+// Which deployments may be routed to now: outlier ejection with exponential
+// backoff and jitter, a half-open probe after each ejection, an ejected-
+// fraction cap, panic mode, and Retry-After cooldowns (Envoy's outlier
+// detection, reduced to what a gateway with a few deployments per model needs).
+//
+// Life of a deployment:
+//   healthy --(N consecutive failures, or error rate over threshold)--> ejected
+//   ejected --(ejection time passes)--> half-open: exactly one request probes
+//   half-open --(probe succeeds)--> healthy;  --(probe fails)--> ejected, longer
+// Ejection times grow base x 2^(k-1) for the k-th ejection in a row; k returns
+// to 0 only after max_duration without an ejection, so a flapping deployment
+// keeps its long backoff. A Retry-After from upstream is a separate, hard
+// cooldown: not a failure signal, never relaxed by the cap or panic mode.
+//
+// Results of attempts that finish while a deployment is ejected (requests
+// already in flight, or routed anyway by the cap or panic mode) change
+// nothing: the ejection runs its course and the probe decides.
+//
+// Thread-safe: one tracker is shared by all worker threads (one mutex; every
+// call is short and allocation-light). Time is passed in.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "routing/attempt_record.h"
+
+namespace llmgate::routing {
+
+enum class HealthState { kHealthy, kEjected, kProbing, kCoolingDown };
+const char* to_string(HealthState s);  // "healthy", "ejected", "probing", "cooling_down"
+
+struct Availability {
+  std::string deployment;
+  HealthState state = HealthState::kHealthy;
+  bool routable = true;  // may be put in a plan now
+  bool panic = false;    // routable only because every candidate was ejected
+  // Routable as the half-open probe: the caller must later call on_attempt()
+  // or release_probe() for it, or the slot stays taken until it times out.
+  bool probe = false;
+  std::optional<Clock::time_point> until;  // end of ejection / cooldown
+  // Compact, for headers and logs; "" when healthy. E.g.
+  //   "ejected: 5 consecutive failures, 3.2s left"   "ejected: error rate 62%, 3.2s left"
+  //   "cooling down: upstream Retry-After, 27s left" "half-open: probe in flight"
+  //   "ejection cap: routed anyway"                   "panic: all candidates ejected"
+  std::string reason;
+};
+
+class HealthTracker {
+ public:
+  // `seed` drives the ejection-time jitter only.
+  explicit HealthTracker(config::Ejection options, std::uint64_t seed = 1);
+
+  // One finished attempt. `failed` = the attempt counts against the
+  // deployment. `error_rate` and `attempts` are the caller's live decayed
+  // error rate and attempt count for it (StatsRegistry). Only a failure can
+  // eject. After a probe let the deployment back in, the error-rate rule also
+  // waits for `min_requests` new attempts, so the slowly decaying rate that
+  // caused the last ejection cannot cause the next one on its own.
+  void on_attempt(const std::string& deployment, bool failed, double error_rate,
+                  std::uint64_t attempts, Clock::time_point now);
+
+  // An upstream 429/503 with Retry-After: out of plans until now + after
+  // (at most max_duration, so one bad header cannot bench a deployment for a
+  // day). Not an ejection: the backoff does not grow. A later, shorter
+  // Retry-After does not shorten a running cooldown.
+  void on_retry_after(const std::string& deployment, std::chrono::milliseconds after,
+                      Clock::time_point now);
+
+  // Who may be routed now, for one request's candidates; the result is in the
+  // order of `ids`. May hand out (and so take) half-open probe slots. Rules:
+  //  - ejected, or half-open with the probe in flight: out, except that at
+  //    most floor(max_ejected_fraction x ids.size()) are kept out for
+  //    ejection — the earliest ejected; the rest are routed anyway;
+  //  - half-open with a free slot (or one unresolved for max(base, 30 s)):
+  //    routable as the probe;
+  //  - cooling down: out until `until`, always;
+  //  - panic: if nothing is routable and something is out only for
+  //    ejection, every ejected / half-open one becomes routable (panic=true).
+  std::vector<Availability> check(const std::vector<std::string>& ids, Clock::time_point now);
+
+  // The probe handed out by check() was not attempted after all (another
+  // candidate served the request, or it was cancelled): free the slot.
+  void release_probe(const std::string& deployment);
+
+  // For display (GET /admin/routes): one deployment's own state, without
+  // taking a probe and without the cap or panic mode (they depend on the
+  // request's candidate set). A half-open deployment with a free slot reads
+  // routable with reason "half-open: next request probes".
+  Availability peek(const std::string& deployment, Clock::time_point now) const;
+
+  std::uint64_t ejections_total(const std::string& deployment) const;
+
+  // How long the probe slot may stay taken before it is freed on its own.
+  static constexpr std::chrono::seconds kMinProbeTimeout{30};
+
+ private:
+  struct Entry {
+    std::uint32_t consecutive_failures = 0;
+    std::uint32_t ejections_in_a_row = 0;  // k
+    std::uint64_t ejections_total = 0;
+    // Set from an ejection until a probe succeeds: before it, ejected; after
+    // it, half-open.
+    std::optional<Clock::time_point> ejected_until;
+    Clock::time_point ejected_at{};
+    std::string ejection_cause;  // "5 consecutive failures", "error rate 62%"
+    std::optional<Clock::time_point> probe_taken_at;
+    std::optional<Clock::time_point> readmitted_at;  // last probe success
+    std::optional<std::uint64_t> attempts_since_readmitted;
+    std::optional<Clock::time_point> cooldown_until;
+  };
+
+  // One deployment's state, before the cap and panic mode.
+  Availability own_state(const std::string& deployment, const Entry* e,
+                         Clock::time_point now) const;
+  void eject(Entry& e, std::string cause, Clock::time_point now);  // mu_ held
+  void readmit(Entry& e, Clock::time_point now);                   // mu_ held
+  Clock::duration ejection_time(std::uint32_t k);                  // mu_ held
+  bool probe_slot_free(const Entry& e, Clock::time_point now) const;
+  const Entry* find(const std::string& deployment) const;  // mu_ held
+
+  config::Ejection options_;
+  mutable std::mutex mu_;
+  std::mt19937_64 rng_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace llmgate::routing

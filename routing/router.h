@@ -1,0 +1,108 @@
+// The router: for one request, the ordered candidates it will try, each with
+// its TTFT deadline and hedge delay, and why every other deployment was left
+// out. A pure function of the model's config, the request's policy (after
+// per-request overrides), each deployment's live statistics and health, the
+// time and an RNG — no sockets, no clocks, no shared state (docs/routing.md).
+//
+// The steps, in order:
+//   1. Hard filters, never relaxed: allowed/denied providers, allowed regions
+//      (data residency), the price cap, route.order without fallbacks, and
+//      health (ejected, cooling down after a Retry-After; see health.h).
+//   2. Soft constraints: min TPS and max TTFT at a percentile. Deployments
+//      that miss them are skipped — unless none meets them, in which case all
+//      survivors of step 1 stay and the decision says "relaxed".
+//   3. Order by the policy's score (lower is better; ties keep config order).
+//   4. route.order moves the named deployments to the front, in that order.
+//   5. Exploration: with probability `exploration` (data-driven policies only)
+//      the least recently measured candidate goes first, so idle deployments
+//      stay measured.
+//   6. Truncate to max_attempts (1 without fallbacks).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "routing/health.h"
+#include "routing/route_plan.h"
+#include "routing/stats_registry.h"
+
+namespace llmgate::routing {
+
+struct RouterOptions {
+  double exploration = 0.03;
+  double deadline_factor = 3.0;
+  std::chrono::milliseconds min_ttft_deadline{250};
+
+  static RouterOptions from(const config::Routing& r) {
+    return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline};
+  }
+};
+
+// What one request asks of the router.
+struct RouteRequest {
+  const config::Config* cfg = nullptr;
+  const config::Model* model = nullptr;
+  config::RoutingPolicy policy;     // the model's, with the request's overrides applied
+  std::vector<std::string> order;   // preferred providers or deployment ids (route.order)
+  std::optional<std::int64_t> max_tokens;
+};
+
+// What the router knows of `model->deployments[i]`.
+struct DeploymentView {
+  DeploymentStats stats;  // StatsRegistry::get_or_prior (priors when never used)
+  Availability health;    // HealthTracker::check (or peek for display)
+};
+
+struct PlannedCandidate {
+  Candidate candidate;             // timeouts.ttft holds the derived deadline
+  double score = 0;                // the policy's score: lower is better
+  double expected_ttft_ms = 0;     // estimate x (in-flight + 1)
+  double speed = 0;                // output speed the policy compared
+  bool speed_is_chars = false;     // speed in output chars/s (across models), else tokens/s
+  std::chrono::milliseconds hedge_delay{0};
+  bool probe = false;              // the half-open probe of an ejected deployment
+  bool panic = false;              // routed although ejected: nothing else was left
+  bool explored = false;           // moved first by exploration
+  bool preferred = false;          // moved first by route.order
+};
+
+struct Skipped {
+  std::string deployment;
+  std::string reason;  // compact: "region us-east not allowed", "ejected: ..."
+};
+
+struct RouteDecision {
+  config::Policy policy = config::Policy::kLatency;
+  std::vector<PlannedCandidate> candidates;
+  std::vector<Skipped> skipped;
+  bool relaxed = false;  // no deployment met the soft constraints: they were dropped
+  // No candidate at all: the status the gateway answers with (503, or 429
+  // when every deployment is cooling down after a Retry-After).
+  int error_status = 0;
+  std::string error_message;
+  std::optional<int> retry_after_s;
+};
+
+// `views[i]` belongs to `request.model->deployments[i]`. `rr_counter` is the
+// round-robin position (the caller increments it per request).
+RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentView>& views,
+                     const RouterOptions& options, Clock::time_point now, std::uint64_t rr_counter,
+                     std::mt19937_64& rng);
+
+// The TTFT prior of a deployment that has no samples yet: its configured
+// expected TTFT, else `base` plus a region-distance term — 0 ms in the
+// gateway's own region, 30 ms in the same area ("eu-west" vs "eu-central"),
+// 120 ms in another area, 60 ms when either region is unknown.
+double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
+                     const std::string& gateway_region, std::chrono::milliseconds base);
+
+// One line per candidate and per skipped deployment, for the
+// x-llmgate-route response header: "a/m1=ok(ttft~143ms) b/m2=skip(ejected...)".
+std::string explain(const RouteDecision& d);
+
+}  // namespace llmgate::routing

@@ -1,0 +1,50 @@
+#include "routing/routing_state.h"
+
+namespace llmgate::routing {
+
+StatsOptions stats_options(const config::Routing& r) {
+  StatsOptions o;
+  o.ttft_prior = r.ttft_prior;
+  o.tps_prior = r.tps_prior;
+  o.ttft_tau = r.ttft_tau;
+  o.relax_tau = r.relax_tau;
+  o.window = r.window;
+  o.error_tau = r.error_tau;
+  o.min_tokens_for_tps = r.min_tokens_for_tps;
+  return o;
+}
+
+RoutingState::RoutingState(const config::Config& cfg, std::uint64_t seed)
+    : stats(stats_options(cfg.routing)),
+      health(cfg.routing.ejection, seed),
+      retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
+      options(RouterOptions::from(cfg.routing)),
+      region(cfg.routing.region) {
+  for (const auto& m : cfg.models) {
+    models_.emplace(m.name, std::make_unique<PerModel>(m.routing.hedging.max_extra_ratio));
+    for (const auto& d : m.deployments) {
+      const config::Provider* p = cfg.find_provider(d.provider);
+      if (p == nullptr) continue;
+      stats.set_prior(d.id(), ttft_prior_ms(d, *p, region, cfg.routing.ttft_prior),
+                      d.expected_tps.value_or(cfg.routing.tps_prior));
+    }
+  }
+}
+
+RoutingState::PerModel& RoutingState::model(const std::string& name) {
+  // Models are fixed by the config this state was built from; an unknown
+  // name (never reached: the gateway routes only configured models) shares
+  // one fallback entry rather than mutating the map concurrently.
+  auto it = models_.find(name);
+  if (it != models_.end()) return *it->second;
+  static PerModel fallback(0.1);
+  return fallback;
+}
+
+TokenBudget& RoutingState::hedges(const std::string& name) { return model(name).hedges; }
+
+std::uint64_t RoutingState::next_round_robin(const std::string& name) {
+  return model(name).rr.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace llmgate::routing

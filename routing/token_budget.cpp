@@ -1,0 +1,69 @@
+#include "routing/token_budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llmgate::routing {
+
+namespace {
+
+std::int64_t to_units(double tokens) {
+  return static_cast<std::int64_t>(std::llround(std::max(0.0, tokens) * 1e6));
+}
+
+}  // namespace
+
+TokenBudget::TokenBudget(double ratio, double min_per_second)
+    : deposit_(to_units(ratio)),
+      per_second_(to_units(min_per_second)),
+      cap_(std::max(kUnit, to_units(kReserveSeconds * std::max(0.0, min_per_second) +
+                                    kDepositRequests * std::max(0.0, ratio)))),
+      balance_(std::min(cap_, to_units(kReserveSeconds * std::max(0.0, min_per_second)))) {}
+
+// Whole units accrued between last_ and now, floored, in integers (128-bit
+// for the product, so hours of quiet cannot overflow).
+std::int64_t TokenBudget::accrued(Clock::time_point now) const {
+  if (!last_ || now <= *last_ || per_second_ == 0) return 0;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - *last_).count();
+  const __int128 units = static_cast<__int128>(per_second_) * ns / 1'000'000'000;
+  return static_cast<std::int64_t>(std::min<__int128>(units, cap_));
+}
+
+void TokenBudget::refill(Clock::time_point now) {
+  const std::int64_t units = accrued(now);
+  balance_ = std::min(cap_, balance_ + units);
+  // Calls less than a unit apart must not throw the accrual away: the clock
+  // stands still until a whole unit has been earned (or the bucket is full).
+  if (!last_ || units > 0 || balance_ == cap_) last_ = std::max(now, last_.value_or(now));
+}
+
+void TokenBudget::deposit(Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  refill(now);
+  balance_ = std::min(cap_, balance_ + deposit_);
+}
+
+bool TokenBudget::try_spend(Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  refill(now);
+  if (balance_ < kUnit) {
+    ++exhausted_;
+    return false;
+  }
+  balance_ -= kUnit;
+  return true;
+}
+
+double TokenBudget::balance(Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  return static_cast<double>(std::min(cap_, balance_ + accrued(now))) / kUnit;
+}
+
+double TokenBudget::cap() const { return static_cast<double>(cap_) / kUnit; }
+
+std::uint64_t TokenBudget::exhausted_total() const {
+  std::lock_guard lock(mu_);
+  return exhausted_;
+}
+
+}  // namespace llmgate::routing

@@ -1,0 +1,345 @@
+#include "routing/router.h"
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace llmgate::routing {
+namespace {
+
+using namespace std::chrono_literals;
+using config::Policy;
+
+// A model with one deployment per provider p0, p1, ... and the live view of
+// each, all editable before decide().
+struct Fixture {
+  config::Config cfg;
+  config::Model* model;
+  std::vector<DeploymentView> views;
+  RouterOptions options{0.0, 3.0, 250ms};
+  Clock::time_point now = Clock::time_point{} + 1h;
+
+  explicit Fixture(std::vector<double> ttft_estimates) {
+    cfg.timeouts.ttft = 10s;
+    cfg.models.push_back(config::Model{"chat", {}, {}});
+    model = &cfg.models.back();
+    for (std::size_t i = 0; i < ttft_estimates.size(); ++i) {
+      config::Provider p;
+      p.name = "p" + std::to_string(i);
+      p.region = "us-east";
+      cfg.providers.push_back(p);
+      config::Deployment d;
+      d.provider = p.name;
+      d.model = "m";
+      model->deployments.push_back(d);
+      DeploymentView v;
+      v.stats.deployment = d.id();
+      v.stats.ttft_estimate_ms = ttft_estimates[i];
+      v.stats.tps_estimate = 50;
+      views.push_back(v);
+    }
+  }
+  RouteRequest request() const {
+    RouteRequest r{&cfg, model, model->routing, {}, std::nullopt};
+    r.policy.max_attempts = 10;
+    return r;
+  }
+  RouteDecision decide(const RouteRequest& r, std::uint64_t rr = 0, std::uint64_t seed = 1) {
+    std::mt19937_64 rng(seed);
+    return routing::decide(r, views, options, now, rr, rng);
+  }
+  RouteDecision decide(Policy p) {
+    auto r = request();
+    r.policy.policy = p;
+    return decide(r);
+  }
+  static std::vector<std::string> order(const RouteDecision& d) {
+    std::vector<std::string> out;
+    for (const auto& c : d.candidates) out.push_back(c.candidate.deployment->provider);
+    return out;
+  }
+  using Names = std::vector<std::string>;
+};
+using Names = Fixture::Names;
+
+TEST(Router, LatencyOrdersByExpectedTtftAndKeepsConfigOrderOnTies) {
+  Fixture f({300, 100, 300, 50});
+  EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p3", "p1", "p0", "p2"}));
+}
+
+TEST(Router, LatencyMultipliesTheEstimateByTheLoad) {
+  Fixture f({100, 150});
+  f.views[0].stats.in_flight = 1;  // 100 x 2 = 200 > 150
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 200);
+}
+
+TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
+  Fixture f({100, 100, 100, 100, 100});
+  f.views[0].stats.ttft_p95_ms = 150;    // 450 ms
+  f.views[1].stats.ttft_p95_ms = 20;     // 60 ms, raised to the 250 ms floor
+  f.views[2].stats.ttft_p95_ms = 9000;   // 27 s, capped at the configured 10 s
+  f.model->deployments[3].expected_ttft = 200ms;  // no p95 yet: 600 ms from the expectation
+  auto d = f.decide(Policy::kOrdered);
+  EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 450ms);
+  EXPECT_EQ(d.candidates[1].candidate.timeouts.ttft, 250ms);
+  EXPECT_EQ(d.candidates[2].candidate.timeouts.ttft, 10s);
+  EXPECT_EQ(d.candidates[3].candidate.timeouts.ttft, 600ms);
+  EXPECT_EQ(d.candidates[4].candidate.timeouts.ttft, 10s);  // nothing known: configured
+}
+
+TEST(Router, HedgeDelayIsTheLiveP90OrTheFixedDelayWithAFloor) {
+  Fixture f({400, 400, 400});
+  f.views[0].stats.ttft_p90_ms = 180.2;
+  f.views[1].stats.ttft_p90_ms = 10;  // under the 50 ms floor
+  auto d = f.decide(Policy::kOrdered);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 181ms);
+  EXPECT_EQ(d.candidates[1].hedge_delay, 50ms);
+  EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p90: the estimate
+  auto r = f.request();
+  r.policy.policy = Policy::kOrdered;
+  r.policy.hedging.delay = 120ms;
+  EXPECT_EQ(f.decide(r).candidates[0].hedge_delay, 120ms);
+}
+
+TEST(Router, ExplorationSendsTheLeastRecentlyMeasuredFirstAtTheConfiguredShare) {
+  Fixture f({50, 100, 200});
+  f.views[0].stats.last_sample = f.now - 1s;
+  f.views[1].stats.last_sample = f.now - 2s;
+  f.views[2].stats.last_sample = f.now - 30s;  // the stalest
+  f.options.exploration = 0.1;
+  std::mt19937_64 rng(42);
+  std::map<std::string, int> first;
+  const int n = 20000;
+  auto r = f.request();
+  for (int i = 0; i < n; ++i) {
+    auto d = decide(r, f.views, f.options, f.now, 0, rng);
+    ++first[d.candidates.front().candidate.deployment->provider];
+    if (d.candidates.front().explored) {
+      // The rest keep their order behind it.
+      ASSERT_EQ(Fixture::order(d), (Names{"p2", "p0", "p1"}));
+    }
+  }
+  // Expected 90% / 0% / 10%; the tolerance is about 5 standard deviations.
+  EXPECT_NEAR(first["p0"] / double(n), 0.90, 0.011);
+  EXPECT_EQ(first["p1"], 0);
+  EXPECT_NEAR(first["p2"] / double(n), 0.10, 0.011);
+}
+
+TEST(Router, ExplorationNeverOverridesACostOrOrderedPolicy) {
+  Fixture f({50, 100});
+  f.options.exploration = 1.0;
+  EXPECT_EQ(Fixture::order(f.decide(Policy::kOrdered)), (Names{"p0", "p1"}));
+  EXPECT_FALSE(f.decide(Policy::kCost).candidates[0].explored);
+  EXPECT_TRUE(f.decide(Policy::kLatency).candidates[0].explored);
+}
+
+TEST(Router, RandomPicksUniformly) {
+  Fixture f({50, 100, 200});
+  auto r = f.request();
+  r.policy.policy = Policy::kRandom;
+  std::mt19937_64 rng(3);
+  std::map<std::string, int> first;
+  const int n = 30000;
+  for (int i = 0; i < n; ++i) {
+    ++first[decide(r, f.views, f.options, f.now, 0, rng).candidates.front().candidate.deployment->provider];
+  }
+  for (const char* p : {"p0", "p1", "p2"}) EXPECT_NEAR(first[p] / double(n), 1.0 / 3, 0.014) << p;
+}
+
+TEST(Router, RoundRobinRotatesWithTheCounter) {
+  Fixture f({50, 100, 200});
+  auto r = f.request();
+  r.policy.policy = Policy::kRoundRobin;
+  EXPECT_EQ(Fixture::order(f.decide(r, 0)), (Names{"p0", "p1", "p2"}));
+  EXPECT_EQ(Fixture::order(f.decide(r, 1)), (Names{"p1", "p2", "p0"}));
+  EXPECT_EQ(Fixture::order(f.decide(r, 5)), (Names{"p2", "p0", "p1"}));
+}
+
+TEST(Router, ThroughputComparesTokensWithinOneModelAndCharactersAcrossModels) {
+  Fixture f({100, 100});
+  f.views[0].stats.tps_estimate = 100;
+  f.views[0].stats.chars_per_s_estimate = 200;  // a chatty tokenizer: 2 chars per token
+  f.views[1].stats.tps_estimate = 60;
+  f.views[1].stats.chars_per_s_estimate = 300;
+  auto same = f.decide(Policy::kThroughput);
+  EXPECT_EQ(Fixture::order(same), (Names{"p0", "p1"}));
+  EXPECT_FALSE(same.candidates[0].speed_is_chars);
+  f.model->deployments[1].model = "other-model";
+  auto across = f.decide(Policy::kThroughput);
+  EXPECT_EQ(Fixture::order(across), (Names{"p1", "p0"}));
+  EXPECT_TRUE(across.candidates[0].speed_is_chars);
+  EXPECT_DOUBLE_EQ(across.candidates[0].speed, 300);
+  // Without a character measurement: 4 characters per token.
+  f.views[1].stats.chars_per_s_estimate.reset();
+  EXPECT_DOUBLE_EQ(f.decide(Policy::kThroughput).candidates[0].speed, 240);
+}
+
+TEST(Router, E2eAddsTheExpectedGenerationTime) {
+  Fixture f({100, 500});
+  f.views[0].stats.tps_estimate = 10;
+  f.views[1].stats.tps_estimate = 100;
+  auto r = f.request();
+  r.policy.policy = Policy::kE2e;
+  r.max_tokens = 100;  // p0: 100 + 10000 ms; p1: 500 + 1000 ms
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_DOUBLE_EQ(d.candidates[0].score, 1500);
+  r.max_tokens = 1;  // p0: 200 ms; p1: 510 ms
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p1"}));
+  r.max_tokens.reset();
+  r.policy.typical_output_tokens = 2;  // p0: 300 ms; p1: 520 ms
+  EXPECT_DOUBLE_EQ(f.decide(r).candidates[0].score, 300);
+}
+
+TEST(Router, CostPicksTheCheapestThatMeetsTheTtftLimit) {
+  Fixture f({900, 150, 300});
+  f.model->deployments[0].price.output_per_1m = 0.5;  // cheapest, but slow
+  f.model->deployments[1].price.output_per_1m = 8;
+  f.model->deployments[2].price.output_per_1m = 2;
+  f.views[0].stats.ttft_p95_ms = 1200;
+  f.views[1].stats.ttft_p95_ms = 200;
+  f.views[2].stats.ttft_p95_ms = 700;
+  auto r = f.request();
+  r.policy.policy = Policy::kCost;
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p2", "p1"}));
+  r.policy.constraints.max_ttft = 800ms;
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p2", "p1"}));
+  ASSERT_EQ(d.skipped.size(), 1u);
+  EXPECT_EQ(d.skipped[0].deployment, "p0/m");
+  EXPECT_EQ(d.skipped[0].reason, "ttft p95 1200ms over the limit of 800ms");
+  EXPECT_FALSE(d.relaxed);
+  // Nobody meets it: the soft constraint is relaxed, not a failure.
+  r.policy.constraints.max_ttft = 100ms;
+  auto relaxed = f.decide(r);
+  EXPECT_TRUE(relaxed.relaxed);
+  EXPECT_EQ(Fixture::order(relaxed), (Names{"p0", "p2", "p1"}));
+  // The percentile is selectable; without samples the estimate stands in.
+  r.policy.constraints.max_ttft = 800ms;
+  r.policy.constraints.max_ttft_percentile = config::Percentile::kP50;
+  f.views[0].stats.ttft_p50_ms = 600;
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p2", "p1"}));
+}
+
+TEST(Router, BalancedIsTheDocumentedWeightedScore) {
+  Fixture f({100, 300, 200});
+  f.views[0].stats.tps_estimate = 20;   // fastest TTFT, slowest output, priciest
+  f.views[1].stats.tps_estimate = 120;
+  f.views[2].stats.tps_estimate = 70;
+  f.model->deployments[0].price.output_per_1m = 10;
+  f.model->deployments[1].price.output_per_1m = 0;
+  f.model->deployments[2].price.output_per_1m = 5;
+  auto r = f.request();
+  r.policy.policy = Policy::kBalanced;
+  r.policy.weights = {0.5, 0.25, 0.25};
+  auto d = f.decide(r);
+  // p0: 0.5*0 + 0.25*1 + 0.25*1 = 0.5; p1: 0.5*1 + 0 + 0 = 0.5; p2: 0.25 + 0.125 + 0.125 = 0.5.
+  // All equal: config order. Now favour TTFT:
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1", "p2"}));
+  r.policy.weights = {1, 0, 0};
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p2", "p1"}));
+  EXPECT_DOUBLE_EQ(d.candidates[1].score, 0.5);
+  r.policy.weights = {0.2, 0.4, 0.4};  // p0 0.8, p1 0.2, p2 0.5
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p2", "p0"}));
+  EXPECT_NEAR(d.candidates[2].score, 0.8, 1e-12);
+}
+
+TEST(Router, RegionsAreAHardFilterThatIsNeverRelaxed) {
+  Fixture f({100, 200});
+  f.cfg.providers[1].region = "eu-west";
+  auto r = f.request();
+  r.policy.constraints.regions = {"eu-west"};
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1"}));
+  EXPECT_EQ(d.skipped[0].reason, "region us-east not allowed");
+  r.policy.constraints.regions = {"ap-south"};
+  d = f.decide(r);
+  EXPECT_TRUE(d.candidates.empty());
+  EXPECT_EQ(d.error_status, 503);
+  EXPECT_NE(d.error_message.find("p0/m: region us-east not allowed; p1/m: region eu-west not allowed"),
+            std::string::npos)
+      << d.error_message;
+}
+
+TEST(Router, ProviderListsAndThePriceCapAreHardFilters) {
+  Fixture f({100, 200, 300});
+  f.model->deployments[2].price.output_per_1m = 15;
+  auto r = f.request();
+  r.policy.constraints.allow_providers = {"p1", "p2"};
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p1", "p2"}));
+  r.policy.constraints.deny_providers = {"p1"};
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p2"}));
+  r.policy.constraints.max_output_price_per_1m = 10;
+  auto d = f.decide(r);
+  EXPECT_TRUE(d.candidates.empty());
+  EXPECT_EQ(d.skipped[2].reason, "price $15.00/M out over the cap of $10.00");
+}
+
+TEST(Router, UnroutableHealthIsSkippedAndAllCoolingDownIsA429) {
+  Fixture f({100, 200});
+  f.views[0].health.routable = false;
+  f.views[0].health.state = HealthState::kEjected;
+  f.views[0].health.reason = "ejected: 5 consecutive failures, 3.2s left";
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1"}));
+  EXPECT_EQ(d.skipped[0].reason, "ejected: 5 consecutive failures, 3.2s left");
+  for (auto& v : f.views) {
+    v.health.routable = false;
+    v.health.state = HealthState::kCoolingDown;
+  }
+  f.views[0].health.until = f.now + 2500ms;
+  f.views[1].health.until = f.now + 30s;
+  d = f.decide(Policy::kLatency);
+  EXPECT_EQ(d.error_status, 429);
+  EXPECT_EQ(d.retry_after_s, 3);
+}
+
+TEST(Router, RouteOrderGoesFirstAndWithoutFallbacksAlone) {
+  Fixture f({100, 200, 300});
+  auto r = f.request();
+  r.order = {"p2", "p1/m"};
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p2", "p1", "p0"}));
+  EXPECT_TRUE(d.candidates[0].preferred);
+  EXPECT_FALSE(d.candidates[2].preferred);
+  r.policy.allow_fallbacks = false;
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p2"}));
+  EXPECT_EQ(d.skipped.size(), 2u);
+}
+
+TEST(Router, MaxAttemptsTruncatesThePlan) {
+  Fixture f({100, 200, 300});
+  auto r = f.request();
+  r.policy.max_attempts = 2;
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_EQ(d.skipped.back().reason, "beyond max_attempts");
+}
+
+TEST(Router, PriorsComeFromTheExpectationOrTheRegionDistance) {
+  config::Deployment d;
+  config::Provider p;
+  p.region = "eu-west";
+  EXPECT_DOUBLE_EQ(ttft_prior_ms(d, p, "eu-west", 1000ms), 1000);
+  EXPECT_DOUBLE_EQ(ttft_prior_ms(d, p, "eu-central", 1000ms), 1030);
+  EXPECT_DOUBLE_EQ(ttft_prior_ms(d, p, "us-east", 1000ms), 1120);
+  EXPECT_DOUBLE_EQ(ttft_prior_ms(d, p, "", 1000ms), 1060);
+  d.expected_ttft = 180ms;
+  EXPECT_DOUBLE_EQ(ttft_prior_ms(d, p, "us-east", 1000ms), 180);
+}
+
+TEST(Router, ExplainNamesEveryCandidateAndSkip) {
+  Fixture f({143, 200});
+  f.views[1].health.routable = false;
+  f.views[1].health.reason = "half-open: probe in flight";
+  EXPECT_EQ(explain(f.decide(Policy::kLatency)),
+            "p0/m=#1(ttft~143ms), p1/m=skip(half-open: probe in flight)");
+}
+
+}  // namespace
+}  // namespace llmgate::routing
