@@ -49,7 +49,8 @@ llmgate is listening on http://127.0.0.1:$PORT in front of three simulated provi
   groq-sim      us-east  TTFT ~180 ms  ~280 tok/s  \$0.79/1M out  (5% answered 429)
   together-sim  us-west  TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
   euro-sim      eu-west  TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
-Public models: fast-chat (all three, in that order of preference), eu-chat (euro-sim only).
+Public models: fast-chat (all three, latency policy with hedging), cheap-chat (cost policy,
+p95 TTFT under 1.5 s), eu-chat (euro-sim only).
 
 == A streamed request (response headers show the deployment, attempts and TTFT) ==
 MSG
@@ -61,6 +62,17 @@ echo "== A non-streamed request =="
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"eu-chat","max_tokens":12,"messages":[{"role":"user","content":"Say hello"}]}'
 echo; echo
+echo "== Twelve requests to fast-chat, then the router's live table =="
+for i in $(seq 1 12); do
+  curl -sS -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"fast-chat","max_tokens":16,"messages":[{"role":"user","content":"Say hello"}]}'
+done
+curl -sS "http://127.0.0.1:$PORT/admin/routes?format=text"
+echo "== A per-request override: pin euro-sim, and see why in x-llmgate-route =="
+curl -sS -D - -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"fast-chat","max_tokens":4,"route":{"order":["euro-sim"],"allow_fallbacks":false},"messages":[{"role":"user","content":"hi"}]}' \
+  | grep -i '^x-llmgate'
+echo
 echo "== An unknown model: an OpenAI-shaped error =="
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"gpt-nope","messages":[{"role":"user","content":"hi"}]}'
@@ -72,7 +84,8 @@ Call it yourself:
   curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"fast-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
   curl http://127.0.0.1:$PORT/v1/models
-  curl http://127.0.0.1:$PORT/admin/routes     # what the gateway has measured per deployment
+  curl http://127.0.0.1:$PORT/admin/routes              # the router's live table (JSON)
+  curl 'http://127.0.0.1:$PORT/admin/routes?format=text' # ... as a leaderboard
 
 With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
   import OpenAI from "openai";
@@ -86,8 +99,8 @@ With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
   print(client.chat.completions.create(model="fast-chat",
         messages=[{"role": "user", "content": "Hello"}]).choices[0].message.content)
 
-Script a slowdown while it runs (the gateway fails over when groq-sim misses the 3 s TTFT deadline):
-  curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 5000}'
+Script a slowdown while it runs and watch traffic move (x-llmgate-deployment, /admin/routes):
+  curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 900}'
 
 Gateway log: $RUN/llmgate.log (one line per request: deployment, attempts, ttft_ms, tps)
 MSG

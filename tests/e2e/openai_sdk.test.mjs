@@ -45,6 +45,7 @@ server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
 timeouts: {connect: 1s, ttft: 2s, idle: 2s, total: 10s}
+routing: {exploration: 0, defaults: {policy: ordered}}
 providers:
   - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1", api_key_env: E2E_SIM_KEY, region: local}
 models:
@@ -105,6 +106,28 @@ test("streaming completion with usage", async () => {
   assert.equal(contentChunks, 8);
   assert.ok(text.trim().length > 0);
   assert.equal(usage.completion_tokens, 8);
+});
+
+test("a route override passes through the SDK as a body field", async () => {
+  const { data, response } = await client.chat.completions
+    .create({
+      model: "chat",
+      messages: [{ role: "user", content: "Say hello" }],
+      route: { order: ["sim/good"], allow_fallbacks: false },
+    })
+    .withResponse();
+  assert.equal(data.model, "good");
+  assert.equal(response.headers.get("x-llmgate-attempts"), "1");
+  assert.equal(response.headers.get("x-llmgate-policy"), "ordered");
+  assert.match(response.headers.get("x-llmgate-route"), /sim\/down=skip\(not in route\.order/);
+  await assert.rejects(
+    noRetry.chat.completions.create({
+      model: "chat",
+      messages: [{ role: "user", content: "x" }],
+      route: { policy: "fastest" },
+    }),
+    (err) => err instanceof OpenAI.BadRequestError && err.param === "route" && /route\.policy/.test(err.message),
+  );
 });
 
 test("an unknown model surfaces as the SDK's NotFoundError", async () => {

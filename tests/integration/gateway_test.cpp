@@ -665,6 +665,35 @@ TEST_F(GatewayTest, ARetryAfterTakesTheDeploymentOutOfPlansForThatLong) {
   EXPECT_EQ(sim_a_->stats().requests, 1u);
 }
 
+TEST_F(GatewayTest, ConsecutiveFailuresEjectADeploymentFromPlans) {
+  sim::Profile failing = fast_profile();
+  failing.error_rate = 1;
+  failing.error_status = 500;
+  start_sims(failing, fast_profile());
+  start_gateway("2s", "2s", "", "1s",
+                "routing: {exploration: 0, ejection: {consecutive_failures: 2, base_duration: 30s},"
+                " defaults: {policy: ordered}}\n");
+  HttpClient c(port_);
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+    EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=upstream_status(500)");
+    ASSERT_TRUE(recorded(*gw_, "a/model-a", i));
+  }
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_NE(r.header("x-llmgate-route").find("a/model-a=skip(ejected: 2 consecutive failures"),
+            std::string::npos)
+      << r.header("x-llmgate-route");
+  EXPECT_EQ(sim_a_->stats().requests, 2u);
+  auto j = json::parse(c.request("GET", "/admin/routes").body);
+  EXPECT_EQ(j["models"][0]["deployments"][0]["state"], "ejected");
+  EXPECT_EQ(j["models"][0]["deployments"][0]["ejections"], 1);
+}
+
 const std::string kHedgedRouting =
     "routing: {exploration: 0, defaults: {policy: ordered, hedging: {enabled: true, delay: 100ms}}}\n";
 

@@ -125,6 +125,7 @@ struct BadBody {
   const char* route;  // JSON text
   const char* message;
 };
+void PrintTo(const BadBody& b, std::ostream* os) { *os << b.route; }
 
 class RouteOverrideBadBody : public testing::TestWithParam<BadBody> {};
 
@@ -195,6 +196,7 @@ struct BadHeader {
   const char* value;
   const char* message;
 };
+void PrintTo(const BadHeader& h, std::ostream* os) { *os << h.name << ": " << h.value; }
 
 class RouteOverrideBadHeader : public testing::TestWithParam<BadHeader> {};
 
