@@ -125,7 +125,7 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
   for (const auto& m : cfg.models) {
     out += "model " + m.name + "  policy " + config::to_string(m.routing.policy) +
            (m.routing.hedging.enabled ? "  hedging on" : "") + "\n";
-    std::snprintf(line, sizeof line, "  %-4s %-32s %-12s %9s %9s %9s %9s %8s %8s %6s %4s %8s %-12s %s\n",
+    std::snprintf(line, sizeof line, "  %-4s %-44s %-12s %9s %9s %9s %9s %8s %8s %6s %4s %8s %-12s %s\n",
                   "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99",
                   "tps_p50", "chars/s", "err%", "infl", "$/M_out", "region", "score");
     out += line;
@@ -137,7 +137,7 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
       const auto& s = r.s;
       std::string rank = r.rank ? std::to_string(*r.rank) : "-";
       std::snprintf(line, sizeof line,
-                    "  %-4s %-32.32s %-12s %9s %9s %9s %9s %8s %8s %6s %4lld %8s %-12.12s %s\n",
+                    "  %-4s %-44.44s %-12s %9s %9s %9s %9s %8s %8s %6s %4lld %8s %-12.12s %s\n",
                     rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
                     fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
                     fmt_opt("%.0f", s.ttft_p95_ms).c_str(), fmt_opt("%.0f", s.ttft_p99_ms).c_str(),

@@ -42,7 +42,8 @@ class WindowedQuantiles {
   std::chrono::milliseconds window_;
   std::size_t max_samples_;
   std::deque<Sample> samples_;
-  std::vector<double> scratch_;
+  std::vector<double> scratch_;  // the window's values, sorted while sorted_valid_
+  bool sorted_valid_ = false;
 };
 
 }  // namespace llmgate::routing

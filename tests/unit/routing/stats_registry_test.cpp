@@ -103,5 +103,40 @@ TEST(StatsRegistry, TracksInFlightOnEveryPath) {
   EXPECT_EQ(reg.get("p/m", t0)->in_flight, 0);
 }
 
+TEST(StatsRegistry, ADeploymentsOwnPriorReplacesTheGlobalOne) {
+  StatsRegistry reg;  // global prior 1000 ms, 50 tokens/s
+  reg.set_prior("p/m", 180, 300);
+  auto s = reg.get_or_prior("p/m", t0);
+  EXPECT_DOUBLE_EQ(s.ttft_estimate_ms, 180);
+  EXPECT_DOUBLE_EQ(s.ttft_prior_ms, 180);
+  EXPECT_DOUBLE_EQ(s.tps_estimate, 300);
+  // Never seen: the global prior, and the deployment is now known.
+  auto other = reg.get_or_prior("q/m", t0);
+  EXPECT_DOUBLE_EQ(other.ttft_estimate_ms, 1000);
+  EXPECT_EQ(other.deployment, "q/m");
+  // A stale sample relaxes toward the deployment's own prior (relax_tau 60 s).
+  reg.record(success(t0, 580ms, 1, 0ms, 3), t0);
+  EXPECT_NEAR(reg.get("p/m", t0 + 60s)->ttft_estimate_ms, 180 + 400 * std::exp(-1.0), 1e-9);
+}
+
+TEST(StatsRegistry, ALostHedgeCanRaiseTheEstimateButNeverLowerIt) {
+  StatsRegistry reg;
+  reg.record(success(t0, 200ms, 1, 0ms, 3), t0);
+  // Cancelled after 50 ms without a token: its TTFT is > 50 ms, which says nothing new.
+  AttemptRecord lost = failure(t0 + 1s, AttemptOutcome::kHedgeLost);
+  reg.record(lost, t0 + 1s + 50ms);
+  auto s = *reg.get("p/m", t0 + 1s + 50ms);
+  // Unchanged: only the 1.05 s of relaxation toward the 1 s prior shows.
+  EXPECT_NEAR(s.ttft_estimate_ms, 1000 - 800 * std::exp(-1.05 / 60), 1e-9);
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_DOUBLE_EQ(s.error_rate, 0);
+  // Cancelled after 900 ms: at least 900 ms, so the peak-sensitive estimate takes it.
+  reg.record(failure(t0 + 2s, AttemptOutcome::kHedgeLost), t0 + 2s + 900ms);
+  s = *reg.get("p/m", t0 + 2s + 900ms);
+  EXPECT_NEAR(s.ttft_estimate_ms, 900, 1e-9);
+  EXPECT_EQ(s.failures, 0u);
+  EXPECT_FALSE(s.ttft_p90_ms.has_value() && *s.ttft_p90_ms > 200);  // not a real TTFT sample
+}
+
 }  // namespace
 }  // namespace llmgate::routing
