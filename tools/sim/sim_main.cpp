@@ -43,7 +43,7 @@ options:
 
 A profile is JSON/YAML with keys ttft_ms, tps, output_tokens, error_rate,
 error_status, retry_after_s, stall_before_first_token_ms, stall_after_tokens,
-stall_ms, cut_after_tokens, malformed_after_tokens, region. See README.md.
+stall_ms, cut_after_tokens, malformed_after_tokens, fault_rate, region. See README.md.
 )";
 
 struct UsageError : std::runtime_error {

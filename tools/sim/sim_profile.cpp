@@ -154,6 +154,9 @@ Profile profile_from_json(const json& j, const Profile& base) {
         p.retry_after_s = read_int(v, key);
         if (*p.retry_after_s < 0) fail(key, "must be >= 0 or null");
       }
+    } else if (key == "fault_rate") {
+      p.fault_rate = read_number(v, key);
+      if (p.fault_rate < 0 || p.fault_rate > 1) fail(key, "must be in [0, 1]");
     } else if (key == "stall_before_first_token_ms") {
       p.stall_before_first_token_ms = read_int(v, key);
     } else if (key == "stall_after_tokens") {
@@ -186,6 +189,7 @@ json profile_to_json(const Profile& p) {
       {"error_rate", p.error_rate},
       {"error_status", p.error_status},
       {"retry_after_s", p.retry_after_s ? json(*p.retry_after_s) : json(nullptr)},
+      {"fault_rate", p.fault_rate},
       {"stall_before_first_token_ms", p.stall_before_first_token_ms},
       {"stall_after_tokens", p.stall_after_tokens},
       {"stall_ms", p.stall_ms},
@@ -233,6 +237,21 @@ bool sample_error(const Profile& p, Rng& rng) {
   // Always draw, so that the rest of the sequence does not depend on the rate.
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   return u < p.error_rate;
+}
+
+bool sample_faults(const Profile& p, Rng& rng) {
+  // Always draw, like sample_error: changing the rate leaves the other draws alone.
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  return u < p.fault_rate;
+}
+
+Profile without_faults(Profile p) {
+  p.stall_before_first_token_ms = -1;
+  p.stall_after_tokens = -1;
+  p.stall_ms = 0;
+  p.cut_after_tokens = -1;
+  p.malformed_after_tokens = -1;
+  return p;
 }
 
 std::string_view token_text(std::size_t index) { return kWords[index % kWords.size()]; }

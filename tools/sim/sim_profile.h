@@ -30,7 +30,9 @@ struct Profile {
   double error_rate = 0;  // share of requests answered with error_status
   int error_status = 500;
   std::optional<int> retry_after_s;  // Retry-After on error responses
-  // Faults (a value < 0 disables the fault):
+  // Faults (a value < 0 disables the fault). A request gets all of them with
+  // probability fault_rate and none of them otherwise (one draw per request):
+  double fault_rate = 1;
   int stall_before_first_token_ms = -1;  // headers + role chunk, then silence this long
   int stall_after_tokens = -1;           // after N content tokens ...
   int stall_ms = 0;                      // ... stall this long
@@ -50,7 +52,8 @@ struct Profile {
 //   output_tokens:  number | {"min": n, "max": n}
 //   error_rate [0,1], error_status [400,599], retry_after_s (int | null),
 //   stall_before_first_token_ms, stall_after_tokens, stall_ms,
-//   cut_after_tokens, malformed_after_tokens (int, < 0 disables), region.
+//   cut_after_tokens, malformed_after_tokens (int, < 0 disables),
+//   fault_rate [0,1], region.
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 
@@ -73,6 +76,11 @@ double sample_ttft_ms(const Profile& p, Rng& rng);            // >= 0
 double sample_tokens_per_second(const Profile& p, Rng& rng);  // >= kMinTokensPerSecond
 int sample_output_tokens(const Profile& p, Rng& rng);         // uniform in [min, max]
 bool sample_error(const Profile& p, Rng& rng);                // true with p.error_rate
+bool sample_faults(const Profile& p, Rng& rng);               // true with p.fault_rate
+
+// `p` with every fault disabled (stalls, cut, malformed): what a request that
+// drew "no faults" is answered with.
+Profile without_faults(Profile p);
 
 // ---------------------------------------------------------------------------
 // Text. Token i of every completion is the same, so a streamed and a

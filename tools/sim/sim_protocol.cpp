@@ -167,11 +167,13 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
 
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng) {
   ChatPlan plan;
-  // Fixed draw order (error, ttft, tps, length) keeps a seeded run reproducible.
+  // Fixed draw order (error, ttft, tps, length, faults) keeps a seeded run
+  // reproducible.
   plan.inject_error = sample_error(profile, rng);
   plan.ttft_ms = sample_ttft_ms(profile, rng);
   plan.tokens_per_second = sample_tokens_per_second(profile, rng);
   plan.completion_tokens = sample_output_tokens(profile, rng);
+  plan.faults = sample_faults(profile, rng);
   if (request.max_tokens && plan.completion_tokens > *request.max_tokens) {
     plan.completion_tokens = static_cast<int>(*request.max_tokens);
     plan.capped = true;

@@ -51,6 +51,7 @@ struct ChatPlan {
   double tokens_per_second = 1;
   int completion_tokens = 0;
   bool capped = false;  // max_tokens cut the sampled length: finish_reason "length"
+  bool faults = true;   // the profile's faults apply to this request (Profile::fault_rate)
   std::string_view finish_reason() const { return capped ? "length" : "stop"; }
 };
 

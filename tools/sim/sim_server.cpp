@@ -450,6 +450,7 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
   ex.profile = profile_for(ex.chat.model);
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
+  if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
   const std::uint64_t n = next_id.fetch_add(1) + 1;
   ex.id = "chatcmpl-sim-" + std::to_string(n);
   ex.request_id = "req_sim_" + std::to_string(n);

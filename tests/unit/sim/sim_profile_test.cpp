@@ -42,6 +42,7 @@ TEST(SimProfileJson, ToJsonThenFromJsonRoundTrips) {
   p.stall_ms = 300;
   p.cut_after_tokens = 7;
   p.malformed_after_tokens = 3;
+  p.fault_rate = 0.1;
   p.region = "us-east";
   EXPECT_EQ(profile_to_json(profile_from_json(profile_to_json(p))), profile_to_json(p));
 }
@@ -128,6 +129,48 @@ TEST(SimProfileJson, OutOfRangeValuesAreRejectedWithTheKey) {
   EXPECT_THAT(parse_error({{"output_tokens", {{"min", 9}, {"max", 3}}}}),
               HasSubstr("output_tokens"));
   EXPECT_THAT(parse_error({{"output_tokens", -1}}), HasSubstr("output_tokens"));
+}
+
+TEST(SimProfileJson, FaultRateDefaultsToOneAndIsReadAndWritten) {
+  EXPECT_DOUBLE_EQ(Profile{}.fault_rate, 1);
+  EXPECT_EQ(profile_to_json(Profile{})["fault_rate"], 1.0);
+  const Profile p =
+      profile_from_json({{"stall_before_first_token_ms", 600000}, {"fault_rate", 0.1}});
+  EXPECT_DOUBLE_EQ(p.fault_rate, 0.1);
+  EXPECT_EQ(p.stall_before_first_token_ms, 600000);
+  EXPECT_DOUBLE_EQ(profile_from_json({{"fault_rate", 0}}).fault_rate, 0);
+  EXPECT_DOUBLE_EQ(profile_from_json({{"fault_rate", 1}}).fault_rate, 1);
+  // A partial update that does not name it keeps it.
+  EXPECT_DOUBLE_EQ(profile_from_json({{"cut_after_tokens", 3}}, p).fault_rate, 0.1);
+}
+
+TEST(SimProfileJson, FaultRateOutsideZeroOneOrNotANumberIsRejected) {
+  EXPECT_THAT(parse_error({{"fault_rate", 1.01}}), HasSubstr("fault_rate"));
+  EXPECT_THAT(parse_error({{"fault_rate", -0.1}}), HasSubstr("fault_rate"));
+  EXPECT_THAT(parse_error({{"fault_rate", "10%"}}), HasSubstr("fault_rate"));
+  EXPECT_THAT(parse_error({{"fault_rate", nullptr}}), HasSubstr("fault_rate"));
+}
+
+TEST(SimProfileJson, WithoutFaultsDisablesEveryFaultAndKeepsTheRest) {
+  Profile p;
+  p.ttft = {Distribution::Kind::kLogNormal, 350, 120};
+  p.error_rate = 0.2;
+  p.region = "eu-west";
+  p.fault_rate = 0.3;
+  p.stall_before_first_token_ms = 1000;
+  p.stall_after_tokens = 5;
+  p.stall_ms = 300;
+  p.cut_after_tokens = 7;
+  p.malformed_after_tokens = 3;
+  const Profile q = without_faults(p);
+  EXPECT_LT(q.stall_before_first_token_ms, 0);
+  EXPECT_LT(q.stall_after_tokens, 0);
+  EXPECT_EQ(q.stall_ms, 0);
+  EXPECT_LT(q.cut_after_tokens, 0);
+  EXPECT_LT(q.malformed_after_tokens, 0);
+  EXPECT_EQ(profile_to_json(q)["ttft_ms"], profile_to_json(p)["ttft_ms"]);
+  EXPECT_DOUBLE_EQ(q.error_rate, 0.2);
+  EXPECT_EQ(q.region, "eu-west");
 }
 
 TEST(SimProfileJson, NegativeFaultPositionsDisableFaults) {

@@ -86,6 +86,23 @@ TEST(SimChatPlan, MaxTokensCapsTheLengthAndFinishesWithLength) {
   EXPECT_EQ(exact.finish_reason(), "stop");
 }
 
+TEST(SimChatPlan, FaultRateDecidesPerRequestWhetherFaultsApply) {
+  Profile p;
+  p.stall_before_first_token_ms = 600000;
+  p.fault_rate = 0.25;
+  const ChatRequest r;
+  Rng rng(5);
+  int faulted = 0;
+  constexpr int kPlans = 20000;
+  for (int i = 0; i < kPlans; ++i) faulted += plan_chat(r, p, rng).faults;
+  EXPECT_NEAR(faulted / double(kPlans), 0.25, 0.015);
+
+  p.fault_rate = 1;
+  EXPECT_TRUE(plan_chat(r, p, rng).faults);
+  p.fault_rate = 0;
+  EXPECT_FALSE(plan_chat(r, p, rng).faults);
+}
+
 TEST(SimChunkFormatter, EveryEventIsOneCompleteJsonDataLine) {
   const ChunkFormatter f("chatcmpl-sim-7", 1700000000, "gpt-\"q\"", /*include_usage=*/false);
   std::string role, content, finish;

@@ -98,6 +98,43 @@ TEST(SimSampler, ErrorRateIsTheShareOfInjectedErrors) {
   for (int i = 0; i < 1000; ++i) EXPECT_TRUE(sample_error(p, rng));
 }
 
+TEST(SimSampler, FaultRateIsTheShareOfRequestsWithFaults) {
+  Profile p;
+  p.fault_rate = 0.1;
+  Rng rng(13);
+  int faulted = 0;
+  constexpr int kDraws = 40000;
+  for (int i = 0; i < kDraws; ++i) faulted += sample_faults(p, rng);
+  EXPECT_NEAR(faulted / double(kDraws), 0.1, 0.01);
+
+  p.fault_rate = 0;
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(sample_faults(p, rng));
+  p.fault_rate = 1;  // the default: faults apply to every request, as before
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(sample_faults(p, rng));
+}
+
+TEST(SimSampler, FaultRateDoesNotShiftTheOtherDraws) {
+  // The fault draw is made whatever the rate, so two runs that differ only in
+  // fault_rate see the same TTFTs, speeds and lengths.
+  Profile p =
+      profile_from_json({{"ttft_ms", {{"dist", "lognormal"}, {"mean", 300}, {"stddev", 90}}},
+                         {"output_tokens", {{"min", 1}, {"max", 500}}},
+                         {"stall_before_first_token_ms", 5000}});
+  auto draw = [&](double rate) {
+    p.fault_rate = rate;
+    Rng rng(21);
+    std::vector<double> v;
+    for (int i = 0; i < 100; ++i) {
+      v.push_back(sample_ttft_ms(p, rng));
+      v.push_back(sample_output_tokens(p, rng));
+      sample_faults(p, rng);
+    }
+    return v;
+  };
+  EXPECT_EQ(draw(0), draw(1));
+  EXPECT_EQ(draw(0), draw(0.37));
+}
+
 TEST(SimSampler, SameSeedGivesTheSameSequence) {
   Profile p =
       profile_from_json({{"ttft_ms", {{"dist", "lognormal"}, {"mean", 300}, {"stddev", 90}}},

@@ -12,6 +12,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -299,6 +300,46 @@ TEST_F(SimServerTest, MalformedAfterTokensSendsOneBadEventThenCarriesOn) {
   EXPECT_EQ(events[2], "{not json");  // after role and one token
   EXPECT_EQ(content_of(events), completion_text(4));
   EXPECT_EQ(events.back(), "[DONE]");
+}
+
+TEST_F(SimServerTest, FaultRateZeroAnswersNormallyDespiteConfiguredFaults) {
+  Profile p = fast_profile(4);
+  p.stall_before_first_token_ms = 600000;
+  p.cut_after_tokens = 1;
+  p.malformed_after_tokens = 1;
+  p.fault_rate = 0;
+  start(options_with("m", p));
+  Client c(port_);
+  const auto events = events_of(c.post(chat_body("m", true)).body());
+  EXPECT_EQ(content_of(events), completion_text(4));
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(std::count(events.begin(), events.end(), "{not json"), 0);
+  EXPECT_EQ(server_->stats().streams_cut, 0u);
+}
+
+TEST_F(SimServerTest, FaultRateAppliesAllFaultsToAShareOfRequests) {
+  Profile p = fast_profile(4);
+  p.cut_after_tokens = 2;
+  p.malformed_after_tokens = 1;
+  p.fault_rate = 0.5;
+  start(options_with("m", p));
+  constexpr int kRequests = 60;
+  int faulted = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    Client c(port_);  // a cut stream closes the connection
+    c.send(http::verb::post, "/v1/chat/completions", chat_body("m", true));
+    http::response_parser<http::string_body> parser;
+    beast::error_code ec;
+    http::read(c.stream(), c.buffer(), parser, ec);
+    const std::string& body = parser.get().body();
+    const bool malformed = body.find("data: {not json") != std::string::npos;
+    const bool done = body.find("[DONE]") != std::string::npos;
+    EXPECT_NE(malformed, done) << "all faults or none: " << body;  // cut => no [DONE]
+    faulted += malformed;
+  }
+  EXPECT_GT(faulted, kRequests / 5);
+  EXPECT_LT(faulted, kRequests * 4 / 5);
+  EXPECT_TRUE(eventually([&] { return server_->stats().streams_cut == unsigned(faulted); }));
 }
 
 TEST_F(SimServerTest, HeadersAndRoleChunkArriveBeforeTheFirstToken) {
