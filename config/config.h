@@ -123,7 +123,7 @@ struct Deployment {
 // ---- Routing (docs/routing.md) ---------------------------------------------
 
 enum class Policy {
-  kLatency,     // lowest expected TTFT x (in-flight + 1)
+  kLatency,     // lowest expected TTFT, load-aware (see Routing::load_factor)
   kThroughput,  // highest output speed (chars/s across models, tokens/s within one)
   kE2e,         // lowest TTFT + expected output tokens / TPS
   kCost,        // cheapest that meets the constraints, then latency
@@ -195,6 +195,8 @@ struct RetryBudget {
 struct Routing {
   std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
   double exploration = 0.03;
+  // latency: expected TTFT = estimate x (1 + load_factor x attempts awaiting their first token)
+  double load_factor = 0.25;
   double deadline_factor = 3.0;  // TTFT deadline = live p95 x factor ...
   Duration min_ttft_deadline{250};  // ... at least this, at most timeouts.ttft
   Duration ttft_prior{1'000};

@@ -14,6 +14,7 @@ namespace {
 
 constexpr double kMaxExploration = 0.5;
 constexpr double kMaxDeadlineFactor = 100;
+constexpr double kMaxLoadFactor = 10;
 constexpr std::int64_t kMaxMinTokensForTps = 100'000;
 constexpr unsigned kMaxConsecutiveFailures = 1'000;
 constexpr unsigned kMaxMinRequests = 1'000'000;
@@ -284,6 +285,7 @@ Routing read_routing(const ConfigNode& node, const std::vector<Provider>& provid
     m.read("region", routing.region, &ConfigNode::string);
     m.read("exploration", routing.exploration, number_in(0, kMaxExploration));
     m.read("deadline_factor", routing.deadline_factor, number_in(1, kMaxDeadlineFactor));
+    m.read("load_factor", routing.load_factor, number_in(0, kMaxLoadFactor));
     m.read("min_ttft_deadline", routing.min_ttft_deadline, &ConfigNode::duration);
     if (auto priors = m.optional("priors")) read_priors(*priors, routing);
     if (auto estimator = m.optional("estimator")) read_estimator(*estimator, routing);

@@ -211,6 +211,7 @@ class ChatProxy {
   Clock::time_point total_deadline_{};
   int attempt_no_ = 0;
   Race* race_ = nullptr;
+  routing::StatsRegistry::InFlight* in_flight_[2] = {nullptr, nullptr};  // per race branch
   std::vector<std::string> failures_;   // "deployment: reason", for the final error
   std::vector<std::string> failed_short_;  // "deployment=outcome", for x-llmgate-failed
   std::vector<AttemptOutcome> outcomes_;
@@ -336,6 +337,11 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     ~Report() { self.finish_attempt(pc, rec, branch); }
   } report{*this, pc, rec, branch};
   routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.deployment);
+  in_flight_[branch] = &in_flight;
+  struct Unset {
+    routing::StatsRegistry::InFlight*& slot;
+    ~Unset() { slot = nullptr; }
+  } unset{in_flight_[branch]};
 
   AttemptResult r = co_await attempt(c, rec, branch);
   if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
@@ -762,6 +768,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       // The first output: this attempt takes the client (a hedge race ends here).
       if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
       claimed = true;
+      if (auto* f = in_flight_[branch]) f->first_token();
     }
     if (streaming && !committed && (rec.first_token || saw_finish || done)) {
       if (!co_await commit()) {

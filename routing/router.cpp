@@ -160,8 +160,10 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   });
   for (auto& w : hard_ok) {
     const DeploymentStats& s = w.view->stats;
-    const auto load = std::max<std::int64_t>(0, s.in_flight) + 1;
-    w.pc.expected_ttft_ms = s.ttft_estimate_ms * static_cast<double>(load);
+    // Load: attempts still waiting for their first token are what queues at
+    // a provider (prefill); streams already decoding barely delay a new one.
+    const auto waiting = static_cast<double>(std::max<std::int64_t>(0, s.awaiting_first_token));
+    w.pc.expected_ttft_ms = s.ttft_estimate_ms * (1 + options.load_factor * waiting);
     if (same_model) {
       w.pc.speed = s.tps_estimate;
     } else {

@@ -37,9 +37,10 @@ struct RouterOptions {
   double exploration = 0.03;
   double deadline_factor = 3.0;
   std::chrono::milliseconds min_ttft_deadline{250};
+  double load_factor = 0.25;
 
   static RouterOptions from(const config::Routing& r) {
-    return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline};
+    return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline, r.load_factor};
   }
 };
 
@@ -61,7 +62,7 @@ struct DeploymentView {
 struct PlannedCandidate {
   Candidate candidate;             // timeouts.ttft holds the derived deadline
   double score = 0;                // the policy's score: lower is better
-  double expected_ttft_ms = 0;     // estimate x (in-flight + 1)
+  double expected_ttft_ms = 0;     // estimate x (1 + load_factor x awaiting first token)
   double speed = 0;                // output speed the policy compared
   bool speed_is_chars = false;     // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};

@@ -47,12 +47,23 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment)
     : registry_(r), deployment_(std::move(deployment)) {
   std::lock_guard lock(registry_.mu_);
-  ++registry_.entry(deployment_).counters.in_flight;
+  auto& c = registry_.entry(deployment_).counters;
+  ++c.in_flight;
+  ++c.awaiting_first_token;
+}
+
+void StatsRegistry::InFlight::first_token() {
+  if (!awaiting_) return;
+  awaiting_ = false;
+  std::lock_guard lock(registry_.mu_);
+  --registry_.entry(deployment_).counters.awaiting_first_token;
 }
 
 StatsRegistry::InFlight::~InFlight() {
   std::lock_guard lock(registry_.mu_);
-  --registry_.entry(deployment_).counters.in_flight;
+  auto& c = registry_.entry(deployment_).counters;
+  --c.in_flight;
+  if (awaiting_) --c.awaiting_first_token;
 }
 
 StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) const {

@@ -48,6 +48,7 @@ struct DeploymentStats {
   std::uint64_t successes = 0;
   std::uint64_t failures = 0;
   std::int64_t in_flight = 0;
+  std::int64_t awaiting_first_token = 0;  // in flight and still without output (queued or prefilling)
   std::uint64_t output_tokens = 0;
   std::optional<double> last_ttft_ms;
   std::optional<double> last_tps;
@@ -74,12 +75,15 @@ class StatsRegistry {
    public:
     InFlight(StatsRegistry& r, std::string deployment);
     ~InFlight();
+    // The attempt produced its first output token: no longer awaiting one.
+    void first_token();
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
 
    private:
     StatsRegistry& registry_;
     std::string deployment_;
+    bool awaiting_ = true;
   };
 
   void record(const AttemptRecord& record, Clock::time_point now = Clock::now());

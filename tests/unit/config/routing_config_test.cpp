@@ -370,7 +370,7 @@ const ErrorCase kErrors[] = {
     {"UnknownKeyUnderRouting", "routing: {exploraton: 0.1}\n",
      R"(cfg.yaml: routing: unknown key "exploraton" (did you mean "exploration"?))"},
     {"UnknownKeyUnderRoutingListsTheKeys", "routing: {colour: red}\n",
-     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, deadline_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, defaults))"},
+     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, deadline_factor, load_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, defaults))"},
     {"UnknownKeyInAModelsRouting", model_with_routing("{constraints: {max_tft: 1s}}"),
      R"(cfg.yaml: models[0].routing.constraints: unknown key "max_tft" (did you mean "max_ttft"?))"},
     {"UnknownKeyInHedging", "routing: {defaults: {hedging: {enable: true}}}\n",

@@ -16,7 +16,7 @@ struct Fixture {
   config::Config cfg;
   config::Model* model;
   std::vector<DeploymentView> views;
-  RouterOptions options{0.0, 3.0, 250ms};
+  RouterOptions options{0.0, 3.0, 250ms, 0.25};
   Clock::time_point now = Clock::time_point{} + 1h;
 
   explicit Fixture(std::vector<double> ttft_estimates) {
@@ -67,12 +67,17 @@ TEST(Router, LatencyOrdersByExpectedTtftAndKeepsConfigOrderOnTies) {
   EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p3", "p1", "p0", "p2"}));
 }
 
-TEST(Router, LatencyMultipliesTheEstimateByTheLoad) {
+TEST(Router, LatencyWeighsInTheAttemptsStillAwaitingAFirstToken) {
   Fixture f({100, 150});
-  f.views[0].stats.in_flight = 1;  // 100 x 2 = 200 > 150
+  f.views[0].stats.in_flight = 9;  // decoding streams do not count
+  f.views[0].stats.awaiting_first_token = 1;  // 100 x (1 + 0.25) = 125 < 150
   auto d = f.decide(Policy::kLatency);
-  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
-  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 200);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_DOUBLE_EQ(d.candidates[0].expected_ttft_ms, 125);
+  f.views[0].stats.awaiting_first_token = 3;  // 100 x 1.75 = 175 > 150
+  EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p1", "p0"}));
+  f.options.load_factor = 1;  // the PeakEWMA cost of linkerd: estimate x (pending + 1)
+  EXPECT_DOUBLE_EQ(f.decide(Policy::kLatency).candidates[1].expected_ttft_ms, 400);
 }
 
 TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {

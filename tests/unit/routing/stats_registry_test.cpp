@@ -138,5 +138,22 @@ TEST(StatsRegistry, ALostHedgeCanRaiseTheEstimateButNeverLowerIt) {
   EXPECT_FALSE(s.ttft_p90_ms.has_value() && *s.ttft_p90_ms > 200);  // not a real TTFT sample
 }
 
+TEST(StatsRegistry, CountsAttemptsAwaitingTheirFirstToken) {
+  StatsRegistry reg;
+  {
+    StatsRegistry::InFlight a(reg, "p/m");
+    StatsRegistry::InFlight b(reg, "p/m");
+    EXPECT_EQ(reg.get("p/m", t0)->awaiting_first_token, 2);
+    a.first_token();
+    a.first_token();  // once only
+    auto s = *reg.get("p/m", t0);
+    EXPECT_EQ(s.awaiting_first_token, 1);
+    EXPECT_EQ(s.in_flight, 2);
+  }
+  auto s = *reg.get("p/m", t0);
+  EXPECT_EQ(s.awaiting_first_token, 0);
+  EXPECT_EQ(s.in_flight, 0);
+}
+
 }  // namespace
 }  // namespace llmgate::routing
