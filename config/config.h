@@ -136,7 +136,7 @@ const char* to_string(Policy p);
 std::optional<Policy> parse_policy(std::string_view name);  // "latency", "round_robin", ...
 
 // Which TTFT percentile a max-TTFT constraint applies to.
-enum class Percentile { kP50 = 50, kP95 = 95, kP99 = 99 };
+enum class Percentile { kP50 = 50, kP90 = 90, kP95 = 95, kP99 = 99 };
 
 struct Constraints {
   std::optional<double> max_output_price_per_1m;  // USD per 1M output tokens
@@ -158,7 +158,8 @@ struct BalancedWeights {
 
 struct Hedging {
   bool enabled = false;
-  std::optional<Duration> delay;  // fixed delay; unset = the candidate's live TTFT p90
+  std::optional<Duration> delay;  // fixed delay; unset = the candidate's live TTFT at delay_percentile
+  Percentile delay_percentile = Percentile::kP95;
   Duration min_delay{50};         // floor for the live delay
   double max_extra_ratio = 0.1;   // at most this share of extra upstream requests
 };

@@ -21,8 +21,6 @@ constexpr unsigned kMaxMinRequests = 1'000'000;
 constexpr std::int64_t kMaxTypicalOutputTokens = 1'000'000;
 constexpr unsigned kMaxAttempts = 10;
 
-// hedging.delay: "p90" = no fixed delay, wait for the candidate's live TTFT p90.
-constexpr std::string_view kLiveHedgingDelay = "p90";
 
 // Every policy, in declaration order: parse_policy() and error messages list these.
 constexpr Policy kPolicies[] = {
@@ -35,7 +33,8 @@ struct PercentileName {
   std::string_view name;
 };
 constexpr PercentileName kPercentiles[] = {
-    {Percentile::kP50, "p50"}, {Percentile::kP95, "p95"}, {Percentile::kP99, "p99"}};
+    {Percentile::kP50, "p50"}, {Percentile::kP90, "p90"}, {Percentile::kP95, "p95"},
+    {Percentile::kP99, "p99"}};
 
 // The shortest text that reads back as `value`: 0.5, 1, 100.
 std::string format_number(double value) {
@@ -105,9 +104,16 @@ Percentile read_percentile(const ConfigNode& node) {
   node.fail("unknown percentile " + quote(name) + " (expected one of: " + names + ")");
 }
 
-std::optional<Duration> read_hedging_delay(const ConfigNode& node) {
-  if (node.string() == kLiveHedgingDelay) return std::nullopt;
-  return node.duration();
+// hedging.delay: a fixed duration, or a percentile name ("p95"): no fixed
+// delay, wait for the candidate's live TTFT at that percentile.
+void read_hedging_delay(const ConfigNode& node, Hedging& hedging) {
+  const std::string text = node.string();
+  if (!text.empty() && text[0] == 'p') {
+    hedging.delay.reset();
+    hedging.delay_percentile = read_percentile(node);
+    return;
+  }
+  hedging.delay = node.duration();
 }
 
 std::vector<std::string> read_provider_list(const ConfigNode& node,
@@ -165,7 +171,7 @@ Hedging read_hedging(const ConfigNode& node, const Hedging& base) {
   Hedging hedging = base;
   node.read_map([&](ConfigMap& m) {
     m.read("enabled", hedging.enabled, &ConfigNode::boolean);
-    m.read("delay", hedging.delay, read_hedging_delay);
+    if (auto delay = m.optional("delay")) read_hedging_delay(*delay, hedging);
     m.read("min_delay", hedging.min_delay, &ConfigNode::duration);
     m.read("max_extra_ratio", hedging.max_extra_ratio, number_in(0, 1));
   });

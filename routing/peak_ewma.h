@@ -46,6 +46,20 @@ class PeakEwma {
     ++samples_;
   }
 
+  // A sample that decays in whichever side of the estimate it falls (no peak
+  // rule): for evidence that should move the estimate gradually.
+  void observe_decayed(double sample, TimePoint now) {
+    if (!last_) {
+      value_ = sample;
+    } else {
+      double current = estimate(now);
+      double w = decay_weight(*last_, now, tau_);
+      value_ = current * w + sample * (1 - w);
+    }
+    last_ = now;
+    ++samples_;
+  }
+
   // The estimate at `now`: the prior with no samples, otherwise the value
   // relaxed toward the prior by how long ago the last sample was.
   double estimate(TimePoint now) const {

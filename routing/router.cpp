@@ -41,6 +41,7 @@ std::optional<double> ttft_at(const DeploymentStats& s, config::Percentile p) {
   std::optional<double> v;
   switch (p) {
     case config::Percentile::kP50: v = s.ttft_p50_ms; break;
+    case config::Percentile::kP90: v = s.ttft_p90_ms; break;
     case config::Percentile::kP95: v = s.ttft_p95_ms; break;
     case config::Percentile::kP99: v = s.ttft_p99_ms; break;
   }
@@ -181,9 +182,10 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       w.pc.candidate.timeouts.ttft =
           std::clamp(derived, std::min(options.min_ttft_deadline, configured), configured);
     }
-    // Hedge delay: fixed, or the live p90 (else the estimate), with a floor.
-    double delay_ms = policy.hedging.delay ? static_cast<double>(policy.hedging.delay->count())
-                                           : s.ttft_p90_ms.value_or(s.ttft_estimate_ms);
+    // Hedge delay: fixed, or the live percentile (else the estimate), with a floor.
+    double delay_ms = policy.hedging.delay
+                          ? static_cast<double>(policy.hedging.delay->count())
+                          : ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
     w.pc.hedge_delay = std::max(policy.hedging.min_delay,
                                 milliseconds(static_cast<std::int64_t>(std::ceil(delay_ms))));
   }
@@ -191,21 +193,26 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   // Soft constraints.
   std::vector<Working> cands;
   std::vector<Skipped> soft_skipped;
+  // A deployment without measurements is not judged on a guess: it passes
+  // (unless its configured expectation fails), gets traffic and is measured.
   for (auto& w : hard_ok) {
     const DeploymentStats& s = w.view->stats;
-    if (cons.min_tps && s.tps_estimate < *cons.min_tps) {
+    const config::Deployment& dep = *w.pc.candidate.deployment;
+    const bool tps_known = s.tps_p50.has_value() || dep.expected_tps.has_value();
+    if (cons.min_tps && tps_known && s.tps_estimate < *cons.min_tps) {
       soft_skipped.push_back({w.pc.candidate.deployment->id(),
                               "tps " + fmt("%.0f", s.tps_estimate) + " under the minimum of " +
                                   fmt("%.0f", *cons.min_tps)});
       continue;
     }
     if (cons.max_ttft) {
-      double ttft = ttft_at(s, cons.max_ttft_percentile).value_or(s.ttft_estimate_ms);
-      if (ttft > static_cast<double>(cons.max_ttft->count())) {
+      std::optional<double> ttft = ttft_at(s, cons.max_ttft_percentile);
+      if (!ttft && dep.expected_ttft) ttft = static_cast<double>(dep.expected_ttft->count());
+      if (ttft && *ttft > static_cast<double>(cons.max_ttft->count())) {
         soft_skipped.push_back(
             {w.pc.candidate.deployment->id(),
              "ttft p" + std::to_string(static_cast<int>(cons.max_ttft_percentile)) + " " +
-                 fmt("%.0f", ttft) + "ms over the limit of " + std::to_string(cons.max_ttft->count()) + "ms"});
+                 fmt("%.0f", *ttft) + "ms over the limit of " + std::to_string(cons.max_ttft->count()) + "ms"});
         continue;
       }
     }

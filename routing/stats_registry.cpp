@@ -107,12 +107,24 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   if (ttft) {
     s.last_ttft_ms = ms(*ttft);
   } else if (!ok) {
-    // No first token: a penalty, never faster than what we believed, and at
-    // least as slow as the time it took to fail.
+    // No first token: a penalty sample, at least as slow as the time it took
+    // to fail and `failure_penalty_factor` x the typical (median) TTFT. It
+    // never lowers the estimate. A failure in a row takes effect at once
+    // (peak rule); an isolated one decays in, so a deployment that fails
+    // 1 request in 10 is not abandoned for the other 9. The median, not the
+    // estimate, is the base, so repeated failures do not compound.
     auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
     double elapsed = r.started != Clock::time_point{} ? ms(now - since) : 0.0;
-    double penalty = std::max(elapsed, options_.failure_penalty_factor * e.ttft.estimate(now));
-    e.ttft.observe(penalty, now);
+    const double current = e.ttft.estimate(now);
+    const double typical = e.ttft_window.quantile(0.5, now).value_or(current);
+    const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
+    if (penalty > current) {
+      if (e.failures.consecutive_failures() >= 2) {
+        e.ttft.observe(penalty, now);
+      } else {
+        e.ttft.observe_decayed(penalty, now);
+      }
+    }
   }
 
   if (ok && r.output_tokens && *r.output_tokens >= options_.min_tokens_for_tps) {

@@ -94,16 +94,19 @@ TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
   EXPECT_EQ(d.candidates[4].candidate.timeouts.ttft, 10s);  // nothing known: configured
 }
 
-TEST(Router, HedgeDelayIsTheLiveP90OrTheFixedDelayWithAFloor) {
+TEST(Router, HedgeDelayIsALivePercentileOrTheFixedDelayWithAFloor) {
   Fixture f({400, 400, 400});
-  f.views[0].stats.ttft_p90_ms = 180.2;
-  f.views[1].stats.ttft_p90_ms = 10;  // under the 50 ms floor
-  auto d = f.decide(Policy::kOrdered);
+  f.views[0].stats.ttft_p95_ms = 180.2;
+  f.views[0].stats.ttft_p90_ms = 150;
+  f.views[1].stats.ttft_p95_ms = 10;  // under the 50 ms floor
+  auto d = f.decide(Policy::kOrdered);  // default: the live p95
   EXPECT_EQ(d.candidates[0].hedge_delay, 181ms);
   EXPECT_EQ(d.candidates[1].hedge_delay, 50ms);
-  EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p90: the estimate
+  EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p95: the estimate
   auto r = f.request();
   r.policy.policy = Policy::kOrdered;
+  r.policy.hedging.delay_percentile = config::Percentile::kP90;
+  EXPECT_EQ(f.decide(r).candidates[0].hedge_delay, 150ms);
   r.policy.hedging.delay = 120ms;
   EXPECT_EQ(f.decide(r).candidates[0].hedge_delay, 120ms);
 }
@@ -344,6 +347,29 @@ TEST(Router, ExplainNamesEveryCandidateAndSkip) {
   f.views[1].health.reason = "half-open: probe in flight";
   EXPECT_EQ(explain(f.decide(Policy::kLatency)),
             "p0/m=#1(ttft~143ms), p1/m=skip(half-open: probe in flight)");
+}
+
+TEST(Router, ADeploymentWithoutMeasurementsPassesSoftConstraintsSoItGetsMeasured) {
+  Fixture f({1000, 1000, 1000});  // priors only: no window percentiles, no TPS samples
+  f.model->deployments[0].price.output_per_1m = 0.5;
+  f.model->deployments[1].price.output_per_1m = 2;
+  f.model->deployments[2].price.output_per_1m = 8;
+  auto r = f.request();
+  r.policy.policy = Policy::kCost;
+  r.policy.constraints.max_ttft = 800ms;
+  r.policy.constraints.min_tps = 100;  // the 50 tokens/s prior is a guess, not a measurement
+  auto d = f.decide(r);
+  EXPECT_FALSE(d.relaxed);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1", "p2"}));
+  // A configured expectation is a statement, and is judged.
+  f.model->deployments[0].expected_ttft = 1200ms;
+  f.model->deployments[1].expected_tps = 60;
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p2"}));
+  EXPECT_EQ(d.skipped[0].reason, "ttft p95 1200ms over the limit of 800ms");
+  // Once measured, the measurement decides.
+  f.views[2].stats.ttft_p95_ms = 900;
+  EXPECT_TRUE(f.decide(r).relaxed);
 }
 
 }  // namespace

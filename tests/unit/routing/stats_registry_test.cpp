@@ -64,14 +64,35 @@ TEST(StatsRegistry, AFailureBeforeTheFirstTokenIsAPenaltyNeverFast) {
   // A connect error after 5 ms must not look like a 5 ms TTFT.
   reg.record(failure(t0 + 1s, AttemptOutcome::kConnectError), t0 + 1s + 5ms);
   auto s = *reg.get("p/m", t0 + 1s + 5ms);
-  EXPECT_GE(s.ttft_estimate_ms, 2 * 99.0);
+  // Isolated, it decays in toward 2 x the median (200 ms) instead of jumping.
+  const double before = 1000 - 900 * std::exp(-0.705 / 60);  // relaxed toward the prior
+  const double w = std::exp(-0.705 / 10);
+  EXPECT_NEAR(s.ttft_estimate_ms, before * w + 200 * (1 - w), 1e-9);
   EXPECT_EQ(s.failures, 1u);
   EXPECT_EQ(s.consecutive_failures, 1u);
   double k = std::exp(-0.705 / 30.0);  // the success, 705 ms older, has decayed (tau 30 s)
   EXPECT_NEAR(s.error_rate, 1 / (1 + k), 1e-12);
-  // And a missed 3 s deadline counts at least its 3 s.
+  // A second failure in a row takes effect at once, and a missed 3 s
+  // deadline counts at least its 3 s.
   reg.record(failure(t0 + 2s, AttemptOutcome::kTtftTimeout), t0 + 5s);
-  EXPECT_GE(reg.get("p/m", t0 + 5s)->ttft_estimate_ms, 3000);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 5s)->ttft_estimate_ms, 3000);
+  // Failures do not compound: the penalty is based on the median, not on the
+  // (already penalised) estimate.
+  reg.record(failure(t0 + 6s, AttemptOutcome::kConnectError), t0 + 6s + 5ms);
+  EXPECT_LE(reg.get("p/m", t0 + 6s + 5ms)->ttft_estimate_ms, 3000);
+}
+
+TEST(StatsRegistry, AnIsolatedFailureAfterALongQuietSpellWeighsAsMuchAsThatSpell) {
+  StatsRegistry reg;
+  reg.record(success(t0, 100ms, 1, 0ms, 3), t0);
+  // A 2 s deadline miss, 20 s (two tau) after the last sample: weight 1 - e^-2.
+  reg.record(failure(t0 + 18s, AttemptOutcome::kTtftTimeout), t0 + 20s);
+  const double before = 1000 - 900 * std::exp(-20.0 / 60);
+  const double w = std::exp(-2.0);
+  EXPECT_NEAR(reg.get("p/m", t0 + 20s)->ttft_estimate_ms, before * w + 2000 * (1 - w), 1e-9);
+  // A penalty below the estimate changes nothing: a failure never looks fast.
+  reg.record(failure(t0 + 21s, AttemptOutcome::kConnectError), t0 + 21s);  // 2 x 100 ms
+  EXPECT_NEAR(reg.get("p/m", t0 + 21s)->ttft_estimate_ms, before * w + 2000 * (1 - w), 40);
 }
 
 TEST(StatsRegistry, AClientThatLeftIsNotTheDeploymentsFailure) {
