@@ -159,7 +159,7 @@ struct BalancedWeights {
 struct Hedging {
   bool enabled = false;
   std::optional<Duration> delay;  // fixed delay; unset = the candidate's live TTFT at delay_percentile
-  Percentile delay_percentile = Percentile::kP95;
+  Percentile delay_percentile = Percentile::kP99;
   Duration min_delay{50};         // floor for the live delay
   double max_extra_ratio = 0.1;   // at most this share of extra upstream requests
 };
@@ -197,7 +197,7 @@ struct Routing {
   std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
   double exploration = 0.03;
   // latency: expected TTFT = estimate x (1 + load_factor x attempts awaiting their first token)
-  double load_factor = 0.25;
+  double load_factor = 0.05;
   double deadline_factor = 3.0;  // TTFT deadline = live p95 x factor ...
   Duration min_ttft_deadline{250};  // ... at least this, at most timeouts.ttft
   Duration ttft_prior{1'000};

@@ -37,7 +37,7 @@ struct RouterOptions {
   double exploration = 0.03;
   double deadline_factor = 3.0;
   std::chrono::milliseconds min_ttft_deadline{250};
-  double load_factor = 0.25;
+  double load_factor = 0.05;
 
   static RouterOptions from(const config::Routing& r) {
     return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline, r.load_factor};

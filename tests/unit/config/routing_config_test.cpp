@@ -85,6 +85,7 @@ void expect_default_policy(const RoutingPolicy& p) {
   EXPECT_DOUBLE_EQ(p.weights.price, 0.25);
   EXPECT_FALSE(p.hedging.enabled);
   EXPECT_FALSE(p.hedging.delay.has_value());
+  EXPECT_EQ(p.hedging.delay_percentile, Percentile::kP99);
   EXPECT_EQ(p.hedging.min_delay, milliseconds(50));
   EXPECT_DOUBLE_EQ(p.hedging.max_extra_ratio, 0.1);
 }
@@ -96,6 +97,7 @@ TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
   EXPECT_EQ(r.region, "");
   EXPECT_DOUBLE_EQ(r.exploration, 0.03);
   EXPECT_DOUBLE_EQ(r.deadline_factor, 3.0);
+  EXPECT_DOUBLE_EQ(r.load_factor, 0.05);
   EXPECT_EQ(r.min_ttft_deadline, milliseconds(250));
   EXPECT_EQ(r.ttft_prior, milliseconds(1'000));
   EXPECT_DOUBLE_EQ(r.tps_prior, 50);

@@ -96,13 +96,13 @@ TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
 
 TEST(Router, HedgeDelayIsALivePercentileOrTheFixedDelayWithAFloor) {
   Fixture f({400, 400, 400});
-  f.views[0].stats.ttft_p95_ms = 180.2;
+  f.views[0].stats.ttft_p99_ms = 180.2;
   f.views[0].stats.ttft_p90_ms = 150;
-  f.views[1].stats.ttft_p95_ms = 10;  // under the 50 ms floor
-  auto d = f.decide(Policy::kOrdered);  // default: the live p95
+  f.views[1].stats.ttft_p99_ms = 10;  // under the 50 ms floor
+  auto d = f.decide(Policy::kOrdered);  // default: the live p99
   EXPECT_EQ(d.candidates[0].hedge_delay, 181ms);
   EXPECT_EQ(d.candidates[1].hedge_delay, 50ms);
-  EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p95: the estimate
+  EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p99: the estimate
   auto r = f.request();
   r.policy.policy = Policy::kOrdered;
   r.policy.hedging.delay_percentile = config::Percentile::kP90;
