@@ -307,9 +307,16 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   }
   const auto now = Clock::now();
   rs_.stats.record(rec, now);
+  // Missing a deadline derived from the deployment's own recent p95 means it
+  // is slow, not broken: the estimator (a penalty sample) moves traffic off
+  // it, and ejecting it would only keep it out after it recovers. Silence
+  // for the whole configured TTFT timeout is a failure for health.
+  const bool merely_slow =
+      rec.outcome == AttemptOutcome::kTtftTimeout &&
+      pc.candidate.timeouts.ttft < cfg_.timeouts_for(*pc.candidate.provider).ttft;
   const bool neutral = rec.outcome == AttemptOutcome::kClientGone ||
                        rec.outcome == AttemptOutcome::kClientError ||
-                       rec.outcome == AttemptOutcome::kHedgeLost;
+                       rec.outcome == AttemptOutcome::kHedgeLost || merely_slow;
   if (neutral) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {

@@ -635,6 +635,15 @@ TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
   EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
   EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=ttft_timeout");
   EXPECT_LT(took, std::chrono::seconds(10));  // behaviour, not timing: far below 20 s
+  // Missing its own derived deadline makes a slow, not broken: five more in a
+  // row (the ejection threshold) do not eject it.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  }
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 11));
+  EXPECT_EQ(gw_->routing().health.peek("a/model-a", Clock::now()).state,
+            routing::HealthState::kHealthy);
+  EXPECT_EQ(gw_->stats().get("a/model-a")->consecutive_failures, 6u);
 }
 
 TEST_F(GatewayTest, ARetryAfterTakesTheDeploymentOutOfPlansForThatLong) {
