@@ -776,6 +776,10 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
       claimed = true;
       if (auto* f = in_flight_[branch]) f->first_token();
+      if (auto t = rec.ttft()) {
+        rs_.stats.record_first_token(rec.deployment, *t);
+        rec.ttft_recorded = true;
+      }
     }
     if (streaming && !committed && (rec.first_token || saw_finish || done)) {
       if (!co_await commit()) {

@@ -47,6 +47,7 @@ struct AttemptRecord {
   bool reused_connection = false;
   std::optional<int> retry_after_s;
   std::string detail;  // human-readable reason for failures
+  bool ttft_recorded = false;  // the TTFT went to the stats at the first token already
 
   std::optional<std::chrono::microseconds> ttft() const {
     if (!first_token) return std::nullopt;

@@ -85,7 +85,7 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   // A first token that arrived is a real TTFT sample, whatever happened after
   // it — even if the client then left.
   const auto ttft = r.ttft();
-  if (ttft) {
+  if (ttft && !r.ttft_recorded) {
     e.ttft.observe(ms(*ttft), now);
     e.ttft_window.add(ms(*ttft), now);
   }
@@ -155,6 +155,14 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.error_rate = e.failures.error_rate(now);
   s.consecutive_failures = e.failures.consecutive_failures();
   return s;
+}
+
+void StatsRegistry::record_first_token(const std::string& deployment, std::chrono::microseconds ttft,
+                                       Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  Entry& e = entry(deployment);
+  e.ttft.observe(ms(ttft), now);
+  e.ttft_window.add(ms(ttft), now);
 }
 
 void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps) {

@@ -87,6 +87,11 @@ class StatsRegistry {
   };
 
   void record(const AttemptRecord& record, Clock::time_point now = Clock::now());
+  // The TTFT sample as soon as the first token arrives, so the next decision
+  // already knows it (a stream can run for seconds more). The attempt's
+  // record() then skips its TTFT (AttemptRecord::ttft_recorded).
+  void record_first_token(const std::string& deployment, std::chrono::microseconds ttft,
+                          Clock::time_point now = Clock::now());
   // A deployment's own cold-start prior (configured expected TTFT/TPS, or the
   // default plus a region-distance term), instead of the global one.
   void set_prior(const std::string& deployment, double ttft_ms, double tps);

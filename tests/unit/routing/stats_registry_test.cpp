@@ -176,5 +176,18 @@ TEST(StatsRegistry, CountsAttemptsAwaitingTheirFirstToken) {
   EXPECT_EQ(s.in_flight, 0);
 }
 
+TEST(StatsRegistry, ATtftRecordedAtTheFirstTokenIsNotCountedTwice) {
+  StatsRegistry reg;
+  auto r = success(t0, 100ms, 20, 200ms, 80);
+  reg.record_first_token("p/m", std::chrono::microseconds(100'000), t0 + 100ms);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 100ms)->ttft_estimate_ms, 100);  // known before the end
+  r.ttft_recorded = true;
+  reg.record(r, t0 + 300ms);
+  auto s = *reg.get("p/m", t0 + 300ms);
+  EXPECT_EQ(s.ttft_samples, 1u);
+  EXPECT_EQ(s.attempts, 1u);
+  EXPECT_DOUBLE_EQ(*s.last_ttft_ms, 100);
+}
+
 }  // namespace
 }  // namespace llmgate::routing
