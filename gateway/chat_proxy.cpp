@@ -173,6 +173,8 @@ class ChatProxy {
         client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
 
   net::awaitable<bool> run(const config::Model& model);
+  // For llmgate_requests_total: success, error, rejected or client_gone.
+  const char* outcome() const { return outcome_; }
 
  private:
   // One attempt with its bookkeeping (in-flight count, statistics, health),
@@ -219,6 +221,7 @@ class ChatProxy {
   std::optional<int> min_retry_after_;
   bool all_rate_limited_ = true;
   bool budget_exhausted_ = false;
+  const char* outcome_ = "client_gone";
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
@@ -248,6 +251,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 
   if (decision_.candidates.empty()) {
     release_untried_probes();
+    outcome_ = "rejected";
     ApiError e{decision_.error_status, decision_.error_status == 429 ? "rate_limit_error" : "service_unavailable",
                decision_.error_message, std::nullopt,
                decision_.error_status == 429 ? "upstream_rate_limited" : "no_route", decision_.retry_after_s};
@@ -293,6 +297,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     }
   }
   release_untried_probes();
+  outcome_ = "error";
   ApiError e = all_failed_error();
   Response res = make_error_response(rc_, e);
   add_route_headers(res, nullptr);
@@ -307,6 +312,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   }
   const auto now = Clock::now();
   rs_.stats.record(rec, now);
+  worker_.metrics->on_attempt(req_.model, rec);
   // Missing a deadline derived from the deployment's own recent p95 means it
   // is slow, not broken: the estimator (a penalty sample) moves traffic off
   // it, and ejecting it would only keep it out after it recovers. Silence
@@ -353,6 +359,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   AttemptResult r = co_await attempt(c, rec, branch);
   if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
   if (r.responded) {
+    outcome_ = rec.outcome == AttemptOutcome::kSuccess ? "success"
+               : rec.outcome == AttemptOutcome::kClientGone ? "client_gone"
+                                                            : "error";
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
     log_request(&rec);
@@ -922,6 +931,16 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   }
   ChatProxy proxy(worker, client, request, rc, std::move(req),
                   std::move(std::get<routing::RouteOverride>(parsed_route)));
+  worker.metrics->request_started();
+  struct Count {
+    Metrics& m;
+    const ChatProxy& proxy;
+    const std::string& model;
+    ~Count() {
+      m.on_request(model, proxy.outcome());
+      m.request_finished();
+    }
+  } count{*worker.metrics, proxy, model->name};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   std::variant<bool, std::monostate> r =

@@ -81,6 +81,7 @@ struct Gateway::Impl {
 
   std::shared_ptr<const config::Config> config;
   std::unique_ptr<routing::RoutingState> routing;
+  std::unique_ptr<Metrics> metrics;
   std::map<std::string, std::shared_ptr<providers::ssl::context>> tls_contexts;
   std::vector<std::unique_ptr<WorkerThread>> workers;
   std::atomic<bool> ready{false};
@@ -99,6 +100,7 @@ struct Gateway::Impl {
 Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
   impl_->routing = std::make_unique<routing::RoutingState>(*impl_->config);
+  impl_->metrics = std::make_unique<Metrics>(*impl_->config);
   for (const auto& p : impl_->config->providers) {
     if (p.base_url.tls) impl_->tls_contexts[p.name] = providers::make_tls_context(p);
   }
@@ -120,7 +122,8 @@ std::vector<std::uint16_t> Gateway::start() {
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<Impl::WorkerThread>();
     w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor(), impl_->tls_contexts);
-    w->worker = Worker{impl_->config, impl_->routing.get(), w->pools.get(), std::mt19937_64(0x9e3779b9u + i)};
+    w->worker = Worker{impl_->config, impl_->routing.get(), impl_->metrics.get(), w->pools.get(),
+                       std::mt19937_64(0x9e3779b9u + i)};
     for (std::size_t l = 0; l < server.listeners.size(); ++l) {
       const auto& listener = server.listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -310,6 +313,12 @@ Response Gateway::Impl::simple_response(const Request& req, std::string_view pat
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
     return get ? make_json_response(rc, http::status::ok, models_body()) : wrong_method("GET");
+  }
+  if (path == "/metrics") {
+    if (!get) return wrong_method("GET");
+    Response res = make_json_response(rc, http::status::ok, metrics->scrape(*routing));
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    return res;
   }
   if (path == "/healthz") {
     // Liveness: this process answers. Never depends on upstreams.

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "gateway/metrics.h"
 #include "providers/upstream_pool.h"
 #include <random>
 
@@ -27,6 +28,7 @@ namespace http = boost::beast::http;
 struct Worker {
   std::shared_ptr<const config::Config> config;
   routing::RoutingState* routing = nullptr;
+  Metrics* metrics = nullptr;
   providers::UpstreamPools* pools = nullptr;
   std::mt19937_64 rng{1};  // this worker's: exploration, random policy
 };

@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libssl-dev prometheus-cpp-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev
   nodejs npm curl ca-certificates openssl
+  prometheus  # promtool: the suite checks /metrics with it
 )
 
 missing=()

@@ -1,6 +1,11 @@
 // The gateway and simulated providers, in-process on loopback port 0, driven
 // by a real HTTP client. These check behaviour, never tight timings.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -701,6 +706,46 @@ TEST_F(GatewayTest, ConsecutiveFailuresEjectADeploymentFromPlans) {
   auto j = json::parse(c.request("GET", "/admin/routes").body);
   EXPECT_EQ(j["models"][0]["deployments"][0]["state"], "ejected");
   EXPECT_EQ(j["models"][0]["deployments"][0]["ejections"], 1);
+}
+
+TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
+  start_sims(fixed_ttft(5), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  auto m = c.request("GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(m.body.find(R"(llmgate_requests_total{model="chat",outcome="success"} 1)"), std::string::npos)
+      << m.body.substr(0, 2000);
+  EXPECT_NE(m.body.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="success"} 1)"),
+            std::string::npos);
+  EXPECT_NE(m.body.find(R"(gen_ai_server_time_to_first_token_seconds_count{deployment="a/model-a",gen_ai_provider_name="a",gen_ai_request_model="chat"} 1)"),
+            std::string::npos);
+  EXPECT_NE(m.body.find(R"(llmgate_router_deployment_state{deployment="a/model-a",state="healthy"} 1)"),
+            std::string::npos);
+  EXPECT_NE(m.body.find("llmgate_requests_in_flight 0"), std::string::npos);
+  // Every label value comes from config: an unknown model adds no series.
+  c.request("POST", "/v1/chat/completions", chat_body("no-such-model", false));
+  EXPECT_EQ(c.request("GET", "/metrics").body.find("no-such-model"), std::string::npos);
+
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool not installed (tools/setup.sh installs the prometheus package)";
+  }
+  char path[] = "/tmp/llmgate-metrics-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, m.body.data(), m.body.size()), static_cast<ssize_t>(m.body.size()));
+  close(fd);
+  std::string cmd = std::string("promtool check metrics < ") + path + " > " + path + ".out 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream out(std::string(path) + ".out");
+  std::string complaints((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  std::remove((std::string(path) + ".out").c_str());
+  EXPECT_EQ(rc, 0) << complaints;
+  EXPECT_EQ(complaints, "") << complaints;
 }
 
 const std::string kHedgedRouting =
