@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the OpenAI SDK end-to-end tests. Usage: run.sh BUILD_BIN_DIR
+# Runs a node end-to-end test file (default: the OpenAI SDK tests).
+# Usage: run.sh BUILD_BIN_DIR [TEST_FILE.mjs]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LLMGATE_BIN_DIR=$(cd "$1" && pwd)
@@ -7,4 +8,4 @@ cd "$here"
 if [ ! -d node_modules/openai ]; then
   npm install --no-audit --no-fund --loglevel=error >/dev/null
 fi
-exec node --test --test-reporter=spec openai_sdk.test.mjs
+exec node --test --test-reporter=spec "${2:-openai_sdk.test.mjs}"

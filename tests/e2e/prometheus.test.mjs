@@ -1,0 +1,154 @@
+// End-to-end: a real Prometheus (Debian's `prometheus`) scrapes llmgate's
+// /metrics while simulated traffic flows, and its query API must show the
+// TTFT histogram and the router's gauges for the routed deployment.
+// Run by run.sh (through ctest). Skips, saying why, if prometheus is absent.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const BIN = process.env.LLMGATE_BIN_DIR;
+assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
+const dir = mkdtempSync(join(tmpdir(), "llmgate-prom-"));
+const children = [];
+let prometheusPath = null;
+try {
+  prometheusPath = execFileSync("sh", ["-c", "command -v prometheus"]).toString().trim() || null;
+} catch {
+  prometheusPath = null;
+}
+
+function spawnLogged(cmd, args) {
+  const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] });
+  child.stderrText = "";
+  child.stderr.on("data", (d) => (child.stderrText = (child.stderrText + d).slice(-8000)));
+  children.push(child);
+  return child;
+}
+
+function waitForPortFile(child, name, portFile) {
+  return new Promise((resolve, reject) => {
+    const deadline = Date.now() + 15000;
+    const poll = () => {
+      if (existsSync(portFile)) return resolve(Number(readFileSync(portFile, "utf8").trim()));
+      if (child.exitCode !== null) return reject(new Error(`${name} exited: ${child.stderrText}`));
+      if (Date.now() > deadline) return reject(new Error(`${name} did not start: ${child.stderrText}`));
+      setTimeout(poll, 20);
+    };
+    poll();
+  });
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// Polls `check` until it returns a truthy value or the deadline passes.
+async function eventually(check, what, ms = 60000) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
+}
+
+let gwPort, promPort;
+
+before(async () => {
+  if (!prometheusPath) return;
+  const sim = spawnLogged(join(BIN, "llmgate-sim"), [
+    "--listen", "127.0.0.1:0", "--port-file", join(dir, "sim.port"),
+    "--model", `good=${JSON.stringify({ ttft_ms: 20, tps: 2000, output_tokens: 8 })}`,
+  ]);
+  const simPort = await waitForPortFile(sim, "llmgate-sim", join(dir, "sim.port"));
+  writeFileSync(join(dir, "llmgate.yaml"), `
+server:
+  listeners: [{address: 127.0.0.1, port: 0}]
+  workers: 1
+providers:
+  - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1", region: local}
+models:
+  - name: chat
+    deployments: [{provider: sim, model: good}]
+`);
+  const gw = spawnLogged(join(BIN, "llmgate"), [
+    "--config", join(dir, "llmgate.yaml"), "--port-file", join(dir, "gw.port"), "--log-level", "warn",
+  ]);
+  gwPort = await waitForPortFile(gw, "llmgate", join(dir, "gw.port"));
+  promPort = await freePort();
+  writeFileSync(join(dir, "prometheus.yml"), `
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: llmgate
+    static_configs: [{targets: ["127.0.0.1:${gwPort}"]}]
+`);
+  spawnLogged(prometheusPath, [
+    `--config.file=${join(dir, "prometheus.yml")}`,
+    `--storage.tsdb.path=${join(dir, "tsdb")}`,
+    `--web.listen-address=127.0.0.1:${promPort}`,
+    "--log.level=warn",
+  ]);
+});
+
+after(() => {
+  for (const c of children) c.kill("SIGTERM");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function query(expr) {
+  const res = await fetch(`http://127.0.0.1:${promPort}/api/v1/query?query=${encodeURIComponent(expr)}`);
+  const body = await res.json();
+  if (body.status !== "success") throw new Error(JSON.stringify(body));
+  return body.data.result;
+}
+
+test("Prometheus scrapes the TTFT histogram and the router's gauges", async (t) => {
+  if (!prometheusPath) {
+    t.skip("prometheus is not installed (tools/setup.sh installs Debian's prometheus package)");
+    return;
+  }
+  for (let i = 0; i < 10; i++) {
+    const res = await fetch(`http://127.0.0.1:${gwPort}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "chat", stream: true, messages: [{ role: "user", content: "hi" }] }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /\[DONE\]/);
+  }
+  const count = await eventually(async () => {
+    const r = await query('gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model="chat",deployment="sim/good"}');
+    return r.length === 1 && Number(r[0].value[1]) >= 10 ? r : null;
+  }, "the TTFT histogram count to reach 10");
+  assert.equal(count[0].metric.gen_ai_provider_name, "sim");
+  // A histogram quantile Prometheus computes itself: about the sim's 20 ms.
+  const p50 = await query('histogram_quantile(0.5, sum by (le) (gen_ai_server_time_to_first_token_seconds_bucket{gen_ai_request_model="chat"}))');
+  assert.ok(Number(p50[0].value[1]) > 0.005 && Number(p50[0].value[1]) < 1, `p50 ${p50[0].value[1]}`);
+  const est = await eventually(async () => {
+    const r = await query('llmgate_router_ttft_estimate_seconds{deployment="sim/good"}');
+    return r.length === 1 && Number(r[0].value[1]) < 0.5 ? r : null;
+  }, "the router's TTFT estimate to reflect the traffic");
+  assert.ok(Number(est[0].value[1]) > 0);
+  const state = await query('llmgate_router_deployment_state{deployment="sim/good",state="healthy"}');
+  assert.equal(Number(state[0].value[1]), 1);
+  await eventually(async () => {
+    const r = await query('llmgate_requests_total{model="chat",outcome="success"}');
+    return r.length === 1 && Number(r[0].value[1]) === 10;
+  }, "llmgate_requests_total to reach 10");
+});
