@@ -248,6 +248,10 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] = true;
   };
   rs_.retries.deposit(now);
+  if (!decision_.candidates.empty()) {
+    worker_.metrics->on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
+                              decision_.policy);
+  }
 
   if (decision_.candidates.empty()) {
     release_untried_probes();
@@ -273,6 +277,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
       break;
     }
     const auto& pc = decision_.candidates[next];
+    if (!outcomes_.empty()) worker_.metrics->on_fallback(outcomes_.back());
     AttemptResult r;
     if (hedging && next + 1 < decision_.candidates.size() &&
         pc.hedge_delay < pc.candidate.timeouts.ttft) {
@@ -392,6 +397,7 @@ bool ChatProxy::claim(int branch) {
   if (race_->winner < 0) {
     race_->winner = branch;
     if (branch == 1) ++rs_.hedges_won;
+    if (race_->hedge_started) worker_.metrics->on_hedge(branch == 1 ? "won" : "lost");
     if (auto* other = race_->lose[1 - branch]) other->cancel();
     return true;
   }
@@ -429,7 +435,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     net::steady_timer delay(ex, first.hedge_delay);
     auto [ec] = co_await delay.async_wait(kUseTuple);
     if (ec || race.winner >= 0 || !race.live[0] || !rs_.hedges(req_.model).try_spend(Clock::now())) {
-      if (!ec && race.winner < 0 && race.live[0]) ++rs_.hedges_denied;
+      if (!ec && race.winner < 0 && race.live[0]) {
+        ++rs_.hedges_denied;
+        worker_.metrics->on_hedge("denied");
+      }
       // No hedge: the first attempt decides alone.
       net::steady_timer park(ex, Clock::time_point::max());
       co_await park.async_wait(kUseTuple);

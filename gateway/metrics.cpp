@@ -2,7 +2,9 @@
 
 #include <array>
 #include <limits>
+#include <algorithm>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -34,6 +36,15 @@ constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kClientGone,  routing::AttemptOutcome::kTotalTimeout,
     routing::AttemptOutcome::kHedgeLost};
 constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_gone"};
+constexpr std::array kHedgeResults = {"won", "lost", "denied"};
+constexpr std::array kPolicies = {config::Policy::kLatency, config::Policy::kThroughput,
+                                  config::Policy::kE2e,     config::Policy::kCost,
+                                  config::Policy::kBalanced, config::Policy::kOrdered,
+                                  config::Policy::kRoundRobin, config::Policy::kRandom};
+// OpenTelemetry's GenAI token-usage buckets.
+const Histogram::BucketBoundaries kTokenBuckets = {1,      4,       16,      64,       256,
+                                                   1024,   4096,    16384,   65536,    262144,
+                                                   1048576, 4194304, 16777216, 67108864};
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
 
@@ -63,6 +74,30 @@ struct Metrics::Impl {
                                               .Name("llmgate_build_info")
                                               .Help("Always 1; the version as a label")
                                               .Register(*registry);
+  prometheus::Family<Counter>& routes = prometheus::BuildCounter()
+                                            .Name("llmgate_route_decisions_total")
+                                            .Help("The router's first choice per request, by model, deployment and policy")
+                                            .Register(*registry);
+  prometheus::Family<Counter>& fallbacks = prometheus::BuildCounter()
+                                               .Name("llmgate_fallbacks_total")
+                                               .Help("Attempts on a next candidate, by the failure that caused them")
+                                               .Register(*registry);
+  prometheus::Family<Counter>& hedges = prometheus::BuildCounter()
+                                            .Name("llmgate_hedges_total")
+                                            .Help("Hedged attempts by result (won, lost, denied by the budget)")
+                                            .Register(*registry);
+  prometheus::Family<Counter>& tokens = prometheus::BuildCounter()
+                                            .Name("llmgate_tokens_total")
+                                            .Help("Tokens of successful attempts, from upstream usage")
+                                            .Register(*registry);
+  prometheus::Family<Counter>& cost = prometheus::BuildCounter()
+                                          .Name("llmgate_cost_usd_total")
+                                          .Help("USD of successful attempts at the configured prices")
+                                          .Register(*registry);
+  prometheus::Family<Histogram>& usage = prometheus::BuildHistogram()
+                                             .Name("gen_ai_client_token_usage")
+                                             .Help("Tokens per successful request (OpenTelemetry GenAI)")
+                                             .Register(*registry);
   prometheus::Family<Gauge>& est = prometheus::BuildGauge()
                                        .Name("llmgate_router_ttft_estimate_seconds")
                                        .Help("The router's TTFT estimate (PeakEWMA) per deployment")
@@ -85,6 +120,14 @@ struct Metrics::Impl {
   std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
   std::map<std::pair<std::string, std::string>, Counter*> requests_by;
   Gauge* in_flight_gauge = nullptr;
+  std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
+  std::map<routing::AttemptOutcome, Counter*> fallbacks_by;
+  std::map<std::string, Counter*> hedges_by;
+  Counter* input_tokens = nullptr;
+  Counter* output_tokens = nullptr;
+  Counter* cost_total = nullptr;
+  std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
+  std::map<std::string, config::Price> price_by;  // deployment id
   struct RouterGauges {
     Gauge* estimate;
     std::array<Gauge*, 3> quantiles;
@@ -95,11 +138,25 @@ struct Metrics::Impl {
 
   explicit Impl(const config::Config& c) : cfg(c) {
     in_flight_gauge = &in_flight.Add({});
+    for (auto o : kOutcomes) fallbacks_by[o] = &fallbacks.Add({{"reason", routing::to_string(o)}});
+    for (const char* r : kHedgeResults) hedges_by[r] = &hedges.Add({{"result", r}});
+    input_tokens = &tokens.Add({{"type", "input"}});
+    output_tokens = &tokens.Add({{"type", "output"}});
+    cost_total = &cost.Add({});
     build_info.Add({{"version", kVersion}}).Set(1);
     for (const auto& m : cfg.models) {
       for (const char* o : kRequestOutcomes) requests_by[{m.name, o}] = &requests.Add({{"model", m.name}, {"outcome", o}});
+      for (const char* type : {"input", "output"}) {
+        usage_by[{m.name, type}] =
+            &usage.Add({{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
+      }
       for (const auto& d : m.deployments) {
         const std::string id = d.id();
+        price_by[id] = d.price;
+        for (auto p : kPolicies) {
+          routes_by[{m.name, id, p}] = &routes.Add(
+              {{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
+        }
         ttft_by[{m.name, id}] = &ttft.Add(
             {{"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}},
             kTtftBuckets);
@@ -136,6 +193,35 @@ void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord&
       it->second->Observe(std::chrono::duration<double>(*t).count());
     }
   }
+  if (rec.outcome != routing::AttemptOutcome::kSuccess) return;
+  const double in = static_cast<double>(std::max<std::int64_t>(0, rec.input_tokens.value_or(0)));
+  const double out = static_cast<double>(std::max<std::int64_t>(0, rec.output_tokens.value_or(0)));
+  impl_->input_tokens->Increment(in);
+  impl_->output_tokens->Increment(out);
+  if (auto it = impl_->usage_by.find({model, "input"}); it != impl_->usage_by.end() && rec.input_tokens) {
+    it->second->Observe(in);
+  }
+  if (auto it = impl_->usage_by.find({model, "output"}); it != impl_->usage_by.end() && rec.output_tokens) {
+    it->second->Observe(out);
+  }
+  if (auto it = impl_->price_by.find(rec.deployment); it != impl_->price_by.end()) {
+    impl_->cost_total->Increment((in * it->second.input_per_1m + out * it->second.output_per_1m) / 1e6);
+  }
+}
+
+void Metrics::on_route(const std::string& model, const std::string& deployment,
+                       config::Policy policy) {
+  if (auto it = impl_->routes_by.find({model, deployment, policy}); it != impl_->routes_by.end()) {
+    it->second->Increment();
+  }
+}
+
+void Metrics::on_fallback(routing::AttemptOutcome reason) {
+  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end()) it->second->Increment();
+}
+
+void Metrics::on_hedge(const char* result) {
+  if (auto it = impl_->hedges_by.find(result); it != impl_->hedges_by.end()) it->second->Increment();
 }
 
 void Metrics::on_request(const std::string& model, const char* outcome) {

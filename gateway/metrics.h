@@ -42,6 +42,12 @@ class Metrics {
   void on_request(const std::string& model, const char* outcome);
   void request_started();
   void request_finished();
+  // The router's first choice for a request.
+  void on_route(const std::string& model, const std::string& deployment, config::Policy policy);
+  // An attempt beyond the first, after a failure of `reason` (an AttemptOutcome name).
+  void on_fallback(routing::AttemptOutcome reason);
+  // A hedge: "won" (the hedge answered first), "lost" (the primary did), "denied" (budget).
+  void on_hedge(const char* result);
 
   // The text exposition format, with the router gauges refreshed first.
   std::string scrape(routing::RoutingState& state);

@@ -640,6 +640,8 @@ TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
   EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
   EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=ttft_timeout");
   EXPECT_LT(took, std::chrono::seconds(10));  // behaviour, not timing: far below 20 s
+  EXPECT_NE(c.request("GET", "/metrics").body.find(R"(llmgate_fallbacks_total{reason="ttft_timeout"} 1)"),
+            std::string::npos);
   // Missing its own derived deadline makes a slow, not broken: five more in a
   // row (the ejection threshold) do not eject it.
   for (int i = 0; i < 5; ++i) {
@@ -726,6 +728,12 @@ TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
   EXPECT_NE(m.body.find(R"(llmgate_router_deployment_state{deployment="a/model-a",state="healthy"} 1)"),
             std::string::npos);
   EXPECT_NE(m.body.find("llmgate_requests_in_flight 0"), std::string::npos);
+  EXPECT_NE(m.body.find(R"(llmgate_route_decisions_total{deployment="a/model-a",model="chat",policy="ordered"} 1)"),
+            std::string::npos);
+  EXPECT_NE(m.body.find(R"(llmgate_tokens_total{type="output"} 5)"), std::string::npos);
+  EXPECT_NE(m.body.find(R"(gen_ai_client_token_usage_count{gen_ai_request_model="chat",gen_ai_token_type="output"} 1)"),
+            std::string::npos);
+  EXPECT_EQ(m.body.find("llmgate_cost_usd_total 0\n"), std::string::npos);  // priced: a is not free
   // Every label value comes from config: an unknown model adds no series.
   c.request("POST", "/v1/chat/completions", chat_body("no-such-model", false));
   EXPECT_EQ(c.request("GET", "/metrics").body.find("no-such-model"), std::string::npos);
@@ -773,6 +781,10 @@ TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
   EXPECT_EQ(a->last_outcome, routing::AttemptOutcome::kHedgeLost);
   EXPECT_EQ(a->failures, 0u);  // losing a race is not a failure
   EXPECT_EQ(gw_->routing().hedges_won.load(), 1u);
+  auto m = c.request("GET", "/metrics").body;
+  EXPECT_NE(m.find(R"(llmgate_hedges_total{result="won"} 1)"), std::string::npos);
+  EXPECT_NE(m.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="hedge_lost"} 1)"),
+            std::string::npos);
 }
 
 TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {
