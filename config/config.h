@@ -8,6 +8,7 @@
 // Nothing here knows about sockets or Beast.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +133,10 @@ enum class Policy {
   kRoundRobin,  // baseline for benchmarks
   kRandom,      // baseline for benchmarks
 };
+// Every policy, in declaration order (name lists, metrics label values).
+inline constexpr std::array<Policy, 8> kAllPolicies = {
+    Policy::kLatency,  Policy::kThroughput, Policy::kE2e,        Policy::kCost,
+    Policy::kBalanced, Policy::kOrdered,    Policy::kRoundRobin, Policy::kRandom};
 const char* to_string(Policy p);
 std::optional<Policy> parse_policy(std::string_view name);  // "latency", "round_robin", ...
 

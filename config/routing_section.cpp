@@ -22,12 +22,6 @@ constexpr std::int64_t kMaxTypicalOutputTokens = 1'000'000;
 constexpr unsigned kMaxAttempts = 10;
 
 
-// Every policy, in declaration order: parse_policy() and error messages list these.
-constexpr Policy kPolicies[] = {
-    Policy::kLatency,  Policy::kThroughput, Policy::kE2e,        Policy::kCost,
-    Policy::kBalanced, Policy::kOrdered,    Policy::kRoundRobin, Policy::kRandom,
-};
-
 struct PercentileName {
   Percentile value;
   std::string_view name;
@@ -88,7 +82,7 @@ Policy read_policy(const ConfigNode& node) {
   const std::string name = node.string();
   if (auto policy = parse_policy(name)) return *policy;
   std::vector<std::string> names;
-  for (Policy policy : kPolicies) names.emplace_back(to_string(policy));
+  for (Policy policy : kAllPolicies) names.emplace_back(to_string(policy));
   node.fail("unknown policy " + quote(name) + suggestion(name, names));
 }
 
@@ -261,7 +255,7 @@ const char* to_string(Policy p) {
 }
 
 std::optional<Policy> parse_policy(std::string_view name) {
-  for (Policy policy : kPolicies) {
+  for (Policy policy : kAllPolicies) {
     if (name == to_string(policy)) return policy;
   }
   return std::nullopt;

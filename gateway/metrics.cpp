@@ -37,10 +37,6 @@ constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kHedgeLost};
 constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_gone"};
 constexpr std::array kHedgeResults = {"won", "lost", "denied"};
-constexpr std::array kPolicies = {config::Policy::kLatency, config::Policy::kThroughput,
-                                  config::Policy::kE2e,     config::Policy::kCost,
-                                  config::Policy::kBalanced, config::Policy::kOrdered,
-                                  config::Policy::kRoundRobin, config::Policy::kRandom};
 // OpenTelemetry's GenAI token-usage buckets.
 const Histogram::BucketBoundaries kTokenBuckets = {1,      4,       16,      64,       256,
                                                    1024,   4096,    16384,   65536,    262144,
@@ -153,7 +149,7 @@ struct Metrics::Impl {
       for (const auto& d : m.deployments) {
         const std::string id = d.id();
         price_by[id] = d.price;
-        for (auto p : kPolicies) {
+        for (auto p : config::kAllPolicies) {
           routes_by[{m.name, id, p}] = &routes.Add(
               {{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
         }

@@ -26,13 +26,6 @@ using nlohmann::json;
 template <typename T>
 using Parsed = std::variant<T, std::string>;
 
-// Every policy, for the "expected one of" list. Keep in step with config::Policy.
-constexpr config::Policy kPolicies[] = {
-    config::Policy::kLatency,    config::Policy::kThroughput, config::Policy::kE2e,
-    config::Policy::kCost,       config::Policy::kBalanced,   config::Policy::kOrdered,
-    config::Policy::kRoundRobin, config::Policy::kRandom,
-};
-
 std::string fail(const std::string& where, std::string_view message) {
   return where + ": " + std::string(message);
 }
@@ -41,7 +34,7 @@ std::string fail(const std::string& where, std::string_view message) {
 
 std::string policy_names() {
   std::string names;
-  for (config::Policy p : kPolicies) {
+  for (config::Policy p : config::kAllPolicies) {
     if (!names.empty()) names += ", ";
     names += config::to_string(p);
   }
