@@ -63,7 +63,6 @@ std::vector<double> normalised(const std::vector<double>& v) {
 }
 
 struct Working {
-  std::size_t index;  // into model->deployments
   PlannedCandidate pc;
   const DeploymentView* view;
 };
@@ -134,7 +133,7 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p)};
     pc.probe = v.health.probe;
     pc.panic = v.health.panic;
-    hard_ok.push_back(Working{i, pc, &v});
+    hard_ok.push_back(Working{pc, &v});
   }
 
   if (hard_ok.empty()) {
