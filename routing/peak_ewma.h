@@ -31,17 +31,10 @@ class PeakEwma {
       : prior_(prior), tau_(tau.count()), relax_tau_(relax_tau.count()) {}
 
   void observe(double sample, TimePoint now) {
-    if (!last_) {
-      value_ = sample;
-    } else {
-      double current = estimate(now);  // stale state first relaxes toward the prior
-      if (sample >= current) {
-        value_ = sample;
-      } else {
-        double w = decay_weight(*last_, now, tau_);
-        value_ = current * w + sample * (1 - w);
-      }
-    }
+    // Stale state first relaxes toward the prior (estimate()), then a lower
+    // sample decays in and a higher one replaces it.
+    if (last_ && sample < estimate(now)) return observe_decayed(sample, now);
+    value_ = sample;
     last_ = now;
     ++samples_;
   }

@@ -27,6 +27,13 @@ double ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
+// How long an attempt that produced no token waited for one: from the request
+// written (else from the start of the attempt) to `now`; 0 if unknown.
+double waited_ms(const AttemptRecord& r, Clock::time_point now) {
+  auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
+  return since != Clock::time_point{} ? ms(now - since) : 0.0;
+}
+
 // Outcomes that say nothing about the deployment: the client's own doing.
 bool says_nothing(AttemptOutcome o) {
   return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError ||
@@ -85,18 +92,12 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   // A first token that arrived is a real TTFT sample, whatever happened after
   // it — even if the client then left.
   const auto ttft = r.ttft();
-  if (ttft && !r.ttft_recorded) {
-    e.ttft.observe(ms(*ttft), now);
-    e.ttft_window.add(ms(*ttft), now);
-  }
+  if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now);
   if (r.outcome == AttemptOutcome::kHedgeLost && !ttft) {
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
-    auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
-    if (since != Clock::time_point{}) {
-      double elapsed = ms(now - since);
-      if (elapsed > e.ttft.estimate(now)) e.ttft.observe(elapsed, now);
-    }
+    const double elapsed = waited_ms(r, now);
+    if (elapsed > e.ttft.estimate(now)) e.ttft.observe(elapsed, now);
     return;
   }
   if (says_nothing(r.outcome)) return;
@@ -113,8 +114,7 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
     // (peak rule); an isolated one decays in, so a deployment that fails
     // 1 request in 10 is not abandoned for the other 9. The median, not the
     // estimate, is the base, so repeated failures do not compound.
-    auto since = r.request_sent != Clock::time_point{} ? r.request_sent : r.started;
-    double elapsed = r.started != Clock::time_point{} ? ms(now - since) : 0.0;
+    const double elapsed = waited_ms(r, now);
     const double current = e.ttft.estimate(now);
     const double typical = e.ttft_window.quantile(0.5, now).value_or(current);
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
@@ -160,9 +160,12 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
 void StatsRegistry::record_first_token(const std::string& deployment, std::chrono::microseconds ttft,
                                        Clock::time_point now) {
   std::lock_guard lock(mu_);
-  Entry& e = entry(deployment);
-  e.ttft.observe(ms(ttft), now);
-  e.ttft_window.add(ms(ttft), now);
+  entry(deployment).add_ttft(ms(ttft), now);
+}
+
+void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
+  ttft.observe(ttft_ms, now);
+  ttft_window.add(ttft_ms, now);
 }
 
 void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps) {

@@ -106,6 +106,7 @@ class StatsRegistry {
  private:
   struct Entry {
     explicit Entry(const StatsOptions& o);
+    void add_ttft(double ttft_ms, Clock::time_point now);  // the one TTFT-sample path
     DeploymentStats counters;
     PeakEwma ttft;
     WindowedQuantiles ttft_window;
