@@ -316,7 +316,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
     rec.detail = "a hedge produced the first token first";
   }
   const auto now = Clock::now();
-  rs_.stats.record(rec, now);
+  const auto recorded = rs_.stats.record(rec, now);
   worker_.metrics->on_attempt(req_.model, rec);
   // Missing a deadline derived from the deployment's own recent p95 means it
   // is slow, not broken: the estimator (a penalty sample) moves traffic off
@@ -331,9 +331,8 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   if (neutral) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
-    auto s = rs_.stats.get_or_prior(rec.deployment, now);
-    rs_.health.on_attempt(rec.deployment, rec.outcome != AttemptOutcome::kSuccess, s.error_rate,
-                          s.attempts, now);
+    rs_.health.on_attempt(rec.deployment, rec.outcome != AttemptOutcome::kSuccess,
+                          recorded.error_rate, recorded.attempts, now);
   }
   if (rec.retry_after_s && (rec.http_status == 429 || rec.http_status == 503)) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);

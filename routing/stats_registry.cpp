@@ -82,10 +82,11 @@ StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) const 
   return it->second;
 }
 
-void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
+StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   std::lock_guard lock(mu_);
   Entry& e = entry(r.deployment);
   DeploymentStats& s = e.counters;
+  auto recorded = [&] { return Recorded{e.failures.error_rate(now), s.attempts}; };
   ++s.attempts;
   s.last_outcome = r.outcome;
   if (r.output_tokens) s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
@@ -98,9 +99,9 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
     // the estimate but never lower it. Not a failure.
     const double elapsed = waited_ms(r, now);
     if (elapsed > e.ttft.estimate(now)) e.ttft.observe(elapsed, now);
-    return;
+    return recorded();
   }
-  if (says_nothing(r.outcome)) return;
+  if (says_nothing(r.outcome)) return recorded();
   const bool ok = r.outcome == AttemptOutcome::kSuccess;
   ok ? ++s.successes : ++s.failures;
   e.failures.record(!ok, now);
@@ -136,6 +137,7 @@ void StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
       if (span > 0) e.chars_per_s.observe(static_cast<double>(r.output_chars) / span, now);
     }
   }
+  return recorded();
 }
 
 DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {

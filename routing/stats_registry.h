@@ -86,7 +86,12 @@ class StatsRegistry {
     bool awaiting_ = true;
   };
 
-  void record(const AttemptRecord& record, Clock::time_point now = Clock::now());
+  // What health (ejection) decides on, as of the attempt just recorded.
+  struct Recorded {
+    double error_rate = 0;
+    std::uint64_t attempts = 0;
+  };
+  Recorded record(const AttemptRecord& record, Clock::time_point now = Clock::now());
   // The TTFT sample as soon as the first token arrives, so the next decision
   // already knows it (a stream can run for seconds more). The attempt's
   // record() then skips its TTFT (AttemptRecord::ttft_recorded).
