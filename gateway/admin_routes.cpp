@@ -113,8 +113,8 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
   out["region"] = state.region;
   out["hedges"] = {{"started", state.hedges_started.load()},
                    {"won", state.hedges_won.load()},
-                   {"denied_by_budget", state.hedges_denied.load()}};
-  out["retries_denied_by_budget"] = state.retries_denied.load();
+                   {"denied_by_budget", state.hedges_denied()}};
+  out["retries_denied_by_budget"] = state.retries_denied();
   return out.dump(2);
 }
 

@@ -273,7 +273,6 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     if (attempt_no_ > 0 && !rs_.retries.try_spend(Clock::now())) {
       // Retries would multiply an outage: stop here (docs/routing.md).
       budget_exhausted_ = true;
-      ++rs_.retries_denied;
       break;
     }
     const auto& pc = decision_.candidates[next];
@@ -434,10 +433,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     net::steady_timer delay(ex, first.hedge_delay);
     auto [ec] = co_await delay.async_wait(kUseTuple);
     if (ec || race.winner >= 0 || !race.live[0] || !rs_.hedges(req_.model).try_spend(Clock::now())) {
-      if (!ec && race.winner < 0 && race.live[0]) {
-        ++rs_.hedges_denied;
-        worker_.metrics->on_hedge("denied");
-      }
+      if (!ec && race.winner < 0 && race.live[0]) worker_.metrics->on_hedge("denied");
       // No hedge: the first attempt decides alone.
       net::steady_timer park(ex, Clock::time_point::max());
       co_await park.async_wait(kUseTuple);

@@ -41,6 +41,12 @@ RoutingState::PerModel& RoutingState::model(const std::string& name) {
   return fallback;
 }
 
+std::uint64_t RoutingState::hedges_denied() const {
+  std::uint64_t n = 0;
+  for (const auto& [name, m] : models_) n += m->hedges.exhausted_total();
+  return n;
+}
+
 TokenBudget& RoutingState::hedges(const std::string& name) { return model(name).hedges; }
 
 std::uint64_t RoutingState::next_round_robin(const std::string& name) {

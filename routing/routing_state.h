@@ -37,8 +37,9 @@ class RoutingState {
   // Counters for /admin/routes (and the metrics of a later issue).
   std::atomic<std::uint64_t> hedges_started{0};
   std::atomic<std::uint64_t> hedges_won{0};        // the hedge produced the first token
-  std::atomic<std::uint64_t> hedges_denied{0};     // hedge budget exhausted
-  std::atomic<std::uint64_t> retries_denied{0};    // retry budget exhausted
+  // Denied by an exhausted budget (the budgets count it themselves).
+  std::uint64_t hedges_denied() const;
+  std::uint64_t retries_denied() const { return retries.exhausted_total(); }
 
  private:
   struct PerModel {
