@@ -236,25 +236,26 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     views.push_back({rs_.stats.get_or_prior(ids[i], now), health[i]});
   }
   decision_ = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name), worker_.rng);
-  // A half-open probe slot handed out for a deployment that is not tried is
-  // given back at once (and so is every planned one not reached, below).
-  std::vector<bool> tried(ids.size(), false);
-  auto release_untried_probes = [&] {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (health[i].probe && !tried[i]) rs_.health.release_probe(ids[i]);
+  // A half-open probe slot handed out for a deployment that is not tried
+  // (skipped, or planned but not reached) is given back when the request ends,
+  // on every path.
+  struct ReleaseUntriedProbes {
+    routing::HealthTracker& tracker;
+    const std::vector<std::string>& ids;
+    const std::vector<routing::Availability>& health;
+    std::vector<bool> tried;
+    ~ReleaseUntriedProbes() {
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (health[i].probe && !tried[i]) tracker.release_probe(ids[i]);
+      }
     }
-  };
+  } probes{rs_.health, ids, health, std::vector<bool>(ids.size(), false)};
   auto mark_tried = [&](const routing::PlannedCandidate& pc) {
-    tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] = true;
+    probes.tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] = true;
   };
   rs_.retries.deposit(now);
-  if (!decision_.candidates.empty()) {
-    worker_.metrics->on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
-                              decision_.policy);
-  }
 
   if (decision_.candidates.empty()) {
-    release_untried_probes();
     outcome_ = "rejected";
     ApiError e{decision_.error_status, decision_.error_status == 429 ? "rate_limit_error" : "service_unavailable",
                decision_.error_message, std::nullopt,
@@ -265,6 +266,8 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
   }
 
+  worker_.metrics->on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
+                            decision_.policy);
   const bool hedging = rq.policy.hedging.enabled;
   total_deadline_ = start_ + cfg_.timeouts.total;
   std::size_t next = 0;
@@ -291,16 +294,9 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
       r = co_await run_attempt(pc, 0);
       next += 1;
     }
-    if (r.responded) {
-      release_untried_probes();
-      co_return r.keep_alive;
-    }
-    if (LLMGATE_CANCELLED()) {
-      release_untried_probes();
-      co_return false;
-    }
+    if (r.responded) co_return r.keep_alive;
+    if (LLMGATE_CANCELLED()) co_return false;
   }
-  release_untried_probes();
   outcome_ = "error";
   ApiError e = all_failed_error();
   Response res = make_error_response(rc_, e);
@@ -784,7 +780,8 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       }
     }
     if (failure) co_return *failure;
-    if (!claimed && (rec.first_token || saw_finish || done)) {
+    const bool has_output = rec.first_token || saw_finish || done;
+    if (!claimed && has_output) {
       // The first output: this attempt takes the client (a hedge race ends here).
       if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
       claimed = true;
@@ -794,7 +791,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
         rec.ttft_recorded = true;
       }
     }
-    if (streaming && !committed && (rec.first_token || saw_finish || done)) {
+    if (streaming && !committed && has_output) {
       if (!co_await commit()) {
         rec.outcome = AttemptOutcome::kClientGone;
         co_return AttemptResult{true, false};
