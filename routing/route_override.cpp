@@ -171,6 +171,18 @@ std::optional<std::string> store(Parsed<T> parsed, U& out) {
   return std::nullopt;
 }
 
+// A list-of-names field (regions, providers, ...): the same parsing for every one.
+template <auto Member>
+Field names_field(const char* key, const char* header) {
+  return Field{key, header,
+               [](const json& v, const std::string& w, RouteOverride& o) {
+                 return store(names_json(v, w), o.*Member);
+               },
+               [](std::string_view t, const std::string& w, RouteOverride& o) {
+                 return store(names_text(t, w), o.*Member);
+               }};
+}
+
 const Field kFields[] = {
     {"policy", "x-llmgate-policy",
      [](const json& v, const std::string& w, RouteOverride& o) {
@@ -219,34 +231,10 @@ const Field kFields[] = {
      [](std::string_view t, const std::string& w, RouteOverride& o) {
        return store(non_negative(number_text(t), w, "tokens per second"), o.min_tps);
      }},
-    {"regions", "x-llmgate-regions",
-     [](const json& v, const std::string& w, RouteOverride& o) {
-       return store(names_json(v, w), o.regions);
-     },
-     [](std::string_view t, const std::string& w, RouteOverride& o) {
-       return store(names_text(t, w), o.regions);
-     }},
-    {"providers", "x-llmgate-providers",
-     [](const json& v, const std::string& w, RouteOverride& o) {
-       return store(names_json(v, w), o.providers);
-     },
-     [](std::string_view t, const std::string& w, RouteOverride& o) {
-       return store(names_text(t, w), o.providers);
-     }},
-    {"deny_providers", "x-llmgate-deny-providers",
-     [](const json& v, const std::string& w, RouteOverride& o) {
-       return store(names_json(v, w), o.deny_providers);
-     },
-     [](std::string_view t, const std::string& w, RouteOverride& o) {
-       return store(names_text(t, w), o.deny_providers);
-     }},
-    {"order", "x-llmgate-order",
-     [](const json& v, const std::string& w, RouteOverride& o) {
-       return store(names_json(v, w), o.order);
-     },
-     [](std::string_view t, const std::string& w, RouteOverride& o) {
-       return store(names_text(t, w), o.order);
-     }},
+    names_field<&RouteOverride::regions>("regions", "x-llmgate-regions"),
+    names_field<&RouteOverride::providers>("providers", "x-llmgate-providers"),
+    names_field<&RouteOverride::deny_providers>("deny_providers", "x-llmgate-deny-providers"),
+    names_field<&RouteOverride::order>("order", "x-llmgate-order"),
     {"allow_fallbacks", "x-llmgate-allow-fallbacks",
      [](const json& v, const std::string& w, RouteOverride& o) {
        if (!v.is_boolean()) return std::optional<std::string>(fail(w, "must be true or false"));
