@@ -173,7 +173,7 @@ std::optional<std::string> store(Parsed<T> parsed, U& out) {
 
 // A list-of-names field (regions, providers, ...): the same parsing for every one.
 template <auto Member>
-Field names_field(const char* key, const char* header) {
+constexpr Field names_field(const char* key, const char* header) {
   return Field{key, header,
                [](const json& v, const std::string& w, RouteOverride& o) {
                  return store(names_json(v, w), o.*Member);
