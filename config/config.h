@@ -48,11 +48,13 @@ struct TimeoutOverrides {
     return Timeouts{connect.value_or(base.connect), ttft.value_or(base.ttft),
                     idle.value_or(base.idle), total.value_or(base.total)};
   }
+  bool operator==(const TimeoutOverrides&) const = default;
 };
 
 struct Listener {
   std::string address = "127.0.0.1";
   std::uint16_t port = 8080;  // 0 = pick a free port (tests)
+  bool operator==(const Listener&) const = default;
 };
 
 struct ServerLimits {
@@ -63,10 +65,22 @@ struct ServerLimits {
   Duration client_idle_timeout{60'000};       // keep-alive idle between requests
 };
 
+// Graceful shutdown (SIGTERM): readiness fails at once; the listeners keep
+// accepting for `delay` (so load balancers and Kubernetes endpoints stop
+// sending new work), then close; requests in flight get `timeout` to finish.
+struct Drain {
+  Duration delay{0};
+  Duration timeout{30'000};
+};
+
 struct Server {
   std::vector<Listener> listeners{Listener{}};
+  // Serves only /metrics, /healthz, /readyz and /admin/*: in sidecar mode the
+  // API binds 127.0.0.1 while probes and scrapes reach the pod IP here.
+  std::optional<Listener> admin_listener;
   unsigned workers = 0;  // 0 = one per hardware thread
   ServerLimits limits;
+  Drain drain;
 };
 
 // A parsed base_url: scheme://host[:port][/path-prefix]
@@ -75,6 +89,7 @@ struct UpstreamUrl {
   std::string host;
   std::uint16_t port = 0;
   std::string path_prefix;  // "" or "/openai/v1" — never ends in '/'
+  bool operator==(const UpstreamUrl&) const = default;
   std::string to_string() const;
   // "host[:port]" for the Host header: IPv6 hosts in brackets, default port omitted.
   // `host` itself never has brackets (it is what the resolver and SNI want).
@@ -85,11 +100,13 @@ struct Tls {
   bool verify = true;        // certificate chain + hostname
   std::string ca_file;       // "" = system default store
   std::string sni;           // "" = the host of base_url
+  bool operator==(const Tls&) const = default;
 };
 
 struct Pool {
   std::size_t max_connections = 64;  // per provider, per worker thread
   Duration idle_timeout{60'000};     // idle keep-alive connections closed after this
+  bool operator==(const Pool&) const = default;
 };
 
 struct Provider {
@@ -102,6 +119,9 @@ struct Provider {
   TimeoutOverrides timeouts;
   Tls tls;
   std::map<std::string, std::string> headers;  // extra headers sent upstream
+  // Same endpoint, credentials and settings: a hot reload keeps its pooled
+  // connections (and TLS context) only then.
+  bool operator==(const Provider&) const = default;
 };
 
 struct Price {

@@ -63,15 +63,34 @@ ServerLimits read_limits(const ConfigNode& node) {
   return limits;
 }
 
+Drain read_drain(const ConfigNode& node) {
+  Drain drain;
+  node.read_map([&](ConfigMap& m) {
+    m.read("delay", drain.delay, &ConfigNode::duration);
+    m.read("timeout", drain.timeout, &ConfigNode::duration);
+  });
+  return drain;
+}
+
 }  // namespace
 
 Server read_server(const ConfigNode& node) {
   Server server;
   node.read_map([&](ConfigMap& m) {
     m.read("listeners", server.listeners, read_listeners);
+    m.read("admin_listener", server.admin_listener, read_listener);
     m.read("workers", server.workers, integer_in<unsigned>(0, kMaxWorkers));
     m.read("limits", server.limits, read_limits);
+    m.read("drain", server.drain, read_drain);
   });
+  if (const auto& admin = server.admin_listener; admin && admin->port != 0) {
+    for (const auto& l : server.listeners) {
+      if (l.port == admin->port && l.address == admin->address) {
+        node.fail("admin_listener " + admin->address + ":" + std::to_string(admin->port) +
+                  " is also in listeners");
+      }
+    }
+  }
   return server;
 }
 

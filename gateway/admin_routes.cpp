@@ -14,24 +14,23 @@ nlohmann::json opt(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-// One row per deployment of a model, with the rank and score the model's
-// own policy gives it now (no exploration, no probe taken).
-struct Row {
-  const config::Deployment* d;
-  const config::Provider* p;
-  routing::DeploymentStats s;
-  routing::Availability health;
-  std::optional<std::size_t> rank;  // 1-based position in the plan
-  double score = 0;
-  std::string skipped;  // why it would not be planned
-};
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
 
-std::vector<Row> model_rows(const config::Config& cfg, const config::Model& m,
-                            routing::RoutingState& state, routing::Clock::time_point now) {
-  std::vector<Row> rows;
+std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? fmt(f, *v) : "-"; }
+
+}  // namespace
+
+std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const config::Model& m,
+                                               routing::RoutingState& state,
+                                               routing::Clock::time_point now) {
+  std::vector<RankedDeployment> rows;
   std::vector<routing::DeploymentView> views;
   for (const auto& d : m.deployments) {
-    Row r{&d, cfg.find_provider(d.provider), state.stats.get_or_prior(d.id(), now),
+    RankedDeployment r{&d, cfg.find_provider(d.provider), state.stats.get_or_prior(d.id(), now),
           state.health.peek(d.id(), now), std::nullopt, 0, ""};
     views.push_back({r.s, r.health});
     rows.push_back(std::move(r));
@@ -56,22 +55,12 @@ std::vector<Row> model_rows(const config::Config& cfg, const config::Model& m,
   return rows;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? fmt(f, *v) : "-"; }
-
-}  // namespace
-
 std::string routes_json(const config::Config& cfg, routing::RoutingState& state) {
   auto now = routing::Clock::now();
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : cfg.models) {
     nlohmann::json deployments = nlohmann::json::array();
-    for (const Row& r : model_rows(cfg, m, state, now)) {
+    for (const RankedDeployment& r : rank_deployments(cfg, m, state, now)) {
       const auto& s = r.s;
       nlohmann::json row = {
           {"deployment", r.d->id()},
@@ -129,11 +118,11 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
                   "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99",
                   "tps_p50", "chars/s", "err%", "infl", "$/M_out", "region", "score");
     out += line;
-    auto rows = model_rows(cfg, m, state, now);
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    auto rows = rank_deployments(cfg, m, state, now);
+    std::stable_sort(rows.begin(), rows.end(), [](const RankedDeployment& a, const RankedDeployment& b) {
       return a.rank.value_or(1'000'000) < b.rank.value_or(1'000'000);
     });
-    for (const Row& r : rows) {
+    for (const RankedDeployment& r : rows) {
       const auto& s = r.s;
       std::string rank = r.rank ? std::to_string(*r.rank) : "-";
       std::snprintf(line, sizeof line,

@@ -167,9 +167,11 @@ struct Race {
 
 class ChatProxy {
  public:
-  ChatProxy(Worker& worker, beast::tcp_stream& client, const Request& client_request,
-            const RequestContext& rc, ChatRequest req, routing::RouteOverride route)
-      : worker_(worker), cfg_(*worker.config), rs_(*worker.routing), client_(client),
+  ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
+            const Request& client_request, const RequestContext& rc, ChatRequest req,
+            routing::RouteOverride route)
+      : worker_(worker), snapshot_(snapshot), cfg_(*snapshot.config), rs_(*snapshot.routing),
+        metrics_(*snapshot.metrics), client_(client),
         client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
 
   net::awaitable<bool> run(const config::Model& model);
@@ -201,8 +203,10 @@ class ChatProxy {
   void log_request(const AttemptRecord* final) const;
 
   Worker& worker_;
+  const Snapshot& snapshot_;
   const config::Config& cfg_;
   routing::RoutingState& rs_;
+  Metrics& metrics_;
   beast::tcp_stream& client_;
   const Request& client_request_;
   const RequestContext& rc_;
@@ -221,6 +225,7 @@ class ChatProxy {
   std::optional<int> min_retry_after_;
   bool all_rate_limited_ = true;
   bool budget_exhausted_ = false;
+  bool admission_measured_ = false;
   const char* outcome_ = "client_gone";
 };
 
@@ -266,7 +271,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
   }
 
-  worker_.metrics->on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
+  metrics_.on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
                             decision_.policy);
   const bool hedging = rq.policy.hedging.enabled;
   total_deadline_ = start_ + cfg_.timeouts.total;
@@ -279,7 +284,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
       break;
     }
     const auto& pc = decision_.candidates[next];
-    if (!outcomes_.empty()) worker_.metrics->on_fallback(outcomes_.back());
+    if (!outcomes_.empty()) metrics_.shared().on_fallback(outcomes_.back());
     AttemptResult r;
     if (hedging && next + 1 < decision_.candidates.size() &&
         pc.hedge_delay < pc.candidate.timeouts.ttft) {
@@ -312,7 +317,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   }
   const auto now = Clock::now();
   const auto recorded = rs_.stats.record(rec, now);
-  worker_.metrics->on_attempt(req_.model, rec);
+  metrics_.on_attempt(req_.model, rec);
   // Missing a deadline derived from the deployment's own recent p95 means it
   // is slow, not broken: the estimator (a penalty sample) moves traffic off
   // it, and ejecting it would only keep it out after it recovers. Silence
@@ -391,7 +396,7 @@ bool ChatProxy::claim(int branch) {
   if (race_->winner < 0) {
     race_->winner = branch;
     if (branch == 1) ++rs_.hedges_won;
-    if (race_->hedge_started) worker_.metrics->on_hedge(branch == 1 ? "won" : "lost");
+    if (race_->hedge_started) metrics_.shared().on_hedge(branch == 1 ? "won" : "lost");
     if (auto* other = race_->lose[1 - branch]) other->cancel();
     return true;
   }
@@ -429,7 +434,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     net::steady_timer delay(ex, first.hedge_delay);
     auto [ec] = co_await delay.async_wait(kUseTuple);
     if (ec || race.winner >= 0 || !race.live[0] || !rs_.hedges(req_.model).try_spend(Clock::now())) {
-      if (!ec && race.winner < 0 && race.live[0]) worker_.metrics->on_hedge("denied");
+      if (!ec && race.winner < 0 && race.live[0]) metrics_.shared().on_hedge("denied");
       // No hedge: the first attempt decides alone.
       net::steady_timer park(ex, Clock::time_point::max());
       co_await park.async_wait(kUseTuple);
@@ -535,7 +540,7 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
 
 net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, AttemptRecord& rec,
                                                  int branch) {
-  auto& pool = worker_.pools->get(*c.provider);
+  auto& pool = worker_.pools->get(*c.provider, snapshot_.tls);
   auto up = upstream_request(c);
 
   // A reused keep-alive connection may have been closed by the peer just as we
@@ -543,7 +548,9 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
   // is sent once more on a fresh connection. Only while no response byte came.
   for (int round = 0; round < 2; ++round) {
     auto connect_deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
+    const auto acquire_start = Clock::now();
     providers::AcquireResult acq = co_await pool.acquire(connect_deadline, /*allow_reuse=*/round == 0);
+    const auto acquire_time = Clock::now() - acquire_start;
     if (!acq.lease) co_return fail(rec, AttemptOutcome::kConnectError, acq.error);
     providers::Lease& lease = acq.lease;
     rec.reused_connection = lease.reused();
@@ -556,6 +563,13 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
       co_return fail(rec, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
     }
     rec.request_sent = Clock::now();
+    if (!admission_measured_ && rc_.received != Clock::time_point{}) {
+      // The gateway's own share of getting the request out: parsing,
+      // routing, building the upstream request — not the upstream connect.
+      admission_measured_ = true;
+      metrics_.shared().on_overhead(OverheadPhase::kAdmission,
+                                    rec.request_sent - rc_.received - acquire_time);
+    }
     auto ttft_deadline = earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
 
     UpstreamParser parser;
@@ -676,6 +690,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   providers::CompletionAssembler assembler;
   std::string pending;  // complete events not yet written to the client
   bool committed = false, done = false, saw_finish = false;
+  bool first_token_relayed = false;  // for the gateway-overhead metric
   std::optional<AttemptResult> failure;       // broke before commit: fail over
   std::optional<ApiError> post_commit_error;  // broke after commit: end the client's stream
 
@@ -804,6 +819,10 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
         co_return AttemptResult{true, false};
       }
       pending.clear();
+      if (!first_token_relayed && rec.first_token) {
+        first_token_relayed = true;
+        metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
+      }
     }
     if (post_commit_error) co_return co_await end_with_error(out, *post_commit_error);
     if (done) break;
@@ -896,7 +915,9 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
 
 net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& client,
                                              const Request& request, const RequestContext& rc) {
-  const config::Config& cfg = *worker.config;
+  // The snapshot this request lives on, whatever reloads happen meanwhile.
+  const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
+  const config::Config& cfg = *snapshot->config;
   auto parsed = parse_chat_request(request[http::field::content_type], request.body());
   if (auto* err = std::get_if<ApiError>(&parsed)) {
     Response res = make_error_response(rc, *err);
@@ -930,18 +951,18 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
         rc, ApiError{400, "invalid_request_error", *route_error, "route", "invalid_route", std::nullopt});
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
-  ChatProxy proxy(worker, client, request, rc, std::move(req),
+  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(req),
                   std::move(std::get<routing::RouteOverride>(parsed_route)));
-  worker.metrics->request_started();
+  snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;
     const ChatProxy& proxy;
     const std::string& model;
     ~Count() {
       m.on_request(model, proxy.outcome());
-      m.request_finished();
+      m.shared().request_finished();
     }
-  } count{*worker.metrics, proxy, model->name};
+  } count{*snapshot->metrics, proxy, model->name};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   std::variant<bool, std::monostate> r =

@@ -2,9 +2,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -65,13 +70,25 @@ net::awaitable<bool> write_response(beast::tcp_stream& client, Response& respons
 }
 
 struct Gateway::Impl {
+  // An API-listener connection, for the drain: idle ones are closed at once.
+  struct Session {
+    beast::tcp_stream* stream;
+    bool busy = false;  // a request has been read and is being answered
+  };
+  struct Acceptor {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    bool admin = false;
+  };
   struct WorkerThread {
     // Destruction order matters: pools are declared first so they outlive the
     // io_context, whose destruction releases leases held by coroutine frames.
+    // So do the sessions list and the worker, which session frames use as
+    // they are destroyed.
     std::unique_ptr<providers::UpstreamPools> pools;
-    net::io_context io{1};
-    std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+    std::list<Session> sessions;  // API sessions; this worker's thread only
     Worker worker;
+    net::io_context io{1};
+    std::vector<Acceptor> acceptors;
     std::thread thread;
 
     ~WorkerThread() {
@@ -79,31 +96,74 @@ struct Gateway::Impl {
     }
   };
 
-  std::shared_ptr<const config::Config> config;
-  std::unique_ptr<routing::RoutingState> routing;
-  std::unique_ptr<Metrics> metrics;
-  std::map<std::string, std::shared_ptr<providers::ssl::context>> tls_contexts;
-  std::vector<std::unique_ptr<WorkerThread>> workers;
+  std::unique_ptr<MetricsRegistry> metrics = std::make_unique<MetricsRegistry>();
+  mutable std::mutex snapshot_mu;
+  std::shared_ptr<const Snapshot> current;  // snapshot_mu
+  std::mutex reload_mu;                     // one reload at a time
+  std::optional<std::uint16_t> admin_port;
   std::atomic<bool> ready{false};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> draining{false};
+  // Open API connections, for the drain to wait on.
+  std::mutex sessions_mu;
+  std::condition_variable sessions_cv;
+  std::size_t api_sessions = 0;  // sessions_mu
+  std::condition_variable stop_cv;  // wakes a drain's delay when stop() is called
+  // Last: destroying a worker destroys session frames, which use the members above.
+  std::vector<std::unique_ptr<WorkerThread>> workers;
 
-  net::awaitable<void> accept_loop(WorkerThread& w, tcp::acceptor& acceptor);
-  net::awaitable<void> session(WorkerThread& w, tcp::socket socket);
+  std::shared_ptr<const Snapshot> snapshot() const {
+    std::lock_guard lock(snapshot_mu);
+    return current;
+  }
+  // Runs `fn` on every worker's thread and waits until all have run it (or
+  // `limit` passed: a stopped worker runs nothing).
+  void on_every_worker(const std::function<void(WorkerThread&)>& fn,
+                       std::chrono::milliseconds limit = std::chrono::seconds(10));
+
+  net::awaitable<void> accept_loop(WorkerThread& w, tcp::acceptor& acceptor, bool admin);
+  net::awaitable<void> session(WorkerThread& w, tcp::socket socket, bool admin);
   static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
-                                RequestContext& rc);
-  Response simple_response(const Request& req, std::string_view path,
-                           const RequestContext& rc) const;
-  std::string models_body() const;
+                                RequestContext& rc, bool admin);
+  Response simple_response(const Snapshot& snap, const Request& req, std::string_view path,
+                           const RequestContext& rc, bool admin) const;
 };
 
-Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make_unique<Impl>()) {
-  impl_->config = std::move(config);
-  impl_->routing = std::make_unique<routing::RoutingState>(*impl_->config);
-  impl_->metrics = std::make_unique<Metrics>(*impl_->config);
-  for (const auto& p : impl_->config->providers) {
-    if (p.base_url.tls) impl_->tls_contexts[p.name] = providers::make_tls_context(p);
+namespace {
+
+providers::TlsContexts tls_contexts(const config::Config& cfg, const Snapshot* previous) {
+  providers::TlsContexts out;
+  for (const auto& p : cfg.providers) {
+    if (!p.base_url.tls) continue;
+    // An unchanged provider keeps its context (and so its pooled connections).
+    if (previous) {
+      const config::Provider* old = previous->config->find_provider(p.name);
+      auto it = previous->tls.find(p.name);
+      if (old && *old == p && it != previous->tls.end()) {
+        out[p.name] = it->second;
+        continue;
+      }
+    }
+    out[p.name] = providers::make_tls_context(p);
   }
+  return out;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make_unique<Impl>()) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->routing = std::make_shared<routing::RoutingState>(*config);
+  snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *config);
+  snap->tls = tls_contexts(*config, nullptr);
+  snap->config = std::move(config);
+  snap->generation = 1;
+  impl_->current = std::move(snap);
 }
 
 Gateway::~Gateway() {
@@ -111,21 +171,33 @@ Gateway::~Gateway() {
   wait();
 }
 
-routing::StatsRegistry& Gateway::stats() { return impl_->routing->stats; }
-routing::RoutingState& Gateway::routing() { return *impl_->routing; }
+std::shared_ptr<const config::Config> Gateway::config() const { return impl_->snapshot()->config; }
+routing::StatsRegistry& Gateway::stats() { return impl_->snapshot()->routing->stats; }
+routing::RoutingState& Gateway::routing() { return *impl_->snapshot()->routing; }
 bool Gateway::ready() const { return impl_->ready.load(); }
+bool Gateway::draining() const { return impl_->draining.load(); }
+std::optional<std::uint16_t> Gateway::admin_port() const { return impl_->admin_port; }
+std::uint64_t Gateway::config_generation() const { return impl_->snapshot()->generation; }
+std::size_t Gateway::open_api_connections() const {
+  std::lock_guard lock(impl_->sessions_mu);
+  return impl_->api_sessions;
+}
 
 std::vector<std::uint16_t> Gateway::start() {
-  const auto& server = impl_->config->server;
+  const auto snap = impl_->snapshot();
+  const auto& server = snap->config->server;
   unsigned n = server.workers != 0 ? server.workers : std::max(1u, std::thread::hardware_concurrency());
+  // The API listeners, then the admin listener.
+  std::vector<config::Listener> listeners = server.listeners;
+  if (server.admin_listener) listeners.push_back(*server.admin_listener);
   std::vector<std::uint16_t> ports;
   for (unsigned i = 0; i < n; ++i) {
     auto w = std::make_unique<Impl::WorkerThread>();
-    w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor(), impl_->tls_contexts);
-    w->worker = Worker{impl_->config, impl_->routing.get(), impl_->metrics.get(), w->pools.get(),
-                       std::mt19937_64(0x9e3779b9u + i)};
-    for (std::size_t l = 0; l < server.listeners.size(); ++l) {
-      const auto& listener = server.listeners[l];
+    w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor());
+    w->pools->retain(snap->config);
+    w->worker = Worker{snap, w->pools.get(), std::mt19937_64(0x9e3779b9u + i)};
+    for (std::size_t l = 0; l < listeners.size(); ++l) {
+      const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads
       // connections across them (SO_REUSEPORT). Port 0 is resolved by the
       // first worker and reused by the others.
@@ -139,13 +211,17 @@ std::vector<std::uint16_t> Gateway::start() {
       acc->bind(ep);
       acc->listen(net::socket_base::max_listen_connections);
       if (i == 0) ports.push_back(acc->local_endpoint().port());
-      w->acceptors.push_back(std::move(acc));
+      w->acceptors.push_back({std::move(acc), l >= server.listeners.size()});
     }
     impl_->workers.push_back(std::move(w));
   }
+  if (server.admin_listener) {
+    impl_->admin_port = ports.back();
+    ports.pop_back();
+  }
   for (auto& w : impl_->workers) {
-    for (auto& acc : w->acceptors) {
-      net::co_spawn(w->io, impl_->accept_loop(*w, *acc), net::detached);
+    for (auto& a : w->acceptors) {
+      net::co_spawn(w->io, impl_->accept_loop(*w, *a.acceptor, a.admin), net::detached);
     }
     w->thread = std::thread([&io = w->io] {
       try {
@@ -163,6 +239,9 @@ void Gateway::stop() {
   if (impl_->stopped.exchange(true)) return;
   impl_->ready = false;
   for (auto& w : impl_->workers) w->io.stop();
+  std::lock_guard lock(impl_->sessions_mu);
+  impl_->stop_cv.notify_all();
+  impl_->sessions_cv.notify_all();
 }
 
 void Gateway::wait() {
@@ -171,7 +250,129 @@ void Gateway::wait() {
   }
 }
 
-net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& acceptor) {
+void Gateway::Impl::on_every_worker(const std::function<void(WorkerThread&)>& fn,
+                                    std::chrono::milliseconds limit) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t left;
+  };
+  auto done = std::make_shared<Done>();
+  done->left = workers.size();
+  for (auto& w : workers) {
+    net::post(w->io, [done, fn, &w = *w] {
+      fn(w);
+      std::lock_guard lock(done->mu);
+      if (--done->left == 0) done->cv.notify_all();
+    });
+  }
+  std::unique_lock lock(done->mu);
+  done->cv.wait_for(lock, limit, [&] { return done->left == 0; });
+}
+
+bool Gateway::drain() {
+  if (impl_->stopped.load()) return true;
+  if (impl_->draining.exchange(true)) return false;
+  const config::Drain d = impl_->snapshot()->config->server.drain;
+  impl_->ready = false;
+  impl_->metrics->set_draining(true);
+  log_line(LogLevel::kInfo, "draining: readiness off; accepting for " +
+                                std::to_string(d.delay.count()) + "ms more, then up to " +
+                                std::to_string(d.timeout.count()) + "ms for requests in flight");
+  {
+    // Keep serving (with Connection: close) while load balancers notice.
+    std::unique_lock lock(impl_->sessions_mu);
+    impl_->stop_cv.wait_for(lock, d.delay, [&] { return impl_->stopped.load(); });
+  }
+  impl_->on_every_worker([](Impl::WorkerThread& w) {
+    for (auto& a : w.acceptors) {
+      beast::error_code ignored;
+      if (!a.admin) a.acceptor->close(ignored);
+    }
+    // An idle keep-alive connection has nothing in flight: close it now.
+    for (auto& s : w.sessions) {
+      if (!s.busy) s.stream->socket().cancel();
+    }
+  });
+  bool clean;
+  std::size_t left;
+  {
+    std::unique_lock lock(impl_->sessions_mu);
+    clean = impl_->sessions_cv.wait_for(lock, d.timeout, [&] {
+      return impl_->api_sessions == 0 || impl_->stopped.load();
+    }) && impl_->api_sessions == 0;
+    left = impl_->api_sessions;
+  }
+  if (clean) {
+    log_line(LogLevel::kInfo, "drained: every request finished; stopping");
+  } else {
+    log_line(LogLevel::kWarn, "drain timeout: " + std::to_string(left) +
+                                  " connection(s) still busy are cut; stopping");
+  }
+  stop();
+  return clean;
+}
+
+bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* error) {
+  std::lock_guard lock(impl_->reload_mu);
+  const auto old = impl_->snapshot();
+  auto snap = std::make_shared<Snapshot>();
+  try {
+    snap->tls = tls_contexts(*cfg, old.get());
+  } catch (const std::exception& e) {
+    std::string why = std::string("config reload rejected, keeping the running config: ") + e.what();
+    log_line(LogLevel::kError, why);
+    impl_->metrics->on_reload(false, unix_now());
+    if (error) *error = e.what();
+    return false;
+  }
+  const auto& was = old->config->server;
+  const auto& now = cfg->server;
+  if (was.listeners != now.listeners || was.admin_listener != now.admin_listener ||
+      was.workers != now.workers) {
+    log_line(LogLevel::kWarn,
+             "config reload: server.listeners, server.admin_listener and server.workers take "
+             "effect only at restart; the running ones are kept");
+  }
+  snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing,
+                                                          old->generation + 1);
+  snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
+  snap->config = cfg;
+  snap->generation = old->generation + 1;
+  {
+    std::lock_guard slock(impl_->snapshot_mu);
+    impl_->current = snap;
+  }
+  impl_->on_every_worker([snap](Impl::WorkerThread& w) {
+    w.worker.snapshot = snap;
+    w.pools->retain(snap->config);
+  });
+  impl_->metrics->on_reload(true, unix_now());
+  std::size_t deployments = 0;
+  for (const auto& m : cfg->models) deployments += m.deployments.size();
+  log_line(LogLevel::kInfo, "config reloaded (generation " + std::to_string(snap->generation) +
+                                "): " + std::to_string(cfg->providers.size()) + " providers, " +
+                                std::to_string(cfg->models.size()) + " models, " +
+                                std::to_string(deployments) + " deployments");
+  return true;
+}
+
+bool Gateway::reload_from_file(const std::string& path, std::string* error) {
+  std::shared_ptr<const config::Config> cfg;
+  try {
+    cfg = config::load_config(path);
+  } catch (const std::exception& e) {
+    log_line(LogLevel::kError,
+             std::string("config reload rejected, keeping the running config: ") + e.what());
+    impl_->metrics->on_reload(false, unix_now());
+    if (error) *error = e.what();
+    return false;
+  }
+  return reload(std::move(cfg), error);
+}
+
+net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& acceptor,
+                                                bool admin) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {
@@ -183,28 +384,58 @@ net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& 
       continue;
     }
     socket.set_option(tcp::no_delay(true));
-    net::co_spawn(acceptor.get_executor(), session(w, std::move(socket)), net::detached);
+    net::co_spawn(acceptor.get_executor(), session(w, std::move(socket), admin), net::detached);
   }
 }
 
-net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket) {
+net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket, bool admin) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
-  const auto& limits = config->server.limits;
+  // An API connection is known to the drain from here to its close.
+  struct Tracked {
+    Impl& impl;
+    WorkerThread& w;
+    std::optional<std::list<Session>::iterator> it;
+    Tracked(Impl& i, WorkerThread& wt, beast::tcp_stream* s, bool admin) : impl(i), w(wt) {
+      if (admin) return;
+      it = w.sessions.insert(w.sessions.end(), Session{s});
+      std::lock_guard lock(impl.sessions_mu);
+      ++impl.api_sessions;
+    }
+    void busy(bool b) {
+      if (it) (*it)->busy = b;
+    }
+    ~Tracked() {
+      if (!it) return;
+      w.sessions.erase(*it);
+      std::lock_guard lock(impl.sessions_mu);
+      if (--impl.api_sessions == 0) impl.sessions_cv.notify_all();
+    }
+  } tracked(*this, w, &stream, admin);
   bool first = true;
   try {
     for (;;) {
+      // Limits as the current config has them (a reload may change them).
+      const auto snap = w.worker.snapshot;
+      const auto& limits = snap->config->server.limits;
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
       parser.body_limit(limits.max_body_bytes);
+      // Draining: no new request on an API connection. (Checked right before
+      // the read, with no suspension between, so the drain's cancellation of
+      // idle sessions cannot miss this one.)
+      if (!admin && draining.load()) break;
+      tracked.busy(false);
       // Idle keep-alive wait first, then the slowloris guard for the head.
       stream.expires_after(first ? limits.client_header_timeout : limits.client_idle_timeout);
       first = false;
       auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+      tracked.busy(true);
       RequestContext rc{new_request_id(), 11, false};
       if (hec) {
         if (hec == http::error::end_of_stream || hec == beast::error::timeout ||
-            hec == net::error::connection_reset || hec == net::error::eof) {
+            hec == net::error::connection_reset || hec == net::error::eof ||
+            hec == net::error::operation_aborted) {
           break;
         }
         // Beast checks Content-Length against the body limit with the head.
@@ -223,7 +454,8 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
       }
       auto& head = parser.get();
       rc.version = head.version() == 10 ? 10 : 11;
-      rc.keep_alive = head.keep_alive();
+      // While draining, answer and close: clients reconnect to another replica.
+      rc.keep_alive = head.keep_alive() && !(draining.load() && !admin);
       if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
 
       if (beast::iequals(head[http::field::expect], "100-continue")) {
@@ -243,8 +475,9 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket)
         }
         break;
       }
+      rc.received = std::chrono::steady_clock::now();
       Request req = parser.release();
-      bool keep = co_await dispatch(w, stream, req, rc);
+      bool keep = co_await dispatch(w, stream, req, rc, admin);
       if (!keep || !rc.keep_alive) break;
     }
   } catch (const boost::system::system_error& e) {
@@ -275,30 +508,43 @@ net::awaitable<void> Gateway::Impl::lingering_close(beast::tcp_stream& stream) {
   stream.close();
 }
 
-std::string Gateway::Impl::models_body() const {
+namespace {
+
+std::string models_body(const config::Config& cfg) {
   nlohmann::json data = nlohmann::json::array();
-  for (const auto& m : config->models) {
+  for (const auto& m : cfg.models) {
     data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "llmgate"}});
   }
   return nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump();
 }
 
+bool is_admin_path(std::string_view path) {
+  return path == "/metrics" || path == "/healthz" || path == "/readyz" ||
+         path.substr(0, 7) == "/admin/";
+}
+
+}  // namespace
+
 net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream& stream,
-                                             Request& req, RequestContext& rc) {
+                                             Request& req, RequestContext& rc, bool admin) {
   std::string_view path = path_of(req.target());
-  if (path == "/v1/chat/completions" || path == "/chat/completions") {
+  if (!admin && (path == "/v1/chat/completions" || path == "/chat/completions")) {
     if (req.method() == http::verb::post) {
       co_return co_await handle_chat_completions(w.worker, stream, req, rc);
     }
   }
   // Every other answer is built first and written once. (No temporaries live
   // across a co_await: GCC 12 mis-destroys some of them in coroutines.)
-  Response res = simple_response(req, path, rc);
+  const auto snap = w.worker.snapshot;
+  Response res = simple_response(*snap, req, path, rc, admin);
   co_return co_await write_response(stream, res, kWriteTimeout);
 }
 
-Response Gateway::Impl::simple_response(const Request& req, std::string_view path,
-                                        const RequestContext& rc) const {
+Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req,
+                                        std::string_view path, const RequestContext& rc,
+                                        bool admin) const {
+  const config::Config& cfg = *snap.config;
+  routing::RoutingState& rs = *snap.routing;
   auto method = req.method();
   auto wrong_method = [&](std::string_view allow) {
     ApiError e{405, "invalid_request_error",
@@ -310,13 +556,21 @@ Response Gateway::Impl::simple_response(const Request& req, std::string_view pat
     return res;
   };
   bool get = method == http::verb::get || method == http::verb::head;
+  if (admin && !is_admin_path(path)) {
+    ApiError e{404, "invalid_request_error",
+               "unknown path " + std::string(path.substr(0, 200)) +
+                   " on the admin listener (it serves /metrics, /healthz, /readyz and /admin/*; "
+                   "the API is on the main listener)",
+               std::nullopt, "unknown_url", std::nullopt};
+    return make_error_response(rc, e);
+  }
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
-    return get ? make_json_response(rc, http::status::ok, models_body()) : wrong_method("GET");
+    return get ? make_json_response(rc, http::status::ok, models_body(cfg)) : wrong_method("GET");
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");
-    Response res = make_json_response(rc, http::status::ok, metrics->scrape(*routing));
+    Response res = make_json_response(rc, http::status::ok, metrics->scrape(cfg, rs));
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     return res;
   }
@@ -331,17 +585,19 @@ Response Gateway::Impl::simple_response(const Request& req, std::string_view pat
     auto q = target.find('?');
     std::string_view query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
     if (query == "format=text") {
-      Response res = make_json_response(rc, http::status::ok, routes_text(*config, *routing));
+      Response res = make_json_response(rc, http::status::ok, routes_text(cfg, rs));
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       return res;
     }
-    return make_json_response(rc, http::status::ok, routes_json(*config, *routing));
+    return make_json_response(rc, http::status::ok, routes_json(cfg, rs));
   }
   if (path == "/readyz") {
     if (!get) return wrong_method("GET");
     bool ok = ready.load();
     return make_json_response(rc, ok ? http::status::ok : http::status::service_unavailable,
-                              ok ? R"({"status":"ready"})" : R"({"status":"not ready"})");
+                              ok                ? R"({"status":"ready"})"
+                              : draining.load() ? R"({"status":"draining"})"
+                                                : R"({"status":"not ready"})");
   }
   ApiError e{404, "invalid_request_error",
              "unknown path " + std::string(path.substr(0, 200)) +

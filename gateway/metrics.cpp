@@ -1,8 +1,11 @@
 #include "gateway/metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
-#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -14,10 +17,13 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "gateway/admin_routes.h"
+
 namespace llmgate::gateway {
 namespace {
 
 using prometheus::Counter;
+using prometheus::Family;
 using prometheus::Gauge;
 using prometheus::Histogram;
 
@@ -27,6 +33,21 @@ constexpr const char* kVersion = "0.1";
 const Histogram::BucketBoundaries kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
                                                   0.1,   0.25,  0.5,  0.75, 1.0,  2.5,  5.0,
                                                   7.5,   10.0,  20.0, 40.0, 80.0};
+// OpenTelemetry's GenAI time-per-output-token buckets.
+const Histogram::BucketBoundaries kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                                  0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
+// OpenTelemetry's GenAI operation-duration buckets, with a tail to 300 s for long generations.
+const Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+                                                      1.28, 2.56, 5.12, 10.24, 20.48, 40.96,
+                                                      81.92, 150.0, 300.0};
+// The gateway's own cost: tens of microseconds when all is well.
+const Histogram::BucketBoundaries kOverheadBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
+                                                      0.0005,  0.001,    0.0025,  0.005,  0.01,
+                                                      0.025,   0.05,     0.1};
+// OpenTelemetry's GenAI token-usage buckets.
+const Histogram::BucketBoundaries kTokenBuckets = {1,      4,       16,      64,       256,
+                                                   1024,   4096,    16384,   65536,    262144,
+                                                   1048576, 4194304, 16777216, 67108864};
 
 constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kSuccess,     routing::AttemptOutcome::kConnectError,
@@ -37,171 +58,362 @@ constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kHedgeLost};
 constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_gone"};
 constexpr std::array kHedgeResults = {"won", "lost", "denied"};
-// OpenTelemetry's GenAI token-usage buckets.
-const Histogram::BucketBoundaries kTokenBuckets = {1,      4,       16,      64,       256,
-                                                   1024,   4096,    16384,   65536,    262144,
-                                                   1048576, 4194304, 16777216, 67108864};
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
+constexpr std::array kWindowPercentiles = {"p50", "p95", "p99"};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+template <typename T, typename Builder>
+Family<T>& family(Builder builder, prometheus::Registry& r, const char* name, const char* help) {
+  return builder.Name(name).Help(help).Register(r);
+}
 
 }  // namespace
 
-struct Metrics::Impl {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  const config::Config& cfg;
+struct MetricsRegistry::Impl {
+  prometheus::Registry registry;
 
-  prometheus::Family<Histogram>& ttft = prometheus::BuildHistogram()
-                                            .Name("gen_ai_server_time_to_first_token_seconds")
-                                            .Help("Time from the request written upstream to the first output token")
-                                            .Register(*registry);
-  prometheus::Family<Counter>& attempts = prometheus::BuildCounter()
-                                              .Name("llmgate_upstream_attempts_total")
-                                              .Help("Upstream attempts by deployment and outcome")
-                                              .Register(*registry);
-  prometheus::Family<Counter>& requests = prometheus::BuildCounter()
-                                              .Name("llmgate_requests_total")
-                                              .Help("Chat completion requests by public model and outcome")
-                                              .Register(*registry);
-  prometheus::Family<Gauge>& in_flight = prometheus::BuildGauge()
-                                             .Name("llmgate_requests_in_flight")
-                                             .Help("Chat completion requests being served")
-                                             .Register(*registry);
-  prometheus::Family<Gauge>& build_info = prometheus::BuildGauge()
-                                              .Name("llmgate_build_info")
-                                              .Help("Always 1; the version as a label")
-                                              .Register(*registry);
-  prometheus::Family<Counter>& routes = prometheus::BuildCounter()
-                                            .Name("llmgate_route_decisions_total")
-                                            .Help("The router's first choice per request, by model, deployment and policy")
-                                            .Register(*registry);
-  prometheus::Family<Counter>& fallbacks = prometheus::BuildCounter()
-                                               .Name("llmgate_fallbacks_total")
-                                               .Help("Attempts on a next candidate, by the failure that caused them")
-                                               .Register(*registry);
-  prometheus::Family<Counter>& hedges = prometheus::BuildCounter()
-                                            .Name("llmgate_hedges_total")
-                                            .Help("Hedged attempts by result (won, lost, denied by the budget)")
-                                            .Register(*registry);
-  prometheus::Family<Counter>& tokens = prometheus::BuildCounter()
-                                            .Name("llmgate_tokens_total")
-                                            .Help("Tokens of successful attempts, from upstream usage")
-                                            .Register(*registry);
-  prometheus::Family<Counter>& cost = prometheus::BuildCounter()
-                                          .Name("llmgate_cost_usd_total")
-                                          .Help("USD of successful attempts at the configured prices")
-                                          .Register(*registry);
-  prometheus::Family<Histogram>& usage = prometheus::BuildHistogram()
-                                             .Name("gen_ai_client_token_usage")
-                                             .Help("Tokens per successful request (OpenTelemetry GenAI)")
-                                             .Register(*registry);
-  prometheus::Family<Gauge>& est = prometheus::BuildGauge()
-                                       .Name("llmgate_router_ttft_estimate_seconds")
-                                       .Help("The router's TTFT estimate (PeakEWMA) per deployment")
-                                       .Register(*registry);
-  prometheus::Family<Gauge>& quant = prometheus::BuildGauge()
-                                         .Name("llmgate_router_ttft_window_seconds")
-                                         .Help("Live TTFT percentiles over the router's window per deployment")
-                                         .Register(*registry);
-  prometheus::Family<Gauge>& tps = prometheus::BuildGauge()
-                                       .Name("llmgate_router_output_tokens_per_second")
-                                       .Help("The router's output speed estimate per deployment")
-                                       .Register(*registry);
-  prometheus::Family<Gauge>& state = prometheus::BuildGauge()
-                                         .Name("llmgate_router_deployment_state")
-                                         .Help("1 for the deployment's current health state, else 0")
-                                         .Register(*registry);
+  // Config-labelled families (children resolved per snapshot by Metrics).
+  Family<Histogram>& ttft = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "gen_ai_server_time_to_first_token_seconds",
+      "Time from the request written upstream to the first output token, per attempt");
+  Family<Histogram>& tpot = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "gen_ai_server_time_per_output_token_seconds",
+      "Time per output token after the first, per successful attempt");
+  Family<Histogram>& duration = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "gen_ai_server_request_duration_seconds",
+      "Upstream request written to response end, per successful attempt");
+  Family<Histogram>& usage = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "gen_ai_client_token_usage",
+      "Tokens per successful request (OpenTelemetry GenAI)");
+  Family<Counter>& attempts = family<Counter>(prometheus::BuildCounter(), registry,
+                                              "llmgate_upstream_attempts_total",
+                                              "Upstream attempts by deployment and outcome");
+  Family<Counter>& requests = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_requests_total",
+      "Chat completion requests by public model and outcome");
+  Family<Counter>& routes = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
+      "The router's first choice per request, by model, deployment and policy");
 
-  // Pre-resolved children.
-  std::map<std::pair<std::string, std::string>, Histogram*> ttft_by;  // (model, deployment)
-  std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
-  std::map<std::pair<std::string, std::string>, Counter*> requests_by;
-  Gauge* in_flight_gauge = nullptr;
-  std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
+  // Process-wide series.
+  Family<Gauge>& in_flight_family = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_requests_in_flight",
+      "Chat completion requests being served");
+  Family<Gauge>& build_info = family<Gauge>(prometheus::BuildGauge(), registry,
+                                            "llmgate_build_info", "Always 1; the version as a label");
+  Family<Counter>& fallbacks = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_fallbacks_total",
+      "Attempts on a next candidate, by the failure that caused them");
+  Family<Counter>& hedges = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_hedges_total",
+      "Hedged attempts by result (won, lost, denied by the budget)");
+  Family<Counter>& tokens = family<Counter>(prometheus::BuildCounter(), registry,
+                                            "llmgate_tokens_total",
+                                            "Tokens of successful attempts, from upstream usage");
+  Family<Counter>& cost = family<Counter>(prometheus::BuildCounter(), registry,
+                                          "llmgate_cost_usd_total",
+                                          "USD of successful attempts at the configured prices");
+  Family<Histogram>& overhead = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "llmgate_gateway_overhead_seconds",
+      "Time the gateway itself adds: admission (request read to upstream request sent, less "
+      "connect) and first_token (first token read upstream to written to the client)");
+  Family<Counter>& reloads = family<Counter>(prometheus::BuildCounter(), registry,
+                                             "llmgate_config_reloads_total",
+                                             "Config reloads by result (success, failure)");
+  Family<Gauge>& reload_ok = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_config_last_reload_successful",
+      "1 if the last config reload succeeded (or none was tried), 0 if it was rejected");
+  Family<Gauge>& reload_time = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_config_last_reload_success_timestamp_seconds",
+      "Unix time of the config now in force (start-up or last successful reload)");
+  Family<Gauge>& draining_family = family<Gauge>(prometheus::BuildGauge(), registry,
+                                                 "llmgate_draining",
+                                                 "1 while the gateway drains for shutdown");
+
+  // The router's beliefs, refreshed at scrape time.
+  Family<Gauge>& est = family<Gauge>(prometheus::BuildGauge(), registry,
+                                     "llmgate_router_ttft_estimate_seconds",
+                                     "The router's TTFT estimate (PeakEWMA) per deployment");
+  Family<Gauge>& quant = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_router_ttft_window_seconds",
+      "Live TTFT percentiles over the router's window per deployment (NaN while empty)");
+  Family<Gauge>& tps = family<Gauge>(prometheus::BuildGauge(), registry,
+                                     "llmgate_router_output_tokens_per_second",
+                                     "The router's output speed estimate per deployment");
+  Family<Gauge>& state = family<Gauge>(prometheus::BuildGauge(), registry,
+                                       "llmgate_router_deployment_state",
+                                       "1 for the deployment's current health state, else 0");
+  Family<Gauge>& dep_in_flight = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_router_in_flight",
+      "Upstream attempts in flight per deployment (all worker threads)");
+  Family<Gauge>& error_rate = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_router_error_rate",
+      "The router's time-decayed error ratio per deployment (0 to 1)");
+  Family<Counter>& ejections = family<Counter>(prometheus::BuildCounter(), registry,
+                                               "llmgate_router_ejections_total",
+                                               "Outlier ejections per deployment");
+  Family<Gauge>& score = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_router_score",
+      "The score the model's policy gives the deployment now (lower is better; NaN if skipped)");
+  Family<Gauge>& rank = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_router_rank",
+      "The deployment's 1-based place in the model's plan now (0 if it would be skipped)");
+
+  Gauge& in_flight = in_flight_family.Add({});
+  Gauge& draining = draining_family.Add({});
   std::map<routing::AttemptOutcome, Counter*> fallbacks_by;
   std::map<std::string, Counter*> hedges_by;
-  Counter* input_tokens = nullptr;
-  Counter* output_tokens = nullptr;
-  Counter* cost_total = nullptr;
-  std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
-  std::map<std::string, config::Price> price_by;  // deployment id
-  struct RouterGauges {
+  Counter& input_tokens = tokens.Add({{"type", "input"}});
+  Counter& output_tokens = tokens.Add({{"type", "output"}});
+  Counter& cost_total = cost.Add({});
+  std::array<Histogram*, 2> overhead_by{};
+  Counter& reloads_ok = reloads.Add({{"result", "success"}});
+  Counter& reloads_failed = reloads.Add({{"result", "failure"}});
+
+  // Scrape-time state: written only under scrape_mu.
+  std::mutex scrape_mu;
+  struct DeploymentGauges {
     Gauge* estimate;
-    std::array<Gauge*, 3> quantiles;
+    std::array<Gauge*, kWindowPercentiles.size()> quantiles;
     Gauge* tps;
     std::array<Gauge*, kStates.size()> states;
+    Gauge* in_flight;
+    Gauge* error_rate;
+    Counter* ejections;
+    std::uint64_t ejections_seen = 0;
   };
-  std::map<std::string, RouterGauges> router_by;  // deployment id
+  std::map<std::string, DeploymentGauges> deployment_gauges;  // deployment id
+  struct RankGauges {
+    Gauge* score;
+    Gauge* rank;
+  };
+  std::map<std::pair<std::string, std::string>, RankGauges> rank_gauges;  // (model, deployment)
 
-  explicit Impl(const config::Config& c) : cfg(c) {
-    in_flight_gauge = &in_flight.Add({});
+  Impl() {
     for (auto o : kOutcomes) fallbacks_by[o] = &fallbacks.Add({{"reason", routing::to_string(o)}});
     for (const char* r : kHedgeResults) hedges_by[r] = &hedges.Add({{"result", r}});
-    input_tokens = &tokens.Add({{"type", "input"}});
-    output_tokens = &tokens.Add({{"type", "output"}});
-    cost_total = &cost.Add({});
+    overhead_by[static_cast<int>(OverheadPhase::kAdmission)] =
+        &overhead.Add({{"phase", "admission"}}, kOverheadBuckets);
+    overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
+        &overhead.Add({{"phase", "first_token"}}, kOverheadBuckets);
     build_info.Add({{"version", kVersion}}).Set(1);
+    reload_ok.Add({}).Set(1);
+    reload_time.Add({}).Set(static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count()));
+  }
+
+  DeploymentGauges add_deployment(const std::string& id) {
+    DeploymentGauges g{};
+    g.estimate = &est.Add({{"deployment", id}});
+    for (std::size_t i = 0; i < kWindowPercentiles.size(); ++i) {
+      g.quantiles[i] = &quant.Add({{"deployment", id}, {"percentile", kWindowPercentiles[i]}});
+    }
+    g.tps = &tps.Add({{"deployment", id}});
+    for (std::size_t i = 0; i < kStates.size(); ++i) {
+      g.states[i] = &state.Add({{"deployment", id}, {"state", routing::to_string(kStates[i])}});
+    }
+    g.in_flight = &dep_in_flight.Add({{"deployment", id}});
+    g.error_rate = &error_rate.Add({{"deployment", id}});
+    g.ejections = &ejections.Add({{"deployment", id}});
+    return g;
+  }
+
+  void remove_deployment(const DeploymentGauges& g) {
+    est.Remove(g.estimate);
+    for (auto* q : g.quantiles) quant.Remove(q);
+    tps.Remove(g.tps);
+    for (auto* s : g.states) state.Remove(s);
+    dep_in_flight.Remove(g.in_flight);
+    error_rate.Remove(g.error_rate);
+    ejections.Remove(g.ejections);
+  }
+
+  // Brings the scrape-time gauges in line with `cfg`: adds the new
+  // deployments', removes those of deployments no longer configured.
+  void reconcile(const config::Config& cfg) {
+    std::set<std::string> ids;
+    std::set<std::pair<std::string, std::string>> pairs;
     for (const auto& m : cfg.models) {
-      for (const char* o : kRequestOutcomes) requests_by[{m.name, o}] = &requests.Add({{"model", m.name}, {"outcome", o}});
-      for (const char* type : {"input", "output"}) {
-        usage_by[{m.name, type}] =
-            &usage.Add({{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
-      }
       for (const auto& d : m.deployments) {
-        const std::string id = d.id();
-        price_by[id] = d.price;
-        for (auto p : config::kAllPolicies) {
-          routes_by[{m.name, id, p}] = &routes.Add(
-              {{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
-        }
-        ttft_by[{m.name, id}] = &ttft.Add(
-            {{"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}},
-            kTtftBuckets);
-        for (auto o : kOutcomes) {
-          if (!attempts_by.count({id, o})) {
-            attempts_by[{id, o}] = &attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
-          }
-        }
-        if (!router_by.count(id)) {
-          RouterGauges g{};
-          g.estimate = &est.Add({{"deployment", id}});
-          const char* qs[] = {"p50", "p95", "p99"};
-          for (int i = 0; i < 3; ++i) g.quantiles[i] = &quant.Add({{"deployment", id}, {"percentile", qs[i]}});
-          g.tps = &tps.Add({{"deployment", id}});
-          for (std::size_t i = 0; i < kStates.size(); ++i) {
-            g.states[i] = &state.Add({{"deployment", id}, {"state", routing::to_string(kStates[i])}});
-          }
-          router_by[id] = g;
-        }
+        ids.insert(d.id());
+        pairs.insert({m.name, d.id()});
       }
+    }
+    for (auto it = deployment_gauges.begin(); it != deployment_gauges.end();) {
+      if (ids.count(it->first)) {
+        ++it;
+        continue;
+      }
+      remove_deployment(it->second);
+      it = deployment_gauges.erase(it);
+    }
+    for (const auto& id : ids) {
+      if (!deployment_gauges.count(id)) deployment_gauges.emplace(id, add_deployment(id));
+    }
+    for (auto it = rank_gauges.begin(); it != rank_gauges.end();) {
+      if (pairs.count(it->first)) {
+        ++it;
+        continue;
+      }
+      score.Remove(it->second.score);
+      rank.Remove(it->second.rank);
+      it = rank_gauges.erase(it);
+    }
+    for (const auto& [model, id] : pairs) {
+      if (rank_gauges.count({model, id})) continue;
+      rank_gauges[{model, id}] = RankGauges{&score.Add({{"model", model}, {"deployment", id}}),
+                                            &rank.Add({{"model", model}, {"deployment", id}})};
     }
   }
 };
 
-Metrics::Metrics(const config::Config& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+MetricsRegistry::MetricsRegistry() : impl_(std::make_unique<Impl>()) {}
+MetricsRegistry::~MetricsRegistry() = default;
+
+void MetricsRegistry::request_started() { impl_->in_flight.Increment(); }
+void MetricsRegistry::request_finished() { impl_->in_flight.Decrement(); }
+
+void MetricsRegistry::on_fallback(routing::AttemptOutcome reason) {
+  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end()) it->second->Increment();
+}
+
+void MetricsRegistry::on_hedge(const char* result) {
+  if (auto it = impl_->hedges_by.find(result); it != impl_->hedges_by.end()) it->second->Increment();
+}
+
+void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds d) {
+  impl_->overhead_by[static_cast<int>(phase)]->Observe(std::chrono::duration<double>(d).count());
+}
+
+void MetricsRegistry::on_reload(bool ok, double unix_seconds) {
+  (ok ? impl_->reloads_ok : impl_->reloads_failed).Increment();
+  impl_->reload_ok.Add({}).Set(ok ? 1 : 0);
+  if (ok) impl_->reload_time.Add({}).Set(unix_seconds);
+}
+
+void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }
+
+std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {
+  const auto now = routing::Clock::now();
+  std::lock_guard lock(impl_->scrape_mu);
+  impl_->reconcile(cfg);
+  for (auto& [id, g] : impl_->deployment_gauges) {
+    auto s = state.stats.get_or_prior(id, now);
+    g.estimate->Set(s.ttft_estimate_ms / 1000.0);
+    const std::optional<double> qs[] = {s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms};
+    // NaN, not 0, while the window is empty: "no data" must not read as "instant".
+    for (std::size_t i = 0; i < g.quantiles.size(); ++i) {
+      g.quantiles[i]->Set(qs[i] ? *qs[i] / 1000.0 : kNaN);
+    }
+    g.tps->Set(s.tps_estimate);
+    g.in_flight->Set(static_cast<double>(s.in_flight));
+    g.error_rate->Set(s.error_rate);
+    auto h = state.health.peek(id, now);
+    for (std::size_t i = 0; i < kStates.size(); ++i) g.states[i]->Set(h.state == kStates[i] ? 1 : 0);
+    // The tracker counts ejections itself; the counter follows it. (A
+    // deployment whose upstream changed on a reload restarts at 0: the
+    // counter then stays where it was, as counters must.)
+    const std::uint64_t total = state.health.ejections_total(id);
+    if (total > g.ejections_seen) g.ejections->Increment(static_cast<double>(total - g.ejections_seen));
+    g.ejections_seen = total;
+  }
+  for (const auto& m : cfg.models) {
+    for (const auto& r : rank_deployments(cfg, m, state, now)) {
+      auto& g = impl_->rank_gauges.at({m.name, r.d->id()});
+      g.score->Set(r.rank ? r.score : kNaN);
+      g.rank->Set(r.rank ? static_cast<double>(*r.rank) : 0);
+    }
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, impl_->registry.Collect());
+  return out.str();
+}
+
+// ---- Metrics: one config snapshot's series ------------------------------------
+
+struct Metrics::Impl {
+  std::map<std::pair<std::string, std::string>, Histogram*> ttft_by;  // (model, deployment)
+  std::map<std::pair<std::string, std::string>, Histogram*> tpot_by;
+  std::map<std::pair<std::string, std::string>, Histogram*> duration_by;
+  std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
+  std::map<std::pair<std::string, std::string>, Counter*> requests_by;
+  std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
+  std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
+  std::map<std::string, config::Price> price_by;                      // deployment id
+};
+
+Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
+    : registry_(registry), impl_(std::make_unique<Impl>()) {
+  auto& f = *registry.impl_;
+  auto& m_ = *impl_;
+  for (const auto& m : cfg.models) {
+    for (const char* o : kRequestOutcomes) {
+      m_.requests_by[{m.name, o}] = &f.requests.Add({{"model", m.name}, {"outcome", o}});
+    }
+    for (const char* type : {"input", "output"}) {
+      m_.usage_by[{m.name, type}] =
+          &f.usage.Add({{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
+    }
+    for (const auto& d : m.deployments) {
+      const std::string id = d.id();
+      m_.price_by[id] = d.price;
+      for (auto p : config::kAllPolicies) {
+        m_.routes_by[{m.name, id, p}] =
+            &f.routes.Add({{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
+      }
+      const prometheus::Labels genai{
+          {"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}};
+      m_.ttft_by[{m.name, id}] = &f.ttft.Add(genai, kTtftBuckets);
+      m_.tpot_by[{m.name, id}] = &f.tpot.Add(genai, kTpotBuckets);
+      m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
+      for (auto o : kOutcomes) {
+        if (!m_.attempts_by.count({id, o})) {
+          m_.attempts_by[{id, o}] = &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
+        }
+      }
+    }
+  }
+}
+
 Metrics::~Metrics() = default;
 
 void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord& rec) {
-  if (auto it = impl_->attempts_by.find({rec.deployment, rec.outcome}); it != impl_->attempts_by.end()) {
+  auto& m = *impl_;
+  if (auto it = m.attempts_by.find({rec.deployment, rec.outcome}); it != m.attempts_by.end()) {
     it->second->Increment();
   }
   if (auto t = rec.ttft()) {
-    if (auto it = impl_->ttft_by.find({model, rec.deployment}); it != impl_->ttft_by.end()) {
+    if (auto it = m.ttft_by.find({model, rec.deployment}); it != m.ttft_by.end()) {
       it->second->Observe(std::chrono::duration<double>(*t).count());
     }
   }
   if (rec.outcome != routing::AttemptOutcome::kSuccess) return;
+  if (auto tps = rec.tps(); tps && *tps > 0) {
+    if (auto it = m.tpot_by.find({model, rec.deployment}); it != m.tpot_by.end()) {
+      it->second->Observe(1.0 / *tps);
+    }
+  }
+  if (rec.request_sent != routing::Clock::time_point{}) {
+    if (auto it = m.duration_by.find({model, rec.deployment}); it != m.duration_by.end()) {
+      it->second->Observe(std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
+    }
+  }
+  auto& f = *registry_.impl_;
   const double in = static_cast<double>(std::max<std::int64_t>(0, rec.input_tokens.value_or(0)));
   const double out = static_cast<double>(std::max<std::int64_t>(0, rec.output_tokens.value_or(0)));
-  impl_->input_tokens->Increment(in);
-  impl_->output_tokens->Increment(out);
-  if (auto it = impl_->usage_by.find({model, "input"}); it != impl_->usage_by.end() && rec.input_tokens) {
+  f.input_tokens.Increment(in);
+  f.output_tokens.Increment(out);
+  if (auto it = m.usage_by.find({model, "input"}); it != m.usage_by.end() && rec.input_tokens) {
     it->second->Observe(in);
   }
-  if (auto it = impl_->usage_by.find({model, "output"}); it != impl_->usage_by.end() && rec.output_tokens) {
+  if (auto it = m.usage_by.find({model, "output"}); it != m.usage_by.end() && rec.output_tokens) {
     it->second->Observe(out);
   }
-  if (auto it = impl_->price_by.find(rec.deployment); it != impl_->price_by.end()) {
-    impl_->cost_total->Increment((in * it->second.input_per_1m + out * it->second.output_per_1m) / 1e6);
+  if (auto it = m.price_by.find(rec.deployment); it != m.price_by.end()) {
+    f.cost_total.Increment((in * it->second.input_per_1m + out * it->second.output_per_1m) / 1e6);
   }
 }
 
@@ -212,40 +424,10 @@ void Metrics::on_route(const std::string& model, const std::string& deployment,
   }
 }
 
-void Metrics::on_fallback(routing::AttemptOutcome reason) {
-  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end()) it->second->Increment();
-}
-
-void Metrics::on_hedge(const char* result) {
-  if (auto it = impl_->hedges_by.find(result); it != impl_->hedges_by.end()) it->second->Increment();
-}
-
 void Metrics::on_request(const std::string& model, const char* outcome) {
   if (auto it = impl_->requests_by.find({model, outcome}); it != impl_->requests_by.end()) {
     it->second->Increment();
   }
-}
-
-void Metrics::request_started() { impl_->in_flight_gauge->Increment(); }
-void Metrics::request_finished() { impl_->in_flight_gauge->Decrement(); }
-
-std::string Metrics::scrape(routing::RoutingState& state) {
-  const auto now = routing::Clock::now();
-  for (auto& [id, g] : impl_->router_by) {
-    auto s = state.stats.get_or_prior(id, now);
-    g.estimate->Set(s.ttft_estimate_ms / 1000.0);
-    const std::optional<double> qs[] = {s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms};
-    // NaN, not 0, while the window is empty: "no data" must not read as "instant".
-    for (int i = 0; i < 3; ++i) {
-      g.quantiles[i]->Set(qs[i] ? *qs[i] / 1000.0 : std::numeric_limits<double>::quiet_NaN());
-    }
-    g.tps->Set(s.tps_estimate);
-    auto h = state.health.peek(id, now);
-    for (std::size_t i = 0; i < kStates.size(); ++i) g.states[i]->Set(h.state == kStates[i] ? 1 : 0);
-  }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, impl_->registry->Collect());
-  return out.str();
 }
 
 }  // namespace llmgate::gateway

@@ -1,36 +1,69 @@
 // Prometheus metrics (prometheus-cpp core, served as text on GET /metrics).
 //
 // Label values come only from config (model names, provider names, deployment
-// ids) or from fixed enums (outcomes, states), never from requests, so series
-// cardinality is bounded by the config. Every labelled child is created at
-// start-up; the hot path only increments pre-resolved pointers (atomics).
-// The router's own beliefs (estimates, percentiles, health state) are gauges
-// refreshed from the RoutingState at scrape time. Beast-free.
+// ids) or from fixed enums (outcomes, states, phases), never from requests, so
+// series cardinality is bounded by the config. Two layers:
+//   - MetricsRegistry: one per process, for its whole life (so counters survive
+//     hot reloads): the registry, every family, and the series that do not
+//     depend on config (in-flight, fallbacks, hedges, tokens, cost, gateway
+//     overhead, reloads, draining). Its router gauges are refreshed at scrape
+//     time from the current config and RoutingState: the router's beliefs.
+//   - Metrics: the config-labelled series of one config snapshot, resolved
+//     once when the snapshot is built, so the hot path only increments
+//     pre-resolved pointers (atomics). Requests keep the snapshot they started
+//     with; a reload builds a new Metrics over the same registry (prometheus-cpp
+//     returns the existing child for the same labels, so counts continue).
+// Beast-free.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "config/config.h"
 #include "routing/attempt_record.h"
 #include "routing/routing_state.h"
 
-namespace prometheus {
-class Registry;
-class Counter;
-class Gauge;
-class Histogram;
-template <typename T>
-class Family;
-}  // namespace prometheus
-
 namespace llmgate::gateway {
+
+// Where the gateway's own time goes (llmgate_gateway_overhead_seconds).
+enum class OverheadPhase {
+  kAdmission,   // client request read -> upstream request sent, less upstream connect
+  kFirstToken,  // first token read from upstream -> written to the client
+};
+
+class MetricsRegistry {
+ public:
+  MetricsRegistry();
+  ~MetricsRegistry();
+  MetricsRegistry(const MetricsRegistry&) = delete;
+  MetricsRegistry& operator=(const MetricsRegistry&) = delete;
+
+  void request_started();
+  void request_finished();
+  // An attempt beyond the first, after a failure of `reason`.
+  void on_fallback(routing::AttemptOutcome reason);
+  // A hedge: "won" (the hedge answered first), "lost" (the primary did), "denied" (budget).
+  void on_hedge(const char* result);
+  void on_overhead(OverheadPhase phase, std::chrono::nanoseconds d);
+  // A config reload attempt; `unix_seconds` is when it happened.
+  void on_reload(bool ok, double unix_seconds);
+  void set_draining(bool draining);
+
+  // The text exposition format, with the router gauges refreshed first for
+  // the deployments of `cfg` (gauges of deployments no longer configured are
+  // removed).
+  std::string scrape(const config::Config& cfg, routing::RoutingState& state);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend class Metrics;
+};
 
 class Metrics {
  public:
-  explicit Metrics(const config::Config& cfg);
+  Metrics(MetricsRegistry& registry, const config::Config& cfg);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -40,20 +73,14 @@ class Metrics {
   // One finished request of a configured model: "success", "error",
   // "rejected" (no route, rate limited by the gateway) or "client_gone".
   void on_request(const std::string& model, const char* outcome);
-  void request_started();
-  void request_finished();
   // The router's first choice for a request.
   void on_route(const std::string& model, const std::string& deployment, config::Policy policy);
-  // An attempt beyond the first, after a failure of `reason` (an AttemptOutcome name).
-  void on_fallback(routing::AttemptOutcome reason);
-  // A hedge: "won" (the hedge answered first), "lost" (the primary did), "denied" (budget).
-  void on_hedge(const char* result);
 
-  // The text exposition format, with the router gauges refreshed first.
-  std::string scrape(routing::RoutingState& state);
+  MetricsRegistry& shared() { return registry_; }
 
  private:
   struct Impl;
+  MetricsRegistry& registry_;
   std::unique_ptr<Impl> impl_;
 };
 

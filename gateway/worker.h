@@ -25,10 +25,23 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 
-struct Worker {
+// Everything a request needs from one config: the immutable config, the
+// routing state built for it (sharing live statistics across reloads), its
+// metric series and its providers' TLS contexts. A hot reload builds a new
+// Snapshot; a request holds the one it started with to its end.
+struct Snapshot {
   std::shared_ptr<const config::Config> config;
-  routing::RoutingState* routing = nullptr;
-  Metrics* metrics = nullptr;
+  std::shared_ptr<routing::RoutingState> routing;
+  std::shared_ptr<Metrics> metrics;
+  providers::TlsContexts tls;
+  std::uint64_t generation = 0;  // 1 at start-up, +1 per successful reload
+};
+
+// One worker thread's state. Touched only on that thread: a reload posts the
+// new snapshot to it (Envoy's thread-local-slot pattern), so the hot path
+// reads its snapshot without locks or atomics.
+struct Worker {
+  std::shared_ptr<const Snapshot> snapshot;
   providers::UpstreamPools* pools = nullptr;
   std::mt19937_64 rng{1};  // this worker's: exploration, random policy
 };
@@ -37,6 +50,7 @@ struct RequestContext {
   std::string request_id;
   unsigned version = 11;  // client's HTTP version: 10 or 11
   bool keep_alive = true;
+  std::chrono::steady_clock::time_point received{};  // the whole request was read
 };
 
 using Request = http::request<http::string_body>;

@@ -70,8 +70,14 @@ void ConnectionPool::on_closed() {
   wake_one();
 }
 
+void ConnectionPool::retire() {
+  retired_ = true;
+  open_ -= idle_.size();
+  idle_.clear();
+}
+
 void ConnectionPool::on_returned(std::unique_ptr<UpstreamConnection> c) {
-  if (shut_down_) {
+  if (shut_down_ || retired_) {
     --open_;
     return;
   }
@@ -179,14 +185,40 @@ std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider)
   return ctx;
 }
 
-ConnectionPool& UpstreamPools::get(const config::Provider& provider) {
-  auto& slot = pools_[provider.name];
-  if (!slot) {
-    std::shared_ptr<ssl::context> tls;
-    if (auto it = tls_.find(provider.name); it != tls_.end()) tls = it->second;
-    slot = std::make_unique<ConnectionPool>(ex_, provider, std::move(tls));
+ConnectionPool& UpstreamPools::get(const config::Provider& provider, const TlsContexts& tls) {
+  auto [first, last] = pools_.equal_range(provider.name);
+  ConnectionPool* retired = nullptr;
+  for (auto it = first; it != last; ++it) {
+    if (!(it->second->provider() == provider)) continue;
+    if (!it->second->retired()) return *it->second;
+    retired = it->second.get();
   }
-  return *slot;
+  // No live pool for the provider as the caller's config has it. If that is
+  // not the current config's provider, the request started before a reload
+  // changed it: it gets a retired pool, so nothing outlives such requests.
+  const config::Provider* now = current_ ? current_->find_provider(provider.name) : nullptr;
+  const bool stale = current_ && (now == nullptr || !(*now == provider));
+  if (stale && retired) return *retired;
+  std::shared_ptr<ssl::context> ctx;
+  if (auto it = tls.find(provider.name); it != tls.end()) ctx = it->second;
+  auto& pool =
+      pools_.emplace(provider.name, std::make_unique<ConnectionPool>(ex_, provider, std::move(ctx)))->second;
+  if (stale) pool->retire();
+  return *pool;
+}
+
+void UpstreamPools::retain(std::shared_ptr<const config::Config> cfg) {
+  current_ = std::move(cfg);
+  for (auto it = pools_.begin(); it != pools_.end();) {
+    auto& pool = *it->second;
+    const config::Provider* now = current_->find_provider(it->first);
+    if (!pool.retired() && (now == nullptr || !(*now == pool.provider()))) pool.retire();
+    if (pool.retired() && pool.unused()) {
+      it = pools_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void UpstreamPools::shutdown() {

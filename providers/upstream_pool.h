@@ -112,7 +112,14 @@ class ConnectionPool {
 
   std::size_t open_connections() const { return open_; }
   std::size_t idle_connections() const { return idle_.size(); }
+  const config::Provider& provider() const { return provider_; }
   void shutdown();  // close idle connections; leases closed later are not pooled
+  // The provider's config changed (a reload): close idle connections and pool
+  // no more, but still connect for requests that started on the old config.
+  void retire();
+  bool retired() const { return retired_; }
+  // Retired with nothing open or waiting: safe to destroy.
+  bool unused() const { return open_ == 0 && waiters_.empty(); }
 
  private:
   friend class Lease;
@@ -122,31 +129,43 @@ class ConnectionPool {
   void wake_one();
 
   net::any_io_executor ex_;
-  const config::Provider& provider_;
+  const config::Provider provider_;  // a copy: the pool may outlive the config it came from
   std::shared_ptr<ssl::context> tls_;
   std::deque<std::unique_ptr<UpstreamConnection>> idle_;  // most recently used at the back
   std::deque<net::steady_timer*> waiters_;
   std::size_t open_ = 0;  // idle + leased
   bool shut_down_ = false;
+  bool retired_ = false;
 };
 
 // TLS client context for a provider: verification on unless disabled, the
 // configured CA file or the system store. Throws on a bad CA file (start-up).
 std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider);
 
-// All pools of one worker, by provider name.
+// TLS contexts of a config's providers, by provider name (plain ones absent).
+using TlsContexts = std::map<std::string, std::shared_ptr<ssl::context>>;
+
+// All pools of one worker. A pool serves one provider *as configured*: after a
+// hot reload changes a provider (its URL, key, TLS, limits...), requests on
+// the new config get a new pool, and the old one is retired — it keeps
+// serving requests that started on the old config, pools nothing more, and is
+// freed at a later reload once its last connection has closed.
 class UpstreamPools {
  public:
-  UpstreamPools(net::any_io_executor ex,
-                std::map<std::string, std::shared_ptr<ssl::context>> tls_contexts)
-      : ex_(std::move(ex)), tls_(std::move(tls_contexts)) {}
-  ConnectionPool& get(const config::Provider& provider);
+  explicit UpstreamPools(net::any_io_executor ex) : ex_(std::move(ex)) {}
+  // `tls` is the provider's context in the caller's config snapshot.
+  ConnectionPool& get(const config::Provider& provider, const TlsContexts& tls);
+  // `cfg` is now the current config (at start-up, and on each reload):
+  // retires the pools of providers that are not in it as configured, and
+  // frees retired pools with nothing open.
+  void retain(std::shared_ptr<const config::Config> cfg);
   void shutdown();
+  std::size_t pool_count() const { return pools_.size(); }
 
  private:
   net::any_io_executor ex_;
-  std::map<std::string, std::shared_ptr<ssl::context>> tls_;
-  std::map<std::string, std::unique_ptr<ConnectionPool>> pools_;
+  std::shared_ptr<const config::Config> current_;
+  std::multimap<std::string, std::unique_ptr<ConnectionPool>> pools_;  // by provider name
 };
 
 }  // namespace llmgate::providers

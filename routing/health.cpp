@@ -213,6 +213,16 @@ Availability HealthTracker::peek(const std::string& deployment, Clock::time_poin
   return a;
 }
 
+void HealthTracker::set_options(const config::Ejection& options) {
+  std::lock_guard lock(mu_);
+  options_ = options;
+}
+
+void HealthTracker::forget(const std::string& deployment) {
+  std::lock_guard lock(mu_);
+  entries_.erase(deployment);
+}
+
 std::uint64_t HealthTracker::ejections_total(const std::string& deployment) const {
   std::lock_guard lock(mu_);
   const Entry* e = find(deployment);

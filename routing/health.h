@@ -98,6 +98,12 @@ class HealthTracker {
 
   std::uint64_t ejections_total(const std::string& deployment) const;
 
+  // A reload: new thresholds and durations apply from the next decision on;
+  // running ejections and cooldowns run their course.
+  void set_options(const config::Ejection& options);
+  // A deployment whose upstream changed: healthy, with no history.
+  void forget(const std::string& deployment);
+
   // How long the probe slot may stay taken before it is freed on its own.
   static constexpr std::chrono::seconds kMinProbeTimeout{30};
 

@@ -15,11 +15,44 @@ StatsOptions stats_options(const config::Routing& r) {
 }
 
 RoutingState::RoutingState(const config::Config& cfg, std::uint64_t seed)
-    : stats(stats_options(cfg.routing)),
-      health(cfg.routing.ejection, seed),
+    : stats_owner_(std::make_shared<StatsRegistry>(stats_options(cfg.routing))),
+      health_owner_(std::make_shared<HealthTracker>(cfg.routing.ejection, seed)),
+      stats(*stats_owner_),
+      health(*health_owner_),
       retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
       options(RouterOptions::from(cfg.routing)),
       region(cfg.routing.region) {
+  set_up(cfg);
+}
+
+RoutingState::RoutingState(const config::Config& cfg, const config::Config& previous_cfg,
+                           const RoutingState& previous, std::uint64_t seed)
+    : stats_owner_(previous.stats.options() == stats_options(cfg.routing)
+                       ? previous.stats_owner_
+                       : std::make_shared<StatsRegistry>(stats_options(cfg.routing))),
+      health_owner_(previous.health_owner_),
+      stats(*stats_owner_),
+      health(*health_owner_),
+      retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
+      options(RouterOptions::from(cfg.routing)),
+      region(cfg.routing.region) {
+  (void)seed;  // the carried-over health keeps its own jitter RNG
+  health.set_options(cfg.routing.ejection);
+  for (const auto& p : cfg.providers) {
+    const config::Provider* old = previous_cfg.find_provider(p.name);
+    if (old == nullptr || *old == p) continue;
+    for (const auto& m : cfg.models) {
+      for (const auto& d : m.deployments) {
+        if (d.provider != p.name) continue;
+        stats.reset(d.id());
+        health.forget(d.id());
+      }
+    }
+  }
+  set_up(cfg);
+}
+
+void RoutingState::set_up(const config::Config& cfg) {
   for (const auto& m : cfg.models) {
     models_.emplace(m.name, std::make_unique<PerModel>(m.routing.hedging.max_extra_ratio));
     for (const auto& d : m.deployments) {

@@ -2,6 +2,12 @@
 // one gateway: live statistics, health (ejection, cooldowns), the retry
 // budget, per-model hedge budgets and round-robin positions. Built from one
 // Config; each member is thread-safe on its own.
+//
+// Hot reload builds a new RoutingState from the new Config and the previous
+// state: the live statistics and health (what the router has learnt) are
+// shared with it, so attempts still running on the old config keep feeding
+// the same estimates; budgets, options and per-model state are the new
+// config's. See the reload constructor for when learning starts over.
 #pragma once
 
 #include <atomic>
@@ -23,9 +29,25 @@ StatsOptions stats_options(const config::Routing& r);
 class RoutingState {
  public:
   explicit RoutingState(const config::Config& cfg, std::uint64_t seed = 1);
+  // For `cfg` replacing `previous_cfg` (a hot reload). Statistics and health
+  // carry over, except:
+  //  - a deployment whose provider changed (endpoint, key, TLS, timeouts...)
+  //    starts afresh: what was measured was another upstream;
+  //  - if the estimator settings (routing.ttft_prior, ttft_tau, window, ...)
+  //    changed, all statistics start afresh under the new settings.
+  // Ejection settings apply to the carried-over health at once.
+  RoutingState(const config::Config& cfg, const config::Config& previous_cfg,
+               const RoutingState& previous, std::uint64_t seed = 1);
 
-  StatsRegistry stats;
-  HealthTracker health;
+ private:
+  // Shared with the states built from it by reloads (declared before the
+  // references below, which bind to them).
+  std::shared_ptr<StatsRegistry> stats_owner_;
+  std::shared_ptr<HealthTracker> health_owner_;
+
+ public:
+  StatsRegistry& stats;
+  HealthTracker& health;
   TokenBudget retries;  // fallback attempts beyond the first
   RouterOptions options;
   std::string region;  // the gateway's own
@@ -51,6 +73,7 @@ class RoutingState {
   };
   std::map<std::string, std::unique_ptr<PerModel>> models_;  // fixed after construction
   PerModel& model(const std::string& name);
+  void set_up(const config::Config& cfg);  // per-model state and deployment priors
 };
 
 }  // namespace llmgate::routing

@@ -177,6 +177,19 @@ void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, dou
   e.tps_prior = tps;
 }
 
+void StatsRegistry::reset(const std::string& deployment) {
+  std::lock_guard lock(mu_);
+  auto it = stats_.find(deployment);
+  if (it == stats_.end()) return;
+  Entry fresh(options_);
+  fresh.counters.deployment = deployment;
+  fresh.counters.in_flight = it->second.counters.in_flight;
+  fresh.counters.awaiting_first_token = it->second.counters.awaiting_first_token;
+  fresh.ttft.set_prior(it->second.ttft.prior());
+  fresh.tps_prior = it->second.tps_prior;
+  it->second = std::move(fresh);
+}
+
 DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
                                             Clock::time_point now) const {
   std::lock_guard lock(mu_);

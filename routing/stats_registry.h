@@ -40,6 +40,7 @@ struct StatsOptions {
   std::chrono::milliseconds error_tau{30'000};  // error-rate decay
   std::int64_t min_tokens_for_tps = 10;         // shorter streams say little about speed
   double failure_penalty_factor = 2.0;          // failure sample = max(elapsed, factor x estimate)
+  bool operator==(const StatsOptions&) const = default;
 };
 
 struct DeploymentStats {
@@ -100,6 +101,9 @@ class StatsRegistry {
   // A deployment's own cold-start prior (configured expected TTFT/TPS, or the
   // default plus a region-distance term), instead of the global one.
   void set_prior(const std::string& deployment, double ttft_ms, double tps);
+  // Forgets what was measured of a deployment (its upstream changed on a
+  // reload); the attempts now in flight are still counted.
+  void reset(const std::string& deployment);
   // The snapshot, or what the router assumes of a deployment never used.
   DeploymentStats get_or_prior(const std::string& deployment,
                                Clock::time_point now = Clock::now()) const;

@@ -1,0 +1,79 @@
+// server.admin_listener and server.drain: parsing, defaults and errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/config.h"
+#include "tests/unit/config/config_test_support.h"
+
+namespace llmgate::config {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::config_error;
+using testing::parse;
+using ::testing::HasSubstr;
+
+std::string with_server(const std::string& server) {
+  return "server:\n" + server + R"yaml(
+providers:
+  - name: p
+    base_url: http://127.0.0.1:9000/v1
+models:
+  - name: m
+    deployments:
+      - provider: p
+        model: up
+)yaml";
+}
+
+TEST(ServerLifecycleConfig, DefaultsToNoAdminListenerAndAThirtySecondDrain) {
+  auto cfg = parse(with_server("  workers: 1\n"));
+  EXPECT_FALSE(cfg->server.admin_listener.has_value());
+  EXPECT_EQ(cfg->server.drain.delay, milliseconds(0));
+  EXPECT_EQ(cfg->server.drain.timeout, milliseconds(30'000));
+}
+
+TEST(ServerLifecycleConfig, ReadsAdminListenerAndDrain) {
+  auto cfg = parse(with_server(R"yaml(
+  listeners: [{address: 127.0.0.1, port: 8080}]
+  admin_listener: {address: 0.0.0.0, port: 8081}
+  drain: {delay: 5s, timeout: 25s}
+)yaml"));
+  ASSERT_TRUE(cfg->server.admin_listener.has_value());
+  EXPECT_EQ(cfg->server.admin_listener->address, "0.0.0.0");
+  EXPECT_EQ(cfg->server.admin_listener->port, 8081);
+  EXPECT_EQ(cfg->server.drain.delay, milliseconds(5'000));
+  EXPECT_EQ(cfg->server.drain.timeout, milliseconds(25'000));
+}
+
+TEST(ServerLifecycleConfig, RejectsAnAdminListenerThatIsAlsoAnApiListener) {
+  EXPECT_THAT(config_error(with_server(R"yaml(
+  listeners: [{address: 127.0.0.1, port: 8080}]
+  admin_listener: {address: 127.0.0.1, port: 8080}
+)yaml")),
+              HasSubstr("server: admin_listener 127.0.0.1:8080 is also in listeners"));
+}
+
+TEST(ServerLifecycleConfig, RejectsUnknownDrainKeysWithTheirPath) {
+  EXPECT_THAT(config_error(with_server("  drain: {grace: 5s}\n")),
+              HasSubstr("server.drain: unknown key \"grace\""));
+  EXPECT_THAT(config_error(with_server("  admin_listener: {address: localhost, port: 1}\n")),
+              HasSubstr("server.admin_listener.address: expected an IP address"));
+}
+
+TEST(ServerLifecycleConfig, ProvidersCompareEqualOnlyWhenEverySettingMatches) {
+  auto a = parse(with_server("  workers: 1\n"));
+  auto b = parse(with_server("  workers: 1\n"));
+  EXPECT_EQ(a->providers[0], b->providers[0]);
+  config::Provider changed = b->providers[0];
+  changed.base_url.port = 9001;
+  EXPECT_NE(a->providers[0], changed);
+  changed = b->providers[0];
+  changed.timeouts.ttft = milliseconds(5);
+  EXPECT_NE(a->providers[0], changed);
+}
+
+}  // namespace
+}  // namespace llmgate::config
