@@ -66,7 +66,7 @@ ServerLimits read_limits(const ConfigNode& node) {
 Drain read_drain(const ConfigNode& node) {
   Drain drain;
   node.read_map([&](ConfigMap& m) {
-    m.read("delay", drain.delay, &ConfigNode::duration);
+    m.read("delay", drain.delay, &ConfigNode::duration_or_zero);
     m.read("timeout", drain.timeout, &ConfigNode::duration);
   });
   return drain;

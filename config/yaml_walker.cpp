@@ -178,6 +178,12 @@ double ConfigNode::number() const {
 }
 
 Duration ConfigNode::duration() const {
+  Duration value = duration_or_zero();
+  if (value.count() <= 0) fail("must be greater than zero");
+  return value;
+}
+
+Duration ConfigNode::duration_or_zero() const {
   const std::string& text = scalar("a duration such as 2s");
   Duration value{};
   try {
@@ -185,7 +191,6 @@ Duration ConfigNode::duration() const {
   } catch (const std::invalid_argument& e) {
     fail(e.what());
   }
-  if (value.count() <= 0) fail("must be greater than zero");
   return value;
 }
 

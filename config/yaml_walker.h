@@ -58,6 +58,7 @@ class ConfigNode {
   std::int64_t integer(std::int64_t min, std::int64_t max) const;
   double number() const;                    // any finite number
   Duration duration() const;                // parse_duration(), and greater than zero
+  Duration duration_or_zero() const;        // parse_duration(); "0s" allowed
   std::size_t size(std::size_t max) const;  // parse_size(), in 1..max
 
  private:

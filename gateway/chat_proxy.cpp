@@ -895,20 +895,36 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   co_return result;
 }
 
+// One line per request: ids, names from config, numbers and outcomes. Never
+// the prompt, the completion or a key.
 void ChatProxy::log_request(const AttemptRecord* rec) const {
   if (!log_enabled(LogLevel::kInfo)) return;
-  std::ostringstream line;
-  line << "request_id=" << rc_.request_id << " model=" << req_.model
-       << " stream=" << (req_.stream ? "true" : "false") << " attempts=" << attempt_no_;
+  auto ms = [](double v) { return format_ms(v); };
+  std::vector<LogField> f{{"request_id", rc_.request_id},
+                          {"model", req_.model},
+                          {"stream", req_.stream ? "true" : "false", true},
+                          {"result", outcome_},
+                          {"policy", config::to_string(decision_.policy)},
+                          {"attempts", std::to_string(attempt_no_), true}};
   if (rec) {
-    line << " deployment=" << rec->deployment << " outcome=" << routing::to_string(rec->outcome)
-         << " status=" << rec->http_status;
-    if (auto t = rec->ttft()) line << " ttft_ms=" << format_ms(std::chrono::duration<double, std::milli>(*t).count());
-    if (rec->output_tokens) line << " output_tokens=" << *rec->output_tokens;
-    if (auto tps = rec->tps()) line << " tps=" << format_ms(*tps);
+    f.push_back({"deployment", rec->deployment});
+    f.push_back({"outcome", routing::to_string(rec->outcome)});
+    f.push_back({"status", std::to_string(rec->http_status), true});
+    if (auto t = rec->ttft()) {
+      f.push_back({"ttft_ms", ms(std::chrono::duration<double, std::milli>(*t).count()), true});
+    }
+    if (rec->input_tokens) f.push_back({"input_tokens", std::to_string(*rec->input_tokens), true});
+    if (rec->output_tokens) f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
+    if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
-  line << " duration_ms=" << format_ms(ms_between(start_, Clock::now()));
-  log_line(LogLevel::kInfo, line.str());
+  if (!failed_short_.empty()) {
+    std::string failed;
+    for (const auto& x : failed_short_) failed += (failed.empty() ? "" : ",") + x;
+    f.push_back({"failed", failed});
+  }
+  if (race_ && race_->hedge_started) f.push_back({"hedged", race_->winner == 1 ? "hedge-won" : "primary-won"});
+  f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
+  log_event(LogLevel::kInfo, "request", f);
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ struct Gateway::Impl {
   std::optional<std::uint16_t> admin_port;
   std::atomic<bool> ready{false};
   std::atomic<bool> stopped{false};
-  std::atomic<bool> draining{false};
+  std::atomic<bool> draining{false};  // readiness off; answers say Connection: close
+  std::atomic<bool> closing{false};   // the drain closed the API listeners: no new requests
   // Open API connections, for the drain to wait on.
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
@@ -284,6 +285,7 @@ bool Gateway::drain() {
     std::unique_lock lock(impl_->sessions_mu);
     impl_->stop_cv.wait_for(lock, d.delay, [&] { return impl_->stopped.load(); });
   }
+  impl_->closing = true;
   impl_->on_every_worker([](Impl::WorkerThread& w) {
     for (auto& a : w.acceptors) {
       beast::error_code ignored;
@@ -421,10 +423,10 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
       parser.body_limit(limits.max_body_bytes);
-      // Draining: no new request on an API connection. (Checked right before
-      // the read, with no suspension between, so the drain's cancellation of
-      // idle sessions cannot miss this one.)
-      if (!admin && draining.load()) break;
+      // The drain closed the listeners: no new request on an API connection.
+      // (Checked right before the read, with no suspension between, so the
+      // drain's cancellation of idle sessions cannot miss this one.)
+      if (!admin && closing.load()) break;
       tracked.busy(false);
       // Idle keep-alive wait first, then the slowloris guard for the head.
       stream.expires_after(first ? limits.client_header_timeout : limits.client_idle_timeout);

@@ -8,17 +8,16 @@
 #include <ctime>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace llmgate::gateway {
 namespace {
+
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-}
+std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
+constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
 
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
-bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
-
-void log_line(LogLevel level, std::string_view message) {
-  if (!log_enabled(level)) return;
-  static constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
+std::string timestamp() {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
@@ -27,19 +26,77 @@ void log_line(LogLevel level, std::string_view message) {
   char stamp[64];
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  std::string line;
-  line.reserve(message.size() + 64);
-  line.append(stamp).append(" ").append(kNames[static_cast<int>(level)]).append(" ");
-  line.append(message).push_back('\n');
+  return stamp;
+}
+
+bool needs_quotes(std::string_view v) {
+  if (v.empty()) return true;
+  for (char c : v) {
+    if (c == ' ' || c == '"' || c == '=' || static_cast<unsigned char>(c) < 0x20) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+void set_log_format(LogFormat format) { g_format.store(static_cast<int>(format)); }
+
+std::string format_log_line(LogLevel level, std::string_view message,
+                            const std::vector<LogField>& fields, LogFormat format) {
+  if (format == LogFormat::kJson) {
+    nlohmann::ordered_json j;
+    j["ts"] = timestamp();
+    j["level"] = kNames[static_cast<int>(level)];
+    j["msg"] = message;
+    for (const auto& f : fields) {
+      if (f.number) {
+        auto v = nlohmann::ordered_json::parse(f.value, nullptr, false);
+        j[f.key] = v.is_discarded() ? nlohmann::ordered_json(f.value) : v;
+      } else {
+        j[f.key] = f.value;
+      }
+    }
+    // Replace invalid UTF-8 rather than throw: a log line never fails.
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+  std::string line = timestamp();
+  line.append(" ").append(kNames[static_cast<int>(level)]).append(" ").append(message);
+  for (const auto& f : fields) {
+    line.append(" ").append(f.key).append("=");
+    if (!f.number && needs_quotes(f.value)) {
+      line.append(nlohmann::json(f.value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      line.append(f.value);
+    }
+  }
+  return line;
+}
+
+void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields) {
+  if (!log_enabled(level)) return;
+  std::string line =
+      format_log_line(level, message, fields, static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)));
+  line.push_back('\n');
   // One write(2) per line keeps lines from different threads whole.
   [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
 }
+
+void log_line(LogLevel level, std::string_view message) { log_event(level, message, {}); }
 
 bool parse_log_level(std::string_view text, LogLevel& out) {
   if (text == "debug") out = LogLevel::kDebug;
   else if (text == "info") out = LogLevel::kInfo;
   else if (text == "warn") out = LogLevel::kWarn;
   else if (text == "error") out = LogLevel::kError;
+  else return false;
+  return true;
+}
+
+bool parse_log_format(std::string_view text, LogFormat& out) {
+  if (text == "text") out = LogFormat::kText;
+  else if (text == "json") out = LogFormat::kJson;
   else return false;
   return true;
 }

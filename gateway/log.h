@@ -1,15 +1,40 @@
-// Minimal leveled logging to stderr: one write per line, safe across threads.
+// Leveled logging to stderr: one write per line, safe across threads. Text
+// ("<time> <level> <message> key=value ...") or JSON lines
+// ({"ts":...,"level":...,"msg":...,"key":value,...}) for log pipelines.
+//
+// What is logged is decided by the callers, and never includes prompts,
+// completions or keys: request lines carry ids, names from config, numbers
+// and outcomes only.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace llmgate::gateway {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+enum class LogFormat { kText, kJson };
 
 void set_log_level(LogLevel level);
 bool log_enabled(LogLevel level);
-void log_line(LogLevel level, std::string_view message);
 bool parse_log_level(std::string_view text, LogLevel& out);
+void set_log_format(LogFormat format);
+bool parse_log_format(std::string_view text, LogFormat& out);
+
+// A structured field: a number (or true/false) goes into JSON bare, a string
+// quoted. In text, strings with spaces or quotes are quoted.
+struct LogField {
+  std::string key;
+  std::string value;
+  bool number = false;
+};
+
+void log_line(LogLevel level, std::string_view message);
+void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields);
+
+// The line as log_event would write it (without the trailing newline), for tests.
+std::string format_log_line(LogLevel level, std::string_view message,
+                            const std::vector<LogField>& fields, LogFormat format);
 
 }  // namespace llmgate::gateway

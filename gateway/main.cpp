@@ -1,9 +1,14 @@
 // llmgate: the gateway binary.
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,14 +18,25 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: llmgate --config FILE [--log-level debug|info|warn|error] [--port-file PATH]
+constexpr const char* kUsage = R"(usage: llmgate --config FILE [options]
        llmgate --check-config FILE
 
-  --config FILE        run the gateway with this YAML config (docs/config.md)
-  --check-config FILE  validate FILE, print a summary or the first error, and exit
-  --log-level LEVEL    default info; debug logs every failed attempt
-  --port-file PATH     write the first listener's bound port here (useful with port 0)
+  --config FILE          run the gateway with this YAML config (docs/config.md)
+  --check-config FILE    validate FILE, print a summary or the first error, and exit
+  --log-level LEVEL      debug|info|warn|error; default info; debug logs every failed attempt
+  --log-format FORMAT    text|json; default text; json writes one JSON object per line
+  --watch-interval DUR   reload when FILE's content changes, checked this often
+                         (default 2s; 0 turns it off). SIGHUP reloads at once.
+  --port-file PATH       write the first listener's bound port here (useful with port 0)
+
+Signals: SIGTERM/SIGINT drain gracefully (server.drain) and exit 0; SIGHUP reloads.
 )";
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
 
 void write_port_file(const std::string& path, std::uint16_t port) {
   std::string tmp = path + ".tmp";
@@ -36,6 +52,7 @@ void write_port_file(const std::string& path, std::uint16_t port) {
 int main(int argc, char** argv) {
   using namespace llmgate;
   std::string config_path, check_path, port_file;
+  std::chrono::milliseconds watch_interval{2000};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -48,6 +65,23 @@ int main(int argc, char** argv) {
     if (a == "--config") config_path = value();
     else if (a == "--check-config") check_path = value();
     else if (a == "--port-file") port_file = value();
+    else if (a == "--watch-interval") {
+      std::string v = value();
+      try {
+        watch_interval = v == "0" ? std::chrono::milliseconds(0) : config::parse_duration(v);
+      } catch (const std::exception&) {
+        std::cerr << "llmgate: --watch-interval takes a duration such as 2s or 500ms, or 0\n";
+        return 2;
+      }
+    } else if (a == "--log-format") {
+      gateway::LogFormat format;
+      std::string v = value();
+      if (!gateway::parse_log_format(v, format)) {
+        std::cerr << "llmgate: unknown log format \"" << v << "\" (text or json)\n";
+        return 2;
+      }
+      gateway::set_log_format(format);
+    }
     else if (a == "--log-level") {
       gateway::LogLevel level;
       std::string v = value();
@@ -82,15 +116,21 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken synchronously on a dedicated thread.
+  // Signals are taken synchronously on a dedicated thread, which also
+  // watches the config file. Blocked before any thread starts, so every
+  // thread inherits the mask; blocked signals also reach us as PID 1 in a
+  // container, where unhandled ones would be ignored.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR2);  // internal: wakes the signal thread to exit
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   std::shared_ptr<const config::Config> cfg;
+  std::optional<std::string> config_text = read_whole_file(config_path);
   try {
     cfg = config::load_config(config_path);
   } catch (const std::exception& e) {
@@ -104,16 +144,44 @@ int main(int argc, char** argv) {
       std::cout << "llmgate listening on " << cfg->server.listeners[i].address << ":" << ports[i]
                 << std::endl;
     }
+    if (auto admin = gw.admin_port()) {
+      std::cout << "llmgate admin listener on " << cfg->server.admin_listener->address << ":"
+                << *admin << std::endl;
+    }
     if (!port_file.empty() && !ports.empty()) write_port_file(port_file, ports[0]);
+    std::atomic<bool> done{false};
     std::thread signal_thread([&] {
-      int sig = 0;
-      sigwait(&signals, &sig);
-      gateway::log_line(gateway::LogLevel::kInfo, std::string("received ") + strsignal(sig) + ", stopping");
-      gw.stop();
+      auto poll = watch_interval.count() > 0 ? watch_interval : std::chrono::milliseconds(1000);
+      for (;;) {
+        timespec ts{static_cast<time_t>(poll.count() / 1000), static_cast<long>(poll.count() % 1000) * 1'000'000};
+        int sig = sigtimedwait(&signals, nullptr, &ts);
+        if (done.load()) return;
+        if (sig == SIGTERM || sig == SIGINT) {
+          gateway::log_line(gateway::LogLevel::kInfo, std::string("received ") + strsignal(sig) + ", draining");
+          gw.drain();
+          return;
+        }
+        if (sig == SIGHUP) {
+          gateway::log_line(gateway::LogLevel::kInfo, "received SIGHUP, reloading " + config_path);
+          config_text = read_whole_file(config_path);
+          gw.reload_from_file(config_path);
+          continue;
+        }
+        if (sig < 0 && watch_interval.count() > 0) {
+          // A ConfigMap update swaps a symlink: compare what the path reads now.
+          auto now = read_whole_file(config_path);
+          if (now && now != config_text) {
+            config_text = now;
+            gateway::log_line(gateway::LogLevel::kInfo, config_path + " changed, reloading");
+            gw.reload_from_file(config_path);
+          }
+        }
+      }
     });
     gw.wait();
     // Wake the signal thread if stop came from elsewhere.
-    pthread_kill(signal_thread.native_handle(), SIGTERM);
+    done = true;
+    pthread_kill(signal_thread.native_handle(), SIGUSR2);
     signal_thread.join();
   } catch (const std::exception& e) {
     std::cerr << "llmgate: " << e.what() << "\n";

@@ -48,6 +48,12 @@ TEST(ServerLifecycleConfig, ReadsAdminListenerAndDrain) {
   EXPECT_EQ(cfg->server.drain.timeout, milliseconds(25'000));
 }
 
+TEST(ServerLifecycleConfig, ADrainDelayMayBeZeroButTheTimeoutMayNot) {
+  EXPECT_EQ(parse(with_server("  drain: {delay: 0s}\n"))->server.drain.delay, milliseconds(0));
+  EXPECT_THAT(config_error(with_server("  drain: {timeout: 0s}\n")),
+              HasSubstr("server.drain.timeout: must be greater than zero"));
+}
+
 TEST(ServerLifecycleConfig, RejectsAnAdminListenerThatIsAlsoAnApiListener) {
   EXPECT_THAT(config_error(with_server(R"yaml(
   listeners: [{address: 127.0.0.1, port: 8080}]

@@ -1,0 +1,51 @@
+// Structured log lines: text and JSON lines formats.
+#include "gateway/log.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace llmgate::gateway {
+namespace {
+
+const std::vector<LogField> kFields{{"request_id", "abc"},
+                                    {"model", "fast chat"},
+                                    {"stream", "true", true},
+                                    {"ttft_ms", "12.5", true}};
+
+TEST(LogFormat, JsonLinesCarryTypedFieldsInOneObject) {
+  auto line = format_log_line(LogLevel::kInfo, "request", kFields, LogFormat::kJson);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["level"], "info");
+  EXPECT_EQ(j["msg"], "request");
+  EXPECT_EQ(j["request_id"], "abc");
+  EXPECT_EQ(j["model"], "fast chat");
+  EXPECT_EQ(j["stream"], true);
+  EXPECT_DOUBLE_EQ(j["ttft_ms"].get<double>(), 12.5);
+  EXPECT_TRUE(j["ts"].is_string());
+}
+
+TEST(LogFormat, TextLinesQuoteValuesThatWouldBreakKeyValueParsing) {
+  auto line = format_log_line(LogLevel::kWarn, "request", kFields, LogFormat::kText);
+  EXPECT_NE(line.find(" warn request request_id=abc model=\"fast chat\" stream=true ttft_ms=12.5"),
+            std::string::npos)
+      << line;
+}
+
+TEST(LogFormat, InvalidUtf8NeverBreaksAJsonLine) {
+  std::vector<LogField> f{{"model", std::string("bad\xff\xfe", 5)}};
+  auto line = format_log_line(LogLevel::kError, "x", f, LogFormat::kJson);
+  EXPECT_NO_THROW((void)nlohmann::json::parse(line));
+}
+
+TEST(LogFormat, ParsesOnlyKnownFormatNames) {
+  LogFormat f;
+  EXPECT_TRUE(parse_log_format("json", f));
+  EXPECT_EQ(f, LogFormat::kJson);
+  EXPECT_TRUE(parse_log_format("text", f));
+  EXPECT_EQ(f, LogFormat::kText);
+  EXPECT_FALSE(parse_log_format("JSON", f));
+}
+
+}  // namespace
+}  // namespace llmgate::gateway
