@@ -3,17 +3,28 @@
 # Idempotent: packages already present are not reinstalled.
 #   tools/setup.sh            # install + build (build/bin/llmgate, build/bin/llmgate-sim)
 #   LLMGATE_SKIP_BUILD=1 tools/setup.sh   # install only
+#   LLMGATE_DEPS=build tools/setup.sh     # only the build packages, no test suite
+#                                         # (the Dockerfile's build stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
+BUILD_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   nlohmann-json3-dev libssl-dev prometheus-cpp-dev libyaml-cpp-dev
+)
+TEST_PACKAGES=(
   libgtest-dev libgmock-dev
   nodejs npm curl ca-certificates openssl
   prometheus  # promtool: the suite checks /metrics with it
 )
+# LLMGATE_DEPS=all (default): build and test. LLMGATE_DEPS=build: the binaries
+# only; the test suite is then not configured (-DLLMGATE_BUILD_TESTS=OFF).
+case "${LLMGATE_DEPS:-all}" in
+  all) PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"); BUILD_TESTS=ON ;;
+  build) PACKAGES=("${BUILD_PACKAGES[@]}"); BUILD_TESTS=OFF ;;
+  *) echo "setup: LLMGATE_DEPS must be 'all' or 'build', not '${LLMGATE_DEPS}'" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -36,7 +47,8 @@ fi
 if [ "${LLMGATE_SKIP_BUILD:-0}" != 1 ]; then
   BUILD_DIR=${BUILD_DIR:-build}
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} \
+    -DLLMGATE_BUILD_TESTS=$BUILD_TESTS >/dev/null
   # Beast translation units need ~700 MB each with g++: two jobs fit anywhere.
   ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
 fi
