@@ -175,7 +175,7 @@ class ChatProxy {
         client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
 
   net::awaitable<bool> run(const config::Model& model);
-  // For llmgate_requests_total: success, error, rejected or client_gone.
+  // For llmgate_requests_total: success, error, rejected, client_error or client_gone.
   const char* outcome() const { return outcome_; }
 
  private:
@@ -363,8 +363,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   AttemptResult r = co_await attempt(c, rec, branch);
   if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
   if (r.responded) {
-    outcome_ = rec.outcome == AttemptOutcome::kSuccess ? "success"
-               : rec.outcome == AttemptOutcome::kClientGone ? "client_gone"
+    outcome_ = rec.outcome == AttemptOutcome::kSuccess       ? "success"
+               : rec.outcome == AttemptOutcome::kClientError ? "client_error"
+               : rec.outcome == AttemptOutcome::kClientGone  ? "client_gone"
                                                             : "error";
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).

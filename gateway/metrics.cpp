@@ -33,9 +33,11 @@ constexpr const char* kVersion = "0.1";
 const Histogram::BucketBoundaries kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
                                                   0.1,   0.25,  0.5,  0.75, 1.0,  2.5,  5.0,
                                                   7.5,   10.0,  20.0, 40.0, 80.0};
-// OpenTelemetry's GenAI time-per-output-token buckets.
-const Histogram::BucketBoundaries kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
-                                                  0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
+// OpenTelemetry's GenAI time-per-output-token buckets, with a head down to
+// 1 ms: hosted models stream at 100-1000 tokens/s.
+const Histogram::BucketBoundaries kTpotBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                                  0.1,   0.15,   0.2,   0.3,  0.4,   0.5,  0.75,
+                                                  1.0,   2.5};
 // OpenTelemetry's GenAI operation-duration buckets, with a tail to 300 s for long generations.
 const Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
                                                       1.28, 2.56, 5.12, 10.24, 20.48, 40.96,
@@ -56,7 +58,7 @@ constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kTruncated,   routing::AttemptOutcome::kMalformed,
     routing::AttemptOutcome::kClientGone,  routing::AttemptOutcome::kTotalTimeout,
     routing::AttemptOutcome::kHedgeLost};
-constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_gone"};
+constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_error", "client_gone"};
 constexpr std::array kHedgeResults = {"won", "lost", "denied"};
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};

@@ -71,7 +71,8 @@ class Metrics {
   // One finished upstream attempt of a request for public model `model`.
   void on_attempt(const std::string& model, const routing::AttemptRecord& rec);
   // One finished request of a configured model: "success", "error",
-  // "rejected" (no route, rate limited by the gateway) or "client_gone".
+  // "rejected" (no route, rate limited by the gateway), "client_error" (an
+  // upstream 4xx caused by the request, returned as is) or "client_gone".
   void on_request(const std::string& model, const char* outcome);
   // The router's first choice for a request.
   void on_route(const std::string& model, const std::string& deployment, config::Policy policy);

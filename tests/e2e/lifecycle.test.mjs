@@ -169,7 +169,8 @@ test("a changed config file and SIGHUP reload; a bad file is rejected and the ol
   // The file changes (as a ConfigMap update does): picked up by the watch.
   writeConfig(gw.cfg, configText(gw.api, gw.admin, ["chat", "quick", "extra"]));
   await eventually(async () => (await models(gw.api)).includes("extra"), "the watched change to apply");
-  assert.equal(await metric(gw.admin, 'llmgate_config_reloads_total{result="success"}'), 1);
+  // Counted once every worker has the new config: just after it serves.
+  await eventually(async () => (await metric(gw.admin, 'llmgate_config_reloads_total{result="success"}')) === 1, "the reload to count");
   // A broken file: rejected, counted, and the running config serves on.
   writeConfig(gw.cfg, "models: [");
   await eventually(async () => (await metric(gw.admin, 'llmgate_config_reloads_total{result="failure"}')) === 1, "the failure to count");
@@ -180,7 +181,7 @@ test("a changed config file and SIGHUP reload; a bad file is rejected and the ol
   await ok.json();
   writeConfig(gw.cfg, configText(gw.api, gw.admin, ["chat", "quick"]));
   await eventually(async () => !(await models(gw.api)).includes("extra"), "the fixed file to apply");
-  assert.equal(await metric(gw.admin, "llmgate_config_last_reload_successful"), 1);
+  await eventually(async () => (await metric(gw.admin, "llmgate_config_last_reload_successful")) === 1, "the flag to clear");
   gw.child.kill("SIGTERM");
   assert.equal((await gw.child.exited).code, 0);
 
@@ -189,7 +190,7 @@ test("a changed config file and SIGHUP reload; a bad file is rejected and the ol
   writeConfig(hup.cfg, configText(hup.api, hup.admin, ["chat", "quick", "extra"]));
   hup.child.kill("SIGHUP");
   await eventually(async () => (await models(hup.api)).includes("extra"), "the SIGHUP reload");
-  assert.equal(await metric(hup.admin, 'llmgate_config_reloads_total{result="success"}'), 1);
+  await eventually(async () => (await metric(hup.admin, 'llmgate_config_reloads_total{result="success"}')) === 1, "the reload to count");
   hup.child.kill("SIGTERM");
   assert.equal((await hup.child.exited).code, 0);
 });

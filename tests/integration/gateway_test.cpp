@@ -417,6 +417,10 @@ TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
   EXPECT_TRUE(json::parse(r.body)["error"].is_object());
   EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
   EXPECT_EQ(sim_b_->stats().requests, 0u);
+  // The caller's mistake, not the gateway's or the upstream's: counted apart.
+  auto m = c.request("GET", "/metrics").body;
+  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="client_error"} 1)"), std::string::npos);
+  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="error"} 0)"), std::string::npos);
 }
 
 TEST_F(GatewayTest, ReportsAllFailedAttemptsInOneOpenAiError) {
