@@ -21,7 +21,7 @@
 // Run by run.sh (through ctest), which sets LLMGATE_SOURCE_DIR.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync, execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -30,6 +30,7 @@ import YAML from "yaml";
 import { defaultDashboard, defaultGridPos } from "@grafana/schema";
 import { GATEWAY_METRICS, resolveMetric } from "./lib/metrics_catalogue.mjs";
 import { promqlSelectors, selectorProblems, dashboardExpressions, recordingRuleNames } from "./lib/promql.mjs";
+import { which } from "../support/node_support.mjs";
 
 const SRC = process.env.LLMGATE_SOURCE_DIR;
 assert.ok(SRC, "LLMGATE_SOURCE_DIR must be set (run through tests/deploy/run.sh)");
@@ -39,12 +40,7 @@ const rules = YAML.parse(readFileSync(join(SRC, "deploy/prometheus/rules.yaml"),
 const recordNames = recordingRuleNames(rules);
 const DATASOURCE = { type: "prometheus", uid: "${datasource}" };
 
-let promtool = null;
-try {
-  promtool = execFileSync("sh", ["-c", "command -v promtool"]).toString().trim() || null;
-} catch {
-  promtool = null;
-}
+const promtool = which("promtool");
 const NO_PROMTOOL = "promtool is not installed (Debian package prometheus; tools/setup.sh installs it)";
 
 // --- TypeScript declaration reader ------------------------------------------

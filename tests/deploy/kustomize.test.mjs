@@ -10,11 +10,12 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, dirname, basename, join, relative, resolve, posix } from "node:path";
+import { dirname, basename, join, relative, resolve, posix } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { which } from "../support/node_support.mjs";
 
 const SRC = process.env.LLMGATE_SOURCE_DIR ?? resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = process.env.LLMGATE_BIN_DIR;
@@ -23,17 +24,7 @@ const OVERLAYS = ["sidecar", "standalone"];
 const GATEWAY = "llmgate"; // the gateway container's name in every overlay
 const GRACE_MARGIN_S = 5; // terminationGracePeriodSeconds >= drain.delay + drain.timeout + this
 
-function onPath(cmd) {
-  for (const d of (process.env.PATH ?? "").split(delimiter)) {
-    if (!d) continue;
-    try {
-      accessSync(join(d, cmd), constants.X_OK);
-      return join(d, cmd);
-    } catch {}
-  }
-  return null;
-}
-const KUBECTL = onPath("kubectl");
+const KUBECTL = which("kubectl");
 const SKIP = KUBECTL
   ? false
   : "kubectl is not installed: `kubectl kustomize` renders the overlays (install the kubectl package)";

@@ -7,12 +7,13 @@
 // promtool tests, saying why, if promtool is absent.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync, execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import YAML from "yaml";
 import { promqlSelectors, selectorProblems, ruleExpressions, recordingRuleNames } from "./lib/promql.mjs";
+import { which } from "../support/node_support.mjs";
 
 const SRC = process.env.LLMGATE_SOURCE_DIR;
 assert.ok(SRC, "LLMGATE_SOURCE_DIR must be set (run through tests/deploy/run.sh)");
@@ -25,12 +26,7 @@ const allRules = rules.groups.flatMap((g) => g.rules);
 const alerts = allRules.filter((r) => r.alert);
 const recordNames = recordingRuleNames(rules);
 
-let promtool = null;
-try {
-  promtool = execFileSync("sh", ["-c", "command -v promtool"]).toString().trim() || null;
-} catch {
-  promtool = null;
-}
+const promtool = which("promtool");
 const NO_PROMTOOL = "promtool is not installed (Debian package prometheus; tools/setup.sh installs it)";
 
 const dir = mkdtempSync(join(tmpdir(), "llmgate-rules-"));

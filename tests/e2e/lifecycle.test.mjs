@@ -8,9 +8,9 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync, renameSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually, freePort } from "../support/node_support.mjs";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
 assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
@@ -28,31 +28,6 @@ function spawnLogged(cmd, args, env = {}) {
   child.exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   children.push(child);
   return child;
-}
-
-async function eventually(check, what, ms = 20000) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await check();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 let simPort;

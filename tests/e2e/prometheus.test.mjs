@@ -4,22 +4,19 @@
 // Run by run.sh (through ctest). Skips, saying why, if prometheus is absent.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually as eventuallyEvery, freePort, which } from "../support/node_support.mjs";
+
+const eventually = (check, what, ms = 60000) => eventuallyEvery(check, what, ms, 250);
 
 const BIN = process.env.LLMGATE_BIN_DIR;
 assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
 const dir = mkdtempSync(join(tmpdir(), "llmgate-prom-"));
 const children = [];
-let prometheusPath = null;
-try {
-  prometheusPath = execFileSync("sh", ["-c", "command -v prometheus"]).toString().trim() || null;
-} catch {
-  prometheusPath = null;
-}
+const prometheusPath = which("prometheus");
 
 function spawnLogged(cmd, args) {
   const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] });
@@ -40,32 +37,6 @@ function waitForPortFile(child, name, portFile) {
     };
     poll();
   });
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-// Polls `check` until it returns a truthy value or the deadline passes.
-async function eventually(check, what, ms = 60000) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await check();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
 }
 
 let gwPort, promPort;
