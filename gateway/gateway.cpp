@@ -336,8 +336,7 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
              "config reload: server.listeners, server.admin_listener and server.workers take "
              "effect only at restart; the running ones are kept");
   }
-  snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing,
-                                                          old->generation + 1);
+  snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing);
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
   snap->config = cfg;
   snap->generation = old->generation + 1;

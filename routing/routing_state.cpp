@@ -26,7 +26,7 @@ RoutingState::RoutingState(const config::Config& cfg, std::uint64_t seed)
 }
 
 RoutingState::RoutingState(const config::Config& cfg, const config::Config& previous_cfg,
-                           const RoutingState& previous, std::uint64_t seed)
+                           const RoutingState& previous)
     : stats_owner_(previous.stats.options() == stats_options(cfg.routing)
                        ? previous.stats_owner_
                        : std::make_shared<StatsRegistry>(stats_options(cfg.routing))),
@@ -36,7 +36,6 @@ RoutingState::RoutingState(const config::Config& cfg, const config::Config& prev
       retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
       options(RouterOptions::from(cfg.routing)),
       region(cfg.routing.region) {
-  (void)seed;  // the carried-over health keeps its own jitter RNG
   health.set_options(cfg.routing.ejection);
   for (const auto& p : cfg.providers) {
     const config::Provider* old = previous_cfg.find_provider(p.name);

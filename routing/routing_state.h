@@ -37,7 +37,7 @@ class RoutingState {
   //    changed, all statistics start afresh under the new settings.
   // Ejection settings apply to the carried-over health at once.
   RoutingState(const config::Config& cfg, const config::Config& previous_cfg,
-               const RoutingState& previous, std::uint64_t seed = 1);
+               const RoutingState& previous);
 
  private:
   // Shared with the states built from it by reloads (declared before the
