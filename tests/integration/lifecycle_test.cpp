@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "gateway/gateway.h"
 #include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
 #include "tools/sim/sim_server.h"
 
 namespace llmgate {
@@ -39,21 +40,7 @@ std::string chat_body(const std::string& model, bool stream) {
          (stream ? "true" : "false") + "}";
 }
 
-// Sums the values of every series of `name` whose labels contain `labels`.
-double metric(const std::string& text, const std::string& name, const std::string& labels = "") {
-  double sum = 0;
-  std::size_t pos = 0;
-  while ((pos = text.find("\n" + name, pos)) != std::string::npos) {
-    std::size_t end = text.find('\n', pos + 1);
-    std::string line = text.substr(pos + 1, end - pos - 1);
-    pos = end;
-    std::string series = line.substr(0, line.rfind(' '));
-    if (series != name && series.rfind(name + "{", 0) != 0) continue;
-    if (!labels.empty() && series.find(labels) == std::string::npos) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
-}
+using testing::metric_value;
 
 class LifecycleTest : public ::testing::Test {
  protected:
@@ -207,7 +194,7 @@ TEST_F(LifecycleTest, ReloadUnderContinuousTrafficFailsNoRequest) {
   EXPECT_EQ(failed.load(), 0);
   EXPECT_GE(ok.load(), 50);
   EXPECT_EQ(gw_->config_generation(), 13u);
-  EXPECT_EQ(metric(scrape(), "llmgate_config_reloads_total", "result=\"success\""), 12);
+  EXPECT_EQ(metric_value(scrape(), "llmgate_config_reloads_total", "result=\"success\""), 12);
 }
 
 TEST_F(LifecycleTest, LiveStatisticsSurviveAReloadForUnchangedDeploymentsOnly) {
@@ -257,11 +244,11 @@ TEST_F(LifecycleTest, ABadConfigIsRejectedTheOldOneStaysAndItIsCounted) {
   HttpClient c(port_);
   EXPECT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
   auto m = scrape();
-  EXPECT_EQ(metric(m, "llmgate_config_reloads_total", "result=\"failure\""), 2);
-  EXPECT_EQ(metric(m, "llmgate_config_last_reload_successful"), 0);
+  EXPECT_EQ(metric_value(m, "llmgate_config_reloads_total", "result=\"failure\""), 2);
+  EXPECT_EQ(metric_value(m, "llmgate_config_last_reload_successful"), 0);
   // A good one afterwards clears the flag.
   ASSERT_TRUE(gw_->reload(config::parse_config(yaml(false, "3"), "r.yaml")));
-  EXPECT_EQ(metric(scrape(), "llmgate_config_last_reload_successful"), 1);
+  EXPECT_EQ(metric_value(scrape(), "llmgate_config_last_reload_successful"), 1);
 }
 
 TEST_F(LifecycleTest, TheAdminListenerServesProbesAndMetricsButNotTheApi) {
@@ -284,7 +271,7 @@ TEST_F(LifecycleTest, RouterGaugesFollowTheConfigAcrossReloads) {
   start(yaml(false, "1", "  - name: other\n    deployments: [{provider: p, model: x-model}]\n"));
   auto m = scrape();
   EXPECT_NE(m.find("llmgate_router_rank{deployment=\"p/x-model\",model=\"other\"}"), std::string::npos);
-  EXPECT_EQ(metric(m, "llmgate_router_rank", "deployment=\"p/a-model\",model=\"chat\""), 1);
+  EXPECT_EQ(metric_value(m, "llmgate_router_rank", "deployment=\"p/a-model\",model=\"chat\""), 1);
   ASSERT_TRUE(gw_->reload(config::parse_config(yaml(false), "r.yaml")));
   m = scrape();
   // The removed deployment's router beliefs are gone; the counters stay.

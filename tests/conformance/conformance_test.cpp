@@ -1,0 +1,710 @@
+// The failure-semantics conformance suite: docs/failure-semantics.md states
+// what llmgate guarantees; each row of its tables is a row here, run against
+// the real gateway (in-process, loopback) with a scripted upstream playing the
+// fault as deployment "bad/m" and a healthy simulated provider as "good/m",
+// routed in that order. Every row also checks that nothing leaked: no client
+// or upstream connection is left open, nothing is counted in flight.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "gateway/gateway.h"
+#include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/scripted_upstream.h"
+#include "tests/support/tls_relay.h"
+#include "tools/sim/sim_server.h"
+
+namespace llmgate {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using testing::eventually;
+using testing::HttpClient;
+using testing::Script;
+using testing::ScriptedUpstream;
+using testing::Step;
+using K = testing::Step::Kind;
+
+constexpr std::size_t kMaxEventBytes = 64 * 1024;
+
+// ---- Plumbing ---------------------------------------------------------------
+
+// A raw client socket, for what HttpClient will not do (HTTP/1.0, slowloris).
+class RawClient {
+ public:
+  // `rcvbuf`: a small receive buffer (set before connecting), for slow readers.
+  explicit RawClient(std::uint16_t port, int rcvbuf = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawClient() { close(); }
+  bool connected() const { return fd_ >= 0; }
+  bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
+  // Everything until the server closes (or the 10 s receive timeout; then
+  // eof() is false).
+  std::string read_all() {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        eof_ = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+        break;
+      }
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+  bool eof() const { return eof_; }
+  // What one read returns ("" if the server closed).
+  std::string read_some() {
+    char buf[4096];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  }
+  // True once the server has closed the connection (EOF or reset).
+  bool closed_by_server() {
+    char c;
+    ssize_t n = ::recv(fd_, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool eof_ = false;
+};
+
+// A port that accepts nothing: a listener whose accept queue is full, so the
+// kernel drops further SYNs and a connect hangs until its deadline — an
+// unreachable host, on loopback.
+class Blackhole {
+ public:
+  Blackhole() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    for (int i = 0; i < 4; ++i) {
+      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      fillers_.push_back(c);
+    }
+  }
+  ~Blackhole() {
+    for (int c : fillers_) ::close(c);
+    ::close(fd_);
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  std::uint16_t port_ = 0;
+  std::vector<int> fillers_;
+};
+
+std::uint16_t closed_port() {
+  Blackhole b;  // bound, then closed with it
+  return b.port();
+}
+
+std::string chat_body(bool stream, const std::string& extra = "") {
+  return std::string(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":)") +
+         (stream ? "true" : "false") + extra + "}";
+}
+
+using testing::metric_value;
+
+std::string http_date_in(std::chrono::seconds from_now) {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + from_now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+// How the "bad" deployment's upstream is reached.
+enum class Target { kScript, kRefused, kBlackhole, kTlsToPlain, kTlsWrongHost };
+
+// The gateway under test, with "bad/m" (the fault) before "good/m" (a sim).
+class Harness {
+ public:
+  Harness(Target target, const Script& script, const std::string& extra_server = "") {
+    setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
+    sim::SimOptions o;
+    o.api_key = "key";
+    sim::Profile p;
+    p.ttft = {sim::Distribution::Kind::kFixed, 2, 0};
+    p.tps = {sim::Distribution::Kind::kFixed, 5000, 0};
+    p.output_tokens_min = p.output_tokens_max = 5;
+    o.profiles["m"] = p;
+    good_ = std::make_unique<sim::SimServer>(o);
+    good_->start();
+    std::string bad_url, bad_tls;
+    switch (target) {
+      case Target::kScript:
+        upstream_ = std::make_unique<ScriptedUpstream>(script);
+        bad_url = "http://127.0.0.1:" + std::to_string(upstream_->start()) + "/v1";
+        break;
+      case Target::kRefused:
+        bad_url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1";
+        break;
+      case Target::kBlackhole:
+        blackhole_ = std::make_unique<Blackhole>();
+        bad_url = "http://127.0.0.1:" + std::to_string(blackhole_->port()) + "/v1";
+        break;
+      case Target::kTlsToPlain:
+        // A plain-HTTP server answers the TLS ClientHello.
+        upstream_ = std::make_unique<ScriptedUpstream>(
+            Script{{K::kSend, testing::status_response(400)}, {K::kClose}}, /*read_request=*/false);
+        bad_url = "https://127.0.0.1:" + std::to_string(upstream_->start()) + "/v1";
+        break;
+      case Target::kTlsWrongHost: {
+        char dir[] = "/tmp/llmgate-conf-XXXXXX";
+        tls_dir_ = mkdtemp(dir);
+        std::string cert, key;
+        if (!testing::make_self_signed_cert(tls_dir_, "other.example", cert, key)) {
+          throw std::runtime_error("openssl could not make a certificate");
+        }
+        relay_ = std::make_unique<testing::TlsRelay>(cert, key, good_->port());
+        bad_url = "https://127.0.0.1:" + std::to_string(relay_->start()) + "/v1";
+        bad_tls = ", tls: {ca_file: \"" + cert + "\", sni: upstream.example}";
+        break;
+      }
+    }
+    const std::string yaml = R"(
+routing: {exploration: 0, defaults: {policy: ordered}}
+server:
+  listeners: [{address: 127.0.0.1, port: 0}]
+  workers: 1
+  limits: {max_event_size: 64KiB, client_header_timeout: 1s, max_header_size: 8KiB, max_body_size: 64KiB}
+)" + extra_server + R"(
+timeouts: {connect: 300ms, ttft: 600ms, idle: 600ms, total: 3s}
+providers:
+  - {name: bad, base_url: ")" + bad_url + R"(", api_key_env: LLMGATE_CONFORMANCE_KEY)" + bad_tls + R"(}
+  - {name: good, base_url: "http://127.0.0.1:)" + std::to_string(good_->port()) +
+                             R"(/v1", api_key_env: LLMGATE_CONFORMANCE_KEY}
+models:
+  - name: chat
+    deployments: [{provider: bad, model: m}, {provider: good, model: m}]
+)";
+    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "conformance.yaml"));
+    port_ = gw_->start().at(0);
+  }
+  ~Harness() {
+    gw_.reset();
+    relay_.reset();
+    upstream_.reset();
+    if (!tls_dir_.empty()) std::filesystem::remove_all(tls_dir_);
+  }
+
+  std::uint16_t port() const { return port_; }
+  gateway::Gateway& gateway() { return *gw_; }
+  ScriptedUpstream* upstream() { return upstream_.get(); }
+  sim::SimServer& good() { return *good_; }
+  std::string metrics() {
+    HttpClient c(port_);
+    return c.request("GET", "/metrics").body;
+  }
+
+  // Nothing crashed, nothing leaked: the gateway answers, every client and
+  // upstream connection it had is closed, nothing is counted in flight.
+  void expect_quiescent() {
+    HttpClient probe(port_);
+    EXPECT_EQ(probe.request("GET", "/healthz").status, 200) << "the gateway no longer answers";
+    probe.close();
+    EXPECT_TRUE(eventually([&] { return gw_->open_api_connections() == 0; }))
+        << gw_->open_api_connections() << " client connection(s) left open";
+    for (const char* id : {"bad/m", "good/m"}) {
+      EXPECT_TRUE(eventually([&] { return gw_->stats().get_or_prior(id).in_flight == 0; }))
+          << id << " still counts an attempt in flight";
+    }
+    EXPECT_TRUE(eventually([&] { return metric_value(metrics(), "llmgate_requests_in_flight") == 0; }));
+    if (upstream_) {
+      EXPECT_TRUE(eventually([&] { return upstream_->stats().open == 0; }))
+          << "an upstream connection was not released";
+    }
+  }
+
+ private:
+  std::unique_ptr<sim::SimServer> good_;
+  std::unique_ptr<ScriptedUpstream> upstream_;
+  std::unique_ptr<Blackhole> blackhole_;
+  std::unique_ptr<testing::TlsRelay> relay_;
+  std::string tls_dir_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::uint16_t port_ = 0;
+};
+
+// ---- Upstream faults ----------------------------------------------------------
+
+enum class End {
+  kDone,        // a stream that ends with [DONE], no error event
+  kErrorEvent,  // a stream that ends with an error event, no [DONE]
+  kJson,        // a non-streamed answer: a chat.completion or an error object
+};
+
+struct UpstreamRow {
+  std::string id;      // as in docs/failure-semantics.md
+  Target target = Target::kScript;
+  Script script;
+  bool stream = true;
+  int status = 200;               // what the client gets
+  std::string served_by;          // x-llmgate-deployment
+  End end = End::kDone;
+  std::string error_code;         // error.code of the error event or body ("" = none)
+  std::string bad_outcome;        // llmgate_upstream_attempts_total{deployment="bad/m",outcome=...} == 1
+  std::function<void(Harness&)> also;  // further checks
+};
+
+std::string head_role_tokens(int n) {
+  std::string body = testing::role_event();
+  for (int i = 0; i < n; ++i) body += testing::token_event(i);
+  return testing::sse_head() + testing::chunk(body);
+}
+
+std::string cut(const std::string& s) { return s.substr(0, s.size() / 2); }
+
+std::vector<UpstreamRow> upstream_rows() {
+  using testing::chunk;
+  using testing::sse_head;
+  using testing::status_response;
+  auto cooling = [](Harness& h) {
+    // The Retry-After benches bad/m: the next request goes straight to good/m.
+    HttpClient c(h.port());
+    auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+    EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+    EXPECT_EQ(h.upstream()->stats().requests, 1u);
+  };
+  std::vector<UpstreamRow> rows = {
+      {"connect-refused", Target::kRefused, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
+      {"connect-timeout", Target::kBlackhole, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
+      {"tls-handshake-failure", Target::kTlsToPlain, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
+      {"tls-wrong-host", Target::kTlsWrongHost, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
+      {"reset-before-headers", Target::kScript, {{K::kReset}}, true, 200, "good/m", End::kDone, "", "truncated"},
+      {"headers-then-silence", Target::kScript, {{K::kSend, sse_head()}, {K::kHold}}, true, 200, "good/m",
+       End::kDone, "", "ttft_timeout"},
+      {"role-chunk-then-silence", Target::kScript,
+       {{K::kSend, sse_head() + chunk(testing::role_event())}, {K::kHold}}, true, 200, "good/m", End::kDone,
+       "", "ttft_timeout"},
+      {"stall-after-tokens", Target::kScript, {{K::kSend, head_role_tokens(3)}, {K::kHold}}, true, 200,
+       "bad/m", End::kErrorEvent, "upstream_timeout", "idle_timeout"},
+      {"stall-after-tokens-non-stream", Target::kScript, {{K::kSend, head_role_tokens(3)}, {K::kHold}},
+       false, 200, "good/m", End::kJson, "", "idle_timeout"},
+      {"cut-mid-event", Target::kScript,
+       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}}, true, 200,
+       "bad/m", End::kErrorEvent, "upstream_stream_truncated", "truncated"},
+      {"cut-mid-event-non-stream", Target::kScript,
+       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}}, false, 200,
+       "good/m", End::kJson, "", "truncated"},
+      {"cut-before-first-token", Target::kScript,
+       {{K::kSend, sse_head() + cut(chunk(testing::role_event()))}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "truncated"},
+      {"malformed-event-before-first-token", Target::kScript,
+       {{K::kSend, sse_head() + chunk("data: {not json\n\n")}, {K::kHold}}, true, 200, "good/m", End::kDone,
+       "", "malformed"},
+      {"malformed-event-after-first-token", Target::kScript,
+       {{K::kSend, head_role_tokens(1) + chunk("data: {not json\n\n")}, {K::kHold}}, true, 200, "bad/m",
+       End::kErrorEvent, "upstream_malformed_event", "malformed"},
+      {"event-too-large", Target::kScript,
+       {{K::kSend, sse_head() + chunk("data: {\"x\":\"" + std::string(kMaxEventBytes + 1, 'a') + "\"}\n\n")},
+        {K::kHold}},
+       true, 200, "good/m", End::kDone, "", "malformed"},
+      {"wrong-content-type", Target::kScript,
+       {{K::kSend, status_response(200, "", R"({"id":"x","object":"chat.completion","choices":[]})")},
+        {K::kClose}},
+       true, 200, "good/m", End::kDone, "", "malformed"},
+      {"non-sse-body", Target::kScript,
+       {{K::kSend, sse_head() + chunk("<html><body>Bad gateway</body></html>\n") + testing::last_chunk()},
+        {K::kClose}},
+       true, 200, "good/m", End::kDone, "", "truncated"},
+      {"status-500", Target::kScript, {{K::kSend, status_response(500)}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "upstream_status"},
+      {"status-502", Target::kScript, {{K::kSend, status_response(502)}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "upstream_status"},
+      {"status-503", Target::kScript, {{K::kSend, status_response(503)}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "upstream_status"},
+      {"status-529", Target::kScript, {{K::kSend, status_response(529)}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "upstream_status"},
+      {"status-429-no-retry-after", Target::kScript, {{K::kSend, status_response(429)}, {K::kClose}}, true,
+       200, "good/m", End::kDone, "", "upstream_status",
+       [](Harness& h) {
+         // No Retry-After: no cooldown; bad/m is tried again first.
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+         EXPECT_EQ(h.upstream()->stats().requests, 2u);
+       }},
+      {"status-429-retry-after-seconds", Target::kScript,
+       {{K::kSend, status_response(429, "retry-after: 30\r\n")}, {K::kClose}}, true, 200, "good/m",
+       End::kDone, "", "upstream_status", cooling},
+      {"status-429-retry-after-date", Target::kScript,
+       {{K::kSend, status_response(429, "retry-after: " + http_date_in(60s) + "\r\n")}, {K::kClose}}, true,
+       200, "good/m", End::kDone, "", "upstream_status", cooling},
+      {"status-400-not-retried", Target::kScript,
+       {{K::kSend, status_response(400, "", R"({"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"bad"}})")},
+        {K::kClose}},
+       true, 400, "bad/m", End::kJson, "bad", "client_error",
+       [](Harness& h) { EXPECT_EQ(h.good().stats().requests, 0u) << "a 400 must not be retried"; }},
+      {"trickle-before-first-token", Target::kScript, {{K::kTrickle, sse_head(), 100ms}, {K::kHold}}, true,
+       200, "good/m", End::kDone, "", "ttft_timeout"},
+      {"trickle-after-first-token", Target::kScript,
+       {{K::kSend, head_role_tokens(1)}, {K::kTrickle, testing::chunk(std::string(200, ' ')), 100ms}, {K::kHold}}, true, 200,
+       "bad/m", End::kErrorEvent, "upstream_timeout", "total_timeout"},
+      {"never-closes-after-done", Target::kScript,
+       {{K::kSend, head_role_tokens(2) + chunk(testing::finish_event() + testing::done_event())}, {K::kHold}},
+       true, 200, "bad/m", End::kDone, "", "success",
+       [](Harness& h) {
+         // The connection is not pooled half-read: the gateway closes it.
+         EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
+       }},
+  };
+  return rows;
+}
+
+class UpstreamFault : public ::testing::TestWithParam<UpstreamRow> {};
+
+TEST_P(UpstreamFault, BehavesAsDocumented) {
+  const UpstreamRow& row = GetParam();
+  Harness h(row.target, row.script);
+  {
+    HttpClient c(h.port());
+    testing::HttpResponse head;
+    std::vector<std::string> events;
+    if (row.stream && row.status == 200) {
+      head = c.start("POST", "/v1/chat/completions", chat_body(true));
+      events = c.rest_of_events();
+    } else {
+      head = c.request("POST", "/v1/chat/completions", chat_body(row.stream));
+    }
+    ASSERT_EQ(head.status, row.status) << head.body;
+    EXPECT_EQ(head.header("x-llmgate-deployment"), row.served_by);
+    switch (row.end) {
+      case End::kDone:
+        ASSERT_FALSE(events.empty());
+        EXPECT_EQ(events.back(), "[DONE]");
+        for (const auto& e : events) EXPECT_EQ(e.find("\"error\""), std::string::npos) << e;
+        break;
+      case End::kErrorEvent: {
+        ASSERT_FALSE(events.empty());
+        EXPECT_NE(events.back(), "[DONE]");
+        for (const auto& e : events) EXPECT_NE(e, "[DONE]");
+        auto j = json::parse(events.back());
+        EXPECT_EQ(j["error"]["code"], row.error_code) << events.back();
+        break;
+      }
+      case End::kJson: {
+        auto j = json::parse(head.body);
+        if (row.error_code.empty()) {
+          EXPECT_EQ(j["object"], "chat.completion") << head.body;
+        } else {
+          EXPECT_EQ(j["error"]["code"], row.error_code) << head.body;
+        }
+        break;
+      }
+    }
+  }
+  auto m = h.metrics();
+  EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
+                   "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
+            1)
+      << "no attempt on bad/m ended as " << row.bad_outcome;
+  if (row.served_by == "good/m") {
+    EXPECT_EQ(metric_value(m, "llmgate_fallbacks_total", "reason=\"" + row.bad_outcome + "\""), 1);
+  }
+  if (row.also) row.also(h);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, UpstreamFault, ::testing::ValuesIn(upstream_rows()),
+                         [](const auto& info) {
+                           std::string n = info.param.id;
+                           for (auto& c : n) c = (c == '-') ? '_' : c;
+                           return n;
+                         });
+
+// ---- Client behaviours ---------------------------------------------------------
+
+struct ClientRow {
+  std::string id;  // as in docs/failure-semantics.md
+  Script upstream;  // what the bad/m upstream plays
+  std::function<void(Harness&)> run;
+};
+
+// A stream of about 60 tokens that takes ~3 s: long enough to act in the middle.
+Script slow_stream() {
+  Script s{{K::kSend, head_role_tokens(1)}};
+  for (int i = 0; i < 6; ++i) {
+    s.push_back({K::kSleep, "", 80ms});
+    s.push_back({K::kSend, testing::chunk(testing::token_event(i))});
+  }
+  s.push_back({K::kHold});
+  return s;
+}
+
+std::vector<ClientRow> client_rows() {
+  return {
+      {"client-disconnect-before-first-token",
+       {{K::kSend, testing::sse_head()}, {K::kHold}},
+       [](Harness& h) {
+         {
+           HttpClient c(h.port());
+           RawClient raw(h.port());
+           ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: " +
+                                std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+           ASSERT_TRUE(eventually([&] { return h.upstream()->stats().requests == 1; }));
+         }  // the client goes
+         // The upstream is released because the client went, not at a
+         // deadline: the attempt ends as client_gone (a TTFT timeout would
+         // have ended it as ttft_timeout and moved on to good/m).
+         EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
+         EXPECT_TRUE(eventually([&] {
+           return metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
+         }));
+         EXPECT_EQ(h.good().stats().requests, 0u);
+       }},
+      {"client-disconnect-after-first-token", slow_stream(),
+       [](Harness& h) {
+         {
+           HttpClient c(h.port());
+           auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+           ASSERT_EQ(head.status, 200);
+           ASSERT_TRUE(c.next_event().has_value());
+           c.close();
+         }
+         // Released for the disconnect, not at the idle deadline (idle_timeout).
+         EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
+         EXPECT_TRUE(eventually([&] {
+           return metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
+         }));
+       }},
+      {"slow-reader",
+       {{K::kSend, head_role_tokens(1)}, {K::kFlood}},
+       [](Harness& h) {
+         // The client reads nothing: the gateway must stop reading upstream
+         // (backpressure), not buffer the flood, and give up after the idle
+         // timeout, releasing both sides.
+         RawClient raw(h.port(), /*rcvbuf=*/4096);
+         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: " +
+                              std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+         ASSERT_TRUE(eventually([&] { return h.upstream()->stats().flood_bytes > 0; }));
+         EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }, 10s))
+             << "the stalled relay never timed out";
+         // Socket buffers on both sides hold a few MB at most; without
+         // backpressure the gateway would have taken the flood at memory speed.
+         EXPECT_LT(h.upstream()->stats().flood_bytes, 32u << 20);
+         std::printf("slow-reader: the upstream wrote %llu bytes before the gateway gave up\n",
+                     static_cast<unsigned long long>(h.upstream()->stats().flood_bytes));
+         // The client's connection is closed too (behind what the kernel holds).
+         raw.read_all();
+         EXPECT_TRUE(raw.eof());
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                          "deployment=\"bad/m\",outcome=\"client_gone\""),
+                   1);
+       }},
+      {"keep-alive-after-stream", testing::healthy_stream(3),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         for (int i = 0; i < 3; ++i) {
+           auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+           ASSERT_EQ(head.status, 200);
+           auto ev = c.rest_of_events();
+           ASSERT_FALSE(ev.empty());
+           EXPECT_EQ(ev.back(), "[DONE]");
+           EXPECT_TRUE(c.connection_open());
+         }
+       }},
+      {"http-1.0", testing::healthy_stream(3),
+       [](Harness& h) {
+         RawClient raw(h.port());
+         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: " +
+                              std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+         std::string all = raw.read_all();
+         EXPECT_EQ(all.rfind("HTTP/1.0 200", 0), 0u) << all.substr(0, 200);
+         EXPECT_EQ(all.find("transfer-encoding"), std::string::npos);
+         EXPECT_NE(all.find("data: [DONE]\n\n"), std::string::npos);
+       }},
+      {"expect-100-continue", testing::healthy_stream(3),
+       [](Harness& h) {
+         RawClient raw(h.port());
+         const std::string body = chat_body(false);
+         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: " +
+                              std::to_string(body.size()) + "\r\n\r\n"));
+         // The interim response arrives before we send the body.
+         std::string interim = raw.read_some();
+         EXPECT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n", 0), 0u) << interim;
+         ASSERT_TRUE(raw.send(body));
+         std::string all = raw.read_all();
+         EXPECT_NE(all.find("HTTP/1.1 200 OK"), std::string::npos) << all.substr(0, 200);
+         EXPECT_NE(all.find("\"chat.completion\""), std::string::npos);
+       }},
+      {"oversized-headers", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false),
+                            {{"content-type", "application/json"}, {"x-big", std::string(16 * 1024, 'a')}});
+         EXPECT_EQ(r.status, 431);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "headers_too_large");
+       }},
+      {"oversized-body", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions",
+                            chat_body(false, R"(,"pad":")" + std::string(128 * 1024, 'a') + "\""));
+         EXPECT_EQ(r.status, 413);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "request_too_large");
+       }},
+      {"invalid-json", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", "{\"model\": \"chat\", ");
+         EXPECT_EQ(r.status, 400);
+         EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
+       }},
+      {"invalid-utf8", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions",
+                            "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}");
+         EXPECT_EQ(r.status, 400);
+         EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
+       }},
+      {"wrong-content-type", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false), {{"content-type", "text/plain"}});
+         EXPECT_EQ(r.status, 415);
+       }},
+      {"slowloris", {},
+       [](Harness& h) {
+         // A head sent a byte at a time never completes within
+         // client_header_timeout (1 s here): the connection is closed.
+         RawClient raw(h.port());
+         const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n";
+         bool closed = false;
+         for (std::size_t i = 0; i < head.size() && !closed; ++i) {
+           raw.send(head.substr(i, 1));
+           closed = eventually([&] { return raw.closed_by_server(); }, 100ms);
+         }
+         EXPECT_TRUE(closed || eventually([&] { return raw.closed_by_server(); }, 3s));
+       }},
+      {"many-idle-connections", testing::healthy_stream(3),
+       [](Harness& h) {
+         rlimit lim{};
+         getrlimit(RLIMIT_NOFILE, &lim);
+         const rlim_t want = 2 * 2000 + 256;
+         if (lim.rlim_cur < want && lim.rlim_max >= want) {
+           lim.rlim_cur = want;
+           setrlimit(RLIMIT_NOFILE, &lim);
+         }
+         const std::size_t n = lim.rlim_cur >= want ? 2000 : (lim.rlim_cur - 256) / 2;
+         std::vector<std::unique_ptr<RawClient>> idle;
+         for (std::size_t i = 0; i < n; ++i) {
+           idle.push_back(std::make_unique<RawClient>(h.port()));
+           ASSERT_TRUE(idle.back()->connected()) << "connection " << i;
+         }
+         ASSERT_TRUE(eventually([&] { return h.gateway().open_api_connections() >= n; }))
+             << h.gateway().open_api_connections();
+         // The gateway still serves...
+         HttpClient c(h.port());
+         auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+         EXPECT_EQ(head.status, 200);
+         auto ev = c.rest_of_events();
+         ASSERT_FALSE(ev.empty());
+         EXPECT_EQ(ev.back(), "[DONE]");
+         // ... and closes the idle ones after client_header_timeout.
+         EXPECT_TRUE(eventually([&] { return h.gateway().open_api_connections() <= 1; }, 10s))
+             << h.gateway().open_api_connections();
+       }},
+  };
+}
+
+class ClientBehaviour : public ::testing::TestWithParam<ClientRow> {};
+
+TEST_P(ClientBehaviour, BehavesAsDocumented) {
+  const ClientRow& row = GetParam();
+  Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream);
+  row.run(h);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, ClientBehaviour, ::testing::ValuesIn(client_rows()),
+                         [](const auto& info) {
+                           std::string n = info.param.id;
+                           for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
+                           return n;
+                         });
+
+// ---- The document and the table agree ------------------------------------------
+
+std::set<std::string> documented_rows(const std::string& section) {
+  std::ifstream f(std::string(LLMGATE_SOURCE_DIR) + "/docs/failure-semantics.md");
+  std::set<std::string> ids;
+  std::string line;
+  bool in = false;
+  std::regex row(R"(^\| `([a-z0-9.\-]+)` \|)");
+  while (std::getline(f, line)) {
+    if (line.rfind("## ", 0) == 0) in = line == "## " + section;
+    std::smatch m;
+    if (in && std::regex_search(line, m, row)) ids.insert(m[1]);
+  }
+  return ids;
+}
+
+TEST(FailureSemanticsDoc, ListsEveryUpstreamFaultRowAndNoOther) {
+  std::set<std::string> tested;
+  for (const auto& r : upstream_rows()) tested.insert(r.id);
+  EXPECT_EQ(documented_rows("Upstream faults"), tested);
+}
+
+TEST(FailureSemanticsDoc, ListsEveryClientBehaviourRowAndNoOther) {
+  std::set<std::string> tested;
+  for (const auto& r : client_rows()) tested.insert(r.id);
+  EXPECT_EQ(documented_rows("Client behaviours"), tested);
+}
+
+}  // namespace
+}  // namespace llmgate
