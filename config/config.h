@@ -61,6 +61,10 @@ struct ServerLimits {
   std::size_t max_body_bytes = 4 * 1024 * 1024;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_event_bytes = 1024 * 1024;  // one upstream SSE event
+  // Client connections open at once on the API listeners (all workers); one
+  // more is answered 503 + Retry-After and closed. The admin listener is not
+  // counted, so probes and scrapes still get through.
+  std::size_t max_connections = 10'000;
   Duration client_header_timeout{30'000};     // slowloris guard: whole request head
   Duration client_idle_timeout{60'000};       // keep-alive idle between requests
 };
@@ -138,6 +142,13 @@ struct Deployment {
   // routing.tps_prior.
   std::optional<Duration> expected_ttft;
   std::optional<double> expected_tps;
+  // Upstream requests to this deployment at once, across all workers (unset:
+  // no limit). A request that finds it full waits in a FIFO queue of at most
+  // `max_queue` (for at most the connect timeout), else moves on to the next
+  // candidate; if every candidate is full the client gets 503 + Retry-After.
+  // A deployment listed by several models shares one limit (the smallest).
+  std::optional<unsigned> max_concurrent;
+  unsigned max_queue = 0;
   std::string id() const { return provider + "/" + model; }
 };
 

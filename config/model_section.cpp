@@ -41,7 +41,12 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
     m.read("price", deployment.price, read_price);
     m.read("expected_ttft", deployment.expected_ttft, &ConfigNode::duration);
     m.read("expected_tps", deployment.expected_tps, read_tokens_per_second);
+    m.read("max_concurrent", deployment.max_concurrent, integer_in<unsigned>(1, 1'000'000));
+    m.read("max_queue", deployment.max_queue, integer_in<unsigned>(0, 1'000'000));
   });
+  if (deployment.max_queue > 0 && !deployment.max_concurrent) {
+    node.fail("max_queue needs max_concurrent");
+  }
   return deployment;
 }
 

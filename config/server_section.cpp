@@ -57,6 +57,7 @@ ServerLimits read_limits(const ConfigNode& node) {
     m.read("max_body_size", limits.max_body_bytes, size_at_most(kMaxLimitBytes));
     m.read("max_header_size", limits.max_header_bytes, size_at_most(kMaxLimitBytes));
     m.read("max_event_size", limits.max_event_bytes, size_at_most(kMaxLimitBytes));
+    m.read("max_connections", limits.max_connections, integer_in<std::size_t>(1, 10'000'000));
     m.read("client_header_timeout", limits.client_header_timeout, &ConfigNode::duration);
     m.read("client_idle_timeout", limits.client_idle_timeout, &ConfigNode::duration);
   });

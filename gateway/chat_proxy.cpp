@@ -226,6 +226,7 @@ class ChatProxy {
   bool all_rate_limited_ = true;
   bool budget_exhausted_ = false;
   bool admission_measured_ = false;
+  bool saturated_ = false;  // a candidate was skipped at its max_concurrent
   const char* outcome_ = "client_gone";
 };
 
@@ -341,6 +342,25 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
 
 net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc, int branch) {
   const routing::Candidate& c = pc.candidate;
+  // A deployment at its max_concurrent: wait in its queue (bounded by the
+  // connect timeout), or move on without contacting it — not an attempt.
+  ConcurrencyLimiter::Slot slot;
+  if (auto it = snapshot_.limiters.find(c.deployment->id()); it != snapshot_.limiters.end()) {
+    const auto deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
+    ConcurrencyLimiter::Acquired got = co_await it->second->acquire(deadline);
+    if (got.result != ConcurrencyLimiter::Result::kGranted) {
+      if (LLMGATE_CANCELLED()) co_return AttemptResult{};
+      const bool full = got.result == ConcurrencyLimiter::Result::kQueueFull;
+      saturated_ = true;
+      failures_.push_back(c.deployment->id() + ": at its max_concurrent (" +
+                          std::to_string(it->second->in_use()) + " in flight), " +
+                          (full ? "wait queue full" : "no slot within the connect timeout"));
+      failed_short_.push_back(c.deployment->id() + "=saturated");
+      metrics_.on_saturated(c.deployment->id(), full ? "queue_full" : "queue_timeout");
+      co_return AttemptResult{};
+    }
+    slot = std::move(got.slot);
+  }
   ++attempt_no_;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
@@ -456,6 +476,12 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 ApiError ChatProxy::all_failed_error() const {
   std::string detail;
   for (const auto& f : failures_) detail += (detail.empty() ? "" : "; ") + f;
+  if (attempt_no_ == 0 && saturated_) {
+    return ApiError{503, "service_unavailable",
+                    "every deployment of model \"" + req_.model +
+                        "\" is at its concurrency limit: " + detail,
+                    std::nullopt, "upstream_saturated", 1};
+  }
   if (attempt_no_ == 0) {
     return ApiError{504, "timeout_error", "request deadline expired before any upstream attempt",
                     std::nullopt, "upstream_timeout", std::nullopt};

@@ -151,6 +151,35 @@ providers::TlsContexts tls_contexts(const config::Config& cfg, const Snapshot* p
   return out;
 }
 
+// One limiter per deployment id with max_concurrent (the smallest limit when
+// several models list it); an existing one is kept, with its new limits.
+std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters(const config::Config& cfg,
+                                                                    const Snapshot* previous) {
+  std::map<std::string, std::pair<unsigned, unsigned>> limits;
+  for (const auto& m : cfg.models) {
+    for (const auto& d : m.deployments) {
+      if (!d.max_concurrent) continue;
+      auto [it, fresh] = limits.try_emplace(d.id(), *d.max_concurrent, d.max_queue);
+      if (!fresh) it->second = {std::min(it->second.first, *d.max_concurrent),
+                                std::min(it->second.second, d.max_queue)};
+    }
+  }
+  std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> out;
+  for (const auto& [id, l] : limits) {
+    std::shared_ptr<ConcurrencyLimiter> limiter;
+    if (previous) {
+      if (auto it = previous->limiters.find(id); it != previous->limiters.end()) limiter = it->second;
+    }
+    if (limiter) {
+      limiter->set_limits(l.first, l.second);
+    } else {
+      limiter = std::make_shared<ConcurrencyLimiter>(l.first, l.second);
+    }
+    out.emplace(id, std::move(limiter));
+  }
+  return out;
+}
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -162,6 +191,7 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
   snap->routing = std::make_shared<routing::RoutingState>(*config);
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *config);
   snap->tls = tls_contexts(*config, nullptr);
+  snap->limiters = limiters(*config, nullptr);
   snap->config = std::move(config);
   snap->generation = 1;
   impl_->current = std::move(snap);
@@ -338,6 +368,7 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
   }
   snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing);
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
+  snap->limiters = limiters(*cfg, old.get());
   snap->config = cfg;
   snap->generation = old->generation + 1;
   {
@@ -413,6 +444,26 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       if (--impl.api_sessions == 0) impl.sessions_cv.notify_all();
     }
   } tracked(*this, w, &stream, admin);
+  if (!admin) {
+    const std::size_t max = w.worker.snapshot->config->server.limits.max_connections;
+    bool over;
+    {
+      std::lock_guard lock(sessions_mu);
+      over = api_sessions > max;
+    }
+    if (over) {
+      // Shed load with an answer, not a silent close: the client can retry.
+      RequestContext rc{new_request_id(), 11, false};
+      Response res = make_error_response(
+          rc, ApiError{503, "service_unavailable",
+                       "too many connections (server.limits.max_connections is " +
+                           std::to_string(max) + "); retry shortly",
+                       std::nullopt, "too_many_connections", 1});
+      co_await write_response(stream, res, kWriteTimeout);
+      co_await lingering_close(stream);
+      co_return;
+    }
+  }
   bool first = true;
   try {
     for (;;) {

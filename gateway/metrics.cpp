@@ -95,6 +95,9 @@ struct MetricsRegistry::Impl {
   Family<Counter>& requests = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_requests_total",
       "Chat completion requests by public model and outcome");
+  Family<Counter>& saturated = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
+      "Candidates skipped at their max_concurrent, by deployment and reason (queue_full, queue_timeout)");
   Family<Counter>& routes = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
       "The router's first choice per request, by model, deployment and policy");
@@ -345,6 +348,7 @@ struct Metrics::Impl {
   std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
   std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
   std::map<std::string, config::Price> price_by;                      // deployment id
+  std::map<std::pair<std::string, std::string>, Counter*> saturated_by;  // (deployment, reason)
 };
 
 Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
@@ -371,6 +375,11 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       m_.ttft_by[{m.name, id}] = &f.ttft.Add(genai, kTtftBuckets);
       m_.tpot_by[{m.name, id}] = &f.tpot.Add(genai, kTpotBuckets);
       m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
+      if (d.max_concurrent) {
+        for (const char* r : {"queue_full", "queue_timeout"}) {
+          m_.saturated_by[{id, r}] = &f.saturated.Add({{"deployment", id}, {"reason", r}});
+        }
+      }
       for (auto o : kOutcomes) {
         if (!m_.attempts_by.count({id, o})) {
           m_.attempts_by[{id, o}] = &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
@@ -422,6 +431,12 @@ void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord&
 void Metrics::on_route(const std::string& model, const std::string& deployment,
                        config::Policy policy) {
   if (auto it = impl_->routes_by.find({model, deployment, policy}); it != impl_->routes_by.end()) {
+    it->second->Increment();
+  }
+}
+
+void Metrics::on_saturated(const std::string& deployment, const char* reason) {
+  if (auto it = impl_->saturated_by.find({deployment, reason}); it != impl_->saturated_by.end()) {
     it->second->Increment();
   }
 }

@@ -76,6 +76,8 @@ class Metrics {
   void on_request(const std::string& model, const char* outcome);
   // The router's first choice for a request.
   void on_route(const std::string& model, const std::string& deployment, config::Policy policy);
+  // A candidate skipped at its max_concurrent: "queue_full" or "queue_timeout".
+  void on_saturated(const std::string& deployment, const char* reason);
 
   MetricsRegistry& shared() { return registry_; }
 

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "gateway/concurrency_limiter.h"
 #include "gateway/metrics.h"
 #include "providers/upstream_pool.h"
 #include <random>
@@ -34,6 +35,9 @@ struct Snapshot {
   std::shared_ptr<routing::RoutingState> routing;
   std::shared_ptr<Metrics> metrics;
   providers::TlsContexts tls;
+  // Deployments with max_concurrent, by id. Carried over by reloads, so the
+  // limit holds across requests of old and new snapshots alike.
+  std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters;
   std::uint64_t generation = 0;  // 1 at start-up, +1 per successful reload
 };
 

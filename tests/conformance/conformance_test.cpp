@@ -169,7 +169,11 @@ enum class Target { kScript, kRefused, kBlackhole, kTlsToPlain, kTlsWrongHost };
 // The gateway under test, with "bad/m" (the fault) before "good/m" (a sim).
 class Harness {
  public:
-  Harness(Target target, const Script& script, const std::string& extra_server = "") {
+  // `limits_extra`: keys added to server.limits (", max_connections: 2");
+  // `bad_extra`: keys added to the
+  // bad/m deployment (", max_concurrent: 1"); `extra_models`: more model entries.
+  Harness(Target target, const Script& script, const std::string& limits_extra = "",
+          const std::string& bad_extra = "", const std::string& extra_models = "") {
     setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
     sim::SimOptions o;
     o.api_key = "key";
@@ -217,8 +221,8 @@ routing: {exploration: 0, defaults: {policy: ordered}}
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
-  limits: {max_event_size: 64KiB, client_header_timeout: 1s, max_header_size: 8KiB, max_body_size: 64KiB}
-)" + extra_server + R"(
+  limits: {max_event_size: 64KiB, client_header_timeout: 1s, max_header_size: 8KiB, max_body_size: 64KiB)" +
+                             limits_extra + R"(}
 timeouts: {connect: 300ms, ttft: 600ms, idle: 600ms, total: 3s}
 providers:
   - {name: bad, base_url: ")" + bad_url + R"(", api_key_env: LLMGATE_CONFORMANCE_KEY)" + bad_tls + R"(}
@@ -226,8 +230,8 @@ providers:
                              R"(/v1", api_key_env: LLMGATE_CONFORMANCE_KEY}
 models:
   - name: chat
-    deployments: [{provider: bad, model: m}, {provider: good, model: m}]
-)";
+    deployments: [{provider: bad, model: m)" + bad_extra + R"(}, {provider: good, model: m}]
+)" + extra_models;
     gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "conformance.yaml"));
     port_ = gw_->start().at(0);
   }
@@ -250,9 +254,10 @@ models:
   // Nothing crashed, nothing leaked: the gateway answers, every client and
   // upstream connection it had is closed, nothing is counted in flight.
   void expect_quiescent() {
-    HttpClient probe(port_);
-    EXPECT_EQ(probe.request("GET", "/healthz").status, 200) << "the gateway no longer answers";
-    probe.close();
+    EXPECT_TRUE(eventually([&] {
+      HttpClient probe(port_);
+      return probe.request("GET", "/healthz").status == 200;
+    })) << "the gateway no longer answers";
     EXPECT_TRUE(eventually([&] { return gw_->open_api_connections() == 0; }))
         << gw_->open_api_connections() << " client connection(s) left open";
     for (const char* id : {"bad/m", "good/m"}) {
@@ -472,6 +477,9 @@ struct ClientRow {
   std::string id;  // as in docs/failure-semantics.md
   Script upstream;  // what the bad/m upstream plays
   std::function<void(Harness&)> run;
+  std::string limits_extra = "";  // Harness options
+  std::string bad_extra = "";
+  std::string extra_models = "";
 };
 
 // A stream of about 60 tokens that takes ~3 s: long enough to act in the middle.
@@ -666,7 +674,8 @@ class ClientBehaviour : public ::testing::TestWithParam<ClientRow> {};
 
 TEST_P(ClientBehaviour, BehavesAsDocumented) {
   const ClientRow& row = GetParam();
-  Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream);
+  Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream,
+            row.limits_extra, row.bad_extra, row.extra_models);
   row.run(h);
   h.expect_quiescent();
 }
@@ -677,6 +686,114 @@ INSTANTIATE_TEST_SUITE_P(Table, ClientBehaviour, ::testing::ValuesIn(client_rows
                            for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
                            return n;
                          });
+
+// ---- Limits ----------------------------------------------------------------------
+
+// Starts a streaming request that holds bad/m's only slot (its upstream holds
+// after the first token) and returns the client, mid-stream.
+std::unique_ptr<HttpClient> hold_bad_slot(Harness& h) {
+  auto c = std::make_unique<HttpClient>(h.port());
+  auto head = c->start("POST", "/v1/chat/completions", chat_body(true));
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "bad/m");
+  EXPECT_TRUE(c->next_event().has_value());
+  return c;
+}
+
+std::vector<ClientRow> limit_rows() {
+  const Script holds{{K::kSend, head_role_tokens(1)}, {K::kHold}};
+  return {
+      {"deployment-at-max-concurrent-falls-over", holds,
+       [](Harness& h) {
+         auto first = hold_bad_slot(h);
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");  // bad/m was skipped, not attempted
+         EXPECT_NE(r.header("x-llmgate-failed").find("bad/m=saturated"), std::string::npos);
+         EXPECT_EQ(h.upstream()->stats().requests, 1u);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_deployment_saturated_total",
+                                "deployment=\"bad/m\",reason=\"queue_full\""),
+                   1);
+       },
+       "", ", max_concurrent: 1"},
+      {"deployment-queue-wait-is-bounded", holds,
+       [](Harness& h) {
+         auto first = hold_bad_slot(h);
+         // One place in the queue: the request waits for bad/m's slot up to
+         // the connect timeout, then moves on.
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_deployment_saturated_total",
+                                "deployment=\"bad/m\",reason=\"queue_timeout\""),
+                   1);
+       },
+       "", ", max_concurrent: 1, max_queue: 1"},
+      {"queued-request-takes-the-freed-slot", holds,
+       [](Harness& h) {
+         auto first = hold_bad_slot(h);
+         testing::HttpResponse second;
+         std::thread t([&] {
+           HttpClient c(h.port());
+           second = c.request("POST", "/v1/chat/completions", chat_body(false));
+         });
+         first.reset();  // the first client goes: its slot passes to the waiter
+         t.join();
+         EXPECT_EQ(second.header("x-llmgate-failed").find("saturated"), std::string::npos);
+         EXPECT_EQ(h.upstream()->stats().requests, 2u) << "the second request did not reach bad/m";
+       },
+       "", ", max_concurrent: 1, max_queue: 1"},
+      {"every-candidate-saturated", holds,
+       [](Harness& h) {
+         // Model "solo" has only bad/m, whose one slot is taken.
+         auto first = hold_bad_slot(h);
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions",
+                            R"({"model":"solo","messages":[{"role":"user","content":"hi"}]})");
+         EXPECT_EQ(r.status, 503);
+         EXPECT_EQ(r.header("retry-after"), "1");
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream_saturated");
+       },
+       "", ", max_concurrent: 1",
+       "  - name: solo\n    deployments: [{provider: bad, model: m, max_concurrent: 1}]\n"},
+      {"max-connections", {},
+       [](Harness& h) {
+         HttpClient a(h.port()), b(h.port());
+         ASSERT_EQ(a.request("GET", "/v1/models").status, 200);
+         ASSERT_EQ(b.request("GET", "/v1/models").status, 200);
+         HttpClient c(h.port());
+         auto r = c.request("GET", "/v1/models");
+         EXPECT_EQ(r.status, 503);
+         EXPECT_EQ(r.header("retry-after"), "1");
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "too_many_connections");
+         a.close();
+         EXPECT_TRUE(eventually([&] {
+           HttpClient d(h.port());
+           return d.request("GET", "/v1/models").status == 200;
+         }));
+       },
+       ", max_connections: 2"},
+  };
+}
+
+class Limit : public ClientBehaviour {};
+
+TEST_P(Limit, BehavesAsDocumented) {
+  const ClientRow& row = GetParam();
+  Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream,
+            row.limits_extra, row.bad_extra, row.extra_models);
+  row.run(h);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, Limit, ::testing::ValuesIn(limit_rows()), [](const auto& info) {
+  std::string n = info.param.id;
+  for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
+  return n;
+});
 
 // ---- The document and the table agree ------------------------------------------
 
@@ -698,6 +815,12 @@ TEST(FailureSemanticsDoc, ListsEveryUpstreamFaultRowAndNoOther) {
   std::set<std::string> tested;
   for (const auto& r : upstream_rows()) tested.insert(r.id);
   EXPECT_EQ(documented_rows("Upstream faults"), tested);
+}
+
+TEST(FailureSemanticsDoc, ListsEveryLimitRowAndNoOther) {
+  std::set<std::string> tested;
+  for (const auto& r : limit_rows()) tested.insert(r.id);
+  EXPECT_EQ(documented_rows("Limits"), tested);
 }
 
 TEST(FailureSemanticsDoc, ListsEveryClientBehaviourRowAndNoOther) {

@@ -83,3 +83,46 @@ TEST(ServerLifecycleConfig, ProvidersCompareEqualOnlyWhenEverySettingMatches) {
 
 }  // namespace
 }  // namespace llmgate::config
+
+namespace llmgate::config {
+namespace {
+
+std::string with_deployment(const std::string& deployment_extra) {
+  return R"yaml(
+providers:
+  - name: p
+    base_url: http://127.0.0.1:9000/v1
+models:
+  - name: m
+    deployments:
+      - {provider: p, model: up)yaml" + deployment_extra + R"yaml(}
+)yaml";
+}
+
+TEST(LimitsConfig, DeploymentsAreUnlimitedUnlessTheySayOtherwise) {
+  auto cfg = testing::parse(with_deployment(""));
+  EXPECT_FALSE(cfg->models[0].deployments[0].max_concurrent.has_value());
+  EXPECT_EQ(cfg->models[0].deployments[0].max_queue, 0u);
+  EXPECT_EQ(cfg->server.limits.max_connections, 10'000u);
+}
+
+TEST(LimitsConfig, ReadsMaxConcurrentAndMaxQueue) {
+  auto cfg = testing::parse(with_deployment(", max_concurrent: 8, max_queue: 16"));
+  EXPECT_EQ(cfg->models[0].deployments[0].max_concurrent, 8u);
+  EXPECT_EQ(cfg->models[0].deployments[0].max_queue, 16u);
+}
+
+TEST(LimitsConfig, AQueueWithoutALimitIsAMistake) {
+  EXPECT_THAT(testing::config_error(with_deployment(", max_queue: 4")),
+              ::testing::HasSubstr("models[0].deployments[0]: max_queue needs max_concurrent"));
+  EXPECT_THAT(testing::config_error(with_deployment(", max_concurrent: 0")),
+              ::testing::HasSubstr("max_concurrent: must be between 1 and 1000000"));
+}
+
+TEST(LimitsConfig, ReadsMaxConnections) {
+  auto cfg = testing::parse("server: {limits: {max_connections: 64}}\n" + with_deployment(""));
+  EXPECT_EQ(cfg->server.limits.max_connections, 64u);
+}
+
+}  // namespace
+}  // namespace llmgate::config
