@@ -2,9 +2,11 @@
 // are read in *_section.cpp; the YAML walking machinery is yaml_walker.h.
 #include "config/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 
 #include "config/read_file.h"
@@ -18,23 +20,49 @@ constexpr std::size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 // routing.region when the file sets none: one image can run in many regions.
 constexpr const char* kRegionVariable = "LLMGATE_REGION";
 
+// Counts documents without keeping them.
+struct DiscardEvents : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 // One YAML document; an empty one (or only comments) is an empty mapping.
+//
+// Not YAML::LoadAll: yaml-cpp 0.7 (Debian 12) loops forever on some invalid
+// streams, e.g. a stray top-level ',' (jbeder/yaml-cpp#1040), reporting an
+// empty document again and again without consuming input. Counting documents
+// and stopping at the second one cannot loop; then Load takes the first.
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DiscardEvents discard;
+    int documents = 0;
+    while (parser.HandleNextDocument(discard)) {
+      if (++documents > 1) {
+        throw ConfigError(origin + ": expected one YAML document, found 2 (or stray text after the "
+                                   "first, such as a ',' at the top level)");
+      }
+    }
+    document = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(origin + ": line " + std::to_string(e.mark.line + 1) + ", column " +
                       std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": invalid YAML: " + e.msg);
   }
-  if (documents.size() > 1) {
-    throw ConfigError(origin + ": expected one YAML document, found " +
-                      std::to_string(documents.size()));
-  }
-  if (documents.empty() || documents.front().IsNull()) return YAML::Node(YAML::NodeType::Map);
-  return documents.front();
+  if (!document || document.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  return document;
 }
 
 }  // namespace
@@ -51,6 +79,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   const auto providers = sections.optional("providers");
   const auto models = sections.optional("models");
   const auto routing = sections.optional("routing");
+  const auto auth = sections.optional("auth");
   // Checked first: a misspelt "providers:" would otherwise surface as
   // "unknown provider" errors under models.
   sections.reject_unknown_keys();
@@ -63,6 +92,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   if (routing) config->routing = read_routing(*routing, config->providers);
   if (config->routing.region.empty()) config->routing.region = env(kRegionVariable).value_or("");
   if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
+  if (auth) config->auth = read_auth(*auth, config->models);  // after models: keys name them
   return config;
 }
 

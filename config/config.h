@@ -254,8 +254,31 @@ struct Model {
   RoutingPolicy routing;  // routing.defaults with this model's overrides applied
 };
 
+// ---- Gateway keys (docs/config.md, "auth") -----------------------------------
+
+// A key clients present as `Authorization: Bearer <key>`. Only its SHA-256 is
+// configured (`llmgate --hash-key` prints it), so the config holds no secret.
+struct GatewayKey {
+  std::string name;    // for logs and metrics; never the key
+  std::string sha256;  // lowercase hex, 64 characters
+  std::vector<std::string> models;  // public models it may use; empty = all
+  std::optional<double> requests_per_minute;
+  std::optional<double> tokens_per_minute;  // input + output, counted after each response
+  bool operator==(const GatewayKey&) const = default;
+};
+
+struct Auth {
+  // Empty: the API is open (sidecar on 127.0.0.1). Otherwise every /v1/*
+  // request needs one of these keys.
+  std::vector<GatewayKey> keys;
+  // If set, /admin/* needs `Authorization: Bearer <admin key>` on any listener.
+  std::string admin_key_sha256;
+  bool enabled() const { return !keys.empty(); }
+};
+
 struct Config {
   Server server;
+  Auth auth;
   Timeouts timeouts;
   Routing routing;
   std::vector<Provider> providers;

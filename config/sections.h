@@ -47,4 +47,7 @@ std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider
 // A speed in tokens per second, greater than zero.
 double read_tokens_per_second(const ConfigNode& node);
 
+// auth: gateway keys; each key's models must be among `models`.
+Auth read_auth(const ConfigNode& node, const std::vector<Model>& models);
+
 }  // namespace llmgate::config

@@ -169,14 +169,16 @@ class ChatProxy {
  public:
   ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
             const Request& client_request, const RequestContext& rc, ChatRequest req,
-            routing::RouteOverride route)
+            routing::RouteOverride route, const config::GatewayKey* key)
       : worker_(worker), snapshot_(snapshot), cfg_(*snapshot.config), rs_(*snapshot.routing),
-        metrics_(*snapshot.metrics), client_(client),
+        metrics_(*snapshot.metrics), key_(key), client_(client),
         client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
 
   net::awaitable<bool> run(const config::Model& model);
   // For llmgate_requests_total: success, error, rejected, client_error or client_gone.
   const char* outcome() const { return outcome_; }
+  // Input + output tokens of the attempt that answered (for key rate limits).
+  std::int64_t tokens_used() const { return tokens_used_; }
 
  private:
   // One attempt with its bookkeeping (in-flight count, statistics, health),
@@ -207,6 +209,7 @@ class ChatProxy {
   const config::Config& cfg_;
   routing::RoutingState& rs_;
   Metrics& metrics_;
+  const config::GatewayKey* key_;  // the caller's gateway key, if keys are configured
   beast::tcp_stream& client_;
   const Request& client_request_;
   const RequestContext& rc_;
@@ -227,6 +230,7 @@ class ChatProxy {
   bool budget_exhausted_ = false;
   bool admission_measured_ = false;
   bool saturated_ = false;  // a candidate was skipped at its max_concurrent
+  std::int64_t tokens_used_ = 0;
   const char* outcome_ = "client_gone";
 };
 
@@ -383,6 +387,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   AttemptResult r = co_await attempt(c, rec, branch);
   if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
   if (r.responded) {
+    tokens_used_ = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
+                   std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
     outcome_ = rec.outcome == AttemptOutcome::kSuccess       ? "success"
                : rec.outcome == AttemptOutcome::kClientError ? "client_error"
                : rec.outcome == AttemptOutcome::kClientGone  ? "client_gone"
@@ -933,6 +939,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
                           {"result", outcome_},
                           {"policy", config::to_string(decision_.policy)},
                           {"attempts", std::to_string(attempt_no_), true}};
+  if (key_) f.push_back({"key", key_->name});  // the key's name from config, never the key
   if (rec) {
     f.push_back({"deployment", rec->deployment});
     f.push_back({"outcome", routing::to_string(rec->outcome)});
@@ -961,6 +968,19 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   // The snapshot this request lives on, whatever reloads happen meanwhile.
   const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
   const config::Config& cfg = *snapshot->config;
+  MetricsRegistry& registry = snapshot->metrics->shared();
+  // Gateway keys first, as OpenAI does: a caller without a valid key learns
+  // nothing about models or request shape.
+  const config::GatewayKey* key = nullptr;
+  if (snapshot->keys->enabled()) {
+    auto a = snapshot->keys->authenticate(request[http::field::authorization]);
+    if (auto* e = std::get_if<ApiError>(&a)) {
+      registry.on_auth_rejected("unauthenticated");
+      Response res = make_error_response(rc, *e);
+      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    }
+    key = std::get<const config::GatewayKey*>(a);
+  }
   auto parsed = parse_chat_request(request[http::field::content_type], request.body());
   if (auto* err = std::get_if<ApiError>(&parsed)) {
     Response res = make_error_response(rc, *err);
@@ -974,6 +994,13 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
                      "The model `" + req.model.substr(0, 200) + "` does not exist or you do not have access to it.",
                      "model", "model_not_found", std::nullopt});
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+  }
+  if (key) {
+    if (auto denied = snapshot->keys->authorize(*key, model->name)) {
+      registry.on_auth_rejected(denied->status == 403 ? "model_not_allowed" : "rate_limited");
+      Response res = make_error_response(rc, *denied);
+      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    }
   }
   // Per-request routing overrides: the body's `route` object and x-llmgate-*
   // headers. A bad one is the caller's mistake: 400, saying what is wrong.
@@ -995,17 +1022,20 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
   ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(req),
-                  std::move(std::get<routing::RouteOverride>(parsed_route)));
+                  std::move(std::get<routing::RouteOverride>(parsed_route)), key);
   snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;
     const ChatProxy& proxy;
     const std::string& model;
+    KeyStore& keys;
+    const config::GatewayKey* key;
     ~Count() {
       m.on_request(model, proxy.outcome());
       m.shared().request_finished();
+      if (key) keys.charge_tokens(*key, proxy.tokens_used());
     }
-  } count{*snapshot->metrics, proxy, model->name};
+  } count{*snapshot->metrics, proxy, model->name, *snapshot->keys, key};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   std::variant<bool, std::monostate> r =

@@ -1,5 +1,7 @@
 #include "gateway/chat_request.h"
 
+#include "providers/json_depth.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -29,10 +31,16 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
     return e;
   }
   if (body.empty()) return invalid_request("request body is empty: expected a JSON object");
+  if (providers::json_too_deep(body)) {
+    return invalid_request("request body nests arrays or objects more than " +
+                               std::to_string(providers::kMaxJsonDepth) + " levels deep",
+                           std::nullopt, "invalid_json");
+  }
   ChatRequest r;
   try {
     r.body = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number no double holds (1e400).
     // nlohmann rejects ill-formed UTF-8 here too.
     return invalid_request(std::string("request body is not valid JSON: ") + e.what(), std::nullopt,
                            "invalid_json");

@@ -7,6 +7,7 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -192,6 +193,7 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *config);
   snap->tls = tls_contexts(*config, nullptr);
   snap->limiters = limiters(*config, nullptr);
+  snap->keys = std::make_shared<KeyStore>(config->auth);
   snap->config = std::move(config);
   snap->generation = 1;
   impl_->current = std::move(snap);
@@ -369,6 +371,7 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
   snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing);
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
   snap->limiters = limiters(*cfg, old.get());
+  snap->keys = std::make_shared<KeyStore>(cfg->auth, old->keys.get());
   snap->config = cfg;
   snap->generation = old->generation + 1;
   {
@@ -618,7 +621,15 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   }
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
-    return get ? make_json_response(rc, http::status::ok, models_body(cfg)) : wrong_method("GET");
+    if (!get) return wrong_method("GET");
+    if (snap.keys->enabled()) {
+      auto a = snap.keys->authenticate(req[http::field::authorization]);
+      if (auto* e = std::get_if<ApiError>(&a)) {
+        metrics->on_auth_rejected("unauthenticated");
+        return make_error_response(rc, *e);
+      }
+    }
+    return make_json_response(rc, http::status::ok, models_body(cfg));
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");
@@ -629,6 +640,23 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   if (path == "/healthz") {
     // Liveness: this process answers. Never depends on upstreams.
     return get ? make_json_response(rc, http::status::ok, R"({"status":"ok"})") : wrong_method("GET");
+  }
+  if (path.substr(0, 7) == "/admin/") {
+    // With an admin listener, /admin/* is served there only; an admin key,
+    // if configured, is needed on any listener.
+    if (!admin && cfg.server.admin_listener) {
+      return make_error_response(
+          rc, ApiError{404, "invalid_request_error",
+                       "/admin/* is served on the admin listener only (server.admin_listener)",
+                       std::nullopt, "unknown_url", std::nullopt});
+    }
+    if (!snap.keys->admin_allowed(req[http::field::authorization])) {
+      metrics->on_auth_rejected("admin_unauthenticated");
+      return make_error_response(
+          rc, ApiError{401, "invalid_request_error",
+                       "/admin/* needs the admin key (auth.admin_key_sha256) as 'Authorization: Bearer <key>'",
+                       std::nullopt, "invalid_api_key", std::nullopt});
+    }
   }
   if (path == "/admin/routes") {
     // Live per-deployment measurements: why routes are chosen.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "config/config.h"
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/log.h"
 
@@ -20,9 +21,12 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: llmgate --config FILE [options]
        llmgate --check-config FILE
+       llmgate --hash-key < KEY_FILE
 
   --config FILE          run the gateway with this YAML config (docs/config.md)
   --check-config FILE    validate FILE, print a summary or the first error, and exit
+  --hash-key             read a gateway key on standard input, print its SHA-256 for
+                         auth.keys[].sha256 (the config never holds the key itself)
   --log-level LEVEL      debug|info|warn|error; default info; debug logs every failed attempt
   --log-format FORMAT    text|json; default text; json writes one JSON object per line
   --watch-interval DUR   reload when FILE's content changes, checked this often
@@ -90,6 +94,16 @@ int main(int argc, char** argv) {
         return 2;
       }
       gateway::set_log_level(level);
+    } else if (a == "--hash-key") {
+      std::string key;
+      std::getline(std::cin, key);
+      while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+      if (key.empty()) {
+        std::cerr << "llmgate: --hash-key reads the key on standard input; got nothing\n";
+        return 2;
+      }
+      std::cout << gateway::sha256_hex(key) << "\n";
+      return 0;
     } else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;

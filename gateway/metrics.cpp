@@ -133,6 +133,10 @@ struct MetricsRegistry::Impl {
   Family<Gauge>& reload_time = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_config_last_reload_success_timestamp_seconds",
       "Unix time of the config now in force (start-up or last successful reload)");
+  Family<Counter>& auth_rejections = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_auth_rejections_total",
+      "Requests refused by gateway-key auth, by reason (unauthenticated, admin_unauthenticated, "
+      "model_not_allowed, rate_limited)");
   Family<Gauge>& draining_family = family<Gauge>(prometheus::BuildGauge(), registry,
                                                  "llmgate_draining",
                                                  "1 while the gateway drains for shutdown");
@@ -174,6 +178,7 @@ struct MetricsRegistry::Impl {
   Counter& output_tokens = tokens.Add({{"type", "output"}});
   Counter& cost_total = cost.Add({});
   std::array<Histogram*, 2> overhead_by{};
+  std::map<std::string, Counter*, std::less<>> auth_by;
   Counter& reloads_ok = reloads.Add({{"result", "success"}});
   Counter& reloads_failed = reloads.Add({{"result", "failure"}});
 
@@ -204,6 +209,9 @@ struct MetricsRegistry::Impl {
     overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
         &overhead.Add({{"phase", "first_token"}}, kOverheadBuckets);
     build_info.Add({{"version", kVersion}}).Set(1);
+    for (const char* r : {"unauthenticated", "admin_unauthenticated", "model_not_allowed", "rate_limited"}) {
+      auth_by[r] = &auth_rejections.Add({{"reason", r}});
+    }
     reload_ok.Add({}).Set(1);
     reload_time.Add({}).Set(static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
                                                     std::chrono::system_clock::now().time_since_epoch())
@@ -300,6 +308,10 @@ void MetricsRegistry::on_reload(bool ok, double unix_seconds) {
 }
 
 void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }
+
+void MetricsRegistry::on_auth_rejected(const char* reason) {
+  if (auto it = impl_->auth_by.find(std::string_view(reason)); it != impl_->auth_by.end()) it->second->Increment();
+}
 
 std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {
   const auto now = routing::Clock::now();

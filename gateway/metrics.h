@@ -48,6 +48,9 @@ class MetricsRegistry {
   // A config reload attempt; `unix_seconds` is when it happened.
   void on_reload(bool ok, double unix_seconds);
   void set_draining(bool draining);
+  // A request refused by gateway-key auth: "unauthenticated",
+  // "admin_unauthenticated", "model_not_allowed" or "rate_limited".
+  void on_auth_rejected(const char* reason);
 
   // The text exposition format, with the router gauges refreshed first for
   // the deployments of `cfg` (gauges of deployments no longer configured are

@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "gateway/auth.h"
 #include "gateway/concurrency_limiter.h"
 #include "gateway/metrics.h"
 #include "providers/upstream_pool.h"
@@ -35,6 +36,7 @@ struct Snapshot {
   std::shared_ptr<routing::RoutingState> routing;
   std::shared_ptr<Metrics> metrics;
   providers::TlsContexts tls;
+  std::shared_ptr<KeyStore> keys;  // gateway keys (auth:); carried over by reloads by key name
   // Deployments with max_concurrent, by id. Carried over by reloads, so the
   // limit holds across requests of old and new snapshots alike.
   std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters;

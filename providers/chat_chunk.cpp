@@ -1,5 +1,7 @@
 #include "providers/chat_chunk.h"
 
+#include "providers/json_depth.h"
+
 namespace llmgate::providers {
 namespace {
 
@@ -20,9 +22,21 @@ std::optional<Usage> usage_of(const nlohmann::json& j) {
   auto it = j.find("usage");
   if (it == j.end() || !it->is_object()) return std::nullopt;
   Usage u;
+  // Counts from an upstream are untrusted: anything negative or beyond any
+  // real usage (10^12 tokens) reads as 0, so sums cannot overflow.
+  constexpr std::int64_t kMaxTokens = 1'000'000'000'000;
   auto get = [&](const char* k) -> std::int64_t {
     auto f = it->find(k);
-    return (f != it->end() && f->is_number_integer()) ? f->get<std::int64_t>() : 0;
+    if (f == it->end()) return 0;
+    if (f->is_number_unsigned()) {
+      auto v = f->get<std::uint64_t>();
+      return v <= static_cast<std::uint64_t>(kMaxTokens) ? static_cast<std::int64_t>(v) : 0;
+    }
+    if (f->is_number_integer()) {
+      auto v = f->get<std::int64_t>();
+      return v >= 0 && v <= kMaxTokens ? v : 0;
+    }
+    return 0;
   };
   u.prompt_tokens = get("prompt_tokens");
   u.completion_tokens = get("completion_tokens");
@@ -35,6 +49,12 @@ ChatChunk inspect_chunk(std::string_view data) {
   ChatChunk c;
   if (data == "[DONE]") {
     c.kind = ChatChunk::Kind::kDone;
+    return c;
+  }
+  if (json_too_deep(data)) {
+    c.kind = ChatChunk::Kind::kMalformed;
+    c.error_message = "upstream sent an event nested more than " + std::to_string(kMaxJsonDepth) +
+                      " levels deep";
     return c;
   }
   c.json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);

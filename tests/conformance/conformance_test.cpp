@@ -15,6 +15,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
@@ -171,9 +173,10 @@ class Harness {
  public:
   // `limits_extra`: keys added to server.limits (", max_connections: 2");
   // `bad_extra`: keys added to the
-  // bad/m deployment (", max_concurrent: 1"); `extra_models`: more model entries.
+  // bad/m deployment (", max_concurrent: 1"); `extra_yaml`: appended after the
+  // models list (more model entries, or top-level sections such as auth:).
   Harness(Target target, const Script& script, const std::string& limits_extra = "",
-          const std::string& bad_extra = "", const std::string& extra_models = "") {
+          const std::string& bad_extra = "", const std::string& extra_yaml = "") {
     setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
     sim::SimOptions o;
     o.api_key = "key";
@@ -231,7 +234,7 @@ providers:
 models:
   - name: chat
     deployments: [{provider: bad, model: m)" + bad_extra + R"(}, {provider: good, model: m}]
-)" + extra_models;
+)" + extra_yaml;
     gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "conformance.yaml"));
     port_ = gw_->start().at(0);
   }
@@ -479,7 +482,7 @@ struct ClientRow {
   std::function<void(Harness&)> run;
   std::string limits_extra = "";  // Harness options
   std::string bad_extra = "";
-  std::string extra_models = "";
+  std::string extra_yaml = "";
 };
 
 // A stream of about 60 tokens that takes ~3 s: long enough to act in the middle.
@@ -675,7 +678,7 @@ class ClientBehaviour : public ::testing::TestWithParam<ClientRow> {};
 TEST_P(ClientBehaviour, BehavesAsDocumented) {
   const ClientRow& row = GetParam();
   Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream,
-            row.limits_extra, row.bad_extra, row.extra_models);
+            row.limits_extra, row.bad_extra, row.extra_yaml);
   row.run(h);
   h.expect_quiescent();
 }
@@ -784,12 +787,111 @@ class Limit : public ClientBehaviour {};
 TEST_P(Limit, BehavesAsDocumented) {
   const ClientRow& row = GetParam();
   Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream,
-            row.limits_extra, row.bad_extra, row.extra_models);
+            row.limits_extra, row.bad_extra, row.extra_yaml);
   row.run(h);
   h.expect_quiescent();
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, Limit, ::testing::ValuesIn(limit_rows()), [](const auto& info) {
+  std::string n = info.param.id;
+  for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
+  return n;
+});
+
+// ---- Gateway keys ----------------------------------------------------------------
+
+std::string auth_yaml(const std::string& key_extra = "") {
+  return "auth:\n  admin_key_sha256: " + gateway::sha256_hex("sk-admin") +
+         "\n  keys:\n    - {name: app, sha256: " + gateway::sha256_hex("sk-app") +
+         ", models: [chat]" + key_extra + "}\n";
+}
+
+testing::HttpResponse chat_with(Harness& h, const std::string& authorization,
+                                const std::string& model = "chat") {
+  HttpClient c(h.port());
+  std::map<std::string, std::string> headers{{"content-type", "application/json"}};
+  if (!authorization.empty()) headers["authorization"] = authorization;
+  return c.request("POST", "/v1/chat/completions",
+                   R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}]})", headers);
+}
+
+std::vector<ClientRow> key_rows() {
+  return {
+      {"key-missing", {},
+       [](Harness& h) {
+         auto r = chat_with(h, "");
+         EXPECT_EQ(r.status, 401);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
+         HttpClient c(h.port());
+         EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+       },
+       "", "", auth_yaml()},
+      {"key-wrong", {},
+       [](Harness& h) {
+         auto r = chat_with(h, "Bearer sk-not-ours");
+         EXPECT_EQ(r.status, 401);
+         EXPECT_EQ(r.body.find("sk-not-ours"), std::string::npos) << "the error echoed the key";
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_auth_rejections_total", "reason=\"unauthenticated\""), 1);
+       },
+       "", "", auth_yaml()},
+      {"key-model-not-allowed", {},
+       [](Harness& h) {
+         auto r = chat_with(h, "Bearer sk-app", "solo");
+         EXPECT_EQ(r.status, 403);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_allowed");
+         EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
+       },
+       "", "", "  - name: solo\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
+      {"key-request-rate-limit", {},
+       [](Harness& h) {
+         EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
+         auto r = chat_with(h, "Bearer sk-app");
+         EXPECT_EQ(r.status, 429);
+         EXPECT_EQ(r.header("retry-after"), "60");
+         auto e = json::parse(r.body)["error"];
+         EXPECT_EQ(e["type"], "requests");
+         EXPECT_EQ(e["code"], "rate_limit_exceeded");
+         EXPECT_EQ(h.upstream()->stats().requests, 1u);
+       },
+       "", "", auth_yaml(", requests_per_minute: 1")},
+      {"key-never-forwarded-or-logged", {},
+       [](Harness& h) {
+         ::testing::internal::CaptureStderr();
+         auto r = chat_with(h, "Bearer sk-app");
+         std::string log = ::testing::internal::GetCapturedStderr();
+         EXPECT_EQ(r.status, 200);
+         const std::string upstream = h.upstream()->last_request();
+         EXPECT_NE(upstream.find("uthorization: Bearer key\r\n"), std::string::npos) << upstream;
+         EXPECT_EQ(upstream.find("sk-app"), std::string::npos) << "the client's key went upstream";
+         EXPECT_NE(log.find("key=app"), std::string::npos) << log;  // the key's name, for attribution
+         EXPECT_EQ(log.find("sk-app"), std::string::npos) << "the key was logged";
+       },
+       "", "", auth_yaml()},
+      {"admin-key-required", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         EXPECT_EQ(c.request("GET", "/admin/routes").status, 401);
+         EXPECT_EQ(c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-app"}}).status, 401);
+         EXPECT_EQ(c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-admin"}}).status, 200);
+         // Probes and scrapes never need a key.
+         EXPECT_EQ(c.request("GET", "/healthz").status, 200);
+         EXPECT_EQ(c.request("GET", "/metrics").status, 200);
+       },
+       "", "", auth_yaml()},
+  };
+}
+
+class GatewayKeys : public ClientBehaviour {};
+
+TEST_P(GatewayKeys, BehaveAsDocumented) {
+  const ClientRow& row = GetParam();
+  Harness h(Target::kScript, testing::healthy_stream(3), row.limits_extra, row.bad_extra, row.extra_yaml);
+  row.run(h);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, GatewayKeys, ::testing::ValuesIn(key_rows()), [](const auto& info) {
   std::string n = info.param.id;
   for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
   return n;
@@ -821,6 +923,12 @@ TEST(FailureSemanticsDoc, ListsEveryLimitRowAndNoOther) {
   std::set<std::string> tested;
   for (const auto& r : limit_rows()) tested.insert(r.id);
   EXPECT_EQ(documented_rows("Limits"), tested);
+}
+
+TEST(FailureSemanticsDoc, ListsEveryGatewayKeyRowAndNoOther) {
+  std::set<std::string> tested;
+  for (const auto& r : key_rows()) tested.insert(r.id);
+  EXPECT_EQ(documented_rows("Gateway keys"), tested);
 }
 
 TEST(FailureSemanticsDoc, ListsEveryClientBehaviourRowAndNoOther) {

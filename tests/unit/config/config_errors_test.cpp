@@ -217,7 +217,10 @@ const ErrorCase kCases[] = {
 
     // --- the document itself
     {"RejectsMoreThanOneDocument", "server: {}\n---\nserver: {}\n",
-     R"(cfg.yaml: expected one YAML document, found 2)"},
+     R"(cfg.yaml: expected one YAML document, found 2 (or stray text after the first, such as a ',' at the top level))"},
+    // Found by fuzz_config: yaml-cpp 0.7's LoadAll never returned on this.
+    {"RejectsAStrayTopLevelCommaInsteadOfLoopingForever", "{server: {workers: 2}},\n",
+     R"(cfg.yaml: expected one YAML document, found 2 (or stray text after the first, such as a ',' at the top level))"},
 };
 
 class ConfigErrorTest : public ::testing::TestWithParam<ErrorCase> {

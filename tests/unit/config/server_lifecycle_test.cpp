@@ -126,3 +126,53 @@ TEST(LimitsConfig, ReadsMaxConnections) {
 
 }  // namespace
 }  // namespace llmgate::config
+
+namespace llmgate::config {
+namespace {
+
+const std::string kModels = R"yaml(
+providers:
+  - {name: p, base_url: "http://127.0.0.1:9000/v1"}
+models:
+  - name: chat
+    deployments: [{provider: p, model: up}]
+)yaml";
+const std::string kHash(64, 'a');
+
+TEST(AuthConfig, IsOffUnlessKeysAreListed) {
+  EXPECT_FALSE(testing::parse(kModels)->auth.enabled());
+}
+
+TEST(AuthConfig, ReadsKeysWithTheirModelsAndRates) {
+  auto cfg = testing::parse(kModels + "auth:\n  admin_key_sha256: " + std::string(64, 'B') +
+                            "\n  keys:\n    - {name: app, sha256: " + kHash +
+                            ", models: [chat], requests_per_minute: 60, tokens_per_minute: 1000}\n");
+  ASSERT_TRUE(cfg->auth.enabled());
+  const auto& k = cfg->auth.keys[0];
+  EXPECT_EQ(k.name, "app");
+  EXPECT_EQ(k.sha256, kHash);
+  EXPECT_EQ(k.models, std::vector<std::string>{"chat"});
+  EXPECT_EQ(k.requests_per_minute, 60);
+  EXPECT_EQ(k.tokens_per_minute, 1000);
+  EXPECT_EQ(cfg->auth.admin_key_sha256, std::string(64, 'b'));  // normalised to lowercase
+}
+
+TEST(AuthConfig, RejectsPlainKeysUnknownModelsAndDuplicates) {
+  using ::testing::HasSubstr;
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n"),
+              HasSubstr("auth.keys[0].sha256: expected the key's SHA-256 as 64 hex digits"));
+  EXPECT_EQ(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n").find("sk-live"),
+            std::string::npos)
+      << "the error echoed what may be a key";
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash + ", models: [gpt]}]}\n"),
+              HasSubstr("auth.keys[0].models[0]: unknown model \"gpt\""));
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash + "}, {name: a, sha256: " +
+                                    std::string(64, 'c') + "}]}\n"),
+              HasSubstr("duplicate key name \"a\""));
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash +
+                                    ", requests_per_minute: 0}]}\n"),
+              HasSubstr("requests_per_minute: must be greater than 0"));
+}
+
+}  // namespace
+}  // namespace llmgate::config

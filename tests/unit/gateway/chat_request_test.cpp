@@ -135,5 +135,29 @@ TEST(Headers, ParsesRetryAfterSecondsAndHttpDate) {
   EXPECT_EQ(parse_retry_after("", 0), -1);
 }
 
+// Found by fuzz_chat_request (tests/fuzz/findings): a number no double holds
+// made nlohmann throw out_of_range, which escaped and dropped the connection.
+TEST(ChatRequestHardening, ANumberBeyondADoubleIsA400NotAnEscapedException) {
+  auto r = parse_chat_request("application/json",
+                              R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1e400})");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).status, 400);
+  EXPECT_EQ(std::get<ApiError>(r).code, "invalid_json");
+}
+
+// Found in review with the fuzzer: parsing, copying and dumping recurse per
+// level, so 100,000 nested arrays overflowed the stack and killed the process.
+TEST(ChatRequestHardening, DeepNestingIsRefusedBeforeParsing) {
+  std::string deep = R"({"model":"m","messages":[{"role":"user","content":"x"}],"x":)" +
+                     std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  auto r = parse_chat_request("application/json", deep);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).status, 400);
+  // Brackets inside strings do not count; real nesting of a few levels passes.
+  std::string fine = R"({"model":"m","messages":[{"role":"user","content":")" + std::string(500, '[') +
+                     R"("}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","items":{"type":"object"}}}}}}]})";
+  EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request("application/json", fine)));
+}
+
 }  // namespace
 }  // namespace llmgate::gateway

@@ -87,5 +87,26 @@ TEST(CompletionAssembler, KeepsChoicesApartByIndex) {
   EXPECT_EQ(r["choices"][1]["finish_reason"], nullptr);
 }
 
+// Found by review with fuzz_sse_parser: total = prompt + completion
+// overflowed (undefined behaviour) for huge counts from an upstream.
+TEST(ChatChunkHardening, ImplausibleUsageCountsReadAsZeroAndNeverOverflow) {
+  auto c = inspect_chunk(
+      R"({"choices":[],"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}})");
+  ASSERT_TRUE(c.usage.has_value());
+  EXPECT_EQ(c.usage->prompt_tokens, 0);
+  EXPECT_EQ(c.usage->completion_tokens, 0);
+  auto neg = inspect_chunk(R"({"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":18446744073709551615}})");
+  ASSERT_TRUE(neg.usage.has_value());
+  EXPECT_EQ(neg.usage->prompt_tokens, 0);
+  EXPECT_EQ(neg.usage->completion_tokens, 0);
+  auto ok = inspect_chunk(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}})");
+  EXPECT_EQ(ok.usage->total_tokens, 7);
+}
+
+TEST(ChatChunkHardening, ADeeplyNestedEventIsMalformedNotAStackOverflow) {
+  auto c = inspect_chunk(R"({"choices":)" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
+  EXPECT_EQ(c.kind, ChatChunk::Kind::kMalformed);
+}
+
 }  // namespace
 }  // namespace llmgate::providers

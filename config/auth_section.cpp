@@ -1,0 +1,68 @@
+// auth: gateway keys by SHA-256, with allowed models and rate limits.
+#include <string>
+
+#include "config/quoting.h"
+#include "config/sections.h"
+
+namespace llmgate::config {
+namespace {
+
+std::string read_sha256(const ConfigNode& node) {
+  std::string hex = node.string();
+  bool ok = hex.size() == 64;
+  for (char& c : hex) {
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  }
+  if (!ok) {
+    node.fail("expected the key's SHA-256 as 64 hex digits (llmgate --hash-key prints it), not the key itself");
+  }
+  return hex;
+}
+
+double read_rate(const ConfigNode& node) {
+  double v = node.number();
+  if (!(v > 0)) node.fail("must be greater than 0");
+  return v;
+}
+
+GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
+                    const std::vector<GatewayKey>& earlier) {
+  GatewayKey key;
+  node.read_map([&](ConfigMap& m) {
+    key.name = m.required("name").string();
+    key.sha256 = read_sha256(m.required("sha256"));
+    if (auto list = m.optional("models")) {
+      for (const auto& item : list->items()) {
+        std::string name = item.string();
+        bool known = false;
+        for (const auto& model : models) known = known || model.name == name;
+        if (!known) item.fail("unknown model " + quote(name));
+        key.models.push_back(std::move(name));
+      }
+    }
+    m.read("requests_per_minute", key.requests_per_minute, read_rate);
+    m.read("tokens_per_minute", key.tokens_per_minute, read_rate);
+  });
+  if (key.name.empty()) node.fail("name must not be empty");
+  for (const auto& other : earlier) {
+    if (other.name == key.name) node.fail("duplicate key name " + quote(key.name));
+    if (other.sha256 == key.sha256) node.fail("the same key is listed twice (as " + quote(other.name) + ")");
+  }
+  return key;
+}
+
+}  // namespace
+
+Auth read_auth(const ConfigNode& node, const std::vector<Model>& models) {
+  Auth auth;
+  node.read_map([&](ConfigMap& m) {
+    if (auto keys = m.optional("keys")) {
+      for (const auto& item : keys->items()) auth.keys.push_back(read_key(item, models, auth.keys));
+    }
+    m.read("admin_key_sha256", auth.admin_key_sha256, read_sha256);
+  });
+  return auth;
+}
+
+}  // namespace llmgate::config
