@@ -101,11 +101,25 @@ net::awaitable<void> watch_client_disconnect(beast::tcp_stream& client) {
   }
 }
 
+// Completes when the worker's drain runs out of time (its shutdown timer is
+// cancelled); never otherwise.
+net::awaitable<void> wait_for_shutdown(Worker& worker) {
+  if (worker.shutdown == nullptr) {
+    net::steady_timer forever(co_await net::this_coro::executor, Clock::time_point::max());
+    co_await forever.async_wait(kUseTuple);
+    co_return;
+  }
+  co_await worker.shutdown->async_wait(kUseTuple);
+}
+
 // The response to the client of a streaming request, once committed.
 class ClientStream {
  public:
-  ClientStream(beast::tcp_stream& client, const RequestContext& rc, std::chrono::milliseconds timeout)
-      : client_(client), rc_(rc), timeout_(timeout) {}
+  // `failed` is set when a write fails or is cancelled part-way: the
+  // response's framing is then unknown and nothing more may be written.
+  ClientStream(beast::tcp_stream& client, const RequestContext& rc, std::chrono::milliseconds timeout,
+               bool& failed)
+      : client_(client), rc_(rc), timeout_(timeout), failed_(failed) {}
 
   bool chunked() const { return rc_.version == 11; }
 
@@ -116,7 +130,7 @@ class ClientStream {
     client_.expires_after(timeout_);
     auto [ec, n] = co_await http::async_write_header(client_, sr, kUseTuple);
     client_.expires_never();
-    co_return !ec;
+    co_return ok(ec);
   }
 
   net::awaitable<bool> write(std::string_view bytes) {
@@ -130,7 +144,7 @@ class ClientStream {
       std::tie(ec, std::ignore) = co_await net::async_write(client_, net::buffer(bytes), kUseTuple);
     }
     client_.expires_never();
-    co_return !ec;
+    co_return ok(ec);
   }
 
   net::awaitable<bool> finish(const http::fields& trailers) {
@@ -139,13 +153,18 @@ class ClientStream {
     auto last = http::make_chunk_last(trailers);
     auto [ec, n] = co_await net::async_write(client_, last, kUseTuple);
     client_.expires_never();
-    co_return !ec;
+    co_return ok(ec);
   }
 
  private:
+  bool ok(const beast::error_code& ec) {
+    if (ec) failed_ = true;
+    return !ec;
+  }
   beast::tcp_stream& client_;
   const RequestContext& rc_;
   std::chrono::milliseconds timeout_;
+  bool& failed_;
 };
 
 // What one attempt left behind for the request.
@@ -179,6 +198,11 @@ class ChatProxy {
   const char* outcome() const { return outcome_; }
   // Input + output tokens of the attempt that answered (for key rate limits).
   std::int64_t tokens_used() const { return tokens_used_; }
+  // The drain ran out of time while this request was in flight (its run()
+  // was cancelled): end it explicitly — an error event on a committed
+  // stream (never [DONE]), else a 503 — unless a write was cut part-way,
+  // when only closing is safe. The connection is not reused.
+  net::awaitable<void> end_for_shutdown();
 
  private:
   // One attempt with its bookkeeping (in-flight count, statistics, health),
@@ -230,6 +254,8 @@ class ChatProxy {
   bool budget_exhausted_ = false;
   bool admission_measured_ = false;
   bool saturated_ = false;  // a candidate was skipped at its max_concurrent
+  bool stream_committed_ = false;     // a streaming response head went to the client
+  bool client_write_failed_ = false;  // a client write failed or was cut part-way
   std::int64_t tokens_used_ = 0;
   const char* outcome_ = "client_gone";
 };
@@ -313,6 +339,24 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   add_route_headers(res, nullptr);
   log_request(last_failed_ ? &*last_failed_ : nullptr);
   co_return co_await write_response(client_, res, cfg_.timeouts.idle) && rc_.keep_alive;
+}
+
+net::awaitable<void> ChatProxy::end_for_shutdown() {
+  outcome_ = "error";
+  if (client_write_failed_) co_return;
+  const ApiError e{503, "server_error",
+                   "the gateway is shutting down and its drain timeout ran out before this "
+                   "request finished; retry it",
+                   std::nullopt, "gateway_shutdown", 1};
+  if (!stream_committed_) {
+    Response res = make_error_response(rc_, e);
+    res.keep_alive(false);
+    co_await write_response(client_, res, cfg_.timeouts.idle);
+    co_return;
+  }
+  ClientStream out(client_, rc_, cfg_.timeouts.idle, client_write_failed_);
+  http::fields no_trailers;
+  if (co_await out.write(e.sse_event())) co_await out.finish(no_trailers);
 }
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch) {
@@ -718,7 +762,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
                                                int branch) {
   const bool streaming = req_.stream;
   bool claimed = false;
-  ClientStream out(client_, rc_, c.timeouts.idle);
+  ClientStream out(client_, rc_, c.timeouts.idle, client_write_failed_);
   providers::SseParser sse(cfg_.server.limits.max_event_bytes);
   providers::CompletionAssembler assembler;
   std::string pending;  // complete events not yet written to the client
@@ -793,6 +837,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
 
   auto commit = [&]() -> net::awaitable<bool> {
     committed = true;
+    stream_committed_ = true;
     http::response<http::empty_body> res{http::status::ok, rc_.version};
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
@@ -1038,10 +1083,17 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   } count{*snapshot->metrics, proxy, model->name, *snapshot->keys, key};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
-  std::variant<bool, std::monostate> r =
-      co_await (proxy.run(*model) || watch_client_disconnect(client));
+  // And against the end of a graceful drain: at drain.timeout the worker's
+  // shutdown signal fires and requests still running are ended explicitly.
+  std::variant<bool, std::monostate, std::monostate> r =
+      co_await (proxy.run(*model) || watch_client_disconnect(client) || wait_for_shutdown(worker));
   if (r.index() == 1) {
     log_line(LogLevel::kDebug, "request " + rc.request_id + ": client disconnected, upstream cancelled");
+    co_return false;
+  }
+  if (r.index() == 2) {
+    log_line(LogLevel::kWarn, "request " + rc.request_id + ": cut by the end of the drain timeout");
+    co_await proxy.end_for_shutdown();
     co_return false;
   }
   co_return std::get<0>(r);

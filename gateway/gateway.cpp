@@ -30,6 +30,8 @@ namespace {
 using tcp = net::ip::tcp;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr std::chrono::seconds kWriteTimeout{30};
+// After a drain timeout: how long requests get to write their error and close.
+constexpr std::chrono::seconds kShutdownGrace{2};
 
 std::string_view path_of(std::string_view target) {
   return target.substr(0, target.find('?'));
@@ -89,6 +91,7 @@ struct Gateway::Impl {
     std::list<Session> sessions;  // API sessions; this worker's thread only
     Worker worker;
     net::io_context io{1};
+    net::steady_timer shutdown{io, std::chrono::steady_clock::time_point::max()};
     std::vector<Acceptor> acceptors;
     std::thread thread;
 
@@ -228,7 +231,7 @@ std::vector<std::uint16_t> Gateway::start() {
     auto w = std::make_unique<Impl::WorkerThread>();
     w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor());
     w->pools->retain(snap->config);
-    w->worker = Worker{snap, w->pools.get(), std::mt19937_64(0x9e3779b9u + i)};
+    w->worker = Worker{snap, w->pools.get(), &w->shutdown, std::mt19937_64(0x9e3779b9u + i)};
     for (std::size_t l = 0; l < listeners.size(); ++l) {
       const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -340,8 +343,16 @@ bool Gateway::drain() {
   if (clean) {
     log_line(LogLevel::kInfo, "drained: every request finished; stopping");
   } else {
-    log_line(LogLevel::kWarn, "drain timeout: " + std::to_string(left) +
-                                  " connection(s) still busy are cut; stopping");
+    // Out of time: end what is still running explicitly (an error event on
+    // a committed stream, never a silent cut), then give those writes a
+    // moment before stopping.
+    log_line(LogLevel::kWarn, "drain timeout: ending " + std::to_string(left) +
+                                  " connection(s) still busy with an error; stopping");
+    impl_->on_every_worker([](Impl::WorkerThread& w) { w.shutdown.cancel(); });
+    std::unique_lock lock(impl_->sessions_mu);
+    impl_->sessions_cv.wait_for(lock, kShutdownGrace, [&] {
+      return impl_->api_sessions == 0 || impl_->stopped.load();
+    });
   }
   stop();
   return clean;

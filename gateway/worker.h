@@ -7,6 +7,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -49,6 +50,9 @@ struct Snapshot {
 struct Worker {
   std::shared_ptr<const Snapshot> snapshot;
   providers::UpstreamPools* pools = nullptr;
+  // Never expires; cancelled when a drain runs out of time, which ends the
+  // requests still in flight (wait_for_shutdown).
+  net::steady_timer* shutdown = nullptr;
   std::mt19937_64 rng{1};  // this worker's: exploration, random policy
 };
 

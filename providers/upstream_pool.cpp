@@ -54,15 +54,39 @@ void Lease::close() {
 
 ConnectionPool::ConnectionPool(net::any_io_executor ex, const config::Provider& provider,
                                std::shared_ptr<ssl::context> tls)
-    : ex_(std::move(ex)), provider_(provider), tls_(std::move(tls)) {}
+    : ex_(ex), provider_(provider), tls_(std::move(tls)), reap_timer_(ex) {}
 
-ConnectionPool::~ConnectionPool() { shutdown(); }
+ConnectionPool::~ConnectionPool() {
+  shutdown();
+  alive_.reset();
+}
 
 void ConnectionPool::shutdown() {
   shut_down_ = true;
   open_ -= idle_.size();
   idle_.clear();
+  reap_timer_.cancel();
   for (auto* w : waiters_) w->cancel();
+}
+
+void ConnectionPool::schedule_reap() {
+  if (idle_.empty() || reap_scheduled_ || shut_down_) return;
+  reap_scheduled_ = true;
+  reap_timer_.expires_at(idle_.front()->idle_since + provider_.pool.idle_timeout);
+  reap_timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const beast::error_code& ec) {
+    if (ec || alive.expired()) return;  // cancelled, or the pool is gone
+    reap_scheduled_ = false;
+    reap();
+  });
+}
+
+void ConnectionPool::reap() {
+  const auto now = Clock::now();
+  while (!idle_.empty() && now - idle_.front()->idle_since >= provider_.pool.idle_timeout) {
+    idle_.pop_front();  // closes it
+    --open_;
+  }
+  schedule_reap();
 }
 
 void ConnectionPool::on_closed() {
@@ -74,6 +98,7 @@ void ConnectionPool::retire() {
   retired_ = true;
   open_ -= idle_.size();
   idle_.clear();
+  reap_timer_.cancel();
 }
 
 void ConnectionPool::on_returned(std::unique_ptr<UpstreamConnection> c) {
@@ -83,6 +108,7 @@ void ConnectionPool::on_returned(std::unique_ptr<UpstreamConnection> c) {
   }
   c->idle_since = Clock::now();
   idle_.push_back(std::move(c));
+  schedule_reap();
   wake_one();
 }
 

@@ -128,9 +128,20 @@ class ConnectionPool {
   void on_returned(std::unique_ptr<UpstreamConnection> c);
   void wake_one();
 
+  // Closes idle connections once they have been idle for pool.idle_timeout
+  // (the oldest are at the front of idle_), so none lingers, e.g. half-closed
+  // by the upstream. One timer, armed for the oldest idle connection.
+  void schedule_reap();
+  void reap();
+
   net::any_io_executor ex_;
   const config::Provider provider_;  // a copy: the pool may outlive the config it came from
   std::shared_ptr<ssl::context> tls_;
+  net::steady_timer reap_timer_;
+  bool reap_scheduled_ = false;
+  // Expires with the pool: a reap completion queued before the pool was
+  // destroyed sees it and does nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::deque<std::unique_ptr<UpstreamConnection>> idle_;  // most recently used at the back
   std::deque<net::steady_timer*> waiters_;
   std::size_t open_ = 0;  // idle + leased

@@ -176,7 +176,8 @@ class Harness {
   // bad/m deployment (", max_concurrent: 1"); `extra_yaml`: appended after the
   // models list (more model entries, or top-level sections such as auth:).
   Harness(Target target, const Script& script, const std::string& limits_extra = "",
-          const std::string& bad_extra = "", const std::string& extra_yaml = "") {
+          const std::string& bad_extra = "", const std::string& extra_yaml = "",
+          const std::string& bad_provider_extra = "") {
     setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
     sim::SimOptions o;
     o.api_key = "key";
@@ -228,7 +229,8 @@ server:
                              limits_extra + R"(}
 timeouts: {connect: 300ms, ttft: 600ms, idle: 600ms, total: 3s}
 providers:
-  - {name: bad, base_url: ")" + bad_url + R"(", api_key_env: LLMGATE_CONFORMANCE_KEY)" + bad_tls + R"(}
+  - {name: bad, base_url: ")" + bad_url + R"(", api_key_env: LLMGATE_CONFORMANCE_KEY)" + bad_tls +
+                             bad_provider_extra + R"(}
   - {name: good, base_url: "http://127.0.0.1:)" + std::to_string(good_->port()) +
                              R"(/v1", api_key_env: LLMGATE_CONFORMANCE_KEY}
 models:
@@ -483,6 +485,7 @@ struct ClientRow {
   std::string limits_extra = "";  // Harness options
   std::string bad_extra = "";
   std::string extra_yaml = "";
+  std::string bad_provider_extra = "";
 };
 
 // A stream of about 60 tokens that takes ~3 s: long enough to act in the middle.
@@ -762,6 +765,23 @@ std::vector<ClientRow> limit_rows() {
        },
        "", ", max_concurrent: 1",
        "  - name: solo\n    deployments: [{provider: bad, model: m, max_concurrent: 1}]\n"},
+      {"idle-upstream-connections-closed",
+       // A whole answer on a keep-alive connection, which the upstream then
+       // leaves open: the gateway pools it, and must close it once it has
+       // been idle for pool.idle_timeout, not keep it forever.
+       {{K::kSend, head_role_tokens(2) + testing::chunk(testing::finish_event() + testing::done_event()) +
+                       testing::last_chunk()},
+        {K::kHold}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_EQ(h.upstream()->stats().open, 1u);  // pooled, kept alive
+         EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }, 5s))
+             << "the idle pooled connection was never closed";
+       },
+       "", "", "", ", pool: {idle_timeout: 300ms}"},
       {"max-connections", {},
        [](Harness& h) {
          HttpClient a(h.port()), b(h.port());
@@ -787,7 +807,7 @@ class Limit : public ClientBehaviour {};
 TEST_P(Limit, BehavesAsDocumented) {
   const ClientRow& row = GetParam();
   Harness h(Target::kScript, row.upstream.empty() ? testing::healthy_stream(3) : row.upstream,
-            row.limits_extra, row.bad_extra, row.extra_yaml);
+            row.limits_extra, row.bad_extra, row.extra_yaml, row.bad_provider_extra);
   row.run(h);
   h.expect_quiescent();
 }

@@ -136,6 +136,24 @@ TEST_F(LifecycleTest, DrainLetsAStreamInFlightFinishAndStopsTakingNewConnections
       std::exception);
 }
 
+TEST_F(LifecycleTest, AStreamStillRunningAtTheDrainTimeoutEndsWithAnErrorEventNotACut) {
+  sim_a_->set_profile("a-model", profile(400, 40));  // ten seconds of output
+  start(yaml(false, "1", "", "  drain: {delay: 0s, timeout: 300ms}\n"));
+  HttpClient stream(port_);
+  auto head = stream.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  ASSERT_TRUE(stream.next_event().has_value());
+  std::thread drainer([&] { EXPECT_FALSE(gw_->drain()); });
+  auto events = stream.rest_of_events();
+  drainer.join();
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) EXPECT_NE(e, "[DONE]");
+  auto j = json::parse(events.back());
+  EXPECT_EQ(j["error"]["code"], "gateway_shutdown") << events.back();
+  // The chunked body ended cleanly after the error: not a cut connection.
+  EXPECT_NE(stream.raw_body().find("gateway_shutdown"), std::string::npos);
+}
+
 TEST_F(LifecycleTest, DrainClosesIdleKeepAliveConnectionsAndAnswersWithConnectionClose) {
   start(yaml(false, "1", "", "  drain: {delay: 300ms, timeout: 20s}\n"));
   HttpClient idle(port_);
