@@ -31,6 +31,12 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
     return e;
   }
   if (body.empty()) return invalid_request("request body is empty: expected a JSON object");
+  // nlohmann's lexer takes a NUL byte for the end of input, which would
+  // silently drop whatever follows; a raw NUL is never valid JSON anyway.
+  if (body.find('\0') != std::string_view::npos) {
+    return invalid_request("request body is not valid JSON: it contains a NUL byte", std::nullopt,
+                           "invalid_json");
+  }
   if (providers::json_too_deep(body)) {
     return invalid_request("request body nests arrays or objects more than " +
                                std::to_string(providers::kMaxJsonDepth) + " levels deep",

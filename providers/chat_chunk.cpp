@@ -51,6 +51,11 @@ ChatChunk inspect_chunk(std::string_view data) {
     c.kind = ChatChunk::Kind::kDone;
     return c;
   }
+  if (data.find('\0') != std::string_view::npos) {  // the parser would stop there
+    c.kind = ChatChunk::Kind::kMalformed;
+    c.error_message = "upstream sent an event with a NUL byte";
+    return c;
+  }
   if (json_too_deep(data)) {
     c.kind = ChatChunk::Kind::kMalformed;
     c.error_message = "upstream sent an event nested more than " + std::to_string(kMaxJsonDepth) +

@@ -159,5 +159,15 @@ TEST(ChatRequestHardening, DeepNestingIsRefusedBeforeParsing) {
   EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request("application/json", fine)));
 }
 
+// Found by fuzz_chat_request: the JSON lexer stops at a NUL byte, so a valid
+// request followed by "\0<anything>" was accepted with the rest dropped.
+TEST(ChatRequestHardening, ANulByteAnywhereIsInvalidJson) {
+  std::string body = R"({"model":"m","messages":[{"role":"user","content":"x"}]})";
+  body += std::string("\0garbage", 8);
+  auto r = parse_chat_request("application/json", body);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).code, "invalid_json");
+}
+
 }  // namespace
 }  // namespace llmgate::gateway

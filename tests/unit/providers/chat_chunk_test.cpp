@@ -103,6 +103,12 @@ TEST(ChatChunkHardening, ImplausibleUsageCountsReadAsZeroAndNeverOverflow) {
   EXPECT_EQ(ok.usage->total_tokens, 7);
 }
 
+TEST(ChatChunkHardening, AnEventWithANulByteIsMalformed) {
+  std::string data = R"({"choices":[{"delta":{"content":"hi"}}]})";
+  data += std::string("\0{", 2);
+  EXPECT_EQ(inspect_chunk(data).kind, ChatChunk::Kind::kMalformed);
+}
+
 TEST(ChatChunkHardening, ADeeplyNestedEventIsMalformedNotAStackOverflow) {
   auto c = inspect_chunk(R"({"choices":)" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
   EXPECT_EQ(c.kind, ChatChunk::Kind::kMalformed);

@@ -1,0 +1,174 @@
+// Fuzzes the admission of POST /v1/chat/completions bodies:
+// gateway::parse_chat_request(content_type, body) and, for accepted requests,
+// gateway::upstream_body(request, "upstream-model").
+//
+// Input: the first line is the Content-Type header value, the rest is the
+// body. An input without '\n' is a body sent as application/json.
+//
+// Findings: any exception escaping parse_chat_request or upstream_body (the
+// gateway answers a bad body with a 400, it does not throw), a sanitizer
+// report, or a broken invariant (FUZZ_CHECK) below.
+//
+// Regression seeds (corpus/fuzz_chat_request/regression-*) replay the fixed
+// findings in tests/fuzz/findings/: a number beyond a double (1e400) and
+// nesting past providers::kMaxJsonDepth.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/chat_request.h"
+#include "providers/json_depth.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using llmgate::gateway::ApiError;
+using llmgate::gateway::ChatRequest;
+using nlohmann::json;
+
+const std::string kUpstreamModel = "upstream-model";
+
+// LLMGATE_FUZZ_VERBOSE=1: print each input's outcome (for triage and seeds).
+bool g_verbose = false;
+
+[[noreturn]] void escaped(const char* where, const std::exception& e) {
+  std::fprintf(stderr, "%s threw %s: %s\n", where, typeid(e).name(), e.what());
+  std::abort();
+}
+
+// Nesting depth of a parsed document (a scalar is 0, [] and {} are 1), but at
+// most cap + 1: the recursion stops there, so a replayed reproducer nested
+// 100,000 deep (longer than -max_len) cannot overflow the harness's stack.
+int depth_of(const json& j, int cap) {
+  if (!j.is_structured()) return 0;
+  if (cap == 0) return 1;
+  int deepest = 0;
+  for (const json& child : j) deepest = std::max(deepest, depth_of(child, cap - 1));
+  return deepest + 1;
+}
+
+json without_gateway_keys(json j) {
+  for (const char* key : {"model", "stream", "stream_options", "route"}) j.erase(key);
+  return j;
+}
+
+void check_rejected(const ApiError& e) {
+  FUZZ_CHECK(e.status == 400 || e.status == 415);
+  FUZZ_CHECK(e.type == "invalid_request_error");
+  FUZZ_CHECK(!e.message.empty());
+  FUZZ_CHECK((e.status == 415) == (e.code == "unsupported_media_type"));
+  // The error body is always a well-formed OpenAI error document.
+  const json doc = json::parse(e.body(), nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(doc.is_object() && doc.contains("error"));
+  const json& err = doc.at("error");
+  FUZZ_CHECK(err.is_object() && err.contains("message") && err.at("message").is_string());
+  FUZZ_CHECK(err.at("type") == "invalid_request_error");
+}
+
+void check_accepted(const ChatRequest& r) {
+  FUZZ_CHECK(!r.model.empty());
+  FUZZ_CHECK(r.body.is_object());
+  FUZZ_CHECK(r.body.contains("model") && r.body.at("model") == r.model);
+  FUZZ_CHECK(!r.body.contains("route"));  // the override is never forwarded
+  const json& messages = r.body.at("messages");
+  FUZZ_CHECK(messages.is_array() && !messages.empty());
+  for (const json& m : messages) {
+    FUZZ_CHECK(m.is_object() && m.contains("role") && m.at("role").is_string());
+  }
+  const bool body_stream = r.body.contains("stream") && r.body.at("stream") == true;
+  FUZZ_CHECK(r.stream == body_stream);
+  FUZZ_CHECK(!r.include_usage || r.stream);
+  FUZZ_CHECK(!r.max_tokens || *r.max_tokens >= 0);
+
+  std::string up;
+  try {
+    up = llmgate::gateway::upstream_body(r, kUpstreamModel);
+  } catch (const std::exception& e) {
+    escaped("upstream_body", e);
+  }
+  // The upstream body always parses back (nothing the gateway forwards can be
+  // unparsable, e.g. a NaN or a number out of range).
+  const json u = json::parse(up, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(!u.is_discarded());
+  FUZZ_CHECK(u.is_object());
+  FUZZ_CHECK(u.contains("model") && u.at("model") == kUpstreamModel);
+  FUZZ_CHECK(u.contains("stream") && u.at("stream") == true);
+  FUZZ_CHECK(u.contains("stream_options") && u.at("stream_options").is_object());
+  const json& so = u.at("stream_options");
+  FUZZ_CHECK(so.contains("include_usage") && so.at("include_usage") == true);
+  FUZZ_CHECK(!u.contains("route"));
+  // Every other field passes through untouched ...
+  FUZZ_CHECK(without_gateway_keys(u) == without_gateway_keys(r.body));
+  // ... and so do the client's other stream_options.
+  if (auto it = r.body.find("stream_options"); it != r.body.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (key != "include_usage") FUZZ_CHECK(so.contains(key) && so.at(key) == value);
+    }
+  }
+}
+
+// A JSON body with an acceptable media type is refused as invalid_json
+// exactly when it nests deeper than kMaxJsonDepth or is not JSON (nlohmann's
+// non-throwing parse, which also refuses numbers beyond a double); the depth
+// guard agrees with the real depth of every well-formed document.
+//
+// nlohmann's lexer takes a NUL byte outside a string for the end of input, so
+// "{...}\0<anything>" parses as "{...}" (tests/fuzz/findings/README.md); the
+// depth guard scans all of the body, so the depths are compared on the text
+// before the first NUL.
+void check_json_verdict(std::string_view body, const std::variant<ChatRequest, ApiError>& result) {
+  const auto* error = std::get_if<ApiError>(&result);
+  if (body.empty() || (error != nullptr && error->status == 415)) return;
+  const bool too_deep = llmgate::providers::json_too_deep(body);
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_discarded()) {
+    const std::string_view parsed_text = body.substr(0, body.find('\0'));
+    const int cap = llmgate::providers::kMaxJsonDepth;
+    FUZZ_CHECK(llmgate::providers::json_too_deep(parsed_text) == (depth_of(parsed, cap) > cap));
+  }
+  const bool invalid_json = error != nullptr && error->code == "invalid_json";
+  FUZZ_CHECK(invalid_json == (too_deep || parsed.is_discarded()));
+  if (invalid_json) FUZZ_CHECK(error->status == 400);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  g_verbose = std::getenv("LLMGATE_FUZZ_VERBOSE") != nullptr;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  std::string_view content_type = "application/json";
+  std::string_view body = input;
+  if (auto nl = input.find('\n'); nl != std::string_view::npos) {
+    content_type = input.substr(0, nl);
+    body = input.substr(nl + 1);
+  }
+
+  std::variant<ChatRequest, ApiError> result;
+  try {
+    result = llmgate::gateway::parse_chat_request(content_type, body);
+  } catch (const std::exception& e) {
+    escaped("parse_chat_request", e);
+  }
+
+  if (const auto* error = std::get_if<ApiError>(&result)) {
+    if (g_verbose) std::fprintf(stderr, "%d: %s\n", error->status, error->message.c_str());
+    check_rejected(*error);
+  } else {
+    if (g_verbose) std::fprintf(stderr, "accepted\n");
+    check_accepted(std::get<ChatRequest>(result));
+  }
+  check_json_verdict(body, result);
+  return 0;
+}

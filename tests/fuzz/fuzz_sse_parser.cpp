@@ -1,0 +1,174 @@
+// Fuzzes the upstream SSE reader: providers::SseParser (incremental, with an
+// event size limit) and providers::inspect_chunk on each event's data.
+//
+// Input: a 4-byte header, then the stream bytes.
+//   byte 0     event size limit: 0 = 1 MiB (the default), else byte0 * 4 bytes
+//   byte 1     largest piece when split: 1 + byte1 bytes
+//   bytes 2-3  seed for the piece lengths
+// The stream is fed once whole and once in pieces of pseudo-random lengths;
+// both must yield the same events and the same final state. Each event's data
+// then goes through inspect_chunk, whose result must be self-consistent:
+// events nested deeper than providers::kMaxJsonDepth are malformed (never
+// parsed), and usage counts are what the upstream sent when plausible, else 0,
+// always within [0, 10^12] (total: [0, 2 * 10^12]) so sums cannot overflow.
+//
+// Regression seeds (corpus/fuzz_sse_parser/regression-*) replay the fixed
+// findings in tests/fuzz/findings/: a usage total that overflowed, and an
+// event nested past the depth limit.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "providers/chat_chunk.h"
+#include "providers/json_depth.h"
+#include "providers/sse_parser.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using nlohmann::json;
+using llmgate::providers::ChatChunk;
+using llmgate::providers::SseEvent;
+using llmgate::providers::SseParser;
+
+struct Event {
+  std::string raw, data, event, id;
+  bool has_data;
+  bool operator==(const Event&) const = default;
+};
+
+struct Outcome {
+  std::vector<Event> events;
+  SseParser::Status status = SseParser::Status::kOk;
+  bool partial = false;
+  std::size_t buffered = 0;
+  bool operator==(const Outcome&) const = default;
+};
+
+// Feeds `pieces` in order, stopping after kEventTooLarge (the parser must not
+// be fed again then).
+template <typename Pieces>
+Outcome run(std::size_t limit, const Pieces& pieces) {
+  SseParser parser(limit);
+  Outcome out;
+  for (std::string_view piece : pieces) {
+    out.status = parser.feed(piece, [&](const SseEvent& e) {
+      out.events.push_back({std::string(e.raw), std::string(e.data), std::string(e.event),
+                            std::string(e.id), e.has_data});
+    });
+    if (out.status != SseParser::Status::kOk) break;
+  }
+  out.partial = parser.has_partial_event();
+  out.buffered = parser.buffered_bytes();
+  return out;
+}
+
+void check_event(const Event& e, std::size_t limit) {
+  FUZZ_CHECK(!e.raw.empty());
+  // An event ends at a line break, and only line breaks follow its last
+  // non-break byte, which was within the limit: CR LF CR at most.
+  FUZZ_CHECK(e.raw.back() == '\n' || e.raw.back() == '\r');
+  FUZZ_CHECK(e.raw.size() <= limit + 3);
+  FUZZ_CHECK(e.data.size() <= e.raw.size());
+  FUZZ_CHECK(e.event.size() <= e.raw.size());
+  FUZZ_CHECK(e.id.size() <= e.raw.size());
+  FUZZ_CHECK(e.has_data || e.data.empty());
+  FUZZ_CHECK(e.event.find_first_of("\r\n") == std::string::npos);
+  FUZZ_CHECK(e.id.find_first_of("\r\n") == std::string::npos);
+}
+
+constexpr std::int64_t kMaxTokens = 1'000'000'000'000;  // providers::usage_of
+
+// What usage_of should read for one count: the number if it is an integer in
+// [0, kMaxTokens], else 0.
+std::int64_t plausible_count(const json& usage, const char* key) {
+  auto f = usage.find(key);
+  if (f == usage.end()) return 0;
+  if (f->is_number_unsigned()) {
+    const std::uint64_t v = f->get<std::uint64_t>();
+    return v <= static_cast<std::uint64_t>(kMaxTokens) ? static_cast<std::int64_t>(v) : 0;
+  }
+  if (f->is_number_integer()) {
+    const std::int64_t v = f->get<std::int64_t>();
+    return v >= 0 && v <= kMaxTokens ? v : 0;
+  }
+  return 0;
+}
+
+void check_usage(const ChatChunk& c) {
+  const auto it = c.json.find("usage");
+  FUZZ_CHECK(c.usage.has_value() == (it != c.json.end() && it->is_object()));
+  if (!c.usage) return;
+  const llmgate::providers::Usage& u = *c.usage;
+  FUZZ_CHECK(u.prompt_tokens >= 0 && u.prompt_tokens <= kMaxTokens);
+  FUZZ_CHECK(u.completion_tokens >= 0 && u.completion_tokens <= kMaxTokens);
+  FUZZ_CHECK(u.total_tokens >= 0 && u.total_tokens <= 2 * kMaxTokens);
+  FUZZ_CHECK(u.prompt_tokens == plausible_count(*it, "prompt_tokens"));
+  FUZZ_CHECK(u.completion_tokens == plausible_count(*it, "completion_tokens"));
+  const std::int64_t total = plausible_count(*it, "total_tokens");
+  FUZZ_CHECK(u.total_tokens == (total != 0 ? total : u.prompt_tokens + u.completion_tokens));
+}
+
+void check_chunk(std::string_view data) {
+  const ChatChunk c = llmgate::providers::inspect_chunk(data);
+  using Kind = ChatChunk::Kind;
+  FUZZ_CHECK((c.kind == Kind::kDone) == (data == "[DONE]"));
+  if (llmgate::providers::json_too_deep(data)) FUZZ_CHECK(c.kind == Kind::kMalformed);
+  switch (c.kind) {
+    case Kind::kDone:
+      FUZZ_CHECK(c.json.is_null());
+      break;
+    case Kind::kChunk:
+      FUZZ_CHECK(c.json.is_object() && c.json.contains("choices") &&
+                 c.json.at("choices").is_array());
+      FUZZ_CHECK(!c.usage_only || (c.usage.has_value() && c.json.at("choices").empty()));
+      FUZZ_CHECK(c.output_chars == 0 || c.has_output);
+      FUZZ_CHECK(c.output_chars <= data.size());
+      check_usage(c);
+      break;
+    case Kind::kError:
+      FUZZ_CHECK(c.json.is_object());
+      break;
+    case Kind::kMalformed:
+      FUZZ_CHECK(!c.error_message.empty());
+      break;
+  }
+  if (c.kind != Kind::kChunk) {
+    FUZZ_CHECK(!c.has_output && !c.has_finish && !c.usage_only && c.output_chars == 0);
+  }
+  if (c.usage) FUZZ_CHECK(c.kind == Kind::kChunk);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 4) return 0;
+  const std::size_t limit = data[0] == 0 ? std::size_t{1} << 20 : std::size_t{data[0]} * 4;
+  const std::size_t max_piece = std::size_t{data[1]} + 1;
+  std::uint32_t state = (std::uint32_t{data[2]} << 8 | data[3]) * 2654435761u + 1;
+  const std::string_view stream(reinterpret_cast<const char*>(data) + 4, size - 4);
+
+  const Outcome whole = run(limit, std::vector<std::string_view>{stream});
+
+  std::vector<std::string_view> pieces;
+  for (std::size_t pos = 0; pos < stream.size();) {
+    state = state * 1103515245u + 12345u;
+    const std::size_t n = 1 + (state >> 16) % max_piece;
+    pieces.push_back(stream.substr(pos, n));
+    pos += n;
+  }
+  const Outcome split = run(limit, pieces);
+  FUZZ_CHECK(split.events.size() == whole.events.size());
+  FUZZ_CHECK(split == whole);
+
+  for (const Event& e : whole.events) {
+    check_event(e, limit);
+    if (e.has_data) check_chunk(e.data);
+  }
+  if (whole.status == SseParser::Status::kOk) FUZZ_CHECK(whole.buffered <= limit + 3);
+  return 0;
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the phase_* functions are called as "phase_$2"
+# CI, after the normal test suite: the sanitizer builds and the fuzzers, each
+# phase bounded in time.
+#   asan  tools/sanitize.sh: clang-14 ASan+UBSan build of the suite in
+#         build-asan/, the unit, integration and conformance tests under it
+#   tsan  g++ TSan build in build-tsan/, integration_tests and conformance_tests
+#         under it (halt_on_error=1; the conformance suite's many-idle-
+#         connections row opens 2,000 sockets)
+#   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (45) s,
+#         after replaying the seeds (with the regression-* seeds of the fixed
+#         findings, tests/fuzz/findings/README.md)
+#
+#   tools/ci-sanitize.sh              # all three phases
+#   tools/ci-sanitize.sh tsan fuzz    # only these
+#
+# Every phase runs even if an earlier one failed; a line per phase gives its
+# time and result, and the script exits non-zero if any phase failed or ran
+# out of time. Time limits (seconds): LLMGATE_CI_ASAN_TIMEOUT (3600),
+# LLMGATE_CI_TSAN_TIMEOUT (2400), LLMGATE_CI_FUZZ_TIMEOUT (build allowance of
+# 900 plus the fuzzing time). JOBS sets the build parallelism (default nproc).
+set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-45}
+FUZZ_TARGETS=4  # tests/fuzz: chat_request, sse_parser, route_override, config
+
+phase_asan() {
+  tools/sanitize.sh
+}
+
+phase_tsan() {
+  LLMGATE_SKIP_BUILD=1 tools/setup.sh
+  # g++: -DLLMGATE_SANITIZE=thread adds -Wno-tsan for it (Asio's fences).
+  CC=${TSAN_CC:-gcc} CXX=${TSAN_CXX:-g++} cmake -S . -B build-tsan -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGATE_SANITIZE=thread >/dev/null
+  ninja -C build-tsan -j "${JOBS:-$(nproc)}" integration_tests conformance_tests
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
+  # Both suites run even if the first fails; the phase fails if either did.
+  local rc=0
+  build-tsan/bin/integration_tests || rc=1
+  build-tsan/bin/conformance_tests || rc=1
+  return "$rc"
+}
+
+phase_fuzz() {
+  tools/fuzz.sh "$FUZZ_SECONDS"
+}
+
+phase_timeout() {
+  case $1 in
+    asan) echo "${LLMGATE_CI_ASAN_TIMEOUT:-3600}" ;;
+    tsan) echo "${LLMGATE_CI_TSAN_TIMEOUT:-2400}" ;;
+    fuzz) echo "${LLMGATE_CI_FUZZ_TIMEOUT:-$((900 + FUZZ_TARGETS * (FUZZ_SECONDS + 30)))}" ;;
+  esac
+}
+
+# Internal: one phase, run under timeout(1) by the loop below.
+if [ "${1:-}" = --run-phase ]; then
+  "phase_$2"
+  exit 0
+fi
+
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(asan tsan fuzz)
+for p in "${phases[@]}"; do
+  case $p in
+    asan | tsan | fuzz) ;;
+    *) echo "ci-sanitize: unknown phase '$p' (phases: asan tsan fuzz)" >&2; exit 2 ;;
+  esac
+done
+
+results=()
+failed=0
+for p in "${phases[@]}"; do
+  limit=$(phase_timeout "$p")
+  echo "ci-sanitize: == $p (time limit ${limit}s)"
+  start=$SECONDS
+  rc=0
+  # timeout(1) signals the phase's whole process group (ninja, ctest, fuzzers).
+  timeout --kill-after=30 "$limit" "$self" --run-phase "$p" || rc=$?
+  elapsed=$((SECONDS - start))
+  if [ "$rc" -eq 0 ]; then
+    status=ok
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    status="FAILED (time limit ${limit}s reached)"
+  else
+    status="FAILED (exit $rc)"
+  fi
+  [ "$rc" -eq 0 ] || failed=1
+  line=$(printf '%-5s %5ds  %s' "$p" "$elapsed" "$status")
+  echo "ci-sanitize: $line"
+  results+=("$line")
+done
+
+echo "ci-sanitize: summary"
+printf '  %s\n' "${results[@]}"
+exit "$failed"
