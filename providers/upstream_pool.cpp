@@ -54,7 +54,8 @@ void Lease::close() {
 
 ConnectionPool::ConnectionPool(net::any_io_executor ex, const config::Provider& provider,
                                std::shared_ptr<ssl::context> tls)
-    : ex_(ex), provider_(provider), tls_(std::move(tls)), reap_timer_(ex) {}
+    : ex_(ex), provider_(provider), tls_(std::move(tls)),
+      reap_timer_(std::make_unique<net::steady_timer>(ex)) {}
 
 ConnectionPool::~ConnectionPool() {
   shutdown();
@@ -65,15 +66,15 @@ void ConnectionPool::shutdown() {
   shut_down_ = true;
   open_ -= idle_.size();
   idle_.clear();
-  reap_timer_.cancel();
+  reap_timer_.reset();  // cancels a pending reap (its handler sees the error)
   for (auto* w : waiters_) w->cancel();
 }
 
 void ConnectionPool::schedule_reap() {
   if (idle_.empty() || reap_scheduled_ || shut_down_) return;
   reap_scheduled_ = true;
-  reap_timer_.expires_at(idle_.front()->idle_since + provider_.pool.idle_timeout);
-  reap_timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](const beast::error_code& ec) {
+  reap_timer_->expires_at(idle_.front()->idle_since + provider_.pool.idle_timeout);
+  reap_timer_->async_wait([this, alive = std::weak_ptr<int>(alive_)](const beast::error_code& ec) {
     if (ec || alive.expired()) return;  // cancelled, or the pool is gone
     reap_scheduled_ = false;
     reap();
@@ -98,7 +99,7 @@ void ConnectionPool::retire() {
   retired_ = true;
   open_ -= idle_.size();
   idle_.clear();
-  reap_timer_.cancel();
+  if (reap_timer_) reap_timer_->cancel();
 }
 
 void ConnectionPool::on_returned(std::unique_ptr<UpstreamConnection> c) {

@@ -137,7 +137,10 @@ class ConnectionPool {
   net::any_io_executor ex_;
   const config::Provider provider_;  // a copy: the pool may outlive the config it came from
   std::shared_ptr<ssl::context> tls_;
-  net::steady_timer reap_timer_;
+  // Owned so shutdown() can destroy it: the pool outlives its io_context
+  // (leases held by coroutine frames come back as the io_context is torn
+  // down), but a timer must not outlive the io_context's services.
+  std::unique_ptr<net::steady_timer> reap_timer_;
   bool reap_scheduled_ = false;
   // Expires with the pool: a reap completion queued before the pool was
   // destroyed sees it and does nothing.
