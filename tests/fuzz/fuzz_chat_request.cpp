@@ -121,9 +121,9 @@ void check_accepted(const ChatRequest& r) {
 // guard agrees with the real depth of every well-formed document.
 //
 // nlohmann's lexer takes a NUL byte outside a string for the end of input, so
-// "{...}\0<anything>" parses as "{...}" (tests/fuzz/findings/README.md); the
-// depth guard scans all of the body, so the depths are compared on the text
-// before the first NUL.
+// "{...}\0<anything>" parses as "{...}" (tests/fuzz/findings/README.md):
+// parse_chat_request refuses any body with a NUL byte, and the depths are
+// compared on the text before the first NUL.
 void check_json_verdict(std::string_view body, const std::variant<ChatRequest, ApiError>& result) {
   const auto* error = std::get_if<ApiError>(&result);
   if (body.empty() || (error != nullptr && error->status == 415)) return;
@@ -135,7 +135,8 @@ void check_json_verdict(std::string_view body, const std::variant<ChatRequest, A
     FUZZ_CHECK(llmgate::providers::json_too_deep(parsed_text) == (depth_of(parsed, cap) > cap));
   }
   const bool invalid_json = error != nullptr && error->code == "invalid_json";
-  FUZZ_CHECK(invalid_json == (too_deep || parsed.is_discarded()));
+  const bool has_nul = body.find('\0') != std::string_view::npos;
+  FUZZ_CHECK(invalid_json == (has_nul || too_deep || parsed.is_discarded()));
   if (invalid_json) FUZZ_CHECK(error->status == 400);
 }
 
