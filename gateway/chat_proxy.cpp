@@ -18,8 +18,10 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -50,7 +52,9 @@ using routing::AttemptRecord;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
-constexpr std::size_t kReadChunk = 16 * 1024;
+// Upstream body bytes per read (the SSE parser's buffer grows past it only
+// for an event that does not fit).
+constexpr std::size_t kReadChunk = 4096;
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
@@ -113,6 +117,11 @@ net::awaitable<void> wait_for_shutdown(Worker& worker) {
 }
 
 // The response to the client of a streaming request, once committed.
+//
+// Writes are gathered: the response head goes out with the first events, and
+// the last events with the terminating chunk and trailers, each as one
+// writev of the caller's buffers (the relay's views into the SSE parser's
+// buffer), the chunk framing around them. Nothing is copied here.
 class ClientStream {
  public:
   // `failed` is set when a write fails or is cancelled part-way: the
@@ -123,38 +132,58 @@ class ClientStream {
 
   bool chunked() const { return rc_.version == 11; }
 
-  net::awaitable<bool> write_head(http::response<http::empty_body>& res) {
+  // The head to send before the first body bytes (with them, in one write).
+  void set_head(http::response<http::empty_body>& res) {
     res.chunked(chunked());
     res.keep_alive(chunked() && rc_.keep_alive);
-    http::response_serializer<http::empty_body> sr{res};
-    client_.expires_after(timeout_);
-    auto [ec, n] = co_await http::async_write_header(client_, sr, kUseTuple);
-    client_.expires_never();
-    co_return ok(ec);
+    head_.clear();
+    head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
+    head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
+    for (const auto& f : res) head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+    head_.append("\r\n");
+    head_pending_ = true;
   }
 
-  net::awaitable<bool> write(std::string_view bytes) {
-    if (bytes.empty()) co_return true;
-    client_.expires_after(timeout_);
-    beast::error_code ec;
-    if (chunked()) {
-      auto chunk = http::make_chunk(net::buffer(bytes));
-      std::tie(ec, std::ignore) = co_await net::async_write(client_, chunk, kUseTuple);
-    } else {
-      std::tie(ec, std::ignore) = co_await net::async_write(client_, net::buffer(bytes), kUseTuple);
+  // Sends the pending head, `body` as one chunk, and with `last` the end of
+  // the body: the zero-size chunk with `trailer_lines` ("name: value\r\n"...).
+  net::awaitable<bool> write(std::span<const net::const_buffer> body, bool last = false,
+                             std::string_view trailer_lines = {}) {
+    std::size_t n = 0;
+    for (const auto& b : body) n += b.size();
+    bufs_.clear();
+    if (head_pending_) bufs_.emplace_back(head_.data(), head_.size());
+    char size_line[24];
+    if (n > 0 && chunked()) {
+      auto r = std::to_chars(size_line, size_line + 16, n, 16);
+      r.ptr[0] = '\r';
+      r.ptr[1] = '\n';
+      bufs_.emplace_back(size_line, static_cast<std::size_t>(r.ptr + 2 - size_line));
     }
+    if (n > 0) bufs_.insert(bufs_.end(), body.begin(), body.end());
+    static constexpr std::string_view kCrlf = "\r\n", kLast = "0\r\n";
+    if (n > 0 && chunked()) bufs_.emplace_back(kCrlf.data(), kCrlf.size());
+    if (last && chunked()) {
+      bufs_.emplace_back(kLast.data(), kLast.size());
+      if (!trailer_lines.empty()) bufs_.emplace_back(trailer_lines.data(), trailer_lines.size());
+      bufs_.emplace_back(kCrlf.data(), kCrlf.size());
+    }
+    if (bufs_.empty()) co_return true;
+    head_pending_ = false;
+    client_.expires_after(timeout_);
+    // A span, not the vector: the operation copies its buffer sequence, and
+    // copying a vector would allocate on every write.
+    const std::span<const net::const_buffer> seq(bufs_);
+    auto [ec, written] = co_await net::async_write(client_, seq, kUseTuple);
     client_.expires_never();
     co_return ok(ec);
   }
 
-  net::awaitable<bool> finish(const http::fields& trailers) {
-    if (!chunked()) co_return true;  // HTTP/1.0: the connection close ends the body
-    client_.expires_after(timeout_);
-    auto last = http::make_chunk_last(trailers);
-    auto [ec, n] = co_await net::async_write(client_, last, kUseTuple);
-    client_.expires_never();
-    co_return ok(ec);
+  net::awaitable<bool> write(std::string_view bytes, bool last = false) {
+    const net::const_buffer b(bytes.data(), bytes.size());
+    co_return co_await write(std::span<const net::const_buffer>(&b, 1), last);
   }
+
+  net::awaitable<bool> finish() { co_return co_await write(std::span<const net::const_buffer>{}, true); }
 
  private:
   bool ok(const beast::error_code& ec) {
@@ -165,6 +194,65 @@ class ClientStream {
   const RequestContext& rc_;
   std::chrono::milliseconds timeout_;
   bool& failed_;
+  std::string head_;
+  bool head_pending_ = false;
+  std::vector<net::const_buffer> bufs_;
+};
+
+// Bytes for the client, in order: views into the SSE parser's buffer (valid
+// until its next prepare()) and pieces of `scratch` (events held across reads
+// before the commit, or rewritten). Adjacent views are merged, so an
+// unchanged run of events is one buffer.
+class Outbox {
+ public:
+  bool empty() const { return segs_.empty(); }
+  void view(std::string_view v) {
+    if (v.empty()) return;
+    if (!segs_.empty() && segs_.back().ptr && segs_.back().ptr + segs_.back().len == v.data()) {
+      segs_.back().len += v.size();
+      return;
+    }
+    segs_.push_back({v.data(), 0, v.size()});
+  }
+  void copy(std::string_view v) {
+    if (v.empty()) return;
+    if (!segs_.empty() && !segs_.back().ptr && segs_.back().off + segs_.back().len == scratch_.size()) {
+      segs_.back().len += v.size();
+    } else {
+      segs_.push_back({nullptr, scratch_.size(), v.size()});
+    }
+    scratch_.append(v);
+  }
+  // Copies the views into scratch (before the parser's buffer is reused).
+  void hold() {
+    bool any = false;
+    for (auto& s : segs_) any = any || s.ptr;
+    if (!any) return;
+    auto old = std::move(segs_);
+    segs_.clear();
+    for (auto& s : old) {
+      if (s.ptr) copy({s.ptr, s.len});
+      else segs_.push_back(s);
+    }
+  }
+  std::span<const net::const_buffer> buffers() {
+    bufs_.clear();
+    for (auto& s : segs_) bufs_.emplace_back(s.ptr ? s.ptr : scratch_.data() + s.off, s.len);
+    return bufs_;
+  }
+  void clear() {
+    segs_.clear();
+    scratch_.clear();
+  }
+
+ private:
+  struct Seg {
+    const char* ptr;  // a view, or null for scratch_[off, off + len)
+    std::size_t off, len;
+  };
+  std::vector<Seg> segs_;
+  std::string scratch_;
+  std::vector<net::const_buffer> bufs_;
 };
 
 // What one attempt left behind for the request.
@@ -221,7 +309,7 @@ class ChatProxy {
                                                     UpstreamParser& parser,
                                                     Clock::time_point deadline, int branch);
   net::awaitable<AttemptResult> end_with_error(ClientStream& out, const ApiError& error);
-  http::request<http::string_body> upstream_request(const routing::Candidate& c) const;
+  http::request<http::string_body> upstream_request(const routing::Candidate& c);
   void add_route_headers(http::fields& h, const AttemptRecord* rec) const;
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
   static AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail);
@@ -355,8 +443,8 @@ net::awaitable<void> ChatProxy::end_for_shutdown() {
     co_return;
   }
   ClientStream out(client_, rc_, cfg_.timeouts.idle, client_write_failed_);
-  http::fields no_trailers;
-  if (co_await out.write(e.sse_event())) co_await out.finish(no_trailers);
+  const std::string event = e.sse_event();
+  co_await out.write(event, /*last=*/true);
 }
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch) {
@@ -563,7 +651,7 @@ AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string 
   return AttemptResult{};
 }
 
-http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) const {
+http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) {
   const auto& url = c.provider->base_url;
   http::request<http::string_body> up{http::verb::post, url.path_prefix + "/chat/completions", 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
@@ -750,10 +838,8 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
 // Ends a committed stream: the error as an event, then a clean chunked end,
 // and no [DONE] — a client can never mistake it for a complete answer.
 net::awaitable<AttemptResult> ChatProxy::end_with_error(ClientStream& out, const ApiError& error) {
-  std::string event = error.sse_event();
-  bool ok = co_await out.write(event);
-  http::fields no_trailers;
-  ok = ok && co_await out.finish(no_trailers);
+  const std::string event = error.sse_event();
+  const bool ok = co_await out.write(event, /*last=*/true);
   co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive};
 }
 
@@ -763,9 +849,11 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   const bool streaming = req_.stream;
   bool claimed = false;
   ClientStream out(client_, rc_, c.timeouts.idle, client_write_failed_);
+  // Upstream body bytes go from Beast's read buffer straight into the SSE
+  // parser's buffer (the one copy); events leave as views of it.
   providers::SseParser sse(cfg_.server.limits.max_event_bytes);
   providers::CompletionAssembler assembler;
-  std::string pending;  // complete events not yet written to the client
+  Outbox outbox;  // complete events not yet written to the client
   bool committed = false, done = false, saw_finish = false;
   bool first_token_relayed = false;  // for the gateway-overhead metric
   std::optional<AttemptResult> failure;       // broke before commit: fail over
@@ -790,15 +878,16 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   auto on_event = [&](const providers::SseEvent& ev) {
     if (failure || done || post_commit_error) return;
     if (!ev.has_data) {
-      if (committed && streaming) pending.append(ev.raw);  // keep-alive comments pass through
+      if (streaming) outbox.view(ev.raw);  // keep-alive comments pass through
       return;
     }
+    // A targeted scan, not a parse: what the relay needs to know about the event.
     providers::ChatChunk ch = providers::inspect_chunk(ev.data);
     using Kind = providers::ChatChunk::Kind;
     switch (ch.kind) {
       case Kind::kDone:
         done = true;
-        if (streaming) pending.append(ev.raw);
+        if (streaming) outbox.view(ev.raw);
         return;
       case Kind::kError:
         broke(AttemptOutcome::kMalformed, "in-band error event: " + ch.error_message,
@@ -823,19 +912,23 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     }
     saw_finish = saw_finish || ch.has_finish;
     if (!streaming) {
-      assembler.add(ch.json);
+      assembler.add(providers::parse_chunk(ev.data).json);
       return;
     }
     if (!req_.include_usage && ch.usage) {
       if (ch.usage_only) return;  // the usage chunk the client did not ask for
-      ch.json.erase("usage");      // usage riding on a content chunk: strip it
-      pending.append("data: ").append(ch.json.dump()).append("\n\n");
+      // Usage riding on a content chunk: strip it (a rewrite, rare).
+      nlohmann::json j = providers::parse_chunk(ev.data).json;
+      j.erase("usage");
+      outbox.copy("data: ");
+      outbox.copy(j.dump());
+      outbox.copy("\n\n");
       return;
     }
-    pending.append(ev.raw);
+    outbox.view(ev.raw);
   };
 
-  auto commit = [&]() -> net::awaitable<bool> {
+  auto commit = [&]() {
     committed = true;
     stream_committed_ = true;
     http::response<http::empty_body> res{http::status::ok, rc_.version};
@@ -844,17 +937,18 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     res.set("x-accel-buffering", "no");
     add_route_headers(res, &rec);
     if (out.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
-    co_return co_await out.write_head(res);
+    out.set_head(res);  // sent with the first events, in one write
   };
 
-  char buf[kReadChunk];
   for (;;) {
     if (parser.is_done()) break;
     auto deadline = rec.first_token ? earliest(Clock::now() + c.timeouts.idle, total_deadline_)
                                     : earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
     lease->stream.tcp().expires_at(deadline);
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
+    outbox.hold();  // views into the parser's buffer must not outlive the next prepare()
+    std::span<char> space = sse.prepare(kReadChunk / 2);  // all the free space, at least this
+    parser.get().body().data = space.data();
+    parser.get().body().size = space.size();
     auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
     if (LLMGATE_CANCELLED()) {
       rec.outcome = AttemptOutcome::kClientGone;
@@ -862,11 +956,11 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       co_return AttemptResult{true, false};
     }
     if (ec == http::error::need_buffer) ec = {};
-    std::size_t got = sizeof buf - parser.get().body().size;
+    std::size_t got = space.size() - parser.get().body().size;
     if (got > 0) {
-      if (sse.feed(std::string_view(buf, got), on_event) ==
-              providers::SseParser::Status::kEventTooLarge &&
-          !failure && !post_commit_error) {
+      sse.commit(got);
+      if (sse.drain(on_event) == providers::SseParser::Status::kEventTooLarge && !failure &&
+          !post_commit_error) {
         std::string msg = "upstream event larger than " +
                           std::to_string(cfg_.server.limits.max_event_bytes) + " bytes";
         broke(AttemptOutcome::kMalformed, msg, upstream_error(msg, "upstream_event_too_large"));
@@ -884,26 +978,21 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
         rec.ttft_recorded = true;
       }
     }
-    if (streaming && !committed && has_output) {
-      if (!co_await commit()) {
-        rec.outcome = AttemptOutcome::kClientGone;
-        co_return AttemptResult{true, false};
-      }
-    }
-    if (committed && !pending.empty()) {
-      if (!co_await out.write(pending)) {
+    if (streaming && !committed && has_output) commit();
+    // The end of the stream goes out with its last events, in one write.
+    if (done || post_commit_error) break;
+    if (committed && (!outbox.empty() || !first_token_relayed)) {
+      if (!co_await out.write(outbox.buffers())) {
         rec.outcome = AttemptOutcome::kClientGone;
         rec.detail = "client went away mid-stream";
         co_return AttemptResult{true, false};
       }
-      pending.clear();
+      outbox.clear();
       if (!first_token_relayed && rec.first_token) {
         first_token_relayed = true;
         metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
       }
     }
-    if (post_commit_error) co_return co_await end_with_error(out, *post_commit_error);
-    if (done) break;
     if (ec) {
       const bool timeout = ec == beast::error::timeout;
       const bool total = timeout && Clock::now() >= total_deadline_;
@@ -923,28 +1012,38 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
                  timeout ? "upstream_timeout" : "upstream_stream_truncated", std::nullopt};
       broke(o, detail, std::move(e));
       if (failure) co_return *failure;
-      co_return co_await end_with_error(out, *post_commit_error);
+      break;
     }
   }
 
+  if (post_commit_error) {
+    // What was relayed before the failure goes first, then the error event.
+    if (!outbox.empty() && !co_await out.write(outbox.buffers())) co_return AttemptResult{true, false};
+    co_return co_await end_with_error(out, *post_commit_error);
+  }
   // The upstream body ended: after [DONE], or cleanly without it.
   if (!done && !saw_finish) {
     std::string detail = "upstream ended the stream without [DONE] or a finish_reason";
     broke(AttemptOutcome::kTruncated, detail,
           upstream_error("the upstream stream was truncated: " + detail, "upstream_stream_truncated"));
     if (failure) co_return *failure;
+    if (!outbox.empty() && !co_await out.write(outbox.buffers())) co_return AttemptResult{true, false};
     co_return co_await end_with_error(out, *post_commit_error);
   }
   rec.outcome = AttemptOutcome::kSuccess;
 
   AttemptResult result{true, rc_.keep_alive};
   if (streaming) {
-    if (!done) pending.append("data: [DONE]\n\n");  // finished cleanly, upstream omitted it
-    if (!committed && !co_await commit()) co_return AttemptResult{true, false};
-    http::fields trailers;
-    if (rec.output_tokens) trailers.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
-    if (auto tps = rec.tps()) trailers.set("x-llmgate-tps", format_ms(*tps));
-    bool ok = co_await out.write(pending) && co_await out.finish(trailers);
+    if (!done) outbox.copy("data: [DONE]\n\n");  // finished cleanly, upstream omitted it
+    if (!committed) commit();
+    std::string trailers;
+    if (rec.output_tokens) trailers.append("x-llmgate-output-tokens: ").append(std::to_string(*rec.output_tokens)).append("\r\n");
+    if (auto tps = rec.tps()) trailers.append("x-llmgate-tps: ").append(format_ms(*tps)).append("\r\n");
+    const bool ok = co_await out.write(outbox.buffers(), /*last=*/true, trailers);
+    outbox.clear();
+    if (ok && !first_token_relayed && rec.first_token) {
+      metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
+    }
     result.keep_alive = ok && out.chunked() && rc_.keep_alive;
   } else {
     Response res = make_json_response(rc_, http::status::ok, assembler.result().dump(
@@ -959,6 +1058,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   // Keep the upstream connection if its response ends promptly after [DONE].
   if (!parser.is_done()) {
     lease->stream.tcp().expires_after(kDrainForReuse);
+    char buf[512];
     while (!parser.is_done()) {
       parser.get().body().data = buf;
       parser.get().body().size = sizeof buf;

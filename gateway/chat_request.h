@@ -31,6 +31,9 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
 // The upstream body: the client's document with `model` replaced by the
 // deployment's upstream name and streaming with usage forced on (the gateway
 // always streams upstream so it can time the first token and count tokens).
-std::string upstream_body(const ChatRequest& request, const std::string& upstream_model);
+// It rewrites request.body in place (no copy of the document per attempt);
+// the client's own `stream`/`include_usage` stay in the parsed fields, and
+// calling it again for another deployment gives that deployment's body.
+std::string upstream_body(ChatRequest& request, const std::string& upstream_model);
 
 }  // namespace llmgate::gateway

@@ -437,6 +437,10 @@ net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& 
 net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket, bool admin) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
+  // Beast reads at most the buffer's free capacity (at least 512 bytes) per
+  // call, and an empty buffer never grows past 512: reserve enough for a
+  // typical request in one or two reads.
+  buffer.reserve(4096);
   // An API connection is known to the drain from here to its close.
   struct Tracked {
     Impl& impl;

@@ -92,6 +92,9 @@ struct MetricsRegistry::Impl {
   Family<Counter>& attempts = family<Counter>(prometheus::BuildCounter(), registry,
                                               "llmgate_upstream_attempts_total",
                                               "Upstream attempts by deployment and outcome");
+  Family<Counter>& upstream_requests = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_upstream_requests_total",
+      "Requests written upstream, by deployment and connection (new or reused from the pool)");
   Family<Counter>& requests = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_requests_total",
       "Chat completion requests by public model and outcome");
@@ -356,6 +359,7 @@ struct Metrics::Impl {
   std::map<std::pair<std::string, std::string>, Histogram*> tpot_by;
   std::map<std::pair<std::string, std::string>, Histogram*> duration_by;
   std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
+  std::map<std::pair<std::string, bool>, Counter*> upstream_requests_by;  // (deployment, reused)
   std::map<std::pair<std::string, std::string>, Counter*> requests_by;
   std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
   std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
@@ -393,6 +397,12 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
         }
       }
       for (auto o : kOutcomes) {
+        if (!m_.upstream_requests_by.count({id, false})) {
+          for (bool reused : {false, true}) {
+            m_.upstream_requests_by[{id, reused}] =
+                &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
+          }
+        }
         if (!m_.attempts_by.count({id, o})) {
           m_.attempts_by[{id, o}] = &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
         }
@@ -407,6 +417,10 @@ void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord&
   auto& m = *impl_;
   if (auto it = m.attempts_by.find({rec.deployment, rec.outcome}); it != m.attempts_by.end()) {
     it->second->Increment();
+  }
+  if (rec.request_sent != routing::Clock::time_point{}) {
+    auto it = m.upstream_requests_by.find({rec.deployment, rec.reused_connection});
+    if (it != m.upstream_requests_by.end()) it->second->Increment();
   }
   if (auto t = rec.ttft()) {
     if (auto it = m.ttft_by.find({model, rec.deployment}); it != m.ttft_by.end()) {

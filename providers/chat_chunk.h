@@ -35,11 +35,26 @@ struct ChatChunk {
   bool usage_only = false;     // "choices": [] with usage: the include_usage chunk
   std::optional<Usage> usage;  // non-null usage object
   std::size_t output_chars = 0;  // characters of output text in this chunk
-  nlohmann::json json;         // the parsed event (null for kDone / kMalformed)
+  nlohmann::json json;         // parse_chunk(): the parsed event (null for kDone /
+                               // kMalformed); inspect_chunk(): null unless it fell back
   std::string error_message;   // for kError / kMalformed
 };
 
+// The relay's per-event classification, on the hot path (once per streamed
+// event): a single-pass validating scan of `data` that allocates nothing for
+// well-formed chunks. It returns exactly what parse_chunk() returns in every
+// field except `json`, which it leaves null; for anything unusual (not a chunk,
+// an in-band error, invalid JSON, a repeated key it reads, ...) it simply
+// returns parse_chunk(data), `json` included. Callers that need the document
+// must call parse_chunk().
 ChatChunk inspect_chunk(std::string_view data);
+
+// The reference classification: parses `data` with nlohmann::json and fills
+// `json` (the parsed event for kChunk and kError). inspect_chunk() must agree
+// with it on every other field for every input. Use it when the parsed DOM is
+// needed: assembling a non-streamed response from the chunks, or rewriting an
+// event (stripping usage the client did not ask for).
+ChatChunk parse_chunk(std::string_view data);
 
 // The "usage" object of a parsed chunk or completion, if present and not null.
 std::optional<Usage> usage_of(const nlohmann::json& j);

@@ -1,60 +1,129 @@
 #include "providers/sse_parser.h"
 
+#include <algorithm>
+
 namespace llmgate::providers {
 
-bool SseParser::end_line() {
-  if (line_.empty()) {
-    // A blank line dispatches the event. Blank lines with nothing before them
-    // (stray separators) are dropped rather than reported as empty events.
-    if (!has_fields_) {
-      raw_.clear();
-      return false;
-    }
-    return true;
+std::span<char> SseParser::prepare(std::size_t n) {
+  if (begin_ == end_) {
+    // Nothing buffered: start again at the front. Only a finished line can
+    // be pending here (line_start_ == end_), and no field refers to bytes.
+    begin_ = line_start_ = scan_ = end_ = 0;
+  } else if (cap_ - end_ < n && begin_ > 0) {
+    // Move the unfinished event to the front. Field spans are relative to
+    // begin_ and stay valid.
+    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+    line_start_ -= begin_;
+    scan_ -= begin_;
+    end_ -= begin_;
+    begin_ = 0;
   }
-  has_fields_ = true;
-  process_field(line_);
-  line_.clear();
-  return false;
+  if (cap_ - end_ < n) {
+    std::size_t cap = std::max({cap_ * 2, end_ + n, std::size_t{4096}});
+    auto bigger = std::make_unique_for_overwrite<char[]>(cap);
+    if (end_ > begin_) std::memcpy(bigger.get(), buf_.get() + begin_, end_ - begin_);
+    line_start_ -= begin_;
+    scan_ -= begin_;
+    end_ -= begin_;
+    begin_ = 0;
+    buf_ = std::move(bigger);
+    cap_ = cap;
+  }
+  return {buf_.get() + end_, cap_ - end_};
 }
 
-void SseParser::process_field(std::string_view line) {
-  if (line.front() == ':') return;  // comment
-  std::string_view name = line;
-  std::string_view value;
-  if (auto colon = line.find(':'); colon != std::string_view::npos) {
-    name = line.substr(0, colon);
-    value = line.substr(colon + 1);
-    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+SseParser::Next SseParser::next(SseEvent& ev) {
+  const char* b = buf_.get();
+  while (scan_ < end_) {
+    if (skip_lf_) {
+      skip_lf_ = false;
+      if (b[scan_] == '\n') {  // the LF of a CRLF already handled at the CR
+        line_start_ = ++scan_;
+        continue;
+      }
+    }
+    // The next line end: LF, CR or CR LF.
+    const char* from = b + scan_;
+    std::size_t avail = end_ - scan_;
+    const char* lf = static_cast<const char*>(std::memchr(from, '\n', avail));
+    std::size_t upto = lf ? static_cast<std::size_t>(lf - from) : avail;
+    const char* cr = static_cast<const char*>(std::memchr(from, '\r', upto));
+    const char* term = cr ? cr : lf;
+    if (!term) {
+      scan_ = end_;  // a partial line, all of it ordinary bytes
+      if (end_ - begin_ > max_event_bytes_) {
+        end_ = begin_ + max_event_bytes_ + 1;  // read up to the first byte over the limit
+        return Next::kTooLarge;
+      }
+      return Next::kNeedMore;
+    }
+    const std::size_t t = static_cast<std::size_t>(term - b);
+    if (t > line_start_ && t - begin_ > max_event_bytes_) {
+      end_ = begin_ + max_event_bytes_ + 1;
+      scan_ = std::min(scan_, end_);
+      return Next::kTooLarge;
+    }
+    skip_lf_ = *term == '\r';
+    scan_ = t + 1;
+    if (t > line_start_) {  // a field or comment line
+      has_fields_ = true;
+      process_field(line_start_, t);
+      line_start_ = scan_;
+      continue;
+    }
+    line_start_ = scan_;
+    if (!has_fields_) {
+      // A blank line with nothing before it (a stray separator) is dropped
+      // rather than reported as an empty event.
+      begin_ = scan_;
+      continue;
+    }
+    ev.raw = std::string_view(b + begin_, scan_ - begin_);
+    ev.data = data_joined_ ? std::string_view(data_scratch_) : view(data_);
+    ev.event = view(event_);
+    ev.id = view(id_);
+    ev.has_data = has_data_;
+    begin_ = scan_;
+    reset_event();
+    return Next::kEvent;
   }
+  return Next::kNeedMore;
+}
+
+void SseParser::process_field(std::size_t start, std::size_t end) {
+  const char* b = buf_.get();
+  if (b[start] == ':') return;  // comment
+  const char* colon = static_cast<const char*>(std::memchr(b + start, ':', end - start));
+  std::size_t name_end = colon ? static_cast<std::size_t>(colon - b) : end;
+  std::size_t value = colon ? name_end + 1 : end;
+  if (value < end && b[value] == ' ') ++value;
+  std::string_view name(b + start, name_end - start);
+  Span v{value - begin_, end - value};
   if (name == "data") {
-    if (has_data_) data_.push_back('\n');
-    data_.append(value);
+    if (!has_data_) {
+      data_ = v;
+    } else {
+      if (!data_joined_) {
+        data_scratch_.assign(view(data_));
+        data_joined_ = true;
+      }
+      data_scratch_.push_back('\n');
+      data_scratch_.append(view(v));
+    }
     has_data_ = true;
   } else if (name == "event") {
-    event_.assign(value);
+    event_ = v;
   } else if (name == "id") {
-    id_.assign(value);
+    id_ = v;
   }
   // "retry" and unknown fields are ignored, as the spec says.
 }
 
-SseEvent SseParser::current() const {
-  return SseEvent{raw_, data_, event_, id_, has_data_};
-}
-
 void SseParser::reset_event() {
-  raw_.clear();
-  line_.clear();
-  data_.clear();
-  event_.clear();
-  id_.clear();
+  data_ = event_ = id_ = Span{};
   has_data_ = false;
   has_fields_ = false;
-}
-
-bool SseParser::only_blank_lines() const {
-  return !has_fields_ && line_.empty();
+  data_joined_ = false;  // data_scratch_ is still in use by the event just handed out
 }
 
 }  // namespace llmgate::providers

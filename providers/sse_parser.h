@@ -6,11 +6,21 @@
 // than the configured limit is an error, so a hostile or broken upstream cannot
 // make the gateway buffer without bound.
 //
-// Each event is reported with its raw bytes (so a relay forwards it verbatim,
-// without re-serialising) and its decoded fields.
+// Zero-copy use (the relay): read the upstream straight into prepare(), then
+// commit(n) and drain(on_event). Each event is reported with views of its raw
+// bytes (forwarded verbatim, without re-serialising) and its decoded fields,
+// all pointing into the parser's own buffer (or, only for an event with several
+// "data" lines, a scratch string that joins them). Lines are found with
+// memchr, not byte by byte. Steady state allocates nothing: the buffer is
+// reused, and grows only for an event bigger than it (up to the limit).
+//
+// feed() is the copying convenience for callers that already hold the bytes.
 #pragma once
 
 #include <cstddef>
+#include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -30,54 +40,77 @@ class SseParser {
 
   explicit SseParser(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
 
-  // Feeds `bytes`; calls on_event(const SseEvent&) for each event completed by
-  // them, in order. The views passed to on_event are valid only during the call.
-  // After kEventTooLarge the parser must not be fed again.
+  // At least `n` writable bytes after the data buffered so far. Invalidates
+  // the views handed out by earlier drain() calls (the buffer may move).
+  std::span<char> prepare(std::size_t n);
+  // `n` bytes were written at the start of the last prepare()'s span.
+  void commit(std::size_t n) { end_ += n; }
+
+  // Calls on_event(const SseEvent&) for each event completed by the committed
+  // bytes, in order. The views stay valid until the next prepare().
+  // After kEventTooLarge the parser must not be used again.
+  template <class OnEvent>
+  Status drain(OnEvent&& on_event) {
+    SseEvent ev;
+    for (;;) {
+      switch (next(ev)) {
+        case Next::kEvent:
+          on_event(static_cast<const SseEvent&>(ev));
+          break;
+        case Next::kNeedMore:
+          return Status::kOk;
+        case Next::kTooLarge:
+          return Status::kEventTooLarge;
+      }
+    }
+  }
+
+  // Copies `bytes` in and drains. The views passed to on_event are valid only
+  // during the call.
   template <class OnEvent>
   Status feed(std::string_view bytes, OnEvent&& on_event) {
-    for (char c : bytes) {
-      if (pending_cr_) {
-        pending_cr_ = false;
-        if (c == '\n') {  // the LF of a CRLF already handled at the CR
-          raw_.push_back(c);
-          continue;
-        }
-      }
-      raw_.push_back(c);
-      if (c == '\r' || c == '\n') {
-        pending_cr_ = (c == '\r');
-        if (end_line()) {
-          on_event(current());
-          reset_event();
-        }
-      } else {
-        line_.push_back(c);
-        if (raw_.size() > max_event_bytes_) return Status::kEventTooLarge;
-      }
+    while (!bytes.empty()) {
+      std::size_t n = bytes.size() < kFeedStep ? bytes.size() : kFeedStep;
+      std::memcpy(prepare(n).data(), bytes.data(), n);
+      commit(n);
+      bytes.remove_prefix(n);
+      if (drain(on_event) != Status::kOk) return Status::kEventTooLarge;
     }
     return Status::kOk;
   }
 
   // True if some bytes of an unfinished event are buffered.
-  bool has_partial_event() const { return !raw_.empty() && !only_blank_lines(); }
-  std::size_t buffered_bytes() const { return raw_.size(); }
+  bool has_partial_event() const { return end_ > begin_ && (has_fields_ || end_ > line_start_); }
+  std::size_t buffered_bytes() const { return end_ - begin_; }
+  std::size_t capacity() const { return cap_; }
 
  private:
-  bool end_line();  // returns true when the line was blank and ends an event
-  void process_field(std::string_view line);
-  SseEvent current() const;
+  enum class Next { kEvent, kNeedMore, kTooLarge };
+  static constexpr std::size_t kFeedStep = 16 * 1024;
+
+  // A field value: an offset from begin_ (stable when the buffer moves) and a length.
+  struct Span {
+    std::size_t off = 0, len = 0;
+  };
+
+  Next next(SseEvent& ev);
+  void process_field(std::size_t start, std::size_t end);
+  std::string_view view(Span s) const { return {buf_.get() + begin_ + s.off, s.len}; }
   void reset_event();
-  bool only_blank_lines() const;
 
   std::size_t max_event_bytes_;
-  std::string raw_;    // bytes of the current event so far
-  std::string line_;   // the current line, without its terminator
-  std::string data_;
-  std::string event_;
-  std::string id_;
+  std::unique_ptr<char[]> buf_;
+  std::size_t cap_ = 0;
+  std::size_t begin_ = 0;       // start of the current event's raw bytes
+  std::size_t line_start_ = 0;  // start of the current line
+  std::size_t scan_ = 0;        // bytes before this are parsed
+  std::size_t end_ = 0;         // end of the committed bytes
+  bool skip_lf_ = false;        // the last line ended with CR: a LF right after belongs to it
+  bool has_fields_ = false;     // any non-blank line (field or comment) seen
   bool has_data_ = false;
-  bool has_fields_ = false;  // any non-blank line (field or comment) seen
-  bool pending_cr_ = false;
+  bool data_joined_ = false;    // several data lines: data_scratch_ holds them
+  Span data_, event_, id_;
+  std::string data_scratch_;
 };
 
 }  // namespace llmgate::providers

@@ -5,7 +5,9 @@
 // Keeps the samples of the window in arrival order, bounded by `max_samples`
 // (the oldest go first when it is full, so under heavy traffic the window is
 // the most recent max_samples within the time window). Quantiles are exact
-// over what is kept, by the nearest-rank method.
+// over what is kept, by the nearest-rank method. The values are also kept
+// sorted, updated by binary insertion and removal as samples come and go, so
+// the router's per-request quantile query is a lookup, never a sort.
 //
 // Pure value type: time is passed in.
 #pragma once
@@ -34,6 +36,7 @@ class WindowedQuantiles {
 
  private:
   void evict(TimePoint now);
+  void drop_oldest();
 
   struct Sample {
     TimePoint at;
@@ -42,8 +45,7 @@ class WindowedQuantiles {
   std::chrono::milliseconds window_;
   std::size_t max_samples_;
   std::deque<Sample> samples_;
-  std::vector<double> scratch_;  // the window's values, sorted while sorted_valid_
-  bool sorted_valid_ = false;
+  std::vector<double> sorted_;  // the window's values, in order
 };
 
 }  // namespace llmgate::routing

@@ -1,5 +1,6 @@
 // Fuzzes the upstream SSE reader: providers::SseParser (incremental, with an
-// event size limit) and providers::inspect_chunk on each event's data.
+// event size limit) and providers::inspect_chunk / parse_chunk on each
+// event's data.
 //
 // Input: a 4-byte header, then the stream bytes.
 //   byte 0     event size limit: 0 = 1 MiB (the default), else byte0 * 4 bytes
@@ -7,10 +8,12 @@
 //   bytes 2-3  seed for the piece lengths
 // The stream is fed once whole and once in pieces of pseudo-random lengths;
 // both must yield the same events and the same final state. Each event's data
-// then goes through inspect_chunk, whose result must be self-consistent:
-// events nested deeper than providers::kMaxJsonDepth are malformed (never
-// parsed), and usage counts are what the upstream sent when plausible, else 0,
-// always within [0, 10^12] (total: [0, 2 * 10^12]) so sums cannot overflow.
+// then goes through parse_chunk (the nlohmann reference), whose result must be
+// self-consistent: events nested deeper than providers::kMaxJsonDepth are
+// malformed (never parsed), and usage counts are what the upstream sent when
+// plausible, else 0, always within [0, 10^12] (total: [0, 2 * 10^12]) so sums
+// cannot overflow. And through inspect_chunk (the relay's allocation-free
+// scanner), which must agree with parse_chunk on every field but `json`.
 //
 // Regression seeds (corpus/fuzz_sse_parser/regression-*) replay the fixed
 // findings in tests/fuzz/findings/: a usage total that overflowed, and an
@@ -113,8 +116,28 @@ void check_usage(const ChatChunk& c) {
   FUZZ_CHECK(u.total_tokens == (total != 0 ? total : u.prompt_tokens + u.completion_tokens));
 }
 
-void check_chunk(std::string_view data) {
+// inspect_chunk scans the text itself and falls back to parse_chunk for
+// anything unusual; either way it must say what parse_chunk says.
+void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
   const ChatChunk c = llmgate::providers::inspect_chunk(data);
+  FUZZ_CHECK(c.kind == ref.kind);
+  FUZZ_CHECK(c.has_output == ref.has_output);
+  FUZZ_CHECK(c.has_finish == ref.has_finish);
+  FUZZ_CHECK(c.usage_only == ref.usage_only);
+  FUZZ_CHECK(c.usage.has_value() == ref.usage.has_value());
+  if (ref.usage) {
+    FUZZ_CHECK(c.usage->prompt_tokens == ref.usage->prompt_tokens);
+    FUZZ_CHECK(c.usage->completion_tokens == ref.usage->completion_tokens);
+    FUZZ_CHECK(c.usage->total_tokens == ref.usage->total_tokens);
+  }
+  FUZZ_CHECK(c.output_chars == ref.output_chars);
+  FUZZ_CHECK(c.error_message == ref.error_message);
+  // Its `json` is null, or parse_chunk's when it fell back.
+  FUZZ_CHECK(c.json.is_null() || c.json == ref.json);
+}
+
+void check_chunk(std::string_view data) {
+  const ChatChunk c = llmgate::providers::parse_chunk(data);
   using Kind = ChatChunk::Kind;
   FUZZ_CHECK((c.kind == Kind::kDone) == (data == "[DONE]"));
   if (llmgate::providers::json_too_deep(data)) FUZZ_CHECK(c.kind == Kind::kMalformed);
@@ -141,6 +164,7 @@ void check_chunk(std::string_view data) {
     FUZZ_CHECK(!c.has_output && !c.has_finish && !c.usage_only && c.output_chars == 0);
   }
   if (c.usage) FUZZ_CHECK(c.kind == Kind::kChunk);
+  check_inspect_agrees(data, c);
 }
 
 }  // namespace

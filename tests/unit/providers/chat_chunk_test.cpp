@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <string>
+#include <string_view>
+
 #include "providers/completion_assembler.h"
+#include "providers/json_depth.h"
 
 namespace llmgate::providers {
 namespace {
@@ -112,6 +117,225 @@ TEST(ChatChunkHardening, AnEventWithANulByteIsMalformed) {
 TEST(ChatChunkHardening, ADeeplyNestedEventIsMalformedNotAStackOverflow) {
   auto c = inspect_chunk(R"({"choices":)" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
   EXPECT_EQ(c.kind, ChatChunk::Kind::kMalformed);
+}
+
+// inspect_chunk is a hand-written scanner standing in for parse_chunk (the
+// nlohmann reference) on the hot path: it must agree on every field but
+// `json`, for every input, valid or not.
+void ExpectSameAsReference(std::string_view data) {
+  SCOPED_TRACE(testing::Message() << "data: " << testing::PrintToString(std::string(data)));
+  const ChatChunk fast = inspect_chunk(data);
+  const ChatChunk ref = parse_chunk(data);
+  EXPECT_EQ(fast.kind, ref.kind);
+  EXPECT_EQ(fast.has_output, ref.has_output);
+  EXPECT_EQ(fast.has_finish, ref.has_finish);
+  EXPECT_EQ(fast.usage_only, ref.usage_only);
+  ASSERT_EQ(fast.usage.has_value(), ref.usage.has_value());
+  if (ref.usage) {
+    EXPECT_EQ(fast.usage->prompt_tokens, ref.usage->prompt_tokens);
+    EXPECT_EQ(fast.usage->completion_tokens, ref.usage->completion_tokens);
+    EXPECT_EQ(fast.usage->total_tokens, ref.usage->total_tokens);
+  }
+  EXPECT_EQ(fast.output_chars, ref.output_chars);
+  EXPECT_EQ(fast.error_message, ref.error_message);
+}
+
+TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
+  using namespace std::string_literals;
+  // {"choices":[],"x":{"a":{"a":...1...}}} with `depth` objects in all.
+  auto nested_objects = [](int depth) {
+    std::string s = R"({"choices":[],"x":)";
+    for (int i = 2; i < depth; ++i) s += R"({"a":)";
+    return s + "{}" + std::string(depth - 1, '}');
+  };
+  const std::string inputs[] = {
+      // The common shapes.
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1727000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]})",
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46,"prompt_tokens_details":{"cached_tokens":0}}})",
+      R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})",
+      R"({"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null})",
+      "[DONE]",
+      "[DONE] ",
+      " [DONE]",
+      // Escapes count as the bytes they decode to.
+      R"({"choices":[{"delta":{"content":"a\"b\\c\/d\b\f\n\r\t"}}]})",
+      R"({"choices":[{"delta":{"content":"\u0041\u00e9\u20AC\uFFFF"}}]})",
+      R"({"choices":[{"delta":{"content":"\ud83d\ude00"}}]})",
+      R"({"choices":[{"delta":{"content":"\uDBFF\uDFFF\u0000"}}]})",
+      R"({"choices":[{"delta":{"content":"\ud83d"}}]})",         // lone high surrogate
+      R"({"choices":[{"delta":{"content":"\ude00"}}]})",         // lone low surrogate
+      R"({"choices":[{"delta":{"content":"\ud83d\u0041"}}]})",   // high + non-low
+      R"({"choices":[{"delta":{"content":"\ud83d\n"}}]})",
+      R"({"choices":[{"delta":{"content":"\u12"}}]})",
+      R"({"choices":[{"delta":{"content":"\u12G4"}}]})",
+      R"({"choices":[{"delta":{"content":"\x41"}}]})",
+      R"({"choices":[{"delta":{"content":"\'"}}]})",
+      // Raw UTF-8, well-formed and not.
+      "{\"choices\":[{\"delta\":{\"content\":\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":\"\xC3\"}}]}",              // truncated sequence
+      "{\"choices\":[{\"delta\":{\"content\":\"\xC0\xAF\"}}]}",          // overlong
+      "{\"choices\":[{\"delta\":{\"content\":\"\xE0\x80\x80\"}}]}",      // overlong
+      "{\"choices\":[{\"delta\":{\"content\":\"\xED\xA0\x80\"}}]}",      // encoded surrogate
+      "{\"choices\":[{\"delta\":{\"content\":\"\xF4\x90\x80\x80\"}}]}",  // past U+10FFFF
+      "{\"choices\":[{\"delta\":{\"content\":\"\xF5\x80\x80\x80\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":\"\x80\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":\"a\x7F\"}}]}",              // DEL is allowed
+      "{\"choices\":[{\"delta\":{\"content\":\"a\x1F\"}}]}",              // raw control character
+      "{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":\"\xFF\"}}]}",
+      "\xEF\xBB\xBF{\"choices\":[]}",  // nlohmann skips a leading BOM
+      "\xEF\xBB{\"choices\":[]}",
+      " \xEF\xBB\xBF{\"choices\":[]}",
+      // Keys are compared decoded; a key the scanner reads, repeated, keeps the last.
+      R"({"choices":[{"delta":{"\u0063ontent":"abc"}}]})",
+      R"({"ch\u006fices":[{"delta":{"content":"abc"}}]})",
+      R"({"choices":[{"delta":{"content\u0000":"abc"}}]})",
+      R"({"choices":[{"delta":{"content":"abc","content":""}}]})",
+      R"({"choices":[{"delta":{"content":"","content":"abc"}}]})",
+      R"({"choices":[{"delta":{"content":"a"},"delta":{}}]})",
+      R"({"choices":[{"finish_reason":"stop","finish_reason":null}]})",
+      R"({"choices":[{"delta":{"content":"a"}}],"choices":[]})",
+      R"({"choices":[],"usage":{"prompt_tokens":1},"usage":null})",
+      R"({"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":2}})",
+      R"({"error":null,"choices":[],"error":{"message":"late"}})",
+      R"({"choices":[{"delta":{"tool_calls":[],"tool_calls":[{}]}}]})",
+      R"({"choices":[{"delta":{"x":1,"x":2,"content":"ok"}}],"id":"a","id":"b"})",
+      // Numbers: the grammar, the integer / float split and the usage clamps.
+      R"({"choices":[],"usage":{"prompt_tokens":1e3,"completion_tokens":1.0,"total_tokens":-0}})",
+      R"({"choices":[],"usage":{"prompt_tokens":-0,"completion_tokens":0,"total_tokens":0}})",
+      R"({"choices":[],"usage":{"prompt_tokens":18446744073709551616,"completion_tokens":18446744073709551615}})",
+      R"({"choices":[],"usage":{"prompt_tokens":9223372036854775808,"completion_tokens":-9223372036854775809}})",
+      R"({"choices":[],"usage":{"prompt_tokens":1000000000000,"completion_tokens":1000000000001,"total_tokens":999999999999}})",
+      R"({"choices":[],"usage":{"prompt_tokens":"5","completion_tokens":null,"total_tokens":true}})",
+      R"({"choices":[],"usage":{"prompt_tokens":01}})",
+      R"({"choices":[],"usage":{"prompt_tokens":1.}})",
+      R"({"choices":[],"usage":{"prompt_tokens":.5}})",
+      R"({"choices":[],"usage":{"prompt_tokens":-}})",
+      R"({"choices":[],"usage":{"prompt_tokens":+1}})",
+      R"({"choices":[],"usage":{"prompt_tokens":1e}})",
+      R"({"choices":[],"usage":{"prompt_tokens":1E+2,"completion_tokens":2e-2}})",
+      R"({"choices":[],"x":1e308,"usage":{"prompt_tokens":3}})",
+      R"({"choices":[],"x":1.7976931348623157e308})",
+      R"({"choices":[],"x":1.8e308})",  // overflows a double: nlohmann rejects it
+      R"({"choices":[],"x":1e400})",
+      R"({"choices":[],"x":-1e400})",
+      R"({"choices":[],"x":0e99999,"y":1e-400})",
+      R"({"choices":[],"x":)" + std::string(400, '9') + "}",
+      R"({"choices":[],"x":0.)" + std::string(400, '0') + "1e400}",
+      R"({"choices":[],"x":NaN})",
+      R"({"choices":[],"x":0x10})",
+      // Whitespace: space, tab, CR, LF only.
+      " \t\r\n{ \"choices\" :\n[ { \"delta\" : { \"content\" : \"a\" } , \"finish_reason\" : \"stop\" } ] }\r\n",
+      "{\"choices\":[]}\f",
+      "{\"choices\":[]}\v",
+      "\xC2\xA0{\"choices\":[]}",
+      // Shapes: choices that are not objects, deltas that are not objects, tool calls.
+      R"({"choices":[1,"x",null,true,[],[{"delta":{"content":"no"}}],{"finish_reason":false}]})",
+      R"({"choices":[{"delta":null,"finish_reason":0},{"delta":"content"},{"delta":[{"content":"x"}]}]})",
+      R"({"choices":[{"delta":{"content":null,"refusal":5,"reasoning":[],"reasoning_content":{}}}]})",
+      R"({"choices":[{"delta":{"content":"a","refusal":"bc","reasoning":"def","reasoning_content":"ghij"}},{"delta":{"content":"k"}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":[1,{\"b\":null}]}"}}]}}]})",
+      R"({"choices":[{"delta":{"tool_calls":{}}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[null]}}]})",
+      R"({"choices":[{"delta":{"function_call":null}},{"delta":{"function_call":false}}]})",
+      R"({"choices":[{"delta":{"function_call":{}}}]})",
+      R"({"choices":[{"delta":{"choices":[{"delta":{"content":"nested"}}]}}],"x":{"choices":[]}})",
+      R"({"choices":[{"message":{"content":"not a delta"},"finish_reason":"stop"}]})",
+      R"({"usage":{"prompt_tokens":1},"choices":[]})",
+      R"({"choices":[{}],"usage":{}})",
+      R"({"choices":[],"usage":[]})",
+      R"({"choices":{}})",
+      R"({"choices":null})",
+      R"({"choices":"[]"})",
+      R"({"id":"x"})",
+      R"({})",
+      // In-band errors.
+      R"({"error":{"message":"overloaded","type":"server_error"}})",
+      R"({"error":{"message":5}})",
+      R"({"error":"boom","choices":[]})",
+      R"({"error":null,"choices":[{"delta":{"content":"ok"}}]})",
+      R"({"error":false,"choices":[]})",
+      // Not JSON, not an object, or something after it.
+      "",
+      " ",
+      "null",
+      "[1,2]",
+      R"("choices")",
+      "{not json",
+      R"({"choices":[]})" "x",
+      R"({"choices":[]} {})",
+      R"({"choices":[]}})",
+      R"({"choices":[],})",
+      R"({"choices":[,]})",
+      R"({"choices":[1,]})",
+      R"({"choices" []})",
+      R"({'choices':[]})",
+      R"({"choices":[]/*c*/})",
+      R"({"choices":[{"delta":{"content":"abc}}]})",
+      R"({"choices":[tru]})",
+      R"({"choices":[nulls]})",
+      R"({"choices":[{"delta":{"content":"a"}}])",
+      "{\"choices\":[]}\0"s,
+      "{\"choices\":[{\"delta\":{\"content\":\"a\0b\"}}]}"s,
+      "\0{\"choices\":[]}"s,
+      // Nesting around the limit.
+      R"({"choices":)" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}",
+      R"({"choices":)" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}",
+      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}",
+      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}",
+      nested_objects(kMaxJsonDepth),
+      nested_objects(kMaxJsonDepth + 1),
+      R"({"choices":[{"delta":{"tool_calls":)" + std::string(50'000, '[') + std::string(50'000, ']') + "}}]}",
+      R"({"choices":[],"x":)" + std::string(50'000, '[') + "}",
+  };
+  static_assert(std::size(inputs) >= 60);
+  for (const std::string& data : inputs) ExpectSameAsReference(data);
+}
+
+TEST(ChatChunkScanner, AgreesWithTheReferenceOnEveryTruncation) {
+  const std::string chunks[] = {
+      R"({"id":"c","choices":[{"index":0,"delta":{"content":"h\u00e9\ud83d\ude00 \"q\"","tool_calls":[{"index":0}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3e0,"total_tokens":-1}})",
+      "\xEF\xBB\xBF {\"choices\" : [ { \"delta\" : { \"reasoning\" : \"\xF0\x9F\x98\x80\" } } ] , \"error\" : null }\r\n",
+  };
+  for (const std::string& chunk : chunks) {
+    for (std::size_t n = 0; n <= chunk.size(); ++n) ExpectSameAsReference(std::string_view(chunk).substr(0, n));
+  }
+}
+
+// Strings are scanned eight bytes at a time: every byte value, at every offset
+// in and across those eight-byte blocks, in a value and in a key.
+TEST(ChatChunkScanner, AgreesWithTheReferenceOnEveryByteAtEveryOffset) {
+  for (int offset = 0; offset < 20; ++offset) {
+    for (int byte = 0; byte < 256; ++byte) {
+      std::string text(20, 'a');
+      text[offset] = static_cast<char>(byte);
+      ExpectSameAsReference(R"({"choices":[{"delta":{"content":")" + text + R"("}}]})");
+      ExpectSameAsReference(R"({"choices":[{"delta":{")" + text + R"(":"x"}}]})");
+    }
+  }
+}
+
+// The hot path: the everyday chunks are classified by the scanner alone (it
+// leaves `json` null; falling back to parse_chunk would fill it).
+TEST(ChatChunkScanner, ClassifiesTheCommonChunksWithoutParsing) {
+  auto content = inspect_chunk(
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1727000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]})");
+  EXPECT_EQ(content.kind, ChatChunk::Kind::kChunk);
+  EXPECT_TRUE(content.has_output);
+  EXPECT_EQ(content.output_chars, 5u);
+  EXPECT_TRUE(content.json.is_null());
+
+  auto usage = inspect_chunk(
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1727000000,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}})");
+  EXPECT_TRUE(usage.usage_only);
+  ASSERT_TRUE(usage.usage);
+  EXPECT_EQ(usage.usage->total_tokens, 21);
+  EXPECT_TRUE(usage.json.is_null());
+
+  // parse_chunk is the one that keeps the document.
+  auto parsed = parse_chunk(R"({"choices":[{"delta":{"content":"Hello"}}],"usage":{"prompt_tokens":1}})");
+  ASSERT_TRUE(parsed.json.is_object());
+  EXPECT_EQ(parsed.json["choices"][0]["delta"]["content"], "Hello");
 }
 
 }  // namespace

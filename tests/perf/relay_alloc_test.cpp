@@ -1,0 +1,171 @@
+// The relay's steady state allocates nothing per event (issue 6, "the hot
+// path"): a counting global operator new around a real gateway in process.
+//
+// The same streamed request is relayed with 20 and with 400 content tokens;
+// everything per request (the route, the headers, the log line, the scripted
+// upstream's thread) is the same for both, so the difference in allocations,
+// divided by the 380 extra events, is what one event costs. The upstream sends
+// its whole answer in one write and the client reads into a fixed buffer,
+// so neither allocates per event either.
+//
+// Its own executable: replacing operator new affects the whole program.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "gateway/gateway.h"
+#include "tests/support/scripted_upstream.h"
+
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) &
+                                                                    ~(static_cast<std::size_t>(a) - 1))) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace llmgate {
+namespace {
+
+using testing::ScriptedUpstream;
+
+// One streamed request on a fresh connection; returns the body bytes read
+// (until the terminating chunk). No allocation per read.
+std::size_t stream_once(std::uint16_t port, const char* request, std::size_t request_len, bool& saw_done) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return 0;
+  }
+  (void)!write(fd, request, request_len);
+  // Reads until the gateway closes (the request said Connection: close),
+  // looking for [DONE] also across reads: the last 5 bytes carry over.
+  char buf[5 + 8192];
+  std::size_t carry = 0, total = 0;
+  saw_done = false;
+  for (;;) {
+    ssize_t n = read(fd, buf + carry, sizeof buf - carry);
+    if (n <= 0) break;
+    total += static_cast<std::size_t>(n);
+    const std::size_t have = carry + static_cast<std::size_t>(n);
+    if (memmem(buf, have, "[DONE]", 6)) saw_done = true;
+    carry = std::min<std::size_t>(have, 5);
+    std::memmove(buf, buf + have - carry, carry);
+  }
+  close(fd);
+  return total;
+}
+
+struct Measured {
+  std::uint64_t allocations = 0;
+  std::size_t bytes = 0;
+  int done = 0;
+};
+
+// `requests` streamed requests through one gateway worker, from `clients`
+// threads at once (so several relays are in flight together).
+Measured relay(int tokens, int requests, int clients = 1) {
+  ScriptedUpstream upstream(testing::healthy_stream(tokens));
+  const std::uint16_t up = upstream.start();
+  const std::string yaml = R"(
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+routing: {exploration: 0}
+providers: [{name: p, base_url: "http://127.0.0.1:)" + std::to_string(up) + R"(/v1"}]
+models: [{name: m, deployments: [{provider: p, model: m}]}]
+)";
+  gateway::Gateway gw(config::parse_config(yaml, "alloc.yaml"));
+  const std::uint16_t port = gw.start().at(0);
+  const std::string body = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  Measured r;
+  bool done = false;
+  stream_once(port, request.data(), request.size(), done);  // warm-up: pools, metric children
+  std::vector<Measured> per_client(static_cast<std::size_t>(clients));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(clients));
+  const std::uint64_t before = g_allocations.load();
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      Measured& m = per_client[static_cast<std::size_t>(t)];
+      for (int i = t; i < requests; i += clients) {
+        bool ok = false;
+        m.bytes += stream_once(port, request.data(), request.size(), ok);
+        m.done += ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  r.allocations = g_allocations.load() - before;
+  for (const auto& m : per_client) {
+    r.bytes += m.bytes;
+    r.done += m.done;
+  }
+  return r;
+}
+
+void expect_no_allocation_per_event(int clients) {
+  constexpr int kRequests = 48;
+  const Measured small = relay(20, kRequests, clients);
+  const Measured large = relay(400, kRequests, clients);
+  ASSERT_EQ(small.done, kRequests);
+  ASSERT_EQ(large.done, kRequests);
+  ASSERT_GT(large.bytes, small.bytes * 5);  // the events really went through
+  const double per_request_small = static_cast<double>(small.allocations) / kRequests;
+  const double per_request_large = static_cast<double>(large.allocations) / kRequests;
+  const double per_event = (per_request_large - per_request_small) / 380.0;
+  std::printf("%d client(s): allocations per request: %.1f with 20 events, %.1f with 400; per extra event: %.3f\n",
+              clients, per_request_small, per_request_large, per_event);
+  // Bigger answers may need a few more reads (and so a few buffer growths),
+  // never one allocation per event.
+  EXPECT_LT(per_event, 0.05);
+}
+
+TEST(RelayAllocations, NoneProportionalToTheNumberOfEvents) { expect_no_allocation_per_event(1); }
+
+// Relays in flight together share the worker thread's recycled handler and
+// coroutine-frame memory.
+TEST(RelayAllocations, NoneProportionalToTheNumberOfEventsWithConcurrentStreams) {
+  expect_no_allocation_per_event(8);
+}
+
+}  // namespace
+}  // namespace llmgate
