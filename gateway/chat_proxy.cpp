@@ -912,7 +912,10 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     }
     saw_finish = saw_finish || ch.has_finish;
     if (!streaming) {
-      assembler.add(providers::parse_chunk(ev.data).json);
+      // The bulk of an answer (plain content chunks) is appended unparsed.
+      if (!ch.plain || !assembler.add_plain(ch.content, ch.meta_keys)) {
+        assembler.add(providers::parse_chunk(ev.data).json);
+      }
       return;
     }
     if (!req_.include_usage && ch.usage) {
@@ -1058,10 +1061,10 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   // Keep the upstream connection if its response ends promptly after [DONE].
   if (!parser.is_done()) {
     lease->stream.tcp().expires_after(kDrainForReuse);
-    char buf[512];
     while (!parser.is_done()) {
-      parser.get().body().data = buf;
-      parser.get().body().size = sizeof buf;
+      std::span<char> sink = sse.prepare(kReadChunk / 2);  // discarded: after [DONE]
+      parser.get().body().data = sink.data();
+      parser.get().body().size = sink.size();
       auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
       if (ec && ec != http::error::need_buffer) break;
     }

@@ -438,9 +438,11 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   // Beast reads at most the buffer's free capacity (at least 512 bytes) per
-  // call, and an empty buffer never grows past 512: reserve enough for a
-  // typical request in one or two reads.
-  buffer.reserve(4096);
+  // call, and an empty buffer never grows past 512: each request is read
+  // with 4 KiB reserved (one or two reads for a typical request), and the
+  // buffer is freed while the request is served (a long stream should not
+  // keep it: memory per open stream, bench/scale).
+  constexpr std::size_t kRequestBuffer = 4096;
   // An API connection is known to the drain from here to its close.
   struct Tracked {
     Impl& impl;
@@ -499,6 +501,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // Idle keep-alive wait first, then the slowloris guard for the head.
       stream.expires_after(first ? limits.client_header_timeout : limits.client_idle_timeout);
       first = false;
+      if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
       auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
       tracked.busy(true);
       RequestContext rc{new_request_id(), 11, false};
@@ -546,6 +549,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
         break;
       }
       rc.received = std::chrono::steady_clock::now();
+      if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
       Request req = parser.release();
       bool keep = co_await dispatch(w, stream, req, rc, admin);
       if (!keep || !rc.keep_alive) break;

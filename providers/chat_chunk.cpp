@@ -156,6 +156,12 @@ class ChunkScanner {
 
   const char* p_;
   const char* end_;
+  // ChatChunk::plain, as far as seen: cleared by anything that would make the
+  // assembler read more than the content.
+  bool plain_ = true;
+  const char* content_ = nullptr;  // the content string's text, between the quotes
+  std::size_t content_len_ = 0;
+  unsigned meta_ = 0;
 };
 
 // p_ is past the opening quote. `size` gets the decoded length in bytes (what
@@ -451,20 +457,38 @@ bool ChunkScanner::choices(int depth, std::size_t& count, ChatChunk& c) {
 
 bool ChunkScanner::choice(int depth, ChatChunk& c) {
   unsigned seen = 0;
-  return members<true>(depth, [&](std::string_view key) {
+  bool has_delta = false;
+  const bool ok = members<true>(depth, [&](std::string_view key) {
     if (is(key, "delta")) {
       if (!once(seen, 1)) return false;
-      if (eat('{')) return delta(depth + 1, c);
+      if (eat('{')) {
+        has_delta = true;
+        return delta(depth + 1, c);
+      }
+      plain_ = false;
     } else if (is(key, "finish_reason")) {
       if (!once(seen, 2)) return false;
       Value v;
       if (!value(depth, v)) return false;
-      if (v.type != Value::Type::kNull) c.has_finish = true;
+      if (v.type != Value::Type::kNull) {
+        c.has_finish = true;
+        plain_ = false;
+      }
       return true;
+    } else if (is(key, "index")) {
+      const char* at = p_;
+      Value v;
+      if (!value(depth, v)) return false;
+      if (std::string_view(at, static_cast<std::size_t>(p_ - at)) != "0") plain_ = false;
+      return true;
+    } else if (is(key, "logprobs")) {
+      if (p_ != end_ && *p_ == '{') plain_ = false;
     }
     Value v;
     return value(depth, v);
   });
+  if (!has_delta) plain_ = false;
+  return ok;
 }
 
 bool ChunkScanner::delta(int depth, ChatChunk& c) {
@@ -487,8 +511,18 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
       what = kFunctionCall, bit = 32;
     }
     if (bit && !once(seen, bit)) return false;
+    if (bit > 1 || is(key, "role")) plain_ = false;  // the assembler reads more than content
+    const char* at = p_;
     Value v;
     if (!value(depth, v)) return false;
+    if (bit == 1) {
+      if (v.type == Value::Type::kString) {
+        content_ = at + 1;
+        content_len_ = static_cast<std::size_t>(p_ - at) - 2;
+      } else {
+        plain_ = false;
+      }
+    }
     if (what == kText && v.type == Value::Type::kString) {
       c.output_chars += v.size;
       if (v.size > 0) c.has_output = true;
@@ -538,10 +572,25 @@ bool ChunkScanner::scan(ChatChunk& c) {
       if (!once(seen, 2)) return false;
       if (eat('{')) {
         has_usage = true;
+        plain_ = false;
         return usage(2, u);
       }
     } else if (is(key, "error")) {  // only a null one stays on this path
       if (!once(seen, 4) || p_ == end_ || *p_ != 'n') return false;
+    } else {
+      unsigned meta = is(key, "id")                   ? ChatChunk::kMetaId
+                      : is(key, "created")            ? ChatChunk::kMetaCreated
+                      : is(key, "model")              ? ChatChunk::kMetaModel
+                      : is(key, "system_fingerprint") ? ChatChunk::kMetaSystemFingerprint
+                      : is(key, "service_tier")       ? ChatChunk::kMetaServiceTier
+                                                      : 0;
+      if (meta) {
+        if (!once(seen, meta << 3)) plain_ = false;  // repeated: the last one counts
+        Value v;
+        if (!value(1, v)) return false;
+        if (v.type != Value::Type::kNull) meta_ |= meta;
+        return true;
+      }
     }
     Value v;
     return value(1, v);
@@ -555,6 +604,11 @@ bool ChunkScanner::scan(ChatChunk& c) {
     c.usage = u;
   }
   c.usage_only = choice_count == 0 && c.usage.has_value();
+  if (plain_ && choice_count == 1 && content_) {
+    c.plain = true;
+    c.content = std::string_view(content_, content_len_);
+    c.meta_keys = meta_;
+  }
   return true;
 }
 

@@ -38,6 +38,20 @@ struct ChatChunk {
   nlohmann::json json;         // parse_chunk(): the parsed event (null for kDone /
                                // kMalformed); inspect_chunk(): null unless it fell back
   std::string error_message;   // for kError / kMalformed
+
+  // inspect_chunk() only (parse_chunk() leaves them false/empty): a plain
+  // content chunk, the bulk of every answer: exactly one choice, with "index"
+  // 0 or absent, a delta whose only key the assembler reads is "content" (a
+  // string), no finish_reason, no logprobs object, and no usage. `content` is
+  // then that string's JSON text between the quotes (still escaped), and
+  // `meta_keys` tells which of id, created, model, system_fingerprint and
+  // service_tier are present and not null (kMeta* bits), so a non-streamed
+  // answer can be assembled without parsing the chunk.
+  static constexpr unsigned kMetaId = 1, kMetaCreated = 2, kMetaModel = 4,
+                            kMetaSystemFingerprint = 8, kMetaServiceTier = 16;
+  bool plain = false;
+  std::string_view content;
+  unsigned meta_keys = 0;
 };
 
 // The relay's per-event classification, on the hot path (once per streamed

@@ -15,7 +15,75 @@ void keep_first(nlohmann::json& dst, const nlohmann::json& src, const char* key)
   if (auto it = src.find(key); it != src.end()) dst = *it;
 }
 
+unsigned hex4(std::string_view s) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = s[static_cast<std::size_t>(i)];
+    v = v << 4 | static_cast<unsigned>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+  }
+  return v;
+}
+
+// Appends the decoded text of a JSON string's contents, which a validating
+// scan (inspect_chunk) has already checked: every escape is complete, and a
+// high surrogate is always followed by a low one.
+void append_unescaped(std::string& out, std::string_view s) {
+  for (;;) {
+    const auto bs = s.find('\\');
+    out.append(s.substr(0, bs));
+    if (bs == std::string_view::npos) return;
+    const char e = s[bs + 1];
+    s.remove_prefix(bs + 2);
+    switch (e) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'u': {
+        unsigned cp = hex4(s);
+        s.remove_prefix(4);
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  // "\uD83D\uDE00"
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(s.substr(2)) - 0xDC00);
+          s.remove_prefix(6);
+        }
+        if (cp < 0x80) {
+          out.push_back(static_cast<char>(cp));
+        } else if (cp < 0x800) {
+          out.push_back(static_cast<char>(0xC0 | cp >> 6));
+          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        } else if (cp < 0x10000) {
+          out.push_back(static_cast<char>(0xE0 | cp >> 12));
+          out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
+          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        } else {
+          out.push_back(static_cast<char>(0xF0 | cp >> 18));
+          out.push_back(static_cast<char>(0x80 | (cp >> 12 & 0x3F)));
+          out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
+          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        }
+        break;
+      }
+      default: out.push_back(e); break;  // '"', '\\' and '/'
+    }
+  }
+}
+
 }  // namespace
+
+bool CompletionAssembler::add_plain(std::string_view escaped_content, unsigned meta_keys) {
+  unsigned missing = 0;
+  if (id_.is_null()) missing |= ChatChunk::kMetaId;
+  if (created_.is_null()) missing |= ChatChunk::kMetaCreated;
+  if (model_.is_null()) missing |= ChatChunk::kMetaModel;
+  if (system_fingerprint_.is_null()) missing |= ChatChunk::kMetaSystemFingerprint;
+  if (service_tier_.is_null()) missing |= ChatChunk::kMetaServiceTier;
+  if (meta_keys & missing) return false;
+  Choice& out = choices_[0];
+  if (!out.content) out.content.emplace();
+  append_unescaped(*out.content, escaped_content);
+  return true;
+}
 
 void CompletionAssembler::add(const nlohmann::json& chunk) {
   keep_first(id_, chunk, "id");

@@ -28,6 +28,7 @@
 
 #include "providers/chat_chunk.h"
 #include "providers/json_depth.h"
+#include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -118,6 +119,27 @@ void check_usage(const ChatChunk& c) {
 
 // inspect_chunk scans the text itself and falls back to parse_chunk for
 // anything unusual; either way it must say what parse_chunk says.
+// A plain chunk assembles, unparsed, to exactly what the parsed chunk does:
+// alone (when it carries no metadata) and after a chunk that gave all of it.
+void check_plain(const ChatChunk& c, const ChatChunk& ref) {
+  using llmgate::providers::CompletionAssembler;
+  {
+    CompletionAssembler fast, slow;
+    slow.add(ref.json);
+    const bool took = fast.add_plain(c.content, c.meta_keys);
+    FUZZ_CHECK(took == (c.meta_keys == 0));
+    if (took) FUZZ_CHECK(fast.result() == slow.result());
+  }
+  const json meta = json::parse(
+      R"({"id":"i","created":1,"model":"m","system_fingerprint":"f","service_tier":"t","choices":[]})");
+  CompletionAssembler fast, slow;
+  fast.add(meta);
+  slow.add(meta);
+  slow.add(ref.json);
+  FUZZ_CHECK(fast.add_plain(c.content, c.meta_keys));
+  FUZZ_CHECK(fast.result() == slow.result());
+}
+
 void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
   const ChatChunk c = llmgate::providers::inspect_chunk(data);
   FUZZ_CHECK(c.kind == ref.kind);
@@ -134,6 +156,8 @@ void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
   FUZZ_CHECK(c.error_message == ref.error_message);
   // Its `json` is null, or parse_chunk's when it fell back.
   FUZZ_CHECK(c.json.is_null() || c.json == ref.json);
+  FUZZ_CHECK(!c.plain || c.kind == ChatChunk::Kind::kChunk);
+  if (c.plain) check_plain(c, ref);
 }
 
 void check_chunk(std::string_view data) {
