@@ -90,7 +90,8 @@ void check_accepted(const ChatRequest& r) {
 
   std::string up;
   try {
-    up = llmgate::gateway::upstream_body(r, kUpstreamModel);
+    ChatRequest copy = r;  // upstream_body rewrites the document in place
+    up = llmgate::gateway::upstream_body(copy, kUpstreamModel);
   } catch (const std::exception& e) {
     escaped("upstream_body", e);
   }
