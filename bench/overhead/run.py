@@ -1,0 +1,1399 @@
+#!/usr/bin/env python3
+"""Proxy-overhead benchmark for llmgate.
+
+One command measures the same traffic against (a) a cheap upstream directly,
+(b) nginx in front of it and (c) llmgate in front of it, for non-streamed and
+streamed chat completions, closed loop at 64 connections and open loop at
+fixed rates, with the same CPU pinning for every target: the load generator
+(build/bin/llmgate-loadgen) on one core, the server under test and the
+upstream on the other. It reports throughput, latency percentiles, the latency
+each proxy adds over direct, CPU time per request and RSS, and checks the
+targets. See README.md next to this file.
+
+Python 3.9+ standard library plus PyYAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import datetime as dt
+import fnmatch
+import grp
+import http.client
+import json
+import os
+import platform
+import pwd
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover
+    sys.exit("run.py needs PyYAML (pip install pyyaml, or apt-get install python3-yaml)")
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+HOST = "127.0.0.1"
+PATH = "/v1/chat/completions"
+
+EXIT_OK = 0
+EXIT_SETUP = 3        # a missing binary, nginx not installable, a server that did not start or answer
+EXIT_DIED = 4         # a server under test exited during the run
+EXIT_INTERRUPTED = 130
+
+OTHER_WORK = 0.15     # a core this busy with work not ours gets a note in the table
+NOFILE = 65536        # RLIMIT_NOFILE of every child (servers and load generator)
+
+TARGETS = ("direct", "nginx", "llmgate")
+KINDS = ("nonstream", "stream")
+
+
+class BenchError(Exception):
+    def __init__(self, message: str, code: int = EXIT_SETUP):
+        super().__init__(message)
+        self.code = code
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Child processes. Each gets its CPU set, a raised RLIMIT_NOFILE and
+# PR_SET_PDEATHSIG (SIGTERM when this script dies), in its own session so a
+# Ctrl-C reaches only us; we stop them, by pid (and their own process group,
+# for nginx workers), on every way out.
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover
+    _libc = None
+
+
+def _preexec(cpus: Optional[set[int]]) -> Callable[[], None]:
+    def setup() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:  # raising the hard limit needs CAP_SYS_RESOURCE
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               (NOFILE, hard if hard == resource.RLIM_INFINITY else max(hard, NOFILE)))
+        except (ValueError, OSError):  # else as high as the hard limit allows
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_limit(), hard))
+            except (ValueError, OSError):
+                pass
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    return setup
+
+
+def nofile_limit() -> int:
+    """The RLIMIT_NOFILE a child surely gets: NOFILE, or the hard limit if lower."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return NOFILE if hard == resource.RLIM_INFINITY else min(hard, NOFILE)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    logpath: Path
+
+
+_LIVE: dict[int, Child] = {}
+
+
+class Procs:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.children: dict[str, Child] = {}
+
+    def start(self, name: str, argv: list[str], cpus: Optional[set[int]], env: Optional[dict] = None) -> Child:
+        logpath = self.workdir / f"{name}.log"
+        with open(logpath, "wb") as out:
+            try:
+                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=_preexec(cpus),
+                                     cwd=str(self.workdir), env=env)
+            except OSError as e:
+                raise BenchError(f"cannot start {name} ({argv[0]}): {e}")
+        c = Child(name, p, logpath)
+        self.children[name] = c
+        _LIVE[p.pid] = c
+        return c
+
+    def log_tail(self, name: str, limit: int = 4000) -> str:
+        c = self.children.get(name)
+        if c is None:
+            return ""
+        try:
+            text = c.logpath.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text if len(text) <= limit else "...\n" + text[-limit:]
+
+    def check_alive(self) -> None:
+        for c in self.children.values():
+            if c.proc.poll() is not None:
+                raise BenchError(f"{c.name} exited with status {c.proc.returncode}; its output:\n"
+                                 f"{self.log_tail(c.name)}", EXIT_DIED)
+
+    def stop(self, name: str, timeout: float = 5.0) -> None:
+        c = self.children.pop(name, None)
+        if c is not None:
+            _stop_child(c, timeout)
+
+    def stop_all(self) -> None:
+        for name in list(reversed(self.children)):
+            self.stop(name)
+
+
+def _stop_child(c: Child, timeout: float = 5.0) -> None:
+    p = c.proc
+    if p.poll() is None:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    # The process group is the child's own (start_new_session): whatever it
+    # forked (nginx workers) and left behind goes too.
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _LIVE.pop(p.pid, None)
+
+
+def _kill_leftovers() -> None:
+    for c in list(_LIVE.values()):
+        _stop_child(c, timeout=2.0)
+
+
+atexit.register(_kill_leftovers)
+
+
+def _on_signal(signum, frame):  # SIGTERM/SIGHUP behave like Ctrl-C: unwind, clean up
+    raise KeyboardInterrupt
+
+
+# ---------------------------------------------------------------------------
+# /proc sampling.
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_tree(pid: int) -> list[int]:
+    """pid and its descendants (nginx master and workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{tid}/children").read_text().split()
+                todo += [int(k) for k in kids]
+        except OSError:
+            continue
+    return out
+
+
+def cpu_of(pids: list[int]) -> dict:
+    """CPU time of these processes (all threads): utime+stime from /proc/PID/stat
+    (clock ticks) and the scheduler's run time from /proc/PID/task/*/schedstat
+    (nanoseconds; more precise, None where the kernel has no schedstat)."""
+    ticks, sched_ns = 0, 0
+    have_sched = True
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        except (OSError, ValueError, IndexError):
+            continue
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                sched_ns += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            have_sched = False
+    return {"stat_s": ticks / CLK_TCK, "sched_s": sched_ns / 1e9 if have_sched else None}
+
+
+def cpu_delta(before: dict, after: dict) -> dict:
+    d = {"stat_s": after["stat_s"] - before["stat_s"]}
+    d["sched_s"] = (after["sched_s"] - before["sched_s"]
+                    if after["sched_s"] is not None and before["sched_s"] is not None else None)
+    d["s"] = d["sched_s"] if d["sched_s"] is not None else d["stat_s"]
+    return d
+
+
+def memory_of(pids: list[int]) -> dict:
+    rss = hwm = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    hwm += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return {"rss_mib": rss / 1024, "hwm_mib": hwm / 1024}
+
+
+def core_times() -> dict[int, tuple[int, int]]:
+    """Per CPU: (busy, total) clock ticks from /proc/stat."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        m = re.match(r"cpu(\d+)\s+(.*)", line)
+        if not m:
+            continue
+        v = [int(x) for x in m.group(2).split()]
+        total = sum(v[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        out[int(m.group(1))] = (total - idle, total)
+    return out
+
+
+def core_busy(before: dict, after: dict, cpu: int) -> Optional[float]:
+    if cpu not in before or cpu not in after:
+        return None
+    busy = after[cpu][0] - before[cpu][0]
+    total = after[cpu][1] - before[cpu][1]
+    return busy / total if total > 0 else None
+
+
+# ---------------------------------------------------------------------------
+# Small HTTP helpers (setup checks and counters only; the load is the load generator's).
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def http_request(port: int, method: str, path: str, body: Optional[bytes] = None,
+                 timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        headers = {"Connection": "close"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def wait_until(what: str, check: Callable[[], bool], procs: Procs, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        procs.check_alive()
+        try:
+            if check():
+                return
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            last = e
+        time.sleep(0.05)
+    raise BenchError(f"{what} not ready within {timeout:.0f} s" + (f" (last error: {last})" if last else ""))
+
+
+def read_port_file(path: Path) -> Optional[int]:
+    try:
+        text = path.read_text().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Request and response bodies: realistic OpenAI shapes, a fixed 18-token answer.
+
+UPSTREAM_MODEL = "gpt-4o-mini-2024-07-18"
+PUBLIC_MODEL = "bench"
+ANSWER_TOKENS = ["Sure", "!", " Here", " is", " a", " short", " answer", " to", " your", " question",
+                 ":", " the", " proxy", " adds", " very", " little", " latency", "."]
+assert len(ANSWER_TOKENS) == 18
+PROMPT = "Explain in one sentence what an LLM gateway does."
+_ID = "chatcmpl-AbCdEfGh0123456789bench"
+_CREATED = 1732350000
+_FP = "fp_0ba0d124f1"
+_USAGE = {"prompt_tokens": 17, "completion_tokens": len(ANSWER_TOKENS), "total_tokens": 17 + len(ANSWER_TOKENS),
+          "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+          "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                        "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def chat_completion_json() -> str:
+    return _compact({
+        "id": _ID, "object": "chat.completion", "created": _CREATED, "model": UPSTREAM_MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(ANSWER_TOKENS),
+                                              "refusal": None, "annotations": []},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": _USAGE, "service_tier": "default", "system_fingerprint": _FP})
+
+
+def chat_completion_sse() -> str:
+    """Role chunk, 18 content chunks, finish chunk, usage chunk, [DONE]: 22 events."""
+    def chunk(delta: Optional[dict], finish: Optional[str], usage: Any = None, choices: bool = True) -> str:
+        obj = {"id": _ID, "object": "chat.completion.chunk", "created": _CREATED, "model": UPSTREAM_MODEL,
+               "service_tier": "default", "system_fingerprint": _FP,
+               "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else [],
+               "usage": usage}
+        return f"data: {_compact(obj)}\n\n"
+    events = [chunk({"role": "assistant", "content": "", "refusal": None}, None)]
+    events += [chunk({"content": t}, None) for t in ANSWER_TOKENS]
+    events.append(chunk({}, "stop"))
+    events.append(chunk(None, None, _USAGE, choices=False))
+    events.append("data: [DONE]\n\n")
+    return "".join(events)
+
+
+def request_body(stream: bool) -> bytes:
+    body: dict = {"model": PUBLIC_MODEL,
+                  "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                               {"role": "user", "content": PROMPT}],
+                  "max_tokens": 64, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return _compact(body).encode()
+
+
+# ---------------------------------------------------------------------------
+# nginx: private instances with generated configs, never the system service.
+
+def find_nginx(explicit: Optional[str], install: bool) -> str:
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise BenchError(f"{explicit}: not an executable")
+        return explicit
+    for cand in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    if not install:
+        raise BenchError("nginx is not installed (apt-get install nginx), or pass --nginx PATH")
+    if os.geteuid() != 0:
+        raise BenchError("nginx is not installed and this is not root: apt-get install nginx, then run again")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+
+    def apt(*a: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["apt-get", *a], env=env, capture_output=True, text=True)
+
+    # Debian 12: "nginx" is the server itself (nginx-light only adds the echo module).
+    pkg = None
+    for attempt in range(2):
+        for name in ("nginx", "nginx-light"):
+            if subprocess.run(["apt-cache", "show", name], capture_output=True).returncode == 0:
+                pkg = name
+                break
+        if pkg or attempt:
+            break
+        log("apt-get update (to find nginx) ...")
+        apt("update")
+    if pkg is None:
+        raise BenchError("apt-cache knows no nginx package; install nginx by hand or pass --nginx PATH")
+    log(f"installing {pkg} (apt-get install -y --no-install-recommends {pkg}); its system service is not used ...")
+    r = apt("install", "-y", "--no-install-recommends", pkg)
+    if r.returncode != 0:
+        raise BenchError(f"apt-get install {pkg} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    for cand in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    raise BenchError(f"installed {pkg} but found no nginx binary")
+
+
+def nginx_version(nginx: str) -> str:
+    try:
+        r = subprocess.run([nginx, "-v"], capture_output=True, text=True, timeout=5)
+        return (r.stderr or r.stdout).strip().replace("nginx version: ", "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def nginx_string(s: str) -> str:
+    """A single-quoted nginx config string. The bodies hold no '$' (variables)."""
+    if "$" in s:
+        raise ValueError("nginx strings here may not contain '$'")
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def nginx_return_long(text: str, indent: str) -> str:
+    """`return 200 TEXT` for a text longer than one nginx config token may be
+    (4 KiB): `set` pieces of whole lines, then return their concatenation."""
+    pieces, cur = [], ""
+    for line in text.splitlines(keepends=True):
+        if cur and len(cur) + len(line) > 3000:
+            pieces.append(cur)
+            cur = ""
+        cur += line
+    if cur:
+        pieces.append(cur)
+    if any(len(p) > 3500 for p in pieces):
+        raise ValueError("a line of the body is too long for one nginx config string")
+    out = "".join(f"{indent}set $body{i} {nginx_string(p)};\n" for i, p in enumerate(pieces))
+    return out + f"{indent}return 200 \"" + "".join(f"$body{i}" for i in range(len(pieces))) + "\";\n"
+
+
+def nginx_main(prefix: Path, name: str) -> str:
+    user = ""
+    if os.geteuid() == 0:  # the master runs as root; workers drop to nobody
+        try:
+            nobody = pwd.getpwnam("nobody")
+            user = f"user nobody {grp.getgrgid(nobody.pw_gid).gr_name};\n"
+        except KeyError:
+            user = ""
+    tmp = prefix / f"{name}-tmp"
+    return (f"# generated by bench/overhead/run.py\n"
+            f"daemon off;\nmaster_process on;\nworker_processes 1;\n{user}"
+            f"pid {prefix}/{name}.pid;\nerror_log stderr warn;\nworker_rlimit_nofile {nofile_limit()};\n"
+            f"events {{\n    worker_connections {max(1024, min(16384, nofile_limit() - 64))};\n}}\n"
+            f"http {{\n"
+            f"    access_log off;\n"
+            f"    client_body_temp_path {tmp}/body;\n    proxy_temp_path {tmp}/proxy;\n"
+            f"    fastcgi_temp_path {tmp}/fastcgi;\n    uwsgi_temp_path {tmp}/uwsgi;\n    scgi_temp_path {tmp}/scgi;\n"
+            f"    # nginx closes a client connection after 1000 requests by default: not here\n"
+            f"    keepalive_requests 1000000;\n    keepalive_timeout 300s;\n"
+            f"    types {{ }}\n")
+
+
+def upstream_nginx_conf(prefix: Path, json_port: int, sse_port: int, status_port: int) -> str:
+    return (nginx_main(prefix, "upstream") +
+            f"    # a fixed chat.completion for any request\n"
+            f"    server {{\n        listen {HOST}:{json_port};\n"
+            f"        default_type application/json;\n"
+            f"        location / {{\n            return 200 {nginx_string(chat_completion_json())};\n        }}\n    }}\n"
+            f"    # a fixed chat.completion.chunk stream for any request\n"
+            f"    server {{\n        listen {HOST}:{sse_port};\n"
+            f"        default_type text/event-stream;\n"
+            f"        location / {{\n            add_header Cache-Control no-cache;\n"
+            f"{nginx_return_long(chat_completion_sse(), '            ')}        }}\n    }}\n"
+            f"    # connection and request counters (stub_status)\n"
+            f"    server {{\n        listen {HOST}:{status_port};\n"
+            f"        location / {{\n            stub_status;\n        }}\n    }}\n"
+            f"}}\n")
+
+
+def proxy_nginx_conf(prefix: Path, routes: list[tuple[int, int]]) -> str:
+    """routes: (listen port, upstream port)."""
+    text = nginx_main(prefix, "proxy")
+    for listen, up in routes:
+        text += (f"    upstream up_{up} {{\n        server {HOST}:{up};\n        keepalive 64;\n"
+                 f"        keepalive_requests 1000000;\n        keepalive_timeout 300s;\n    }}\n"
+                 f"    server {{\n        listen {HOST}:{listen};\n"
+                 f"        location / {{\n            proxy_pass http://up_{up};\n"
+                 f"            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n"
+                 f"            proxy_buffering off;\n        }}\n    }}\n")
+    return text + "}\n"
+
+
+def start_nginx(procs: Procs, nginx: str, name: str, conf: str, workdir: Path, cpus: set[int]) -> Child:
+    path = workdir / f"{name}.conf"
+    path.write_text(conf)
+    (workdir / f"{name}-tmp").mkdir(exist_ok=True)
+    r = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BenchError(f"nginx rejected the generated {path}:\n{r.stderr.strip()}\n--- config ---\n{conf}")
+    return procs.start(name, [nginx, "-p", str(workdir), "-c", str(path)], cpus)
+
+
+def stub_status(port: int) -> dict[str, int]:
+    """nginx's counters, the asking connection and request included:
+    accepts, requests, reading, writing."""
+    status, _, body = http_request(port, "GET", "/")
+    if status != 200:
+        raise BenchError(f"stub_status on port {port} answered {status}")
+    text = body.decode()
+    nums = text.splitlines()[2].split()
+    rw = dict(re.findall(r"(Reading|Writing|Waiting): (\d+)", text))
+    return {"accepts": int(nums[0]), "requests": int(nums[2]), "reading": int(rw.get("Reading", 0)),
+            "writing": int(rw.get("Writing", 0))}
+
+
+# ---------------------------------------------------------------------------
+# llmgate and llmgate-sim.
+
+def llmgate_config(upstream_port: int, workers: int, pool: int) -> dict:
+    return {
+        "server": {"listeners": [{"address": HOST, "port": 0}], "workers": workers},
+        "providers": [{"name": "upstream", "base_url": f"http://{HOST}:{upstream_port}/v1",
+                       "pool": {"max_connections": pool, "idle_timeout": "300s"}}],
+        "models": [{"name": PUBLIC_MODEL, "deployments": [{"provider": "upstream", "model": UPSTREAM_MODEL}]}],
+    }
+
+
+def start_llmgate(procs: Procs, binary: Path, name: str, cfg: dict, workdir: Path, cpus: set[int],
+                  log_level: str) -> tuple[Child, int]:
+    cfg_path = workdir / f"{name}.yaml"
+    cfg_path.write_text("# generated by bench/overhead/run.py\n" + yaml.safe_dump(cfg, sort_keys=False))
+    port_file = workdir / f"{name}.port"
+    child = procs.start(name, [str(binary), "--config", str(cfg_path), "--port-file", str(port_file),
+                               "--log-level", log_level, "--watch-interval", "0"], cpus)
+    port: Optional[int] = None
+
+    def ready() -> bool:
+        nonlocal port
+        port = port or read_port_file(port_file)
+        return port is not None and http_request(port, "GET", "/readyz")[0] == 200
+
+    try:
+        wait_until(f"{name} (/readyz)", ready, procs)
+    except BenchError as e:
+        raise BenchError(f"{e}\n--- {cfg_path} ---\n{cfg_path.read_text()}--- {name} output ---\n"
+                         f"{procs.log_tail(name)}", e.code)
+    assert port is not None
+    return child, port
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """'name{labels}' -> value (labels as written)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def llmgate_metrics(port: int) -> dict[str, float]:
+    status, _, body = http_request(port, "GET", "/metrics")
+    return parse_prometheus(body.decode(errors="replace")) if status == 200 else {}
+
+
+def metric_sum(m: dict[str, float], name: str, **labels: str) -> float:
+    total = 0.0
+    for k, v in m.items():
+        base, _, lab = k.partition("{")
+        if base != name:
+            continue
+        if all(f'{lk}="{lv}"' in lab for lk, lv in labels.items()):
+            total += v
+    return total
+
+
+def metric_labels(m: dict[str, float], name: str, label: str) -> set[str]:
+    out = set()
+    for k in m:
+        base, _, lab = k.partition("{")
+        if base == name:
+            mm = re.search(label + r'="([^"]*)"', lab)
+            if mm:
+                out.add(mm.group(1))
+    return out
+
+
+def start_sim(procs: Procs, binary: Path, workdir: Path, cpus: set[int], tps: float) -> tuple[Child, int, dict]:
+    profile = {"ttft_ms": 0, "tps": tps, "output_tokens": len(ANSWER_TOKENS)}
+    prof_path = workdir / "sim-profiles.json"
+    prof_path.write_text(json.dumps({"default": profile}))
+    port_file = workdir / "sim.port"
+    child = procs.start("sim", [str(binary), "--listen", f"{HOST}:0", "--threads", "1", "--profiles",
+                                str(prof_path), "--port-file", str(port_file)], cpus)
+    port: Optional[int] = None
+
+    def ready() -> bool:
+        nonlocal port
+        port = port or read_port_file(port_file)
+        return port is not None and http_request(port, "GET", "/healthz")[0] == 200
+
+    wait_until("llmgate-sim", ready, procs)
+    assert port is not None
+    return child, port, profile
+
+
+def sim_stats(port: int) -> dict:
+    """/admin/stats; the asking connection is among connections_accepted."""
+    status, _, body = http_request(port, "GET", "/admin/stats")
+    if status != 200:
+        raise BenchError(f"llmgate-sim /admin/stats answered {status}")
+    return json.loads(body)
+
+
+# ---------------------------------------------------------------------------
+# One upstream group: the upstream, nginx in front of it, llmgate in front of it.
+
+@dataclass
+class Group:
+    name: str                      # "static" | "sim"
+    description: str
+    urls: dict[tuple[str, str], int] = field(default_factory=dict)   # (target, kind) -> port
+    pids: dict[str, Callable[[], list[int]]] = field(default_factory=dict)  # "upstream"/"nginx"/"llmgate"
+    counters: Optional[Callable[[], tuple[int, int]]] = None  # upstream (accepts, requests), minus our own ask
+    in_flight: Optional[Callable[[], int]] = None  # requests the upstream is answering now
+    llmgate_port: int = 0
+    llmgate_config: dict = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def verify_target(port: int, kind: str, what: str) -> None:
+    """One request before measuring: 200, and a whole answer of the right shape."""
+    status, headers, body = http_request(port, "POST", PATH, request_body(kind == "stream"))
+    if status != 200:
+        raise BenchError(f"{what}: a {kind} request answered {status}: {body[:500]!r}")
+    ctype = headers.get("content-type", "")
+    text = body.decode(errors="replace")
+    if kind == "stream":
+        if not ctype.startswith("text/event-stream") or "data: [DONE]" not in text or '"content":"' not in text:
+            raise BenchError(f"{what}: a stream request got {ctype!r}, not a whole event stream: {text[:500]!r}")
+    else:
+        try:
+            obj = json.loads(body)
+            content = obj["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise BenchError(f"{what}: a non-stream request got no chat.completion: {text[:500]!r}")
+        if not content:
+            raise BenchError(f"{what}: a non-stream request got an empty answer")
+
+
+def setup_static(procs: Procs, args, workdir: Path) -> Group:
+    g = Group("static", "nginx answering every request with a fixed chat.completion (JSON port) or a fixed "
+                        f"22-event chat.completion.chunk stream (SSE port), from memory (`return 200 '...'`)")
+    jp, sp, st = free_port(), free_port(), free_port()
+    conf = upstream_nginx_conf(workdir, jp, sp, st)
+    up = start_nginx(procs, args.nginx, "upstream", conf, workdir, {args.server_cpu})
+    wait_until("upstream nginx", lambda: stub_status(st)["requests"] > 0, procs)
+    g.configs["upstream nginx"] = conf
+    pj, ps = free_port(), free_port()
+    conf = proxy_nginx_conf(workdir, [(pj, jp), (ps, sp)])
+    px = start_nginx(procs, args.nginx, "proxy", conf, workdir, {args.server_cpu})
+    g.configs["nginx proxy"] = conf
+    # llmgate always asks its upstream for a stream (and assembles JSON for
+    # non-stream clients itself): its provider is the SSE port for both kinds.
+    cfg = llmgate_config(sp, args.llmgate_workers, args.llmgate_pool)
+    lg, lport = start_llmgate(procs, args.gateway, "llmgate", cfg, workdir, {args.server_cpu}, args.llmgate_log_level)
+    g.llmgate_config, g.llmgate_port = cfg, lport
+    g.urls = {("direct", "nonstream"): jp, ("direct", "stream"): sp,
+              ("nginx", "nonstream"): pj, ("nginx", "stream"): ps,
+              ("llmgate", "nonstream"): lport, ("llmgate", "stream"): lport}
+    wait_until("nginx proxy", lambda: http_request(pj, "POST", PATH, request_body(False))[0] == 200, procs)
+    g.pids = {"upstream": lambda: proc_tree(up.proc.pid), "nginx": lambda: proc_tree(px.proc.pid),
+              "llmgate": lambda: [lg.proc.pid]}
+
+    def counters() -> tuple[int, int]:
+        s = stub_status(st)
+        return s["accepts"] - 1, s["requests"] - 1  # without this ask
+    g.counters = counters
+    g.in_flight = lambda: (lambda s: s["reading"] + s["writing"] - 1)(stub_status(st))
+    return g
+
+
+def setup_sim(procs: Procs, args, workdir: Path) -> Group:
+    sim, sport, profile = start_sim(procs, args.sim, workdir, {args.server_cpu}, args.sim_tps)
+    g = Group("sim", f"llmgate-sim, one thread, profile `{_compact(profile)}` (streams are chunked, one HTTP "
+                     f"chunk per event; non-stream answers are one JSON body)")
+    pp = free_port()
+    conf = proxy_nginx_conf(workdir, [(pp, sport)])
+    px = start_nginx(procs, args.nginx, "proxy", conf, workdir, {args.server_cpu})
+    g.configs["nginx proxy"] = conf
+    cfg = llmgate_config(sport, args.llmgate_workers, args.llmgate_pool)
+    lg, lport = start_llmgate(procs, args.gateway, "llmgate", cfg, workdir, {args.server_cpu}, args.llmgate_log_level)
+    g.llmgate_config, g.llmgate_port = cfg, lport
+    g.urls = {(t, k): p for k in KINDS for t, p in (("direct", sport), ("nginx", pp), ("llmgate", lport))}
+    wait_until("nginx proxy", lambda: http_request(pp, "POST", PATH, request_body(False))[0] == 200, procs)
+    g.pids = {"upstream": lambda: [sim.proc.pid], "nginx": lambda: proc_tree(px.proc.pid),
+              "llmgate": lambda: [lg.proc.pid]}
+
+    def counters() -> tuple[int, int]:
+        s = sim_stats(sport)
+        return int(s["connections_accepted"]) - 1, int(s["requests"])
+    g.counters = counters
+    g.in_flight = lambda: int(sim_stats(sport)["in_flight"])
+    return g
+
+
+# ---------------------------------------------------------------------------
+# Load points.
+
+@dataclass(frozen=True)
+class Load:
+    id: str                 # "closed64", "rate500"
+    label: str              # "closed 64", "500/s"
+    connections: Optional[int] = None
+    rate: Optional[float] = None
+
+    def flags(self) -> list[str]:
+        if self.rate is not None:
+            return ["--rate", f"{self.rate:g}"] + (["--connections", str(self.connections)] if self.connections else [])
+        return ["--connections", str(self.connections)]
+
+
+def make_loads(connections: int, rates: list[float], open_connections: Optional[int]) -> list[Load]:
+    loads = [Load(f"closed{connections}", f"closed {connections}", connections=connections)]
+    for r in rates:
+        loads.append(Load(f"rate{r:g}", f"{r:g}/s", connections=open_connections, rate=r))
+    return loads
+
+
+@dataclass
+class Point:
+    group: str
+    kind: str
+    load: Load
+    target: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.group}/{self.kind}/{self.target}/{self.load.id}"
+
+
+def settle(g: Group, procs: Procs, timeout: float = 30.0) -> Optional[str]:
+    """Wait until the upstream and llmgate answer nothing (what an overloaded
+    point left queued), so that it does not spill into the next point."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs.check_alive()
+        up = g.in_flight() if g.in_flight else 0
+        gw = int(metric_sum(llmgate_metrics(g.llmgate_port), "llmgate_requests_in_flight"))
+        if up <= 0 and gw <= 0:
+            return None
+        if time.monotonic() > deadline:
+            return f"still busy {timeout:.0f} s after the previous point (upstream {up}, llmgate {gw} in flight)"
+        time.sleep(0.1)
+
+
+def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
+    port = g.urls[(pt.target, pt.kind)]
+    body_file = workdir / f"body-{pt.kind}.json"
+    out_json = workdir / "points" / (pt.id.replace("/", "_") + ".json")
+    out_json.parent.mkdir(exist_ok=True)
+    out_json.unlink(missing_ok=True)
+    argv = [str(args.loadgen), "--url", f"http://{HOST}:{port}{PATH}", "--body-file", str(body_file),
+            *pt.load.flags(), "--duration", f"{args.duration:g}", "--warmup", f"{args.warmup:g}",
+            "--cpu", str(args.loadgen_cpu), "--json", str(out_json)]
+    server_pids = {role: fn() for role, fn in g.pids.items()}
+    measured = ["upstream"] + ([pt.target] if pt.target != "direct" else [])
+    unsettled = settle(g, procs)
+    c0 = g.counters()
+    m0 = llmgate_metrics(g.llmgate_port) if pt.target == "llmgate" else {}
+    cpu0 = {r: cpu_of(server_pids[r]) for r in measured}
+    cores0 = core_times()
+    t0 = time.monotonic()
+    timeout = args.warmup + args.duration + 90
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           preexec_fn=_preexec({args.loadgen_cpu}))
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{pt.id}: the load generator did not finish within {timeout:.0f} s")
+    wall = time.monotonic() - t0
+    cores1 = core_times()
+    cpu1 = {r: cpu_of(g.pids[r]()) for r in measured}
+    mem = {r: memory_of(g.pids[r]()) for r in measured}
+    m1 = llmgate_metrics(g.llmgate_port) if pt.target == "llmgate" else {}
+    c1 = g.counters()
+    procs.check_alive()
+    res: dict = {"id": pt.id, "group": pt.group, "kind": pt.kind, "target": pt.target, "load": pt.load.id,
+                 "load_label": pt.load.label, "command": argv, "wall_s": wall, "exit_status": r.returncode,
+                 "loadgen_stdout": r.stdout[-4000:], "loadgen_stderr": r.stderr[-4000:]}
+    if unsettled:
+        res["unsettled"] = unsettled
+        log(f"    warning: {unsettled}")
+    try:
+        res["loadgen"] = json.loads(out_json.read_text())
+    except (OSError, ValueError) as e:
+        res["loadgen"] = None
+        res["failure"] = f"no JSON from the load generator ({e}); exit status {r.returncode}: {r.stderr.strip()[-500:]}"
+    up_requests = c1[1] - c0[1]
+    res["upstream_requests"] = up_requests
+    res["upstream_connections"] = c1[0] - c0[0]
+    res["cpu"] = {}
+    for role in measured:
+        d = cpu_delta(cpu0[role], cpu1[role])
+        d["us_per_request"] = 1e6 * d["s"] / up_requests if up_requests > 0 else None
+        res["cpu"][role] = d
+    res["memory"] = mem
+    res["core_busy"] = {"loadgen": core_busy(cores0, cores1, args.loadgen_cpu),
+                        "server": core_busy(cores0, cores1, args.server_cpu)}
+    # Shares of each core used by what we started, and by anything else
+    # (other processes; also the kernel's softirq work, which no process is billed for).
+    lg_cpu = (res["loadgen"] or {}).get("loadgen_cpu_s")
+    res["loadgen_cpu_share"] = lg_cpu / wall if lg_cpu is not None and wall > 0 else None
+    ours = sum(d["s"] for d in res["cpu"].values()) / wall if wall > 0 else None
+    res["other_share"] = {
+        "loadgen": (res["core_busy"]["loadgen"] - res["loadgen_cpu_share"]
+                    if res["core_busy"]["loadgen"] is not None and res["loadgen_cpu_share"] is not None else None),
+        "server": (res["core_busy"]["server"] - ours
+                   if res["core_busy"]["server"] is not None and ours is not None else None)}
+    if pt.target == "llmgate":
+        res["llmgate_metrics"] = llmgate_delta(m0, m1)
+    return res
+
+
+def llmgate_delta(m0: dict, m1: dict) -> dict:
+    d: dict = {"requests": {}, "attempts": {}, "overhead_us": {}}
+    for o in metric_labels(m1, "llmgate_requests_total", "outcome"):
+        n = metric_sum(m1, "llmgate_requests_total", outcome=o) - metric_sum(m0, "llmgate_requests_total", outcome=o)
+        if n:
+            d["requests"][o] = int(n)
+    for o in metric_labels(m1, "llmgate_upstream_attempts_total", "outcome"):
+        n = (metric_sum(m1, "llmgate_upstream_attempts_total", outcome=o)
+             - metric_sum(m0, "llmgate_upstream_attempts_total", outcome=o))
+        if n:
+            d["attempts"][o] = int(n)
+    for phase in ("admission", "first_token"):
+        s = (metric_sum(m1, "llmgate_gateway_overhead_seconds_sum", phase=phase)
+             - metric_sum(m0, "llmgate_gateway_overhead_seconds_sum", phase=phase))
+        n = (metric_sum(m1, "llmgate_gateway_overhead_seconds_count", phase=phase)
+             - metric_sum(m0, "llmgate_gateway_overhead_seconds_count", phase=phase))
+        d["overhead_us"][phase] = {"mean": 1e6 * s / n if n else None, "count": int(n)}
+    # Requests llmgate wrote upstream, by whether the pooled connection was reused.
+    for conn in ("new", "reused"):
+        d.setdefault("upstream_requests", {})[conn] = int(
+            metric_sum(m1, "llmgate_upstream_requests_total", connection=conn)
+            - metric_sum(m0, "llmgate_upstream_requests_total", connection=conn))
+    return d
+
+
+# ---------------------------------------------------------------------------
+# Derived numbers.
+
+def lat(res: Optional[dict], series: str, pct: str) -> Optional[float]:
+    if not res or not res.get("loadgen"):
+        return None
+    s = (res["loadgen"].get("latency_us") or {}).get(series) or {}
+    if not s.get("count"):
+        return None
+    v = s.get(pct)
+    return float(v) if v is not None else None
+
+
+def rate_of(res: Optional[dict]) -> Optional[float]:
+    if not res or not res.get("loadgen"):
+        return None
+    v = res["loadgen"].get("rate")
+    return float(v) if v is not None else None
+
+
+def add_derived(results: list[dict]) -> None:
+    by = {(r["group"], r["kind"], r["load"], r["target"]): r for r in results}
+    for r in results:
+        if r["target"] == "direct":
+            continue
+        base = by.get((r["group"], r["kind"], r["load"], "direct"))
+        added: dict = {}
+        for series in ("total", "ttft", "ttfb"):
+            for pct in ("p50", "p90", "p99", "p999"):
+                a, b = lat(r, series, pct), lat(base, series, pct)
+                added[f"{series}_{pct}"] = None if a is None or b is None else a - b
+        r["added_us"] = added
+
+
+def fmt_us(v: Optional[float]) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def fmt_added(v: Optional[float]) -> str:
+    return "—" if v is None else f"{v:+,.0f}"
+
+
+def fmt_num(v: Optional[float], digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def fmt_pct(v: Optional[float]) -> str:
+    return "—" if v is None else f"{100 * v:.0f}%"
+
+
+def reuse(r: dict) -> Optional[float]:
+    """Share of upstream requests sent on a reused connection. For llmgate,
+    from its own llmgate_upstream_requests_total{connection="new"|"reused"}
+    (delta over the point: reused / total); for nginx and direct (and an
+    llmgate without that metric), 1 − connections the upstream accepted /
+    requests it served."""
+    ur = (r.get("llmgate_metrics") or {}).get("upstream_requests") or {}
+    total = ur.get("new", 0) + ur.get("reused", 0)
+    if total > 0:
+        return ur.get("reused", 0) / total
+    n, c = r.get("upstream_requests") or 0, r.get("upstream_connections")
+    if n <= 0 or c is None:
+        return None
+    return max(0.0, 1 - c / n)
+
+
+def row_notes(r: dict, args) -> list[str]:
+    notes = []
+    lg = r.get("loadgen")
+    if r.get("failure"):
+        notes.append("FAILED")
+    if r.get("unsettled"):
+        notes.append("previous point not drained")
+    if lg and not lg.get("requests"):
+        notes.append("no request completed")
+    if lg:
+        tr = lg.get("target_rate")
+        if tr and lg.get("rate") is not None and lg["rate"] < 0.95 * tr:
+            notes.append("behind")
+        if lg.get("errors"):
+            notes.append("errors")
+    share = r.get("loadgen_cpu_share")
+    if share is not None and share > 0.9 and r["load"].startswith("closed"):
+        notes.append("loadgen-bound")
+    other = r.get("other_share") or {}
+    for core in ("loadgen", "server"):
+        if other.get(core) is not None and other[core] > OTHER_WORK:
+            notes.append(f"{core} core {100 * other[core]:.0f}% other work")
+    return notes
+
+
+def kind_table(results: list[dict], group: str, kind: str, loads: list[Load], args) -> list[str]:
+    stream = kind == "stream"
+    head = ["target", "load", "req/s", "errors", "p50", "p90", "p99", "p99.9", "added p50", "added p99"]
+    if stream:
+        head += ["TTFT p50", "TTFT p99", "added TTFT p99"]
+    head += ["proxy CPU µs/req", "upstream CPU µs/req", "proxy RSS MiB", "server core", "upstream reuse", "notes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 or h == "notes" else "---:"
+                                                           for i, h in enumerate(head)) + "|"]
+    by = {(r["load"], r["target"]): r for r in results if r["group"] == group and r["kind"] == kind}
+    for load in loads:
+        for target in TARGETS:
+            r = by.get((load.id, target))
+            if r is None:
+                continue
+            lg = r.get("loadgen") or {}
+            added = r.get("added_us") or {}
+            proxy_cpu = r["cpu"].get(target, {}).get("us_per_request") if target != "direct" else None
+            up_cpu = r["cpu"]["upstream"].get("us_per_request")
+            rss = r["memory"][target]["rss_mib"] if target != "direct" else r["memory"]["upstream"]["rss_mib"]
+            cells = [target, load.label, fmt_num(lg.get("rate")),
+                     str(lg.get("errors", "—")) if lg else "—",
+                     fmt_us(lat(r, "total", "p50")), fmt_us(lat(r, "total", "p90")),
+                     fmt_us(lat(r, "total", "p99")), fmt_us(lat(r, "total", "p999")),
+                     fmt_added(added.get("total_p50")) if target != "direct" else "",
+                     fmt_added(added.get("total_p99")) if target != "direct" else ""]
+            if stream:
+                cells += [fmt_us(lat(r, "ttft", "p50")), fmt_us(lat(r, "ttft", "p99")),
+                          fmt_added(added.get("ttft_p99")) if target != "direct" else ""]
+            cells += [fmt_num(proxy_cpu) if target != "direct" else "", fmt_num(up_cpu),
+                      (fmt_num(rss) + ("" if target != "direct" else " (upstream)")),
+                      fmt_pct(r["core_busy"].get("server")), fmt_pct(reuse(r)),
+                      ", ".join(row_notes(r, args))]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def find(results: list[dict], group: str, kind: str, load: str, target: str) -> Optional[dict]:
+    for r in results:
+        if (r["group"], r["kind"], r["load"], r["target"]) == (group, kind, load, target):
+            return r
+    return None
+
+
+def target_checks(results: list[dict], closed: str, rate_load: str) -> list[tuple[str, str, str, str]]:
+    """(check, value, target, PASS/MISS/SKIP) on the static upstream."""
+    out = []
+
+    def ratio_check(kind: str, limit: float):
+        name = f"{kind} closed-loop throughput, llmgate / nginx"
+        a = rate_of(find(results, "static", kind, closed, "llmgate"))
+        b = rate_of(find(results, "static", kind, closed, "nginx"))
+        if a is None or not b:
+            out.append((name, "—", f"≥ {limit}", "SKIP"))
+            return
+        v = a / b
+        out.append((name, f"{v:.2f} ({a:,.0f} / {b:,.0f} req/s)", f"≥ {limit}", "PASS" if v >= limit else "MISS"))
+
+    ratio_check("nonstream", 0.8)
+    ratio_check("stream", 0.7)
+    for kind in KINDS:
+        lr = find(results, "static", kind, rate_load, "llmgate")
+        nr = find(results, "static", kind, rate_load, "nginx")
+        la = (lr or {}).get("added_us") or {}
+        na = (nr or {}).get("added_us") or {}
+        name = f"{kind} at {rate_load.replace('rate', '')}/s: llmgate added p50 − nginx added p50"
+        a, b = la.get("total_p50"), na.get("total_p50")
+        if a is None or b is None:
+            out.append((name, "—", "≤ 50 µs", "SKIP"))
+        else:
+            out.append((name, f"{a - b:+,.0f} µs ({a:+,.0f} vs {b:+,.0f})", "≤ 50 µs", "PASS" if a - b <= 50 else "MISS"))
+        name = f"{kind} at {rate_load.replace('rate', '')}/s: llmgate added p99 / nginx added p99"
+        a, b = la.get("total_p99"), na.get("total_p99")
+        if a is None or b is None:
+            out.append((name, "—", "≤ 2", "SKIP"))
+        elif b <= 0:
+            out.append((name, f"n/a: nginx adds {b:+,.0f} µs (llmgate {a:+,.0f} µs)", "≤ 2",
+                        "PASS" if a <= 0 else "SKIP"))
+        else:
+            v = a / b
+            out.append((name, f"{v:.2f} ({a:+,.0f} / {b:+,.0f} µs)", "≤ 2", "PASS" if v <= 2 else "MISS"))
+    lr = find(results, "static", "stream", rate_load, "llmgate")
+    a = ((lr or {}).get("added_us") or {}).get("ttft_p99")
+    name = f"stream at {rate_load.replace('rate', '')}/s: llmgate added TTFT p99"
+    if a is None:
+        out.append((name, "—", "≤ 200 µs", "SKIP"))
+    else:
+        out.append((name, f"{a:+,.0f} µs", "≤ 200 µs", "PASS" if a <= 200 else "MISS"))
+    return out
+
+
+def llmgate_table(results: list[dict]) -> list[str]:
+    lines = ["| point | client requests | upstream attempts | admission overhead mean µs | first-token overhead "
+             "mean µs | upstream connections opened / requests (llmgate) | same for nginx |",
+             "|---|---|---|---:|---:|---|---|"]
+    for r in results:
+        if r["target"] != "llmgate":
+            continue
+        m = r.get("llmgate_metrics") or {}
+        ov = m.get("overhead_us", {})
+        ng = find(results, r["group"], r["kind"], r["load"], "nginx")
+        ngx = f"{ng['upstream_connections']} / {ng['upstream_requests']}" if ng else "—"
+        lines.append("| " + " | ".join([
+            f"{r['group']} {r['kind']} {r['load_label']}",
+            ", ".join(f"{k} {v}" for k, v in sorted(m.get("requests", {}).items())) or "—",
+            ", ".join(f"{k} {v}" for k, v in sorted(m.get("attempts", {}).items())) or "—",
+            fmt_num((ov.get("admission") or {}).get("mean")), fmt_num((ov.get("first_token") or {}).get("mean")),
+            f"{r['upstream_connections']} / {r['upstream_requests']}", ngx]) + " |")
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# Machine.
+
+def lscpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def git_info() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return f"{rev}{' (uncommitted changes)' if dirty else ''}" if rev else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def mtime(path: Path) -> str:
+    try:
+        return dt.datetime.fromtimestamp(path.stat().st_mtime).astimezone().isoformat(timespec="minutes")
+    except OSError:
+        return "?"
+
+
+def idle_check(cpus: list[int], seconds: float = 1.0) -> dict[int, Optional[float]]:
+    a = core_times()
+    time.sleep(seconds)
+    b = core_times()
+    return {c: core_busy(a, b, c) for c in cpus}
+
+
+# ---------------------------------------------------------------------------
+# Main.
+
+def parse_args(argv: list[str]):
+    ap = argparse.ArgumentParser(
+        description="Proxy-overhead benchmark: upstream direct vs nginx vs llmgate (see bench/overhead/README.md).")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 s per point, 0.5 s warmup")
+    ap.add_argument("--duration", type=float, help="measured seconds per point (default 10; 2 with --quick)")
+    ap.add_argument("--warmup", type=float, help="warmup seconds per point, discarded (default 1; 0.5 with --quick)")
+    ap.add_argument("--only", help="comma-separated globs over point ids GROUP/KIND/TARGET/LOAD, e.g. "
+                                   "'static/stream/*/*,*/*/*/closed64' (a proxy point brings its direct baseline)")
+    ap.add_argument("--groups", default="static,sim", help="upstream groups to run: static, sim (default both)")
+    ap.add_argument("--sim-loads", default="closed",
+                    help="load points for the llmgate-sim upstream: 'closed' (default), 'all', or load ids")
+    ap.add_argument("--connections", type=int, default=64, help="closed-loop connections (default 64)")
+    ap.add_argument("--rates", default="500,5000", help="open-loop rates, req/s (default 500,5000)")
+    ap.add_argument("--open-connections", type=int,
+                    help="open loop: most connections the load generator opens (default: its own, 1024)")
+    ap.add_argument("--loadgen-cpu", type=int, default=0, help="CPU of the load generator (default 0)")
+    ap.add_argument("--server-cpu", type=int, default=1, help="CPU of every server process (default 1)")
+    ap.add_argument("--llmgate-workers", type=int, default=1, help="llmgate server.workers (default 1)")
+    ap.add_argument("--llmgate-pool", type=int, default=1024,
+                    help="llmgate providers[].pool.max_connections (default 1024: nginx has no cap either)")
+    ap.add_argument("--llmgate-log-level", default="warn", choices=["debug", "info", "warn", "error"],
+                    help="default warn: no per-request log line, as nginx runs with access_log off")
+    ap.add_argument("--sim-tps", type=float, default=1e6, help="llmgate-sim output tokens/s (default 1e6)")
+    ap.add_argument("--cooldown", type=float, default=0.5, help="pause between points, s (default 0.5)")
+    ap.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
+    ap.add_argument("--loadgen", help="default BIN_DIR/llmgate-loadgen")
+    ap.add_argument("--gateway", help="default BIN_DIR/llmgate")
+    ap.add_argument("--sim", help="default BIN_DIR/llmgate-sim")
+    ap.add_argument("--nginx", help="nginx binary (default: the installed one; installed with apt-get if missing)")
+    ap.add_argument("--no-install", action="store_true", help="never apt-get install nginx")
+    ap.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/overhead/results)")
+    ap.add_argument("--keep-tmp", action="store_true", help="keep the temporary directory (configs, logs, raw loadgen JSON)")
+    ap.add_argument("--list", action="store_true", help="print the point ids this command would run, then exit")
+    args = ap.parse_args(argv)
+    if args.duration is None:
+        args.duration = 2.0 if args.quick else 10.0
+    if args.warmup is None:
+        args.warmup = 0.5 if args.quick else 1.0
+    return args
+
+
+def plan(args, loads: list[Load]) -> list[Point]:
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    for g in groups:
+        if g not in ("static", "sim"):
+            raise BenchError(f"--groups: unknown group {g!r} (static, sim)")
+    if args.sim_loads == "all":
+        sim_loads = loads
+    elif args.sim_loads == "closed":
+        sim_loads = [l for l in loads if l.rate is None]
+    else:
+        ids = {x.strip() for x in args.sim_loads.split(",")}
+        sim_loads = [l for l in loads if l.id in ids]
+        if len(sim_loads) != len(ids):
+            raise BenchError(f"--sim-loads: known load ids are {[l.id for l in loads]}")
+    points = []
+    for g in groups:
+        for kind in KINDS:
+            for load in (loads if g == "static" else sim_loads):
+                for target in TARGETS:  # interleaved: the three targets of a point run back to back
+                    points.append(Point(g, kind, load, target))
+    if args.only:
+        globs = [x.strip() for x in args.only.split(",") if x.strip()]
+        chosen = {p.id for p in points if any(fnmatch.fnmatchcase(p.id, gl) for gl in globs)}
+        for p in points:
+            if p.id in chosen and p.target != "direct":
+                chosen.add(Point(p.group, p.kind, p.load, "direct").id)
+        points = [p for p in points if p.id in chosen]
+        if not points:
+            raise BenchError(f"--only {args.only!r} matches no point; ids look like static/stream/llmgate/rate500")
+    return points
+
+
+def run(args, command: str) -> int:
+    ncpu = os.cpu_count() or 1
+    for c in (args.loadgen_cpu, args.server_cpu):
+        if c >= ncpu:
+            raise BenchError(f"CPU {c} does not exist ({ncpu} CPUs)")
+    if args.loadgen_cpu == args.server_cpu:
+        log("warning: the load generator and the servers share a CPU")
+    rates = [float(x) for x in args.rates.split(",") if x.strip()]
+    loads = make_loads(args.connections, rates, args.open_connections)
+    points = plan(args, loads)
+    if args.list:
+        print("\n".join(p.id for p in points))
+        per = args.warmup + args.duration + args.cooldown + 0.5
+        log(f"{len(points)} points, about {len(points) * per / 60:.1f} min")
+        return EXIT_OK
+    bin_dir = Path(args.bin_dir)
+    args.loadgen = Path(args.loadgen or bin_dir / "llmgate-loadgen").resolve()
+    args.gateway = Path(args.gateway or bin_dir / "llmgate").resolve()
+    args.sim = Path(args.sim or bin_dir / "llmgate-sim").resolve()
+    for b in (args.loadgen, args.gateway, args.sim):
+        if not os.access(b, os.X_OK):
+            raise BenchError(f"{b}: not an executable (build it, or pass --bin-dir / --loadgen / --gateway / --sim)")
+    args.nginx = find_nginx(args.nginx, not args.no_install)
+
+    # This script itself stays off the server core.
+    try:
+        os.sched_setaffinity(0, {args.loadgen_cpu})
+    except OSError:
+        pass
+
+    now = dt.datetime.now().astimezone()
+    stamp = now.strftime("%Y-%m-%d_%H%M%S")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md_path, json_path = out_dir / f"{stamp}.md", out_dir / f"{stamp}.json"
+    workdir = Path(tempfile.mkdtemp(prefix="llmgate-overhead-"))
+    os.chmod(workdir, 0o755)  # nginx workers run as nobody
+    for kind in KINDS:
+        (workdir / f"body-{kind}.json").write_bytes(request_body(kind == "stream"))
+
+    log(f"checking that CPUs {args.loadgen_cpu} and {args.server_cpu} are idle ...")
+    idle = idle_check([args.loadgen_cpu, args.server_cpu])
+    busy_warn = [f"CPU {c} was {100 * b:.0f}% busy before the run" for c, b in idle.items() if b and b > 0.10]
+    for w in busy_warn:
+        log(f"warning: {w}: other work on the machine will disturb the numbers")
+
+    meta = {
+        "date": now.isoformat(timespec="seconds"), "command": command,
+        "machine": {"cpu": lscpu_model(), "cpus": ncpu, "kernel": platform.release(), "host": platform.node(),
+                    "python": platform.python_version(), "nginx": nginx_version(args.nginx),
+                    "git": git_info(), "loadavg_at_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                    "busy_before_run": {str(c): b for c, b in idle.items()}},
+        "binaries": {"llmgate": f"{args.gateway} (built {mtime(args.gateway)})",
+                     "llmgate-loadgen": f"{args.loadgen} (built {mtime(args.loadgen)})",
+                     "llmgate-sim": f"{args.sim} (built {mtime(args.sim)})", "nginx": args.nginx},
+        "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "loadgen_cpu": args.loadgen_cpu,
+                     "server_cpu": args.server_cpu, "llmgate_workers": args.llmgate_workers,
+                     "llmgate_pool": args.llmgate_pool, "llmgate_log_level": args.llmgate_log_level,
+                     "loads": [l.__dict__ for l in loads]},
+        "groups": {}, "warnings": busy_warn,
+    }
+    results: list[dict] = []
+    try:
+        for gname in dict.fromkeys(p.group for p in points):
+            gpoints = [p for p in points if p.group == gname]
+            gdir = workdir / gname
+            gdir.mkdir()
+            for kind in KINDS:
+                shutil.copy(workdir / f"body-{kind}.json", gdir / f"body-{kind}.json")
+            procs = Procs(gdir)
+            try:
+                log(f"[{gname}] starting the upstream, nginx and llmgate on CPU {args.server_cpu} ...")
+                g = setup_static(procs, args, gdir) if gname == "static" else setup_sim(procs, args, gdir)
+                for (target, kind), port in g.urls.items():
+                    if any(p.kind == kind and p.target == target for p in gpoints):
+                        verify_target(port, kind, f"{gname} {target}")
+                meta["groups"][gname] = {"description": g.description, "llmgate_config": g.llmgate_config,
+                                         "configs": g.configs}
+                for i, pt in enumerate(gpoints):
+                    log(f"[{i + 1}/{len(gpoints)}] {pt.id} ...")
+                    res = run_point(pt, g, procs, args, gdir)
+                    results.append(res)
+                    lg = res.get("loadgen") or {}
+                    log(f"    {fmt_num(lg.get('rate'))} req/s, {lg.get('errors', '?')} errors, p50 "
+                        f"{fmt_us(lat(res, 'total', 'p50'))} µs, p99 {fmt_us(lat(res, 'total', 'p99'))} µs"
+                        + (f"; {res['failure']}" if res.get("failure") else ""))
+                    time.sleep(args.cooldown)
+                meta["groups"][gname]["rss_at_end_mib"] = {r: memory_of(fn())["rss_mib"] for r, fn in g.pids.items()}
+            finally:
+                procs.stop_all()
+    finally:
+        add_derived(results)
+        md = report(meta, results, loads, args)
+        md_path.write_text(md)
+        json_path.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+        if args.keep_tmp:
+            log(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if len(results) < len(points):
+            log(f"incomplete report ({len(results)} of {len(points)} points): {md_path}")
+    print(md, flush=True)
+    log(f"report: {md_path}\nraw:    {json_path}")
+    return EXIT_OK
+
+
+def report(meta: dict, results: list[dict], loads: list[Load], args) -> str:
+    m = meta["machine"]
+    s = meta["settings"]
+    closed = loads[0].id
+    rate_load = next((l.id for l in loads if l.rate == 500), next((l.id for l in loads if l.rate), closed))
+    lines = ["# llmgate proxy overhead", "",
+             f"- date: {meta['date']}",
+             f"- machine: {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']}, {m['host']}; "
+             f"load average at start {m['loadavg_at_start']}",
+             f"- nginx {m['nginx']}; repository at {m['git']}; Python {m['python']}",
+             f"- command: `{meta['command']}`",
+             f"- pinning: load generator on CPU {s['loadgen_cpu']}; upstream, nginx (master and worker) and "
+             f"llmgate on CPU {s['server_cpu']}",
+             f"- each point: {s['warmup_s']:g} s warmup (discarded), then {s['duration_s']:g} s measured; the three "
+             f"targets of a load point run back to back",
+             f"- llmgate: `server.workers: {s['llmgate_workers']}`, `--log-level {s['llmgate_log_level']}` (no "
+             f"per-request log line; nginx runs with `access_log off`), `--watch-interval 0` (no config-file "
+             f"polling), `pool.max_connections: {s['llmgate_pool']}` (nginx does not cap upstream connections); "
+             f"routing, metrics and the router's statistics stay on (they are not optional)",
+             f"- nginx: `worker_processes 1`, `access_log off`, `proxy_http_version 1.1`, "
+             f"`proxy_set_header Connection \"\"`, `proxy_buffering off`, upstream `keepalive 64`, "
+             f"`keepalive_requests 1000000` (client and upstream sides)",
+             ""]
+    for w in meta.get("warnings", []):
+        lines.append(f"**warning**: {w}")
+    if meta.get("warnings"):
+        lines.append("")
+    lines += ["Latencies in µs, from the load generator (open loop: from the intended send time). *added* = "
+              "proxy − direct at the same percentile, same upstream, kind and load. CPU µs/req = the process's "
+              "CPU time (all threads; nginx: master + worker) over the point / upstream requests in it (warmup "
+              "included in both). *server core* = busy share of the server CPU. *upstream reuse* = 1 − "
+              "connections the upstream accepted / requests it served. Notes: *behind* = open loop reached < 95% "
+              "of the target rate; *loadgen-bound* = the load generator used > 90% of its CPU (closed-loop "
+              "throughput is then its limit, not the server's); *… core N% other work* = that core was busy "
+              f"with work not billed to the processes of this run (other processes, or kernel softirq time) for "
+              f"more than {100 * OTHER_WORK:.0f}% of the point.", ""]
+    for gname, g in meta["groups"].items():
+        lines += [f"## Upstream: {gname}", "", g["description"], ""]
+        for kind in KINDS:
+            if not any(r["group"] == gname and r["kind"] == kind for r in results):
+                continue
+            lines += [f"### {gname}, {'streamed' if kind == 'stream' else 'non-streamed'} requests", ""]
+            lines += kind_table(results, gname, kind, loads, args)
+            lines.append("")
+    if any(r["group"] == "static" for r in results):
+        lines += ["## Targets (static upstream)", "", "| check | value | target | result |", "|---|---|---|---|"]
+        for name, value, target, status in target_checks(results, closed, rate_load):
+            lines.append(f"| {name} | {value} | {target} | **{status}** |")
+        lines.append("")
+    if any(r["target"] == "llmgate" for r in results):
+        lines += ["## llmgate detail", "",
+                  "From llmgate's /metrics (deltas over each point): client requests and upstream attempts by "
+                  "outcome, and `llmgate_gateway_overhead_seconds` means. llmgate's upstream connection reuse comes "
+                  "from its `llmgate_upstream_requests_total{connection}`; nginx's is counted on the upstream's "
+                  "side (nginx stub_status, llmgate-sim /admin/stats).", ""]
+        lines += llmgate_table(results)
+        lines.append("")
+    failed = [r for r in results if r.get("failure") or (r.get("loadgen") or {}).get("errors")]
+    if failed:
+        lines += ["## Errors", ""]
+        for r in failed:
+            lg = r.get("loadgen") or {}
+            lines.append(f"- {r['id']}: " + (r.get("failure") or f"{lg.get('errors')} errors "
+                                               f"{json.dumps(lg.get('error_kinds') or {})}"))
+        lines.append("")
+    lines += ["## Configurations", ""]
+    for gname, g in meta["groups"].items():
+        lines += [f"llmgate config ({gname} upstream):", "", "```yaml",
+                  yaml.safe_dump(g["llmgate_config"], sort_keys=False).rstrip(), "```", ""]
+        for cname, text in g["configs"].items():
+            lines += [f"<details><summary>{cname} config ({gname} upstream)</summary>", "", "```nginx",
+                      text.rstrip(), "```", "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    command = " ".join(shlex.quote(a) for a in ["python3", os.path.relpath(sys.argv[0])] + argv)
+    # Ctrl-C works even when started with SIGINT ignored (a background job of a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    try:
+        return run(args, command)
+    except KeyboardInterrupt:
+        log("interrupted: stopped every process this run started")
+        return EXIT_INTERRUPTED
+    except BenchError as e:
+        log(f"error: {e}")
+        return e.code
+    finally:
+        _kill_leftovers()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
