@@ -183,8 +183,6 @@ class ClientStream {
     co_return co_await write(std::span<const net::const_buffer>(&b, 1), last);
   }
 
-  net::awaitable<bool> finish() { co_return co_await write(std::span<const net::const_buffer>{}, true); }
-
  private:
   bool ok(const beast::error_code& ec) {
     if (ec) failed_ = true;

@@ -396,13 +396,11 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
           m_.saturated_by[{id, r}] = &f.saturated.Add({{"deployment", id}, {"reason", r}});
         }
       }
+      for (bool reused : {false, true}) {
+        m_.upstream_requests_by[{id, reused}] =
+            &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
+      }
       for (auto o : kOutcomes) {
-        if (!m_.upstream_requests_by.count({id, false})) {
-          for (bool reused : {false, true}) {
-            m_.upstream_requests_by[{id, reused}] =
-                &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
-          }
-        }
         if (!m_.attempts_by.count({id, o})) {
           m_.attempts_by[{id, o}] = &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
         }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "providers/json_depth.h"
+#include "providers/utf8.h"
 
 namespace llmgate::providers {
 namespace {
@@ -229,22 +230,7 @@ bool ChunkScanner::string(std::size_t& size, char* buf, std::string_view* key) {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             return false;
           }
-          const auto u = static_cast<unsigned>(cp);
-          if (u < 0x80) {
-            put(u);
-          } else if (u < 0x800) {
-            put(0xC0 | u >> 6);
-            put(0x80 | (u & 0x3F));
-          } else if (u < 0x10000) {
-            put(0xE0 | u >> 12);
-            put(0x80 | (u >> 6 & 0x3F));
-            put(0x80 | (u & 0x3F));
-          } else {
-            put(0xF0 | u >> 18);
-            put(0x80 | (u >> 12 & 0x3F));
-            put(0x80 | (u >> 6 & 0x3F));
-            put(0x80 | (u & 0x3F));
-          }
+          encode_utf8(static_cast<unsigned>(cp), put);
           break;
         }
         default:

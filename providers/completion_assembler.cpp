@@ -1,5 +1,7 @@
 #include "providers/completion_assembler.h"
 
+#include "providers/utf8.h"
+
 namespace llmgate::providers {
 namespace {
 
@@ -47,21 +49,7 @@ void append_unescaped(std::string& out, std::string_view s) {
           cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(s.substr(2)) - 0xDC00);
           s.remove_prefix(6);
         }
-        if (cp < 0x80) {
-          out.push_back(static_cast<char>(cp));
-        } else if (cp < 0x800) {
-          out.push_back(static_cast<char>(0xC0 | cp >> 6));
-          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        } else if (cp < 0x10000) {
-          out.push_back(static_cast<char>(0xE0 | cp >> 12));
-          out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
-          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        } else {
-          out.push_back(static_cast<char>(0xF0 | cp >> 18));
-          out.push_back(static_cast<char>(0x80 | (cp >> 12 & 0x3F)));
-          out.push_back(static_cast<char>(0x80 | (cp >> 6 & 0x3F)));
-          out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        }
+        encode_utf8(cp, [&](unsigned b) { out.push_back(static_cast<char>(b)); });
         break;
       }
       default: out.push_back(e); break;  // '"', '\\' and '/'

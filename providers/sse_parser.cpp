@@ -9,25 +9,25 @@ std::span<char> SseParser::prepare(std::size_t n) {
     // Nothing buffered: start again at the front. Only a finished line can
     // be pending here (line_start_ == end_), and no field refers to bytes.
     begin_ = line_start_ = scan_ = end_ = 0;
-  } else if (cap_ - end_ < n && begin_ > 0) {
-    // Move the unfinished event to the front. Field spans are relative to
-    // begin_ and stay valid.
-    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
-    line_start_ -= begin_;
-    scan_ -= begin_;
-    end_ -= begin_;
-    begin_ = 0;
   }
   if (cap_ - end_ < n) {
-    std::size_t cap = std::max({cap_ * 2, end_ + n, std::size_t{4096}});
-    auto bigger = std::make_unique_for_overwrite<char[]>(cap);
-    if (end_ > begin_) std::memcpy(bigger.get(), buf_.get() + begin_, end_ - begin_);
+    // Move the unfinished event to the front, of a bigger buffer if it and
+    // `n` more bytes do not fit. Field spans are relative to begin_ and stay
+    // valid.
+    const std::size_t live = end_ - begin_;
+    if (cap_ - live < n) {
+      const std::size_t cap = std::max({cap_ * 2, live + n, std::size_t{4096}});
+      auto bigger = std::make_unique_for_overwrite<char[]>(cap);
+      if (live > 0) std::memcpy(bigger.get(), buf_.get() + begin_, live);
+      buf_ = std::move(bigger);
+      cap_ = cap;
+    } else {
+      std::memmove(buf_.get(), buf_.get() + begin_, live);
+    }
     line_start_ -= begin_;
     scan_ -= begin_;
-    end_ -= begin_;
+    end_ = live;
     begin_ = 0;
-    buf_ = std::move(bigger);
-    cap_ = cap;
   }
   return {buf_.get() + end_, cap_ - end_};
 }

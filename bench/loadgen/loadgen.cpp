@@ -492,14 +492,9 @@ class LoadGen {
           c.head.clear();
           break;
         }
-        case Phase::kBodyLength: {
-          std::size_t take = std::min<std::uint64_t>(c.body_left, in.size());
-          body(c, in.substr(0, take), t);
-          in.remove_prefix(take);
-          c.body_left -= take;
-          if (c.body_left == 0) c.phase = Phase::kDone;
+        case Phase::kBodyLength:
+          if (take_body(c, in, t)) c.phase = Phase::kDone;
           break;
-        }
         case Phase::kUntilClose:
           body(c, in, t);
           in = {};
@@ -529,11 +524,7 @@ class LoadGen {
           break;
         }
         case Phase::kChunkData: {
-          std::size_t take = std::min<std::uint64_t>(c.body_left, in.size());
-          body(c, in.substr(0, take), t);
-          in.remove_prefix(take);
-          c.body_left -= take;
-          if (c.body_left == 0) {
+          if (take_body(c, in, t)) {
             c.phase = Phase::kChunkDataEnd;
             c.body_left = 2;
           }
@@ -551,6 +542,16 @@ class LoadGen {
       }
     }
     return true;
+  }
+
+  // Up to c.body_left bytes of `in` are body: consumed and counted down.
+  // True when the last of them arrived.
+  bool take_body(Conn& c, std::string_view& in, Nanos t) {
+    const std::size_t take = std::min<std::uint64_t>(c.body_left, in.size());
+    body(c, in.substr(0, take), t);
+    in.remove_prefix(take);
+    c.body_left -= take;
+    return c.body_left == 0;
   }
 
   bool parse_head(Conn& c, std::string_view head) {
