@@ -1,4 +1,5 @@
 // auth: gateway keys by SHA-256, with allowed models and rate limits.
+#include <optional>
 #include <string>
 
 #include "config/quoting.h"
@@ -43,6 +44,8 @@ GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
     }
     m.read("requests_per_minute", key.requests_per_minute, read_rate);
     m.read("tokens_per_minute", key.tokens_per_minute, read_rate);
+    m.read("allow_overrides", key.allow_overrides, &ConfigNode::boolean);
+    m.read("explain", key.explain, &ConfigNode::boolean);
   });
   if (key.name.empty()) node.fail("name must not be empty");
   for (const auto& other : earlier) {
@@ -56,12 +59,28 @@ GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
 
 Auth read_auth(const ConfigNode& node, const std::vector<Model>& models) {
   Auth auth;
+  std::optional<bool> enabled, admin_open;
   node.read_map([&](ConfigMap& m) {
     if (auto keys = m.optional("keys")) {
       for (const auto& item : keys->items()) auth.keys.push_back(read_key(item, models, auth.keys));
     }
     m.read("admin_key_sha256", auth.admin_key_sha256, read_sha256);
+    m.read("enabled", enabled, &ConfigNode::boolean);
+    m.read("admin_open", admin_open, &ConfigNode::boolean);
   });
+  // Saying the gateway is open and configuring keys at once is a mistake
+  // either way: refuse it rather than guess which was meant.
+  if (enabled == false && !auth.keys.empty()) {
+    node.fail("enabled: false, yet keys are configured (remove one or the other)");
+  }
+  if (enabled == true && auth.keys.empty()) {
+    node.fail("enabled: true needs at least one key under keys");
+  }
+  if (admin_open == true && !auth.admin_key_sha256.empty()) {
+    node.fail("admin_open: true, yet admin_key_sha256 is set (remove one or the other)");
+  }
+  auth.declared_open = enabled == false;
+  auth.admin_declared_open = admin_open == true || enabled == false;
   return auth;
 }
 

@@ -5,6 +5,9 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -92,7 +95,22 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   if (routing) config->routing = read_routing(*routing, config->providers);
   if (config->routing.region.empty()) config->routing.region = env(kRegionVariable).value_or("");
   if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
+  config->models_declared = models.has_value();
   if (auth) config->auth = read_auth(*auth, config->models);  // after models: keys name them
+  for (const auto& p : config->providers) {
+    // A provider key readable by other users of the machine is a leak
+    // waiting to happen (ssh refuses such keys; we warn).
+    constexpr std::string_view kFile = "file:";
+    if (p.api_key_source.rfind(kFile, 0) != 0) continue;
+    const std::string path = p.api_key_source.substr(kFile.size());
+    struct stat st{};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      config->warnings.push_back("providers." + p.name + ".api_key_file " + path + " has mode " +
+                                 mode + ": readable by group or others; chmod 600 (or 400) it");
+    }
+  }
   return config;
 }
 

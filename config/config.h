@@ -2,8 +2,8 @@
 //
 // A Config is an immutable snapshot: it is built once by load_config() (or
 // parse_config()) and then only read, so worker threads may share it through a
-// std::shared_ptr<const Config> without locking. Hot reload (a later issue)
-// swaps the pointer; in-flight requests keep the snapshot they started with.
+// std::shared_ptr<const Config> without locking. A hot reload swaps the
+// pointer; in-flight requests keep the snapshot they started with.
 //
 // Nothing here knows about sockets or Beast.
 #pragma once
@@ -77,6 +77,14 @@ struct Drain {
   Duration timeout{30'000};
 };
 
+// Who sees how a request was routed: the x-llmgate-route, -deployment and
+// -failed headers and the per-deployment reasons in routing errors (prices,
+// excluded providers, upstream model names). The log always has them.
+enum class Explain {
+  kAll,   // every client (the default without gateway keys: a sidecar's own app)
+  kKeys,  // only clients whose key has `explain: true` (the default with keys)
+};
+
 struct Server {
   std::vector<Listener> listeners{Listener{}};
   // Serves only /metrics, /healthz, /readyz and /admin/*: in sidecar mode the
@@ -85,6 +93,7 @@ struct Server {
   unsigned workers = 0;  // 0 = one per hardware thread
   ServerLimits limits;
   Drain drain;
+  std::optional<Explain> explain;  // unset: kAll without gateway keys, kKeys with them
 };
 
 // A parsed base_url: scheme://host[:port][/path-prefix]
@@ -179,6 +188,10 @@ struct Constraints {
   std::optional<double> min_tps;                  // tokens/s (live estimate, else prior)
   std::optional<Duration> max_ttft;               // at `max_ttft_percentile` (else the estimate)
   Percentile max_ttft_percentile = Percentile::kP95;
+  // A request's TTFT limit at another percentile than the configured one,
+  // when neither is stricter than the other: both must hold. Never in a file.
+  std::optional<Duration> extra_max_ttft;
+  Percentile extra_max_ttft_percentile = Percentile::kP95;
   std::vector<std::string> allow_providers;  // empty = all
   std::vector<std::string> deny_providers;
   std::vector<std::string> regions;  // empty = all; a hard filter, never relaxed
@@ -264,6 +277,11 @@ struct GatewayKey {
   std::vector<std::string> models;  // public models it may use; empty = all
   std::optional<double> requests_per_minute;
   std::optional<double> tokens_per_minute;  // input + output, counted after each response
+  // Per-request overrides (`route`, x-llmgate-*) from this key may loosen the
+  // configured limits (price cap, max_attempts, hedging, ...); by default a
+  // request can only narrow them (docs/routing.md, "Per-request overrides").
+  bool allow_overrides = false;
+  bool explain = false;  // sees route explanations under server.explain: keys
   bool operator==(const GatewayKey&) const = default;
 };
 
@@ -273,6 +291,11 @@ struct Auth {
   std::vector<GatewayKey> keys;
   // If set, /admin/* needs `Authorization: Bearer <admin key>` on any listener.
   std::string admin_key_sha256;
+  // Set only by an explicit `enabled: false` / `admin_open: true` in the file:
+  // a reload may remove every key (or the admin key) only when the new file
+  // says so (a half-written file must not open the gateway; docs/security.md).
+  bool declared_open = false;
+  bool admin_declared_open = false;
   bool enabled() const { return !keys.empty(); }
 };
 
@@ -283,6 +306,17 @@ struct Config {
   Routing routing;
   std::vector<Provider> providers;
   std::vector<Model> models;
+  // True when the file has a `models:` key (possibly an empty list): an
+  // explicit "no models", which a reload accepts; a missing key it refuses.
+  bool models_declared = false;
+  // Problems that do not stop the gateway but an operator should see at
+  // start-up (a secret file readable by others, say). Never contain a secret.
+  std::vector<std::string> warnings;
+
+  // server.explain with its default resolved.
+  Explain explain() const {
+    return server.explain.value_or(auth.enabled() ? Explain::kKeys : Explain::kAll);
+  }
 
   const Provider* find_provider(const std::string& name) const;
   const Model* find_model(const std::string& name) const;

@@ -83,6 +83,12 @@ Server read_server(const ConfigNode& node) {
     m.read("workers", server.workers, integer_in<unsigned>(0, kMaxWorkers));
     m.read("limits", server.limits, read_limits);
     m.read("drain", server.drain, read_drain);
+    m.read("explain", server.explain, [](const ConfigNode& n) {
+      const std::string v = n.string();
+      if (v == "all") return Explain::kAll;
+      if (v == "keys") return Explain::kKeys;
+      n.fail("expected \"all\" or \"keys\", got " + quote(v));
+    });
   });
   if (const auto& admin = server.admin_listener; admin && admin->port != 0) {
     for (const auto& l : server.listeners) {

@@ -36,6 +36,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
+#include "gateway/redact.h"
 #include "gateway/worker.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
@@ -277,7 +278,8 @@ class ChatProxy {
             routing::RouteOverride route, const config::GatewayKey* key)
       : worker_(worker), snapshot_(snapshot), cfg_(*snapshot.config), rs_(*snapshot.routing),
         metrics_(*snapshot.metrics), key_(key), client_(client),
-        client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)) {}
+        client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)),
+        explain_(cfg_.explain() == config::Explain::kAll || (key && key->explain)) {}
 
   net::awaitable<bool> run(const config::Model& model);
   // For llmgate_requests_total: success, error, rejected, client_error or client_gone.
@@ -312,6 +314,14 @@ class ChatProxy {
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
   static AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail);
   ApiError all_failed_error() const;
+  // The configured provider keys, for redact_secrets (failure paths only).
+  std::vector<std::string> provider_keys() const {
+    std::vector<std::string> keys;
+    for (const auto& p : cfg_.providers) {
+      if (!p.api_key.empty()) keys.push_back(p.api_key);
+    }
+    return keys;
+  }
   void log_request(const AttemptRecord* final) const;
 
   Worker& worker_;
@@ -325,6 +335,9 @@ class ChatProxy {
   const RequestContext& rc_;
   ChatRequest req_;
   routing::RouteOverride route_;
+  // The client may see how it was routed: deployments, prices, exclusions
+  // (server.explain). The log always has it.
+  const bool explain_;
   routing::RouteDecision decision_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point total_deadline_{};
@@ -348,8 +361,10 @@ class ChatProxy {
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   const auto now = Clock::now();
-  routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_), route_.order,
-                           req_.max_tokens};
+  const auto scope = key_ && key_->allow_overrides ? routing::OverrideScope::kWiden
+                                                   : routing::OverrideScope::kNarrow;
+  routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_, scope),
+                           route_.order, req_.max_tokens};
   std::vector<std::string> ids;
   for (const auto& d : model.deployments) ids.push_back(d.id());
   auto health = rs_.health.check(ids, now);
@@ -379,9 +394,18 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 
   if (decision_.candidates.empty()) {
     outcome_ = "rejected";
-    ApiError e{decision_.error_status, decision_.error_status == 429 ? "rate_limit_error" : "service_unavailable",
-               decision_.error_message, std::nullopt,
-               decision_.error_status == 429 ? "upstream_rate_limited" : "no_route", decision_.retry_after_s};
+    const bool limited = decision_.error_status == 429;
+    // Why each deployment was left out names prices and providers: for the
+    // log, and for clients allowed to see route explanations.
+    log_line(LogLevel::kInfo, "request " + rc_.request_id + ": " + decision_.error_message);
+    std::string message = explain_ ? decision_.error_message
+                          : limited ? "every deployment of model \"" + req_.model +
+                                          "\" is rate limited upstream; retry after the Retry-After delay"
+                                    : "no deployment of model \"" + req_.model +
+                                          "\" can serve this request under its routing constraints";
+    ApiError e{decision_.error_status, limited ? "rate_limit_error" : "service_unavailable",
+               std::move(message), std::nullopt, limited ? "upstream_rate_limited" : "no_route",
+               decision_.retry_after_s};
     Response res = make_error_response(rc_, e);
     add_route_headers(res, nullptr);
     log_request(nullptr);
@@ -421,6 +445,10 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   }
   outcome_ = "error";
   ApiError e = all_failed_error();
+  std::string detail;
+  for (const auto& f : failures_) detail += (detail.empty() ? "" : "; ") + f;
+  log_line(LogLevel::kWarn, "request " + rc_.request_id + ": every attempt failed: " +
+                                redact_secrets(detail, provider_keys()));
   Response res = make_error_response(rc_, e);
   add_route_headers(res, nullptr);
   log_request(last_failed_ ? &*last_failed_ : nullptr);
@@ -610,12 +638,20 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 }
 
 ApiError ChatProxy::all_failed_error() const {
-  std::string detail;
-  for (const auto& f : failures_) detail += (detail.empty() ? "" : "; ") + f;
+  // The client learns the public model, how many attempts failed and how,
+  // never an upstream's own words (a provider's 401 quotes the operator's
+  // key) nor, unless it may see route explanations, which deployments.
+  // The full story goes to the log (run(), at warn), redacted.
+  std::string how;
+  for (const auto& f : failed_short_) {
+    std::string_view item = f;
+    if (!explain_) item = item.substr(item.find('=') + 1);
+    how += (how.empty() ? "" : ", ") + std::string(item);
+  }
   if (attempt_no_ == 0 && saturated_) {
     return ApiError{503, "service_unavailable",
-                    "every deployment of model \"" + req_.model +
-                        "\" is at its concurrency limit: " + detail,
+                    "every deployment of model \"" + req_.model + "\" is at its concurrency limit (" +
+                        how + ")",
                     std::nullopt, "upstream_saturated", 1};
   }
   if (attempt_no_ == 0) {
@@ -623,12 +659,12 @@ ApiError ChatProxy::all_failed_error() const {
                     std::nullopt, "upstream_timeout", std::nullopt};
   }
   std::string msg = "all " + std::to_string(attempt_no_) + " upstream attempt(s) for model \"" +
-                    req_.model + "\" failed: " + detail;
+                    req_.model + "\" failed (" + how + ")";
   if (all_rate_limited_) {
     return ApiError{429, "rate_limit_error", std::move(msg), std::nullopt, "upstream_rate_limited",
                     min_retry_after_.value_or(1)};
   }
-  if (budget_exhausted_) msg += " (no further fallback: the retry budget is exhausted)";
+  if (budget_exhausted_) msg += "; no further fallback: the retry budget is exhausted";
   if (outcomes_.empty()) {
     return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
                     std::nullopt};
@@ -654,7 +690,17 @@ http::request<http::string_body> ChatProxy::upstream_request(const routing::Cand
   http::request<http::string_body> up{http::verb::post, url.path_prefix + "/chat/completions", 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
-  auto hop = connection_tokens(client_request_[http::field::connection]);
+  // Every Connection line counts (a second one must not smuggle a header
+  // past the hop-by-hop filter), and so does every Via line.
+  std::vector<std::string> hop;
+  std::string via;
+  for (const auto& f : client_request_) {
+    if (f.name() == http::field::connection) {
+      for (auto& t : connection_tokens(f.value())) hop.push_back(std::move(t));
+    } else if (f.name() == http::field::via) {
+      via.append(via.empty() ? "" : ", ").append(f.value());
+    }
+  }
   for (const auto& f : client_request_) {
     if (is_hop_by_hop(f.name_string(), hop) || is_gateway_owned(f.name_string()) ||
         f.name() == http::field::via) {
@@ -662,9 +708,9 @@ http::request<http::string_body> ChatProxy::upstream_request(const routing::Cand
     }
     up.insert(f.name_string(), f.value());
   }
-  std::string via = std::string(client_request_[http::field::via]);
-  up.set(http::field::via, (via.empty() ? "" : via + ", ") +
-                               (rc_.version == 10 ? "1.0" : "1.1") + " llmgate");
+  up.set(http::field::via, via.append(via.empty() ? "" : ", ")
+                               .append(rc_.version == 10 ? "1.0 " : "1.1 ")
+                               .append(worker_.via_name));
   up.set(http::field::host, url.authority());
   up.set(http::field::content_type, "application/json");
   up.set(http::field::accept, "text/event-stream");
@@ -682,7 +728,17 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
   h.set("x-request-id", rc_.request_id);
   h.set("x-llmgate-policy", config::to_string(decision_.policy));
   h.set("x-llmgate-attempts", std::to_string(attempt_no_));
+  if (race_ && race_->hedge_started) {
+    h.set("x-llmgate-hedged", race_->winner == 1 ? "hedge-won" : "primary-won");
+  }
+  if (rec) {
+    if (auto t = rec->ttft()) {
+      h.set("x-llmgate-ttft-ms", format_ms(std::chrono::duration<double, std::milli>(*t).count()));
+    }
+  }
+  if (!explain_) return;  // which deployments, prices and exclusions: not for this client
   if (auto route = routing::explain(decision_); !route.empty()) h.set("x-llmgate-route", route);
+  if (rec) h.set("x-llmgate-deployment", rec->deployment);
   if (!failed_short_.empty()) {
     std::string failed;
     for (const auto& f : failed_short_) {
@@ -690,14 +746,6 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
       failed += (failed.empty() ? "" : ", ") + f;
     }
     h.set("x-llmgate-failed", failed);
-  }
-  if (race_ && race_->hedge_started) {
-    h.set("x-llmgate-hedged", race_->winner == 1 ? "hedge-won" : "primary-won");
-  }
-  if (rec == nullptr) return;
-  h.set("x-llmgate-deployment", rec->deployment);
-  if (auto t = rec->ttft()) {
-    h.set("x-llmgate-ttft-ms", format_ms(std::chrono::duration<double, std::milli>(*t).count()));
   }
 }
 
@@ -800,6 +848,9 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   }
   if (parser.is_done() && parser.keep_alive()) lease.give_back();
 
+  // Whatever an upstream says is scrubbed of anything that looks like a key
+  // before it is kept anywhere: a provider's 401 quotes the operator's key.
+  body = redact_secrets(body, provider_keys());
   std::string upstream_message;
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object() &&
@@ -812,10 +863,13 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
                        (upstream_message.empty() ? "" : ": " + upstream_message);
 
   if (retryable_status(status)) {
+    // A provider refusing our own key or config needs the operator.
+    log_line(status == 401 || status == 403 || status == 404 ? LogLevel::kWarn : LogLevel::kDebug,
+             "request " + rc_.request_id + ": " + rec.deployment + " answered " + detail);
     co_return fail(rec, AttemptOutcome::kUpstreamStatus, detail);
   }
   // The caller's fault (400, 413, 422...): the next deployment would say the
-  // same. Return it as the upstream said it, in OpenAI's shape.
+  // same. Return it as the upstream said it (scrubbed), in OpenAI's shape.
   if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge answered first");
   rec.outcome = AttemptOutcome::kClientError;
   rec.detail = detail;
@@ -888,8 +942,10 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
         if (streaming) outbox.view(ev.raw);
         return;
       case Kind::kError:
-        broke(AttemptOutcome::kMalformed, "in-band error event: " + ch.error_message,
-              upstream_error("upstream error: " + ch.error_message, "upstream_stream_error"));
+        // The upstream's words go to the log (redacted), not to the client.
+        broke(AttemptOutcome::kMalformed,
+              "in-band error event: " + redact_secrets(ch.error_message, provider_keys()),
+              upstream_error("the upstream reported an error in the stream", "upstream_stream_error"));
         return;
       case Kind::kMalformed:
         broke(AttemptOutcome::kMalformed, ch.error_message,
@@ -1103,6 +1159,8 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     f.push_back({"failed", failed});
   }
   if (race_ && race_->hedge_started) f.push_back({"hedged", race_->winner == 1 ? "hedge-won" : "primary-won"});
+  // Why this route: in the log always, whether or not the client may see it.
+  if (auto route = routing::explain(decision_); !route.empty()) f.push_back({"route", std::move(route)});
   f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
   log_event(LogLevel::kInfo, "request", f);
 }
@@ -1126,6 +1184,21 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
       co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
     }
     key = std::get<const config::GatewayKey*>(a);
+  }
+  for (const auto& f : request) {
+    // Our own Via name on the way in: a provider's base_url leads back here.
+    if (f.name() != http::field::via || f.value().find(worker.via_name) == std::string_view::npos) {
+      continue;
+    }
+    log_line(LogLevel::kWarn, "request " + rc.request_id + ": request loop (Via: " +
+                                  std::string(f.value().substr(0, 200)) +
+                                  "): a provider's base_url points back at this gateway");
+    Response res = make_error_response(
+        rc, ApiError{508, "server_error",
+                     "request loop: this request has already passed through this gateway (a "
+                     "provider's base_url points back at it)",
+                     std::nullopt, "loop_detected", std::nullopt});
+    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
   auto parsed = parse_chat_request(request[http::field::content_type], request.body());
   if (auto* err = std::get_if<ApiError>(&parsed)) {

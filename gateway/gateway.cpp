@@ -1,12 +1,19 @@
 #include "gateway/gateway.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <variant>
 
 #include <boost/asio/co_spawn.hpp>
@@ -19,6 +26,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "config/reload_guard.h"
 #include "gateway/admin_routes.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
@@ -33,10 +41,6 @@ constexpr std::chrono::seconds kWriteTimeout{30};
 // After a drain timeout: how long requests get to write their error and close.
 constexpr std::chrono::seconds kShutdownGrace{2};
 
-std::string_view path_of(std::string_view target) {
-  return target.substr(0, target.find('?'));
-}
-
 // 413, whether Beast finds out from Content-Length (with the head) or while
 // reading a chunked body.
 ApiError body_too_large(const config::ServerLimits& limits) {
@@ -44,6 +48,73 @@ ApiError body_too_large(const config::ServerLimits& limits) {
                   "request body is larger than the limit of " +
                       std::to_string(limits.max_body_bytes) + " bytes",
                   std::nullopt, "request_too_large", std::nullopt};
+}
+
+// What is wrong with a request head that Beast accepted, for the strict
+// HTTP/1.1 framing of RFC 9112: the version, Host, Transfer-Encoding and
+// the target's form. nullopt if nothing.
+std::optional<ApiError> framing_error(const Request& head) {
+  auto bad = [](std::string message, int status = 400) {
+    return ApiError{status, "invalid_request_error", std::move(message), std::nullopt,
+                    status == 505 ? "http_version_not_supported" : "bad_http_request", std::nullopt};
+  };
+  if (head.version() != 10 && head.version() != 11) {
+    return bad("HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)", 505);
+  }
+  const auto hosts =
+      std::count_if(head.begin(), head.end(), [](const auto& f) { return f.name() == http::field::host; });
+  if (head.version() == 11 && hosts == 0) return bad("HTTP/1.1 request without a Host header");
+  if (hosts > 1) return bad("more than one Host header");
+  std::vector<std::string_view> te;
+  for (const auto& f : head) {
+    if (f.name() == http::field::transfer_encoding) te.push_back(f.value());
+  }
+  if (!te.empty()) {
+    if (head.version() == 10) return bad("Transfer-Encoding in an HTTP/1.0 request");
+    if (head.find(http::field::content_length) != head.end()) {
+      return bad("both Transfer-Encoding and Content-Length");
+    }
+    switch (classify_transfer_encoding(te)) {
+      case TransferCoding::kInvalid:
+        return bad("Transfer-Encoding must be chunked (its final coding is not)");
+      case TransferCoding::kUnsupported:
+        return bad("only the chunked transfer coding is supported", 501);
+      case TransferCoding::kNone:
+      case TransferCoding::kChunked:
+        break;
+    }
+  }
+  if (has_invalid_target_byte(head.target())) {
+    return bad("request target has a control, space or non-ASCII byte");
+  }
+  if (!request_path(head.target())) {
+    return bad("request target must be an absolute path (origin-form) or an absolute URI");
+  }
+  return std::nullopt;
+}
+
+std::string_view buffered(const beast::flat_buffer& b) {
+  return {static_cast<const char*>(b.data().data()), b.size()};
+}
+
+// Reads until `buffer` holds a whole request head (or `max` bytes of one,
+// which the parser then refuses as too large). An error (the deadline, a
+// close) is returned as is.
+net::awaitable<beast::error_code> read_head_bytes(beast::tcp_stream& stream,
+                                                  beast::flat_buffer& buffer, std::size_t max) {
+  std::size_t searched = 0;
+  for (;;) {
+    const std::string_view have = buffered(buffer);
+    if (request_head_end(have, searched) != std::string_view::npos || have.size() > max) co_return beast::error_code{};
+    searched = have.size();
+    // Into the free space the buffer has (4 KiB are reserved per request),
+    // at least 512 bytes, never past the limit.
+    const std::size_t room = std::max<std::size_t>(512, buffer.capacity() - buffer.size());
+    auto [ec, n] = co_await stream.async_read_some(buffer.prepare(std::min(room, max + 1 - have.size())),
+                                                   kUseTuple);
+    if (ec) co_return ec;
+    buffer.commit(n);
+  }
 }
 
 }  // namespace
@@ -101,6 +172,10 @@ struct Gateway::Impl {
   };
 
   std::unique_ptr<MetricsRegistry> metrics = std::make_unique<MetricsRegistry>();
+  // This gateway's name in Via (RFC 9110 §7.6.3), unique per instance: a
+  // request that comes back with it has looped through a base_url that
+  // points at the gateway itself.
+  const std::string via_name = "llmgate-" + new_request_id().substr(0, 12);
   mutable std::mutex snapshot_mu;
   std::shared_ptr<const Snapshot> current;  // snapshot_mu
   std::mutex reload_mu;                     // one reload at a time
@@ -133,6 +208,8 @@ struct Gateway::Impl {
                                 RequestContext& rc, bool admin);
   Response simple_response(const Snapshot& snap, const Request& req, std::string_view path,
                            const RequestContext& rc, bool admin) const;
+  std::optional<ApiError> rejected_before_body(const Snapshot& snap, const Request& head,
+                                               bool admin) const;
 };
 
 namespace {
@@ -184,6 +261,28 @@ std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters(const config
   return out;
 }
 
+// Fails if another socket already listens on `ep`. Every worker binds its
+// own acceptor with SO_REUSEPORT, which would let a second process (an old
+// instance, or one with another config, say without auth) silently take a
+// share of the connections: a plain bind, without SO_REUSEPORT, fails with
+// EADDRINUSE exactly when some socket listens there. Port 0 is always free.
+void ensure_not_in_use(const tcp::endpoint& ep) {
+  if (ep.port() == 0) return;
+  const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // TIME_WAIT is not "in use"
+  const int rc = ::bind(fd, ep.data(), static_cast<socklen_t>(ep.size()));
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    throw std::runtime_error("cannot listen on " + ep.address().to_string() + ":" +
+                             std::to_string(ep.port()) + ": " +
+                             (err == EADDRINUSE ? "address in use (another process listens there)"
+                                                : std::strerror(err)));
+  }
+}
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -231,7 +330,8 @@ std::vector<std::uint16_t> Gateway::start() {
     auto w = std::make_unique<Impl::WorkerThread>();
     w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor());
     w->pools->retain(snap->config);
-    w->worker = Worker{snap, w->pools.get(), &w->shutdown, std::mt19937_64(0x9e3779b9u + i)};
+    w->worker = Worker{snap, w->pools.get(), &w->shutdown, std::mt19937_64(0x9e3779b9u + i),
+                       impl_->via_name};
     for (std::size_t l = 0; l < listeners.size(); ++l) {
       const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -239,6 +339,7 @@ std::vector<std::uint16_t> Gateway::start() {
       // first worker and reused by the others.
       std::uint16_t port = (i == 0) ? listener.port : ports[l];
       tcp::endpoint ep{net::ip::make_address(listener.address), port};
+      if (i == 0) ensure_not_in_use(ep);
       auto acc = std::make_unique<tcp::acceptor>(w->io);
       acc->open(ep.protocol());
       acc->set_option(net::socket_base::reuse_address(true));
@@ -361,16 +462,21 @@ bool Gateway::drain() {
 bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* error) {
   std::lock_guard lock(impl_->reload_mu);
   const auto old = impl_->snapshot();
+  auto refuse = [&](ReloadResult result, const std::string& why) {
+    log_line(LogLevel::kError, "config reload " + std::string(to_string(result)) +
+                                   ", keeping the running config: " + why);
+    impl_->metrics->on_reload(result, unix_now());
+    if (error) *error = why;
+    return false;
+  };
+  if (auto why = config::reload_refusal(*old->config, *cfg)) return refuse(ReloadResult::kRejected, *why);
   auto snap = std::make_shared<Snapshot>();
   try {
     snap->tls = tls_contexts(*cfg, old.get());
   } catch (const std::exception& e) {
-    std::string why = std::string("config reload rejected, keeping the running config: ") + e.what();
-    log_line(LogLevel::kError, why);
-    impl_->metrics->on_reload(false, unix_now());
-    if (error) *error = e.what();
-    return false;
+    return refuse(ReloadResult::kFailure, e.what());
   }
+  for (const auto& warning : cfg->warnings) log_line(LogLevel::kWarn, "config: " + warning);
   const auto& was = old->config->server;
   const auto& now = cfg->server;
   if (was.listeners != now.listeners || was.admin_listener != now.admin_listener ||
@@ -393,7 +499,7 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
     w.worker.snapshot = snap;
     w.pools->retain(snap->config);
   });
-  impl_->metrics->on_reload(true, unix_now());
+  impl_->metrics->on_reload(ReloadResult::kSuccess, unix_now());
   std::size_t deployments = 0;
   for (const auto& m : cfg->models) deployments += m.deployments.size();
   log_line(LogLevel::kInfo, "config reloaded (generation " + std::to_string(snap->generation) +
@@ -409,8 +515,8 @@ bool Gateway::reload_from_file(const std::string& path, std::string* error) {
     cfg = config::load_config(path);
   } catch (const std::exception& e) {
     log_line(LogLevel::kError,
-             std::string("config reload rejected, keeping the running config: ") + e.what());
-    impl_->metrics->on_reload(false, unix_now());
+             std::string("config reload failure, keeping the running config: ") + e.what());
+    impl_->metrics->on_reload(ReloadResult::kFailure, unix_now());
     if (error) *error = e.what();
     return false;
   }
@@ -498,13 +604,34 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // drain's cancellation of idle sessions cannot miss this one.)
       if (!admin && closing.load()) break;
       tracked.busy(false);
-      // Idle keep-alive wait first, then the slowloris guard for the head.
-      stream.expires_after(first ? limits.client_header_timeout : limits.client_idle_timeout);
-      first = false;
       if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
-      auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
-      tracked.busy(true);
+      if (!first && buffer.size() == 0) {
+        // Keep-alive: the wait for the next request is bounded by the idle
+        // timeout; from its first byte on, the head by the header timeout.
+        stream.expires_after(limits.client_idle_timeout);
+        auto [iec, in] = co_await stream.async_read_some(buffer.prepare(kRequestBuffer), kUseTuple);
+        if (iec) break;
+        buffer.commit(in);
+      }
+      first = false;
+      tracked.busy(true);  // a request has begun: the drain lets it finish
+      stream.expires_after(limits.client_header_timeout);  // the slowloris guard
+      // The whole head is in the buffer before Beast parses it, so that what
+      // Beast would quietly normalise (obs-fold) can be refused first.
+      beast::error_code hec = co_await read_head_bytes(stream, buffer, limits.max_header_bytes);
+      // Checked before the parser consumes the head: a 505 rather than a 400.
+      const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
+      const bool folded = !hec && has_obs_fold(buffered(buffer));
+      if (!hec && !folded) std::tie(hec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
       RequestContext rc{new_request_id(), 11, false};
+      if (folded) {
+        Response res = make_error_response(
+            rc, invalid_request("obsolete line folding in the request head is not accepted",
+                                std::nullopt, "bad_http_request"));
+        res.keep_alive(false);
+        co_await write_response(stream, res, kWriteTimeout);
+        break;
+      }
       if (hec) {
         if (hec == http::error::end_of_stream || hec == beast::error::timeout ||
             hec == net::error::connection_reset || hec == net::error::eof ||
@@ -518,6 +645,10 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
                            std::nullopt, "headers_too_large", std::nullopt}
             : hec == http::error::body_limit
                 ? body_too_large(limits)
+            : hec == http::error::bad_version && new_version
+                ? ApiError{505, "invalid_request_error",
+                           "HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)",
+                           std::nullopt, "http_version_not_supported", std::nullopt}
                 : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
                                   "bad_http_request");
         Response res = make_error_response(rc, e);
@@ -530,6 +661,24 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // While draining, answer and close: clients reconnect to another replica.
       rc.keep_alive = head.keep_alive() && !(draining.load() && !admin);
       if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
+      if (auto e = framing_error(head)) {
+        // The request's extent is unknown or ambiguous: answer, then close
+        // (whatever follows on the connection is never read as a request).
+        Response res = make_error_response(rc, *e);
+        res.keep_alive(false);
+        co_await write_response(stream, res, kWriteTimeout);
+        break;
+      }
+      if (auto e = rejected_before_body(*snap, head, admin)) {
+        // A caller without a valid key cannot make the gateway read (or, with
+        // Expect: 100-continue, ask for) a body.
+        Response res = make_error_response(rc, *e);
+        const bool body_unread = !parser.is_done();
+        res.keep_alive(rc.keep_alive && !body_unread);
+        const bool written = co_await write_response(stream, res, kWriteTimeout);
+        if (!written || body_unread || !rc.keep_alive) break;
+        continue;
+      }
 
       if (beast::iequals(head[http::field::expect], "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, rc.version};
@@ -541,8 +690,19 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
       stream.expires_never();
       if (bec) {
-        if (bec == http::error::body_limit) {
-          Response res = make_error_response(rc, body_too_large(limits));
+        // A body that cannot be read whole: too large, or malformed (a bad
+        // chunk size, say) gets its answer before the close; a client that
+        // went away or stalled past the deadline just loses the connection.
+        const bool gone = bec == beast::error::timeout || bec == http::error::end_of_stream ||
+                          bec == http::error::partial_message || bec == net::error::eof ||
+                          bec == net::error::connection_reset ||
+                          bec == net::error::operation_aborted;
+        if (!gone) {
+          Response res = make_error_response(
+              rc, bec == http::error::body_limit
+                      ? body_too_large(limits)
+                      : invalid_request("malformed HTTP request body: " + bec.message(),
+                                        std::nullopt, "bad_http_request"));
           res.keep_alive(false);
           co_await write_response(stream, res, kWriteTimeout);
         }
@@ -584,9 +744,14 @@ net::awaitable<void> Gateway::Impl::lingering_close(beast::tcp_stream& stream) {
 
 namespace {
 
-std::string models_body(const config::Config& cfg) {
+// The models `key` may use (every model without keys).
+std::string models_body(const config::Config& cfg, const config::GatewayKey* key) {
   nlohmann::json data = nlohmann::json::array();
   for (const auto& m : cfg.models) {
+    if (key && !key->models.empty() &&
+        std::find(key->models.begin(), key->models.end(), m.name) == key->models.end()) {
+      continue;
+    }
     data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "llmgate"}});
   }
   return nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump();
@@ -599,9 +764,33 @@ bool is_admin_path(std::string_view path) {
 
 }  // namespace
 
+std::optional<ApiError> Gateway::Impl::rejected_before_body(const Snapshot& snap,
+                                                            const Request& head,
+                                                            bool admin) const {
+  // Probes, scrapes and /admin/* (which has its own key) are not API calls.
+  const std::string_view path = request_path(head.target()).value_or("");
+  if (admin || is_admin_path(path) || !snap.keys->enabled()) return std::nullopt;
+  auto a = snap.keys->authenticate(head[http::field::authorization]);
+  auto* e = std::get_if<ApiError>(&a);
+  if (e == nullptr) return std::nullopt;
+  metrics->on_auth_rejected("unauthenticated");
+  return *e;
+}
+
 net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream& stream,
                                              Request& req, RequestContext& rc, bool admin) {
-  std::string_view path = path_of(req.target());
+  const std::string_view path = request_path(req.target()).value_or("");
+  // The body is re-encoded upstream as plain JSON: a compressed one would be
+  // parsed as garbage or forwarded under a wrong Content-Encoding.
+  for (const auto& f : req) {
+    if (f.name() != http::field::content_encoding || beast::iequals(f.value(), "identity")) continue;
+    Response res = make_error_response(
+        rc, ApiError{415, "invalid_request_error",
+                     "Content-Encoding " + std::string(f.value().substr(0, 64)) +
+                         " is not supported: send the request body uncompressed",
+                     std::nullopt, "unsupported_content_encoding", std::nullopt});
+    co_return co_await write_response(stream, res, kWriteTimeout);
+  }
   if (!admin && (path == "/v1/chat/completions" || path == "/chat/completions")) {
     if (req.method() == http::verb::post) {
       co_return co_await handle_chat_completions(w.worker, stream, req, rc);
@@ -641,14 +830,16 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
     if (!get) return wrong_method("GET");
+    const config::GatewayKey* key = nullptr;
     if (snap.keys->enabled()) {
       auto a = snap.keys->authenticate(req[http::field::authorization]);
       if (auto* e = std::get_if<ApiError>(&a)) {
         metrics->on_auth_rejected("unauthenticated");
         return make_error_response(rc, *e);
       }
+      key = std::get<const config::GatewayKey*>(a);
     }
-    return make_json_response(rc, http::status::ok, models_body(cfg));
+    return make_json_response(rc, http::status::ok, models_body(cfg, key));
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");

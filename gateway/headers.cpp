@@ -83,6 +83,77 @@ std::string new_request_id() {
   return id;
 }
 
+TransferCoding classify_transfer_encoding(const std::vector<std::string_view>& field_values) {
+  std::vector<std::string> codings;
+  for (auto value : field_values) {
+    for (auto& token : connection_tokens(value)) {  // the same list syntax, lower-cased
+      // Whitespace inside a list element (obs-fold turned into spaces) is
+      // not a coding we know: it will not compare equal to "chunked".
+      codings.push_back(std::move(token));
+    }
+  }
+  if (codings.empty()) return field_values.empty() ? TransferCoding::kNone : TransferCoding::kInvalid;
+  if (codings.back() != "chunked") return TransferCoding::kInvalid;
+  if (std::count(codings.begin(), codings.end(), "chunked") > 1) return TransferCoding::kInvalid;
+  return codings.size() == 1 ? TransferCoding::kChunked : TransferCoding::kUnsupported;
+}
+
+std::optional<std::string_view> request_path(std::string_view target) {
+  if (target == "*") return target;
+  if (!target.empty() && target.front() == '/') return target.substr(0, target.find('?'));
+  for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (!starts_with_icase(target, scheme)) continue;
+    std::string_view rest = target.substr(scheme.size());
+    const auto slash = rest.find_first_of("/?");
+    if (slash == 0) return std::nullopt;  // no authority
+    if (slash == std::string_view::npos || rest[slash] == '?') return std::string_view("/");
+    rest.remove_prefix(slash);
+    return rest.substr(0, rest.find('?'));
+  }
+  return std::nullopt;
+}
+
+std::size_t request_head_end(std::string_view bytes, std::size_t from) {
+  std::size_t start = 0;
+  while (bytes.substr(start, 2) == "\r\n") start += 2;
+  // The blank line may straddle the previous search's end. A bare LF ends a
+  // line too (so that a head of bare LFs is answered, by the parser's 400,
+  // instead of waiting for a CRLF that never comes).
+  for (std::size_t at = bytes.find('\n', std::max(start, from >= 2 ? from - 2 : 0));
+       at != std::string_view::npos; at = bytes.find('\n', at + 1)) {
+    if (at + 1 < bytes.size() && bytes[at + 1] == '\n') return at + 2;
+    if (at + 2 < bytes.size() && bytes[at + 1] == '\r' && bytes[at + 2] == '\n') return at + 3;
+  }
+  return std::string_view::npos;
+}
+
+bool has_obs_fold(std::string_view head) {
+  for (auto at = head.find("\r\n"); at != std::string_view::npos; at = head.find("\r\n", at + 2)) {
+    if (at + 2 < head.size() && (head[at + 2] == ' ' || head[at + 2] == '\t')) return true;
+  }
+  return false;
+}
+
+bool has_unsupported_http_version(std::string_view head) {
+  while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);
+  std::string_view line = head.substr(0, head.find_first_of("\r\n"));
+  const auto space = line.rfind(' ');
+  if (space == std::string_view::npos) return false;
+  const std::string_view v = line.substr(space + 1);
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (v.size() != 8 || v.substr(0, 5) != "HTTP/" || !digit(v[5]) || v[6] != '.' || !digit(v[7])) {
+    return false;
+  }
+  return v != "HTTP/1.0" && v != "HTTP/1.1";
+}
+
+bool has_invalid_target_byte(std::string_view target) {
+  return std::any_of(target.begin(), target.end(), [](char c) {
+    const auto b = static_cast<unsigned char>(c);
+    return b <= 0x20 || b >= 0x7f;
+  });
+}
+
 int parse_retry_after(std::string_view value, long long now_unix) {
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ') value.remove_suffix(1);

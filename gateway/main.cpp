@@ -1,4 +1,5 @@
 // llmgate: the gateway binary.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,6 +15,7 @@
 
 #include "config/config.h"
 #include "gateway/auth.h"
+#include "gateway/config_watch.h"
 #include "gateway/gateway.h"
 #include "gateway/log.h"
 
@@ -151,6 +153,18 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return 1;
   }
+  for (const auto& warning : cfg->warnings) {
+    gateway::log_line(gateway::LogLevel::kWarn, "config: " + warning);
+  }
+  if (!cfg->auth.enabled()) {
+    for (const auto& l : cfg->server.listeners) {
+      if (l.address.rfind("127.", 0) == 0 || l.address == "::1") continue;
+      gateway::log_line(gateway::LogLevel::kWarn,
+                        "the API on " + l.address + ":" + std::to_string(l.port) +
+                            " needs no key (no auth.keys): anyone who can reach it may use every "
+                            "model; see docs/security.md");
+    }
+  }
   try {
     gateway::Gateway gw(cfg);
     auto ports = gw.start();
@@ -165,8 +179,15 @@ int main(int argc, char** argv) {
     if (!port_file.empty() && !ports.empty()) write_port_file(port_file, ports[0]);
     std::atomic<bool> done{false};
     std::thread signal_thread([&] {
-      auto poll = watch_interval.count() > 0 ? watch_interval : std::chrono::milliseconds(1000);
+      using std::chrono::milliseconds;
+      // A changed file is reloaded once it reads the same for kSettle (a
+      // file being written is never taken half-way); meanwhile it is polled
+      // every kSettlePoll.
+      constexpr milliseconds kSettle{500}, kSettlePoll{100};
+      gateway::ConfigWatch watch(config_text, kSettle);
       for (;;) {
+        milliseconds poll = watch_interval.count() > 0 ? watch_interval : milliseconds(1000);
+        if (watch.settling()) poll = std::min(poll, kSettlePoll);
         timespec ts{static_cast<time_t>(poll.count() / 1000), static_cast<long>(poll.count() % 1000) * 1'000'000};
         int sig = sigtimedwait(&signals, nullptr, &ts);
         if (done.load()) return;
@@ -177,18 +198,15 @@ int main(int argc, char** argv) {
         }
         if (sig == SIGHUP) {
           gateway::log_line(gateway::LogLevel::kInfo, "received SIGHUP, reloading " + config_path);
-          config_text = read_whole_file(config_path);
+          watch.applied(read_whole_file(config_path));
           gw.reload_from_file(config_path);
           continue;
         }
-        if (sig < 0 && watch_interval.count() > 0) {
-          // A ConfigMap update swaps a symlink: compare what the path reads now.
-          auto now = read_whole_file(config_path);
-          if (now && now != config_text) {
-            config_text = now;
-            gateway::log_line(gateway::LogLevel::kInfo, config_path + " changed, reloading");
-            gw.reload_from_file(config_path);
-          }
+        // A ConfigMap update swaps a symlink: compare what the path reads now.
+        if (sig < 0 && watch_interval.count() > 0 &&
+            watch.observe(read_whole_file(config_path), std::chrono::steady_clock::now())) {
+          gateway::log_line(gateway::LogLevel::kInfo, config_path + " changed, reloading");
+          gw.reload_from_file(config_path);
         }
       }
     });

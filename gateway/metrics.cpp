@@ -129,7 +129,7 @@ struct MetricsRegistry::Impl {
       "connect) and first_token (first token read upstream to written to the client)");
   Family<Counter>& reloads = family<Counter>(prometheus::BuildCounter(), registry,
                                              "llmgate_config_reloads_total",
-                                             "Config reloads by result (success, failure)");
+                                             "Config reloads by result (success, failure, rejected)");
   Family<Gauge>& reload_ok = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_config_last_reload_successful",
       "1 if the last config reload succeeded (or none was tried), 0 if it was rejected");
@@ -182,8 +182,9 @@ struct MetricsRegistry::Impl {
   Counter& cost_total = cost.Add({});
   std::array<Histogram*, 2> overhead_by{};
   std::map<std::string, Counter*, std::less<>> auth_by;
-  Counter& reloads_ok = reloads.Add({{"result", "success"}});
-  Counter& reloads_failed = reloads.Add({{"result", "failure"}});
+  std::array<Counter*, 3> reloads_by = {&reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
+                                        &reloads.Add({{"result", to_string(ReloadResult::kFailure)}}),
+                                        &reloads.Add({{"result", to_string(ReloadResult::kRejected)}})};
 
   // Scrape-time state: written only under scrape_mu.
   std::mutex scrape_mu;
@@ -304,8 +305,18 @@ void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds 
   impl_->overhead_by[static_cast<int>(phase)]->Observe(std::chrono::duration<double>(d).count());
 }
 
-void MetricsRegistry::on_reload(bool ok, double unix_seconds) {
-  (ok ? impl_->reloads_ok : impl_->reloads_failed).Increment();
+const char* to_string(ReloadResult r) {
+  switch (r) {
+    case ReloadResult::kSuccess: return "success";
+    case ReloadResult::kFailure: return "failure";
+    case ReloadResult::kRejected: return "rejected";
+  }
+  return "failure";
+}
+
+void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
+  const bool ok = result == ReloadResult::kSuccess;
+  impl_->reloads_by[static_cast<std::size_t>(result)]->Increment();
   impl_->reload_ok.Add({}).Set(ok ? 1 : 0);
   if (ok) impl_->reload_time.Add({}).Set(unix_seconds);
 }

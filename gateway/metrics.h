@@ -31,6 +31,14 @@ enum class OverheadPhase {
   kFirstToken,  // first token read from upstream -> written to the client
 };
 
+// How a config reload ended (llmgate_config_reloads_total{result}).
+enum class ReloadResult {
+  kSuccess,
+  kFailure,   // the new config does not load or cannot be applied (bad YAML, a bad CA file)
+  kRejected,  // it loads, but would weaken security without saying so (config/reload_guard.h)
+};
+const char* to_string(ReloadResult r);
+
 class MetricsRegistry {
  public:
   MetricsRegistry();
@@ -46,7 +54,7 @@ class MetricsRegistry {
   void on_hedge(const char* result);
   void on_overhead(OverheadPhase phase, std::chrono::nanoseconds d);
   // A config reload attempt; `unix_seconds` is when it happened.
-  void on_reload(bool ok, double unix_seconds);
+  void on_reload(ReloadResult result, double unix_seconds);
   void set_draining(bool draining);
   // A request refused by gateway-key auth: "unauthenticated",
   // "admin_unauthenticated", "model_not_allowed" or "rate_limited".

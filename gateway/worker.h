@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,8 +20,6 @@
 #include "gateway/concurrency_limiter.h"
 #include "gateway/metrics.h"
 #include "providers/upstream_pool.h"
-#include <random>
-
 #include "routing/routing_state.h"
 
 namespace llmgate::gateway {
@@ -54,6 +54,7 @@ struct Worker {
   // requests still in flight (wait_for_shutdown).
   net::steady_timer* shutdown = nullptr;
   std::mt19937_64 rng{1};  // this worker's: exploration, random policy
+  std::string_view via_name;  // the gateway's Via pseudonym (loop detection)
 };
 
 struct RequestContext {

@@ -181,7 +181,12 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
 
   if (auto* tls = c->stream.tls()) {
     const std::string& sni = provider_.tls.sni.empty() ? url.host : provider_.tls.sni;
-    if (!SSL_set_tlsext_host_name(tls->native_handle(), sni.c_str())) {
+    // RFC 6066 §3: a literal IP address is never sent as a server name. (The
+    // certificate is still checked against it: host_name_verification
+    // matches IP addresses against the IP SANs.)
+    beast::error_code not_ip;
+    net::ip::make_address(sni, not_ip);
+    if (not_ip && !SSL_set_tlsext_host_name(tls->native_handle(), sni.c_str())) {
       co_return fail("cannot set TLS SNI to " + sni);
     }
     if (provider_.tls.verify) {

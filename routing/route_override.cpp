@@ -327,15 +327,46 @@ std::variant<RouteOverride, std::string> parse_route_override(const json& route,
   return o;
 }
 
-config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const RouteOverride& o) {
+namespace {
+
+// The stricter of the configured TTFT limit and the request's (the same
+// percentile: the lower limit; a higher percentile with a limit no higher:
+// the request's). When neither is stricter on both counts, both hold.
+void narrow_ttft(config::Constraints& c, const RouteOverride& o) {
+  const auto rank = [](config::Percentile p) { return static_cast<int>(p); };
+  if (!o.max_ttft) {
+    // A percentile alone tightens the configured limit, never loosens it.
+    if (o.ttft_percentile && c.max_ttft && rank(*o.ttft_percentile) > rank(c.max_ttft_percentile)) {
+      c.max_ttft_percentile = *o.ttft_percentile;
+    }
+    return;
+  }
+  const config::Percentile q = o.ttft_percentile.value_or(c.max_ttft_percentile);
+  if (!c.max_ttft || (q == c.max_ttft_percentile) ||
+      (rank(q) > rank(c.max_ttft_percentile) && *o.max_ttft <= *c.max_ttft)) {
+    c.max_ttft = c.max_ttft && q == c.max_ttft_percentile ? std::min(*c.max_ttft, *o.max_ttft)
+                                                          : *o.max_ttft;
+    c.max_ttft_percentile = q;
+    return;
+  }
+  if (rank(q) < rank(c.max_ttft_percentile) && *o.max_ttft >= *c.max_ttft) return;
+  c.extra_max_ttft = *o.max_ttft;
+  c.extra_max_ttft_percentile = q;
+}
+
+template <typename T>
+void take_lower(std::optional<T>& configured, const std::optional<T>& requested) {
+  if (requested) configured = configured ? std::min(*configured, *requested) : *requested;
+}
+
+}  // namespace
+
+config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const RouteOverride& o,
+                                     OverrideScope scope) {
   config::RoutingPolicy p = base;
   config::Constraints& c = p.constraints;
   if (o.policy) p.policy = *o.policy;
-  if (o.max_ttft) c.max_ttft = *o.max_ttft;
-  if (o.ttft_percentile) c.max_ttft_percentile = *o.ttft_percentile;
-  if (o.max_output_price_per_1m) c.max_output_price_per_1m = *o.max_output_price_per_1m;
-  if (o.min_tps) c.min_tps = *o.min_tps;
-  if (o.regions) c.regions = *o.regions;
+  if (o.regions) c.regions = *o.regions;  // inside the configured list: check_override
   if (o.providers) c.allow_providers = *o.providers;
   if (o.deny_providers) {
     // Added, not replaced: a request may shut providers out, never let them in.
@@ -343,9 +374,22 @@ config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const Ro
       if (!contains(c.deny_providers, name)) c.deny_providers.push_back(name);
     }
   }
-  if (o.allow_fallbacks) p.allow_fallbacks = *o.allow_fallbacks;
-  if (o.hedge) p.hedging.enabled = *o.hedge;
-  if (o.max_attempts) p.max_attempts = *o.max_attempts;
+  if (scope == OverrideScope::kWiden) {
+    if (o.max_ttft) c.max_ttft = *o.max_ttft;
+    if (o.ttft_percentile) c.max_ttft_percentile = *o.ttft_percentile;
+    if (o.max_output_price_per_1m) c.max_output_price_per_1m = *o.max_output_price_per_1m;
+    if (o.min_tps) c.min_tps = *o.min_tps;
+    if (o.allow_fallbacks) p.allow_fallbacks = *o.allow_fallbacks;
+    if (o.hedge) p.hedging.enabled = *o.hedge;
+    if (o.max_attempts) p.max_attempts = *o.max_attempts;
+    return p;
+  }
+  narrow_ttft(c, o);
+  take_lower(c.max_output_price_per_1m, o.max_output_price_per_1m);
+  if (o.min_tps) c.min_tps = std::max(c.min_tps.value_or(0.0), *o.min_tps);
+  if (o.allow_fallbacks) p.allow_fallbacks = p.allow_fallbacks && *o.allow_fallbacks;
+  if (o.hedge) p.hedging.enabled = p.hedging.enabled && *o.hedge;
+  if (o.max_attempts) p.max_attempts = std::min(p.max_attempts, *o.max_attempts);
   return p;
 }
 

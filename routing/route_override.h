@@ -11,10 +11,10 @@
 // ...", "header x-llmgate-regions: ..."); client text in messages is quoted,
 // escaped and cut to 64 characters.
 //
-// Hard filters can only be narrowed by a request: check_override() rejects
-// providers or regions outside the model's configured allow lists, and
-// apply_override() adds deny_providers to the configured ones instead of
-// replacing them.
+// A request can only narrow what the operator configured: check_override()
+// rejects providers or regions outside the model's configured allow lists,
+// and apply_override() combines every limit so that the stricter wins (unless
+// the caller's key may widen them: OverrideScope::kWiden).
 #pragma once
 
 #include <chrono>
@@ -66,11 +66,25 @@ using HeaderLookup = std::function<std::optional<std::string>(std::string_view l
 std::variant<RouteOverride, std::string> parse_route_override(const nlohmann::json& route,
                                                               const HeaderLookup& headers);
 
-// The model's policy with the override applied, field by field: constraints
-// are replaced one by one (deny_providers are added to the configured ones),
-// hedge sets hedging.enabled. `order` is not part of a RoutingPolicy: the
-// caller applies it to the plan.
-config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const RouteOverride& o);
+// How a request's limits combine with the model's configured ones.
+enum class OverrideScope {
+  kNarrow,  // the stricter wins, field by field (the default for every caller)
+  kWiden,   // the request's value replaces the configured one (a key with
+            // allow_overrides: true); regions and providers still stay inside
+            // the configured lists (check_override), deny lists still add up
+};
+
+// The model's policy with the override applied, field by field (the table in
+// docs/routing.md, "Per-request overrides"). Narrowing: price cap and
+// max_attempts take the lower, min_tps the higher, a TTFT limit the stricter
+// (or both, at different percentiles), hedging and fallbacks stay on only if
+// both say so, deny_providers add up, regions and providers replace empty
+// configured lists (check_override keeps them inside non-empty ones). The
+// policy itself is a preference, not a limit: the request's replaces the
+// configured one. `order` is not part of a RoutingPolicy: the caller applies
+// it to the plan.
+config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const RouteOverride& o,
+                                     OverrideScope scope = OverrideScope::kNarrow);
 
 // Names in providers / deny_providers must be providers of this model's
 // deployments, names in order providers or deployment ids; providers and

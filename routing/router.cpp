@@ -204,16 +204,20 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
                                   fmt("%.0f", *cons.min_tps)});
       continue;
     }
-    if (cons.max_ttft) {
-      std::optional<double> ttft = ttft_at(s, cons.max_ttft_percentile);
+    // The configured TTFT limit, and a request's at another percentile.
+    auto over_ttft = [&](std::optional<milliseconds> limit, config::Percentile at) {
+      if (!limit) return false;
+      std::optional<double> ttft = ttft_at(s, at);
       if (!ttft && dep.expected_ttft) ttft = static_cast<double>(dep.expected_ttft->count());
-      if (ttft && *ttft > static_cast<double>(cons.max_ttft->count())) {
-        soft_skipped.push_back(
-            {w.pc.candidate.deployment->id(),
-             "ttft p" + std::to_string(static_cast<int>(cons.max_ttft_percentile)) + " " +
-                 fmt("%.0f", *ttft) + "ms over the limit of " + std::to_string(cons.max_ttft->count()) + "ms"});
-        continue;
-      }
+      if (!ttft || *ttft <= static_cast<double>(limit->count())) return false;
+      soft_skipped.push_back({dep.id(), "ttft p" + std::to_string(static_cast<int>(at)) + " " +
+                                            fmt("%.0f", *ttft) + "ms over the limit of " +
+                                            std::to_string(limit->count()) + "ms"});
+      return true;
+    };
+    if (over_ttft(cons.max_ttft, cons.max_ttft_percentile) ||
+        over_ttft(cons.extra_max_ttft, cons.extra_max_ttft_percentile)) {
+      continue;
     }
     cands.push_back(w);
   }

@@ -22,13 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_config)
+ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
   [fuzz_chat_request]=4096
   [fuzz_sse_parser]=8192
   [fuzz_route_override]=2048
+  [fuzz_redact]=2048
   [fuzz_config]=6144
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
@@ -40,6 +41,7 @@ declare -A TIMEOUT=(
   [fuzz_chat_request]=10
   [fuzz_sse_parser]=10
   [fuzz_route_override]=10
+  [fuzz_redact]=10
   [fuzz_config]=10
 )
 

@@ -147,7 +147,9 @@ test("a bad request surfaces as the SDK's BadRequestError", async () => {
 test("all deployments down surfaces as an APIError with the gateway's status", async () => {
   await assert.rejects(
     noRetry.chat.completions.create({ model: "down-chat", messages: [{ role: "user", content: "x" }] }),
-    (err) => err instanceof OpenAI.InternalServerError && err.status === 502 && /HTTP 503/.test(err.message),
+    // How the attempt failed (the upstream's status), never the upstream's own text.
+    (err) => err instanceof OpenAI.InternalServerError && err.status === 502 &&
+      /upstream_status\(503\)/.test(err.message) && err.code === "upstream_unavailable",
   );
 });
 

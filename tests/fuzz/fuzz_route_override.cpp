@@ -117,24 +117,44 @@ void check_parsed(const routing::RouteOverride& o) {
 
 void check_applied(const config::Model& model, const routing::RouteOverride& o) {
   const config::RoutingPolicy& base = model.routing;
-  const config::RoutingPolicy p = routing::apply_override(base, o);
-  // Denials only add up.
-  for (const auto& d : base.constraints.deny_providers) {
-    FUZZ_CHECK(contains(p.constraints.deny_providers, d));
-  }
-  if (o.deny_providers) {
-    for (const auto& d : *o.deny_providers) FUZZ_CHECK(contains(p.constraints.deny_providers, d));
-  }
-  FUZZ_CHECK(p.policy == o.policy.value_or(base.policy));
-  FUZZ_CHECK(p.max_attempts == o.max_attempts.value_or(base.max_attempts));
-  FUZZ_CHECK(p.allow_fallbacks == o.allow_fallbacks.value_or(base.allow_fallbacks));
-  FUZZ_CHECK(p.hedging.enabled == o.hedge.value_or(base.hedging.enabled));
-  FUZZ_CHECK(p.constraints.regions == o.regions.value_or(base.constraints.regions));
-  FUZZ_CHECK(p.constraints.allow_providers ==
-             o.providers.value_or(base.constraints.allow_providers));
-  if (o.empty()) {
-    FUZZ_CHECK(p.constraints.deny_providers == base.constraints.deny_providers);
-    FUZZ_CHECK(p.constraints.max_ttft == base.constraints.max_ttft);
+  const config::Constraints& bc = base.constraints;
+  for (auto scope : {routing::OverrideScope::kNarrow, routing::OverrideScope::kWiden}) {
+    const config::RoutingPolicy p = routing::apply_override(base, o, scope);
+    const config::Constraints& pc = p.constraints;
+    // Denials only add up, whatever the scope.
+    for (const auto& d : bc.deny_providers) FUZZ_CHECK(contains(pc.deny_providers, d));
+    if (o.deny_providers) {
+      for (const auto& d : *o.deny_providers) FUZZ_CHECK(contains(pc.deny_providers, d));
+    }
+    FUZZ_CHECK(p.policy == o.policy.value_or(base.policy));
+    FUZZ_CHECK(pc.regions == o.regions.value_or(bc.regions));
+    FUZZ_CHECK(pc.allow_providers == o.providers.value_or(bc.allow_providers));
+    if (o.empty()) {
+      FUZZ_CHECK(pc.deny_providers == bc.deny_providers);
+      FUZZ_CHECK(pc.max_ttft == bc.max_ttft);
+      FUZZ_CHECK(!pc.extra_max_ttft);
+    }
+    if (scope == routing::OverrideScope::kWiden) {
+      FUZZ_CHECK(p.max_attempts == o.max_attempts.value_or(base.max_attempts));
+      FUZZ_CHECK(p.allow_fallbacks == o.allow_fallbacks.value_or(base.allow_fallbacks));
+      FUZZ_CHECK(p.hedging.enabled == o.hedge.value_or(base.hedging.enabled));
+      continue;
+    }
+    // Narrow: nothing the operator limited is loosened.
+    FUZZ_CHECK(p.max_attempts <= base.max_attempts);
+    FUZZ_CHECK(!p.allow_fallbacks || base.allow_fallbacks);
+    FUZZ_CHECK(!p.hedging.enabled || base.hedging.enabled);
+    if (bc.max_output_price_per_1m) {
+      FUZZ_CHECK(pc.max_output_price_per_1m && *pc.max_output_price_per_1m <= *bc.max_output_price_per_1m);
+    }
+    if (bc.min_tps) FUZZ_CHECK(pc.min_tps && *pc.min_tps >= *bc.min_tps);
+    if (bc.max_ttft) {
+      // The configured limit still holds: as it was, or a stricter one at a
+      // percentile at least as high, or kept beside the request's.
+      FUZZ_CHECK(pc.max_ttft);
+      FUZZ_CHECK(*pc.max_ttft <= *bc.max_ttft);
+      FUZZ_CHECK(static_cast<int>(pc.max_ttft_percentile) >= static_cast<int>(bc.max_ttft_percentile));
+    }
   }
 }
 

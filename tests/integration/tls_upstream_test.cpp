@@ -71,6 +71,18 @@ models:
     return r.header("x-llmgate-deployment");
   }
 
+  // Replaces the relay with one whose certificate names only the IP address
+  // `ip` (a SAN of type IP); returns the certificate's file.
+  std::string relay_with_ip_certificate(const std::string& ip) {
+    const auto dir = dir_ / "ip";
+    std::filesystem::create_directories(dir);
+    std::string cert, key;
+    EXPECT_TRUE(testing::make_self_signed_cert(dir.string(), ip, cert, key, "IP:" + ip));
+    relay_ = std::make_unique<testing::TlsRelay>(cert, key, sim_port_);
+    tls_port_ = relay_->start();
+    return cert;
+  }
+
   std::filesystem::path dir_;
   std::string cert_, key_;
   std::unique_ptr<sim::SimServer> sim_;
@@ -84,6 +96,22 @@ TEST_F(TlsUpstreamTest, ServesOverHttpsWhenTheCertificateVerifies) {
   EXPECT_EQ(served_by(), "secure/m");
   EXPECT_EQ(served_by(), "secure/m");  // and again, on a pooled TLS connection
   EXPECT_EQ(sim_->stats().requests, 2u);
+  EXPECT_EQ(relay_->last_sni(), "localhost");
+}
+
+TEST_F(TlsUpstreamTest, SendsNoServerNameForAnIpAddressYetVerifiesIt) {
+  // RFC 6066 §3: a literal IP address is not a server name. The certificate
+  // is still checked, against its IP SAN.
+  const std::string cert = relay_with_ip_certificate("127.0.0.1");
+  start_gateway("127.0.0.1", "{ca_file: \"" + cert + "\"}");
+  EXPECT_EQ(served_by(), "secure/m");
+  EXPECT_EQ(relay_->last_sni(), "");
+}
+
+TEST_F(TlsUpstreamTest, RejectsAnIpCertificateForAnotherAddress) {
+  const std::string cert = relay_with_ip_certificate("10.9.9.9");
+  start_gateway("127.0.0.1", "{ca_file: \"" + cert + "\"}");
+  EXPECT_EQ(served_by(), "plain/m");
 }
 
 TEST_F(TlsUpstreamTest, RejectsAnUntrustedCertificateAndFailsOver) {

@@ -1,6 +1,7 @@
 #include "tests/support/tls_relay.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/as_tuple.hpp>
@@ -20,11 +21,12 @@ using tcp = net::ip::tcp;
 constexpr auto kTuple = net::as_tuple(net::use_awaitable);
 
 bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
-                           std::string& cert_file, std::string& key_file) {
+                           std::string& cert_file, std::string& key_file, const std::string& san) {
   cert_file = dir + "/cert.pem";
   key_file = dir + "/key.pem";
   std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + dns_name +
-                    " -addext subjectAltName=DNS:" + dns_name + " -keyout " + key_file +
+                    " -addext subjectAltName=" + (san.empty() ? "DNS:" + dns_name : san) +
+                    " -keyout " + key_file +
                     " -out " + cert_file + " >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
 }
@@ -35,6 +37,8 @@ struct TlsRelay::Impl {
   tcp::acceptor acceptor{io};
   std::uint16_t target_port;
   std::thread thread;
+  mutable std::mutex mu;
+  std::string sni;  // mu
 
   template <class From, class To>
   static net::awaitable<void> pipe(From& from, To& to) {
@@ -50,6 +54,11 @@ struct TlsRelay::Impl {
   net::awaitable<void> serve(tcp::socket client) {
     auto tls = std::make_shared<ssl::stream<tcp::socket>>(std::move(client), ctx);
     auto [hec] = co_await tls->async_handshake(ssl::stream_base::server, kTuple);
+    {
+      const char* name = SSL_get_servername(tls->native_handle(), TLSEXT_NAMETYPE_host_name);
+      std::lock_guard lock(mu);
+      sni = name ? name : "";
+    }
     if (hec) co_return;  // the gateway refused our certificate: that is the test
     auto upstream = std::make_shared<tcp::socket>(io);
     auto [cec] = co_await upstream->async_connect(
@@ -86,6 +95,11 @@ TlsRelay::TlsRelay(const std::string& cert_file, const std::string& key_file,
 TlsRelay::~TlsRelay() {
   impl_->io.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string TlsRelay::last_sni() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->sni;
 }
 
 std::uint16_t TlsRelay::start() {

@@ -12,14 +12,18 @@ namespace llmgate::testing {
 
 // Writes a self-signed certificate for `dns_name` (and no IP SAN) with its
 // key into `dir` using the openssl command; returns false if that failed.
+// `san`: the subjectAltName instead ("IP:127.0.0.1").
 bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
-                           std::string& cert_file, std::string& key_file);
+                           std::string& cert_file, std::string& key_file,
+                           const std::string& san = "");
 
 class TlsRelay {
  public:
   TlsRelay(const std::string& cert_file, const std::string& key_file, std::uint16_t target_port);
   ~TlsRelay();
   std::uint16_t start();  // returns the TLS port
+  // The server name (SNI) of the last handshake: "" when the client sent none.
+  std::string last_sni() const;
 
  private:
   struct Impl;

@@ -25,7 +25,7 @@ export const GATEWAY_METRICS = {
   llmgate_route_decisions_total: { type: "counter", labels: { model: null, deployment: null, policy: POLICIES } },
   llmgate_tokens_total: { type: "counter", labels: { type: ["input", "output"] } },
   llmgate_cost_usd_total: { type: "counter", labels: {} },
-  llmgate_config_reloads_total: { type: "counter", labels: { result: ["success", "failure"] } },
+  llmgate_config_reloads_total: { type: "counter", labels: { result: ["success", "failure", "rejected"] } },
   llmgate_router_ejections_total: { type: "counter", labels: { deployment: null } },
   llmgate_requests_in_flight: { type: "gauge", labels: {} },
   llmgate_build_info: { type: "gauge", labels: { version: null } },

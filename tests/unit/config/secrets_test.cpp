@@ -1,5 +1,7 @@
 // API keys by reference: api_key_env and api_key_file. A key's value must
 // never appear in an error message.
+#include <sys/stat.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -77,6 +79,17 @@ TEST_F(SecretsTest, ReadsTheKeyFileTrimmingTheTrailingNewline) {
   const auto config = parse(provider_with_key("api_key_file: " + key.path()));
   EXPECT_EQ(config->providers.at(0).api_key, "gsk-from-file");
   EXPECT_EQ(config->providers.at(0).api_key_source, "file:" + key.path());
+}
+
+TEST_F(SecretsTest, WarnsOfAKeyFileOthersCanRead) {
+  TempFile key("gsk-from-file\n");
+  ASSERT_EQ(::chmod(key.path().c_str(), 0644), 0);
+  auto config = parse(provider_with_key("api_key_file: " + key.path()));
+  ASSERT_EQ(config->warnings.size(), 1u);
+  EXPECT_THAT(config->warnings[0], HasSubstr("has mode 0644: readable by group or others"));
+  EXPECT_THAT(config->warnings[0], Not(HasSubstr("gsk-from-file")));
+  ASSERT_EQ(::chmod(key.path().c_str(), 0600), 0);
+  EXPECT_TRUE(parse(provider_with_key("api_key_file: " + key.path()))->warnings.empty());
 }
 
 TEST_F(SecretsTest, RejectsAMissingKeyFileNamingIt) {

@@ -157,6 +157,36 @@ TEST(AuthConfig, ReadsKeysWithTheirModelsAndRates) {
   EXPECT_EQ(cfg->auth.admin_key_sha256, std::string(64, 'b'));  // normalised to lowercase
 }
 
+TEST(AuthConfig, ReadsPermissionsAndExplicitOpenness) {
+  auto cfg = testing::parse(kModels + "auth:\n  keys:\n    - {name: ops, sha256: " + kHash +
+                            ", allow_overrides: true, explain: true}\n    - {name: app, sha256: " +
+                            std::string(64, 'c') + "}\n");
+  EXPECT_TRUE(cfg->auth.keys[0].allow_overrides);
+  EXPECT_TRUE(cfg->auth.keys[0].explain);
+  EXPECT_FALSE(cfg->auth.keys[1].allow_overrides);
+  EXPECT_FALSE(cfg->auth.keys[1].explain);
+  EXPECT_EQ(cfg->explain(), Explain::kKeys);  // keys configured: explanations for explain keys only
+  EXPECT_FALSE(cfg->auth.declared_open);
+  EXPECT_EQ(testing::parse(kModels)->explain(), Explain::kAll);
+  EXPECT_EQ(testing::parse(kModels + "server: {explain: keys}\n")->explain(), Explain::kKeys);
+
+  auto open = testing::parse(kModels + "auth: {enabled: false}\n");
+  EXPECT_FALSE(open->auth.enabled());
+  EXPECT_TRUE(open->auth.declared_open);
+  EXPECT_TRUE(open->auth.admin_declared_open);
+  EXPECT_TRUE(testing::parse(kModels + "auth: {admin_open: true}\n")->auth.admin_declared_open);
+
+  using ::testing::HasSubstr;
+  EXPECT_THAT(testing::config_error(kModels + "auth: {enabled: false, keys: [{name: a, sha256: " + kHash + "}]}\n"),
+              HasSubstr("auth: enabled: false, yet keys are configured"));
+  EXPECT_THAT(testing::config_error(kModels + "auth: {enabled: true}\n"),
+              HasSubstr("auth: enabled: true needs at least one key"));
+  EXPECT_THAT(testing::config_error(kModels + "auth: {admin_open: true, admin_key_sha256: " + kHash + "}\n"),
+              HasSubstr("admin_open: true, yet admin_key_sha256 is set"));
+  EXPECT_THAT(testing::config_error(kModels + "server: {explain: some}\n"),
+              HasSubstr("server.explain: expected \"all\" or \"keys\""));
+}
+
 TEST(AuthConfig, RejectsPlainKeysUnknownModelsAndDuplicates) {
   using ::testing::HasSubstr;
   EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n"),

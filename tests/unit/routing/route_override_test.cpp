@@ -289,33 +289,108 @@ TEST(RouteOverride, AnEmptyOverrideChangesNothing) {
   EXPECT_TRUE(p.allow_fallbacks);
 }
 
-TEST(RouteOverride, AppliesEachFieldOverTheModelsPolicy) {
+RouteOverride every_field() {
   RouteOverride o;
   o.policy = config::Policy::kThroughput;
   o.max_ttft = 700ms;
   o.ttft_percentile = config::Percentile::kP50;
   o.min_tps = 80;
+  o.max_output_price_per_1m = 500;
   o.regions = Names{"eu-west"};
   o.providers = Names{"groq"};
   o.deny_providers = Names{"together", "openai"};
   o.allow_fallbacks = false;
   o.hedge = true;
   o.max_attempts = 5;
-  const config::RoutingPolicy p = apply_override(base_policy(), o);
+  return o;
+}
+
+TEST(RouteOverride, AKeyAllowedToWidenReplacesEachField) {
+  const config::RoutingPolicy p =
+      apply_override(base_policy(), every_field(), routing::OverrideScope::kWiden);
   EXPECT_EQ(p.policy, config::Policy::kThroughput);
   EXPECT_EQ(p.constraints.max_ttft, 700ms);
   EXPECT_EQ(p.constraints.max_ttft_percentile, config::Percentile::kP50);
-  EXPECT_EQ(p.constraints.max_output_price_per_1m, 10.0);  // not overridden
+  EXPECT_EQ(p.constraints.max_output_price_per_1m, 500.0);
   EXPECT_EQ(p.constraints.min_tps, 80.0);
   EXPECT_EQ(p.constraints.regions, Names{"eu-west"});
   EXPECT_EQ(p.constraints.allow_providers, Names{"groq"});
-  // Denials add up: a request cannot let a denied provider back in.
+  // Denials add up even then: a request cannot let a denied provider back in.
   EXPECT_EQ(p.constraints.deny_providers, (Names{"openai", "together"}));
   EXPECT_FALSE(p.allow_fallbacks);
   EXPECT_TRUE(p.hedging.enabled);
   EXPECT_EQ(p.hedging.delay, 300ms);
   EXPECT_EQ(p.max_attempts, 5u);
   EXPECT_EQ(p.typical_output_tokens, 512);
+}
+
+TEST(RouteOverride, ARequestCannotLoosenTheConfiguredLimits) {
+  config::RoutingPolicy base = base_policy();
+  base.max_attempts = 1;
+  base.constraints.min_tps = 100;
+  const config::RoutingPolicy p = apply_override(base, every_field());
+  EXPECT_EQ(p.constraints.max_output_price_per_1m, 10.0) << "a $500/M cap must not replace $10/M";
+  EXPECT_EQ(p.max_attempts, 1u) << "max_attempts: 5 must not raise a configured 1";
+  EXPECT_FALSE(p.hedging.enabled) << "hedge: true must not turn on hedging the operator left off";
+  EXPECT_EQ(p.constraints.min_tps, 100.0);
+  // Narrowing requests do narrow.
+  EXPECT_FALSE(p.allow_fallbacks);
+  EXPECT_EQ(p.constraints.regions, Names{"eu-west"});
+  EXPECT_EQ(p.constraints.deny_providers, (Names{"openai", "together"}));
+  EXPECT_EQ(p.policy, config::Policy::kThroughput);  // a preference, not a limit
+}
+
+TEST(RouteOverride, ARequestTightensTheConfiguredLimits) {
+  config::RoutingPolicy base = base_policy();
+  base.hedging.enabled = true;
+  RouteOverride o;
+  o.max_output_price_per_1m = 2;
+  o.min_tps = 40;
+  o.max_attempts = 2;
+  o.hedge = false;
+  const config::RoutingPolicy p = apply_override(base, o);
+  EXPECT_EQ(p.constraints.max_output_price_per_1m, 2.0);
+  EXPECT_EQ(p.constraints.min_tps, 40.0);
+  EXPECT_EQ(p.max_attempts, 2u);
+  EXPECT_FALSE(p.hedging.enabled);
+}
+
+TEST(RouteOverride, TtftLimitsCombineToTheStricter) {
+  config::RoutingPolicy base = base_policy();
+  base.constraints.max_ttft = 800ms;
+  base.constraints.max_ttft_percentile = config::Percentile::kP95;
+  auto with = [&](std::optional<std::chrono::milliseconds> ms, std::optional<config::Percentile> at) {
+    RouteOverride o;
+    o.max_ttft = ms;
+    o.ttft_percentile = at;
+    return apply_override(base, o).constraints;
+  };
+  // Same percentile: the lower limit.
+  EXPECT_EQ(with(2000ms, std::nullopt).max_ttft, 800ms);
+  EXPECT_EQ(with(500ms, std::nullopt).max_ttft, 500ms);
+  // A higher percentile with a limit no higher is stricter on both counts.
+  auto c = with(700ms, config::Percentile::kP99);
+  EXPECT_EQ(c.max_ttft, 700ms);
+  EXPECT_EQ(c.max_ttft_percentile, config::Percentile::kP99);
+  EXPECT_FALSE(c.extra_max_ttft);
+  // A lower percentile with a limit no lower is looser: the configured one stays.
+  c = with(900ms, config::Percentile::kP50);
+  EXPECT_EQ(c.max_ttft, 800ms);
+  EXPECT_EQ(c.max_ttft_percentile, config::Percentile::kP95);
+  EXPECT_FALSE(c.extra_max_ttft);
+  // Neither stricter (p50 under 300 ms vs p95 under 800 ms): both hold.
+  c = with(300ms, config::Percentile::kP50);
+  EXPECT_EQ(c.max_ttft, 800ms);
+  EXPECT_EQ(c.extra_max_ttft, 300ms);
+  EXPECT_EQ(c.extra_max_ttft_percentile, config::Percentile::kP50);
+  // A percentile alone only moves the configured limit up the tail.
+  EXPECT_EQ(with(std::nullopt, config::Percentile::kP50).max_ttft_percentile, config::Percentile::kP95);
+  EXPECT_EQ(with(std::nullopt, config::Percentile::kP99).max_ttft_percentile, config::Percentile::kP99);
+  // No configured limit: the request's applies.
+  base.constraints.max_ttft.reset();
+  c = with(300ms, config::Percentile::kP50);
+  EXPECT_EQ(c.max_ttft, 300ms);
+  EXPECT_EQ(c.max_ttft_percentile, config::Percentile::kP50);
 }
 
 // ---- check_override ----------------------------------------------------------

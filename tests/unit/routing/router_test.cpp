@@ -231,6 +231,23 @@ TEST(Router, CostPicksTheCheapestThatMeetsTheTtftLimit) {
   EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p2", "p1"}));
 }
 
+TEST(Router, ARequestsTtftLimitAtAnotherPercentileHoldsBesideTheConfiguredOne) {
+  Fixture f({100, 300, 200});
+  f.views[0].stats.ttft_p95_ms = 1200;  // fails the configured p95 limit
+  f.views[1].stats.ttft_p95_ms = 500;
+  f.views[2].stats.ttft_p95_ms = 700;
+  f.views[1].stats.ttft_p50_ms = 400;   // fails the request's p50 limit
+  f.views[2].stats.ttft_p50_ms = 150;
+  auto r = f.request();
+  r.policy.constraints.max_ttft = 800ms;
+  r.policy.constraints.extra_max_ttft = 300ms;
+  r.policy.constraints.extra_max_ttft_percentile = config::Percentile::kP50;
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p2"}));
+  ASSERT_EQ(d.skipped.size(), 2u);
+  EXPECT_EQ(d.skipped[1].reason, "ttft p50 400ms over the limit of 300ms");
+}
+
 TEST(Router, BalancedIsTheDocumentedWeightedScore) {
   Fixture f({100, 300, 200});
   f.views[0].stats.tps_estimate = 20;   // fastest TTFT, slowest output, priciest

@@ -1,0 +1,66 @@
+#include "gateway/headers.h"
+
+#include <gtest/gtest.h>
+
+namespace llmgate::gateway {
+namespace {
+
+using TC = TransferCoding;
+
+TEST(TransferEncoding, OnlyAFinalSingleChunkedIsAccepted) {
+  EXPECT_EQ(classify_transfer_encoding({}), TC::kNone);
+  EXPECT_EQ(classify_transfer_encoding({"chunked"}), TC::kChunked);
+  EXPECT_EQ(classify_transfer_encoding({"Chunked"}), TC::kChunked);
+  EXPECT_EQ(classify_transfer_encoding({"identity"}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"xchunked"}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"chunked, identity"}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"chunked", "identity"}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"chunked", "chunked"}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({""}), TC::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"gzip, chunked"}), TC::kUnsupported);
+  EXPECT_EQ(classify_transfer_encoding({"gzip", "chunked"}), TC::kUnsupported);
+}
+
+TEST(RequestPath, OriginAndAbsoluteFormsOnly) {
+  EXPECT_EQ(request_path("/v1/models?x=1"), "/v1/models");
+  EXPECT_EQ(request_path("http://h:8080/v1/models?x"), "/v1/models");
+  EXPECT_EQ(request_path("HTTPS://h/admin/routes"), "/admin/routes");
+  EXPECT_EQ(request_path("http://h"), "/");
+  EXPECT_EQ(request_path("http://h?q"), "/");
+  EXPECT_EQ(request_path("*"), "*");
+  EXPECT_FALSE(request_path("h:443"));
+  EXPECT_FALSE(request_path("v1/models"));
+  EXPECT_FALSE(request_path(""));
+  EXPECT_FALSE(request_path("http:///v1"));
+  // Never decoded or normalised: these match no route.
+  EXPECT_EQ(request_path("/v1/../admin/routes"), "/v1/../admin/routes");
+  EXPECT_EQ(request_path("/%2e%2e/admin"), "/%2e%2e/admin");
+}
+
+TEST(RequestHead, EndIsFoundAcrossPiecesAndWithBareLineFeeds) {
+  const std::string head = "GET / HTTP/1.1\r\nHost: x\r\n\r\nBODY";
+  EXPECT_EQ(request_head_end(head), head.size() - 4);
+  EXPECT_EQ(request_head_end("GET / HTTP/1.1\r\nHost: x\r\n"), std::string_view::npos);
+  // Resuming: the blank line straddles the previous search's end.
+  EXPECT_EQ(request_head_end(head, 25), head.size() - 4);
+  EXPECT_EQ(request_head_end("\r\n\r\nGET / HTTP/1.1\r\n\r\n"), 22u);  // empty lines first
+  EXPECT_EQ(request_head_end("GET / HTTP/1.1\nHost: x\n\n"), 24u);
+}
+
+TEST(RequestHead, ObsFoldAndBadTargetBytesAreFound) {
+  EXPECT_TRUE(has_obs_fold("GET / HTTP/1.1\r\nTransfer-Encoding:\r\n chunked\r\n\r\n"));
+  EXPECT_TRUE(has_obs_fold("GET / HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n"));
+  EXPECT_FALSE(has_obs_fold("GET / HTTP/1.1\r\nX: a b\r\n\r\n"));
+  EXPECT_TRUE(has_unsupported_http_version("GET / HTTP/2.0\r\n"));
+  EXPECT_TRUE(has_unsupported_http_version("GET / HTTP/1.2\r\nHost: x"));
+  EXPECT_FALSE(has_unsupported_http_version("GET / HTTP/1.1\r\n"));
+  EXPECT_FALSE(has_unsupported_http_version("GET /a b HTTP/1.1\r\n"));
+  EXPECT_FALSE(has_unsupported_http_version("GET / HTTP/x.y\r\n"));
+  EXPECT_TRUE(has_invalid_target_byte("/v1/a\x01"));
+  EXPECT_TRUE(has_invalid_target_byte("/v1/a b"));
+  EXPECT_TRUE(has_invalid_target_byte("/v1/\xc3\xa9"));
+  EXPECT_FALSE(has_invalid_target_byte("/v1/models?a=%20&b=~"));
+}
+
+}  // namespace
+}  // namespace llmgate::gateway
