@@ -3,7 +3,7 @@
 # CI, after the normal test suite: the sanitizer builds and the fuzzers, each
 # phase bounded in time.
 #   asan  tools/sanitize.sh: clang-14 ASan+UBSan build of the suite in
-#         build-asan/, the unit, integration and conformance tests under it
+#         build-asan/, the unit, integration, conformance and security tests under it
 #   tsan  g++ TSan build in build-tsan/, integration_tests and conformance_tests
 #         under it (halt_on_error=1; the conformance suite's many-idle-
 #         connections row opens 2,000 sockets)

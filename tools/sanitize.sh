@@ -14,4 +14,4 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=
 ninja -C build-asan -j "${JOBS:-$(nproc)}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration|conformance'
+ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration|conformance|security'

@@ -31,6 +31,7 @@
 #include "config/config.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
+#include "tests/support/gateway_harness.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/scripted_upstream.h"
@@ -48,244 +49,15 @@ using testing::Script;
 using testing::ScriptedUpstream;
 using testing::Step;
 using K = testing::Step::Kind;
+using testing::Blackhole;
+using testing::chat_body;
+using testing::Harness;
+using testing::http_date_in;
+using testing::metric_value;
+using testing::RawClient;
+using testing::Target;
 
 constexpr std::size_t kMaxEventBytes = 64 * 1024;
-
-// ---- Plumbing ---------------------------------------------------------------
-
-// A raw client socket, for what HttpClient will not do (HTTP/1.0, slowloris).
-class RawClient {
- public:
-  // `rcvbuf`: a small receive buffer (set before connecting), for slow readers.
-  explicit RawClient(std::uint16_t port, int rcvbuf = 0) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-    timeval tv{10, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~RawClient() { close(); }
-  bool connected() const { return fd_ >= 0; }
-  bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
-  // Everything until the server closes (or the 10 s receive timeout; then
-  // eof() is false).
-  std::string read_all() {
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        eof_ = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-        break;
-      }
-      out.append(buf, static_cast<std::size_t>(n));
-    }
-    return out;
-  }
-  bool eof() const { return eof_; }
-  // What one read returns ("" if the server closed).
-  std::string read_some() {
-    char buf[4096];
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-  }
-  // True once the server has closed the connection (EOF or reset).
-  bool closed_by_server() {
-    char c;
-    ssize_t n = ::recv(fd_, &c, 1, MSG_DONTWAIT | MSG_PEEK);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool eof_ = false;
-};
-
-// A port that accepts nothing: a listener whose accept queue is full, so the
-// kernel drops further SYNs and a connect hangs until its deadline — an
-// unreachable host, on loopback.
-class Blackhole {
- public:
-  Blackhole() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    for (int i = 0; i < 4; ++i) {
-      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-      ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
-      fillers_.push_back(c);
-    }
-  }
-  ~Blackhole() {
-    for (int c : fillers_) ::close(c);
-    ::close(fd_);
-  }
-  std::uint16_t port() const { return port_; }
-
- private:
-  int fd_;
-  std::uint16_t port_ = 0;
-  std::vector<int> fillers_;
-};
-
-std::uint16_t closed_port() {
-  Blackhole b;  // bound, then closed with it
-  return b.port();
-}
-
-std::string chat_body(bool stream, const std::string& extra = "") {
-  return std::string(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":)") +
-         (stream ? "true" : "false") + extra + "}";
-}
-
-using testing::metric_value;
-
-std::string http_date_in(std::chrono::seconds from_now) {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + from_now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
-}
-
-// How the "bad" deployment's upstream is reached.
-enum class Target { kScript, kRefused, kBlackhole, kTlsToPlain, kTlsWrongHost };
-
-// The gateway under test, with "bad/m" (the fault) before "good/m" (a sim).
-class Harness {
- public:
-  // `limits_extra`: keys added to server.limits (", max_connections: 2");
-  // `bad_extra`: keys added to the
-  // bad/m deployment (", max_concurrent: 1"); `extra_yaml`: appended after the
-  // models list (more model entries, or top-level sections such as auth:).
-  Harness(Target target, const Script& script, const std::string& limits_extra = "",
-          const std::string& bad_extra = "", const std::string& extra_yaml = "",
-          const std::string& bad_provider_extra = "") {
-    setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
-    sim::SimOptions o;
-    o.api_key = "key";
-    sim::Profile p;
-    p.ttft = {sim::Distribution::Kind::kFixed, 2, 0};
-    p.tps = {sim::Distribution::Kind::kFixed, 5000, 0};
-    p.output_tokens_min = p.output_tokens_max = 5;
-    o.profiles["m"] = p;
-    good_ = std::make_unique<sim::SimServer>(o);
-    good_->start();
-    std::string bad_url, bad_tls;
-    switch (target) {
-      case Target::kScript:
-        upstream_ = std::make_unique<ScriptedUpstream>(script);
-        bad_url = "http://127.0.0.1:" + std::to_string(upstream_->start()) + "/v1";
-        break;
-      case Target::kRefused:
-        bad_url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1";
-        break;
-      case Target::kBlackhole:
-        blackhole_ = std::make_unique<Blackhole>();
-        bad_url = "http://127.0.0.1:" + std::to_string(blackhole_->port()) + "/v1";
-        break;
-      case Target::kTlsToPlain:
-        // A plain-HTTP server answers the TLS ClientHello.
-        upstream_ = std::make_unique<ScriptedUpstream>(
-            Script{{K::kSend, testing::status_response(400)}, {K::kClose}}, /*read_request=*/false);
-        bad_url = "https://127.0.0.1:" + std::to_string(upstream_->start()) + "/v1";
-        break;
-      case Target::kTlsWrongHost: {
-        char dir[] = "/tmp/llmgate-conf-XXXXXX";
-        tls_dir_ = mkdtemp(dir);
-        std::string cert, key;
-        if (!testing::make_self_signed_cert(tls_dir_, "other.example", cert, key)) {
-          throw std::runtime_error("openssl could not make a certificate");
-        }
-        relay_ = std::make_unique<testing::TlsRelay>(cert, key, good_->port());
-        bad_url = "https://127.0.0.1:" + std::to_string(relay_->start()) + "/v1";
-        bad_tls = ", tls: {ca_file: \"" + cert + "\", sni: upstream.example}";
-        break;
-      }
-    }
-    const std::string yaml = R"(
-routing: {exploration: 0, defaults: {policy: ordered}}
-server:
-  listeners: [{address: 127.0.0.1, port: 0}]
-  workers: 1
-  limits: {max_event_size: 64KiB, client_header_timeout: 1s, max_header_size: 8KiB, max_body_size: 64KiB)" +
-                             limits_extra + R"(}
-timeouts: {connect: 300ms, ttft: 600ms, idle: 600ms, total: 3s}
-providers:
-  - {name: bad, base_url: ")" + bad_url + R"(", api_key_env: LLMGATE_CONFORMANCE_KEY)" + bad_tls +
-                             bad_provider_extra + R"(}
-  - {name: good, base_url: "http://127.0.0.1:)" + std::to_string(good_->port()) +
-                             R"(/v1", api_key_env: LLMGATE_CONFORMANCE_KEY}
-models:
-  - name: chat
-    deployments: [{provider: bad, model: m)" + bad_extra + R"(}, {provider: good, model: m}]
-)" + extra_yaml;
-    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "conformance.yaml"));
-    port_ = gw_->start().at(0);
-  }
-  ~Harness() {
-    gw_.reset();
-    relay_.reset();
-    upstream_.reset();
-    if (!tls_dir_.empty()) std::filesystem::remove_all(tls_dir_);
-  }
-
-  std::uint16_t port() const { return port_; }
-  gateway::Gateway& gateway() { return *gw_; }
-  ScriptedUpstream* upstream() { return upstream_.get(); }
-  sim::SimServer& good() { return *good_; }
-  std::string metrics() {
-    HttpClient c(port_);
-    return c.request("GET", "/metrics").body;
-  }
-
-  // Nothing crashed, nothing leaked: the gateway answers, every client and
-  // upstream connection it had is closed, nothing is counted in flight.
-  void expect_quiescent() {
-    EXPECT_TRUE(eventually([&] {
-      HttpClient probe(port_);
-      return probe.request("GET", "/healthz").status == 200;
-    })) << "the gateway no longer answers";
-    EXPECT_TRUE(eventually([&] { return gw_->open_api_connections() == 0; }))
-        << gw_->open_api_connections() << " client connection(s) left open";
-    for (const char* id : {"bad/m", "good/m"}) {
-      EXPECT_TRUE(eventually([&] { return gw_->stats().get_or_prior(id).in_flight == 0; }))
-          << id << " still counts an attempt in flight";
-    }
-    EXPECT_TRUE(eventually([&] { return metric_value(metrics(), "llmgate_requests_in_flight") == 0; }));
-    if (upstream_) {
-      EXPECT_TRUE(eventually([&] { return upstream_->stats().open == 0; }))
-          << "an upstream connection was not released";
-    }
-  }
-
- private:
-  std::unique_ptr<sim::SimServer> good_;
-  std::unique_ptr<ScriptedUpstream> upstream_;
-  std::unique_ptr<Blackhole> blackhole_;
-  std::unique_ptr<testing::TlsRelay> relay_;
-  std::string tls_dir_;
-  std::unique_ptr<gateway::Gateway> gw_;
-  std::uint16_t port_ = 0;
-};
 
 // A row's id as a test name: "status-429-retry-after" -> "status_429_retry_after".
 // gtest prints a row by its id (not as bytes) in test listings and failures.
@@ -915,6 +687,322 @@ TEST_P(GatewayKeys, BehaveAsDocumented) { run_row(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Table, GatewayKeys, ::testing::ValuesIn(key_rows()), row_name);
 
+// ---- Security ------------------------------------------------------------------------
+
+// A config file holding the harness's config, for reload rows.
+class ConfigFile {
+ public:
+  explicit ConfigFile(const std::string& text) {
+    char name[] = "/tmp/llmgate-conf-cfg-XXXXXX";
+    const int fd = mkstemp(name);
+    ::close(fd);
+    path_ = name;
+    write(text);
+  }
+  ~ConfigFile() { std::filesystem::remove(path_); }
+  void write(const std::string& text) { std::ofstream(path_, std::ios::trunc) << text; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Model "pricey": bad/m at $500/M before good/m at $1/M, capped at $10/M,
+// one attempt, no hedging.
+const std::string kPricey = R"(  - name: pricey
+    routing: {max_attempts: 1, constraints: {max_output_price_per_1m: 10}, hedging: {enabled: false}}
+    deployments:
+      - {provider: bad, model: m, price: {input_per_1m: 1, output_per_1m: 500}}
+      - {provider: good, model: m, price: {input_per_1m: 1, output_per_1m: 1}}
+  - name: solo
+    deployments: [{provider: bad, model: m}]
+)";
+
+std::string model_body(const std::string& model, const std::string& route = "") {
+  return R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}])" +
+         (route.empty() ? "" : R"(,"route":)" + route) + "}";
+}
+
+testing::HttpResponse post_as(Harness& h, const std::string& key, const std::string& body) {
+  HttpClient c(h.port());
+  std::map<std::string, std::string> headers{{"content-type", "application/json"}};
+  if (!key.empty()) headers["authorization"] = "Bearer " + key;
+  return c.request("POST", "/v1/chat/completions", body, headers);
+}
+
+// What a raw exchange answers: everything until the gateway closes.
+std::string raw_exchange(Harness& h, const std::string& bytes) {
+  RawClient raw(h.port());
+  EXPECT_TRUE(raw.send(bytes));
+  return raw.read_all();
+}
+
+std::string raw_post(const std::string& extra_headers, const std::string& body) {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+         extra_headers + "\r\n" + body;
+}
+
+// The operator's provider key as OpenAI's 401 quotes it: start and end.
+const std::string kOpenAi401 =
+    R"({"error":{"message":"Incorrect API key provided: sk-proj-****************************************************************XYZ9. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})";
+
+std::vector<ClientRow> security_rows() {
+  const Script fails{{K::kSend, testing::status_response(500)}, {K::kClose}};
+  const std::string two_keys = "auth:\n  keys:\n    - {name: app, sha256: " + gateway::sha256_hex("sk-app") +
+                               ", models: [chat, solo, pricey]}\n    - {name: ops, sha256: " +
+                               gateway::sha256_hex("sk-ops") + ", explain: true, allow_overrides: true}\n";
+  return {
+      {"override-cannot-raise-price-cap", {},
+       [](Harness& h) {
+         // $1000/M asked, $10/M configured: the $500/M deployment stays out,
+         // in the body and in the header alike.
+         auto r = post_as(h, "", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         EXPECT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         HttpClient c(h.port());
+         r = c.request("POST", "/v1/chat/completions", model_body("pricey", R"({"order": ["bad"]})"),
+                       {{"content-type", "application/json"}, {"x-llmgate-max-price", "1000"}});
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(h.upstream()->stats().requests, 0u) << "the $500/M deployment was reached";
+       },
+       "", "", kPricey},
+      {"override-cannot-raise-max-attempts", fails,
+       [](Harness& h) {
+         auto r = post_as(h, "", model_body("pricey", R"({"max_attempts": 10, "max_output_price_per_1m": 1000})"));
+         // bad/m is out (price); good/m alone: one attempt. And on "chat"
+         // (max_attempts 3 by default) a request may ask for fewer.
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+         r = post_as(h, "", model_body("chat", R"({"max_attempts": 1})"));
+         EXPECT_EQ(r.status, 502) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+         // "once" is configured with max_attempts: 1: asking for 10 gets one.
+         r = post_as(h, "", model_body("once", R"({"max_attempts": 10})"));
+         EXPECT_EQ(r.status, 502) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+         EXPECT_EQ(h.good().stats().requests, 1u) << "good/m was tried after the configured last attempt";
+       },
+       "", "", kPricey + "  - name: once\n    routing: {max_attempts: 1}\n    deployments: [{provider: bad, model: m}, {provider: good, model: m}]\n"},
+      {"override-cannot-enable-hedging", {{K::kSend, testing::sse_head()}, {K::kHold}},
+       [](Harness& h) {
+         // Hedging is off, with a 50 ms delay configured: turned on, a hedge
+         // would start after 50 ms and win long before bad/m's deadline.
+         auto r = post_as(h, "", model_body("nohedge", R"({"hedge": true})"));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-hedged"), "") << "a hedge ran";
+         EXPECT_EQ(r.header("x-llmgate-failed"), "bad/m=ttft_timeout");  // waited out bad/m alone
+       },
+       "", "",
+       "  - name: nohedge\n    routing: {hedging: {enabled: false, delay: 50ms}}\n"
+       "    deployments: [{provider: bad, model: m}, {provider: good, model: m}]\n"},
+      {"trusted-key-may-widen-overrides", {},
+       [](Harness& h) {
+         auto r = post_as(h, "sk-app", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+         r = post_as(h, "sk-ops", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         EXPECT_EQ(r.status, 200);
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");  // allow_overrides: true
+       },
+       "", "", kPricey + two_keys},
+      {"half-written-config-keeps-auth", {},
+       [](Harness& h) {
+         const std::string full = h.yaml();
+         ConfigFile file(full.substr(0, full.find("auth:")));  // the part before auth:
+         std::string why;
+         EXPECT_FALSE(h.gateway().reload_from_file(file.path(), &why));
+         EXPECT_NE(why.find("enabled: false"), std::string::npos) << why;
+         EXPECT_EQ(post_as(h, "", model_body("chat")).status, 401) << "the API opened";
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""), 1);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_last_reload_successful"), 0);
+         // Saying so explicitly is honoured.
+         file.write(full.substr(0, full.find("auth:")) + "auth: {enabled: false}\n");
+         EXPECT_TRUE(h.gateway().reload_from_file(file.path(), &why)) << why;
+         EXPECT_EQ(post_as(h, "", model_body("chat")).status, 200);
+       },
+       "", "", auth_yaml()},
+      {"empty-config-keeps-models-and-admin", {},
+       [](Harness& h) {
+         ConfigFile empty("");
+         std::string why;
+         EXPECT_FALSE(h.gateway().reload_from_file(empty.path(), &why));
+         HttpClient c(h.port());
+         EXPECT_EQ(c.request("GET", "/admin/routes").status, 401) << "/admin opened";
+         EXPECT_EQ(post_as(h, "sk-app", model_body("chat")).status, 200);
+         // A file with keys but no admin key, or no models section: refused too.
+         const std::string full = h.yaml();
+         ConfigFile no_admin(std::regex_replace(full, std::regex("  admin_key_sha256: [0-9a-f]+\n"), ""));
+         EXPECT_FALSE(h.gateway().reload_from_file(no_admin.path(), &why));
+         EXPECT_NE(why.find("admin_open"), std::string::npos) << why;
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""), 2);
+       },
+       "", "", auth_yaml()},
+      {"upstream-error-text-not-forwarded", {{K::kSend, testing::status_response(401, "", kOpenAi401)}, {K::kClose}},
+       [](Harness& h) {
+         ::testing::internal::CaptureStderr();
+         auto r = post_as(h, "", model_body("solo"));
+         HttpClient flush(h.port());  // the log line is written after the answer
+         flush.request("GET", "/healthz");
+         const std::string log = ::testing::internal::GetCapturedStderr();
+         EXPECT_EQ(r.status, 502);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream_unavailable");
+         for (const char* leak : {"sk-proj", "XYZ9", "Incorrect API key"}) {
+           EXPECT_EQ(r.body.find(leak), std::string::npos) << leak << " reached the client: " << r.body;
+         }
+         for (const char* secret : {"sk-proj", "XYZ9"}) {
+           EXPECT_EQ(log.find(secret), std::string::npos) << secret << " was logged";
+         }
+         EXPECT_NE(log.find("Incorrect API key provided: [redacted]"), std::string::npos) << log;
+       },
+       "", "", kPricey},
+      {"client-error-body-scrubbed",
+       {{K::kSend, testing::status_response(400, "", R"j({"error":{"message":"tools[0] is invalid (request by key sk-abcdef1234567)","type":"invalid_request_error","param":"tools","code":null}})j")},
+        {K::kClose}},
+       [](Harness& h) {
+         auto r = post_as(h, "", model_body("chat"));
+         EXPECT_EQ(r.status, 400);
+         auto e = json::parse(r.body)["error"];
+         EXPECT_EQ(e["message"], "tools[0] is invalid (request by key [redacted])") << r.body;
+         EXPECT_EQ(e["param"], "tools");
+       }},
+      {"in-band-error-text-not-forwarded",
+       {{K::kSend, head_role_tokens(1) + testing::chunk("data: {\"error\":{\"message\":\"internal error, key sk-leak1234567\"}}\n\n")},
+        {K::kHold}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+         auto events = c.rest_of_events();
+         ASSERT_FALSE(events.empty());
+         auto e = json::parse(events.back())["error"];
+         EXPECT_EQ(e["code"], "upstream_stream_error");
+         EXPECT_EQ(events.back().find("sk-leak"), std::string::npos) << events.back();
+       }},
+      {"transfer-encoding-not-chunked", {},
+       [](Harness& h) {
+         // The body would be a second request if it were taken for no body.
+         for (const std::string te : {"identity", "xchunked", "chunked, identity"}) {
+           const std::string got = raw_exchange(
+               h, raw_post("Transfer-Encoding: " + te + "\r\n", "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+           EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << te << ": " << got.substr(0, 200);
+           EXPECT_EQ(got.find("\"list\""), std::string::npos) << te << ": the body ran as a request";
+         }
+       }},
+      {"chunk-size-overflow", {},
+       [](Harness& h) {
+         const std::string got =
+             raw_exchange(h, raw_post("Transfer-Encoding: chunked\r\n", "fffffffffffffffffffff\r\nabc"));
+         EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << got.substr(0, 200);
+         EXPECT_NE(got.find("bad_http_request"), std::string::npos);
+       }},
+      {"missing-host", {},
+       [](Harness& h) {
+         const std::string got = raw_exchange(h, "GET /v1/models HTTP/1.1\r\n\r\n");
+         EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << got.substr(0, 200);
+       }},
+      {"second-instance-same-port", {},
+       [](Harness& h) {
+         std::string yaml = h.yaml();
+         yaml.replace(yaml.find("port: 0"), 7, "port: " + std::to_string(h.port()));
+         gateway::Gateway second(config::parse_config(yaml, "second.yaml"));
+         try {
+           second.start();
+           ADD_FAILURE() << "a second gateway started on the same port";
+         } catch (const std::exception& e) {
+           EXPECT_NE(std::string(e.what()).find("address in use"), std::string::npos) << e.what();
+         }
+       }},
+      {"expect-100-continue-checks-key-first", {},
+       [](Harness& h) {
+         RawClient raw(h.port());
+         ASSERT_TRUE(raw.send(raw_post("Authorization: Bearer wrong\r\nExpect: 100-continue\r\nContent-Length: 100\r\n", "")));
+         const std::string got = raw.read_some();
+         EXPECT_EQ(got.rfind("HTTP/1.1 401 ", 0), 0u) << "not 100 Continue first: " << got.substr(0, 100);
+       },
+       "", "", auth_yaml()},
+      {"keep-alive-head-header-timeout", {},
+       [](Harness& h) {
+         // Idle between requests may last 30 s; a head that has started must
+         // complete within client_header_timeout (1 s).
+         RawClient raw(h.port());
+         ASSERT_TRUE(raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+         EXPECT_NE(raw.read_some().find("200"), std::string::npos);
+         ASSERT_TRUE(raw.send("GET /healthz HTTP/1.1\r\nHo"));
+         EXPECT_TRUE(eventually([&] { return raw.closed_by_server(); }, 5s))
+             << "the stalled head was held to the idle timeout";
+       },
+       ", client_idle_timeout: 30s"},
+      {"content-encoding-refused", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false),
+                            {{"content-type", "application/json"}, {"content-encoding", "gzip"}});
+         EXPECT_EQ(r.status, 415);
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "unsupported_content_encoding");
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+       }},
+      {"connection-header-lines-all-honoured", testing::healthy_stream(2),
+       [](Harness& h) {
+         const std::string body = chat_body(false);
+         raw_exchange(h, raw_post("Connection: keep-alive\r\nConnection: x-hop, close\r\nX-Hop: secret\r\nContent-Length: " +
+                                      std::to_string(body.size()) + "\r\n",
+                                  body));
+         const std::string upstream = h.upstream()->last_request();
+         EXPECT_EQ(upstream.find("secret"), std::string::npos) << upstream;
+       }},
+      {"via-loop-detected", {},
+       [](Harness& h) {
+         // A provider whose base_url is the gateway itself.
+         std::string yaml = h.yaml() + "  - name: loop\n    deployments: [{provider: self, model: m}, {provider: good, model: m}]\n";
+         yaml.replace(yaml.find("providers:\n"), 11,
+                      "providers:\n  - {name: self, base_url: \"http://127.0.0.1:" + std::to_string(h.port()) +
+                          "/v1\", pool: {idle_timeout: 200ms}}\n");  // its pooled connection to us goes soon
+         ASSERT_TRUE(h.gateway().reload(config::parse_config(yaml, "loop.yaml")));
+         auto r = post_as(h, "", model_body("loop"));
+         EXPECT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-failed"), "self/m=upstream_status(508)");
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"self/m\""), 1)
+             << "the request went round more than once";
+       }},
+      {"models-list-filtered-by-key", {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("GET", "/v1/models", "", {{"authorization", "Bearer sk-app"}});
+         ASSERT_EQ(r.status, 200);
+         std::set<std::string> ids;
+         const json list = json::parse(r.body);
+         for (const auto& m : list["data"]) ids.insert(m["id"].get<std::string>());
+         EXPECT_EQ(ids, (std::set<std::string>{"chat"}));
+       },
+       "", "", "  - name: hidden\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
+      {"route-explanations-need-permission", fails,
+       [](Harness& h) {
+         // Key "app" may not see how it was routed, "ops" (explain: true) may.
+         auto app = post_as(h, "sk-app", model_body("chat"));
+         EXPECT_EQ(app.status, 200);
+         for (const char* header : {"x-llmgate-route", "x-llmgate-deployment", "x-llmgate-failed"}) {
+           EXPECT_EQ(app.header(header), "") << header;
+         }
+         EXPECT_EQ(app.header("x-llmgate-attempts"), "2");
+         auto failed = post_as(h, "sk-app", model_body("solo"));
+         EXPECT_EQ(failed.status, 502);
+         EXPECT_EQ(failed.body.find("bad/m"), std::string::npos) << failed.body;
+         auto denied = post_as(h, "sk-app", model_body("pricey", R"({"providers": ["bad"]})"));
+         EXPECT_EQ(denied.status, 503);
+         EXPECT_EQ(denied.body.find("$"), std::string::npos) << "prices shown: " << denied.body;
+         auto ops = post_as(h, "sk-ops", model_body("chat"));
+         EXPECT_EQ(ops.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(ops.header("x-llmgate-failed"), "bad/m=upstream_status(500)");
+         EXPECT_NE(ops.header("x-llmgate-route"), "");
+       },
+       "", "", kPricey + two_keys},
+  };
+}
+
+class Security : public ClientBehaviour {};
+
+TEST_P(Security, BehavesAsDocumented) { run_row(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Table, Security, ::testing::ValuesIn(security_rows()), row_name);
+
 // ---- The document and the table agree ------------------------------------------
 
 std::set<std::string> documented_rows(const std::string& section) {
@@ -943,6 +1031,7 @@ TEST(FailureSemanticsDoc, EveryTableListsTheTestedRowsAndNoOther) {
   EXPECT_EQ(documented_rows("Client behaviours"), ids(client_rows()));
   EXPECT_EQ(documented_rows("Limits"), ids(limit_rows()));
   EXPECT_EQ(documented_rows("Gateway keys"), ids(key_rows()));
+  EXPECT_EQ(documented_rows("Security"), ids(security_rows()));
 }
 
 }  // namespace
