@@ -409,9 +409,10 @@ void Gateway::Impl::on_every_worker(const std::function<void(WorkerThread&)>& fn
 
 bool Gateway::drain() {
   if (impl_->stopped.load()) return true;
+  // Readiness off first: whoever sees draining() sees !ready() too.
+  impl_->ready = false;
   if (impl_->draining.exchange(true)) return false;
   const config::Drain d = impl_->snapshot()->config->server.drain;
-  impl_->ready = false;
   impl_->metrics->set_draining(true);
   log_line(LogLevel::kInfo, "draining: readiness off; accepting for " +
                                 std::to_string(d.delay.count()) + "ms more, then up to " +
@@ -659,7 +660,12 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       auto& head = parser.get();
       rc.version = head.version() == 10 ? 10 : 11;
       // While draining, answer and close: clients reconnect to another replica.
-      rc.keep_alive = head.keep_alive() && !(draining.load() && !admin);
+      std::vector<std::string> connection;  // every Connection line counts
+      for (const auto& f : head) {
+        if (f.name() != http::field::connection) continue;
+        for (auto& t : connection_tokens(f.value())) connection.push_back(std::move(t));
+      }
+      rc.keep_alive = wants_keep_alive(rc.version, connection) && !(draining.load() && !admin);
       if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
       if (auto e = framing_error(head)) {
         // The request's extent is unknown or ambiguous: answer, then close

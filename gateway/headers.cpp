@@ -55,6 +55,12 @@ std::vector<std::string> connection_tokens(std::string_view v) {
   return out;
 }
 
+bool wants_keep_alive(unsigned version, const std::vector<std::string>& tokens) {
+  auto has = [&](std::string_view t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
+  if (has("close")) return false;
+  return version >= 11 || has("keep-alive");
+}
+
 bool is_gateway_owned(std::string_view name) {
   static constexpr std::array<std::string_view, 13> kOwned = {
       "host",           "authorization",  "api-key",          "x-api-key",

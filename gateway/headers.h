@@ -15,6 +15,11 @@ bool is_hop_by_hop(std::string_view name, const std::vector<std::string>& connec
 // Parses a Connection header value into lower-case tokens.
 std::vector<std::string> connection_tokens(std::string_view connection_header);
 
+// Whether a client wants its connection kept open after this request, from
+// every Connection line together (RFC 9112 §9.3): HTTP/1.1 unless one says
+// "close", HTTP/1.0 only if one says "keep-alive".
+bool wants_keep_alive(unsigned version, const std::vector<std::string>& connection_tokens);
+
 // Client headers llmgate never forwards upstream even though they are
 // end-to-end: the client's credentials (the provider key replaces them), the
 // framing and content negotiation the gateway owns, and its own controls.

@@ -50,28 +50,26 @@ bool looks_like_credential(std::string_view token) {
   return letters && digits;
 }
 
-// Replaces each occurrence of a known secret.
-std::string without_known(std::string_view text, std::span<const std::string> known) {
-  std::string out(text);
+// Replaces each occurrence of a known secret. A "secret" that is part of the
+// marker itself cannot be removed by it (and is no provider's key).
+std::string without_known(std::string text, std::span<const std::string> known) {
   for (const auto& secret : known) {
-    if (secret.size() < 8) continue;  // too short to search for safely
-    for (std::size_t at = out.find(secret); at != std::string::npos;
-         at = out.find(secret, at + kRedacted.size())) {
-      out.replace(at, secret.size(), kRedacted);
+    if (secret.size() < 8 || kRedacted.find(secret) != std::string_view::npos) continue;
+    for (std::size_t at = text.find(secret); at != std::string::npos;
+         at = text.find(secret, at + kRedacted.size())) {
+      text.replace(at, secret.size(), kRedacted);
     }
   }
-  return out;
+  return text;
 }
 
-}  // namespace
-
-std::string redact_secrets(std::string_view input, std::span<const std::string> known) {
-  const std::string text = without_known(input, known);
+// One pass of the token rules.
+std::string without_tokens(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   std::size_t i = 0;
   while (i < text.size()) {
-    const std::string_view rest = std::string_view(text).substr(i);
+    const std::string_view rest = text.substr(i);
     // "Bearer <token>": the token goes, whatever it looks like.
     if (starts_with_icase(rest, "bearer ") && (i == 0 || !token_char(text[i - 1]))) {
       std::size_t skip = 7;
@@ -100,6 +98,23 @@ std::string redact_secrets(std::string_view input, std::span<const std::string> 
     ++i;
   }
   return out;
+}
+
+}  // namespace
+
+std::string redact_secrets(std::string_view input, std::span<const std::string> known) {
+  // Replacing text can make new text: a marker next to what follows, a
+  // split token. Repeat until nothing changes, so that the result holds no
+  // known secret and nothing that looks like a key, and redacting it again
+  // changes nothing. Real text settles in one or two rounds; what does not
+  // settle (a "secret" built around the marker) is dropped whole.
+  std::string text(input);
+  for (int round = 0; round < 4; ++round) {
+    std::string next = without_known(without_tokens(text), known);
+    if (next == text) return text;
+    text = std::move(next);
+  }
+  return std::string(kRedacted);
 }
 
 }  // namespace llmgate::gateway

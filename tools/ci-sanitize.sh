@@ -24,7 +24,7 @@ self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-45}
-FUZZ_TARGETS=4  # tests/fuzz: chat_request, sse_parser, route_override, config
+FUZZ_TARGETS=5  # tests/fuzz: chat_request, sse_parser, route_override, redact, config
 
 phase_asan() {
   tools/sanitize.sh

@@ -942,9 +942,13 @@ std::vector<ClientRow> security_rows() {
       {"connection-header-lines-all-honoured", testing::healthy_stream(2),
        [](Harness& h) {
          const std::string body = chat_body(false);
-         raw_exchange(h, raw_post("Connection: keep-alive\r\nConnection: x-hop, close\r\nX-Hop: secret\r\nContent-Length: " +
-                                      std::to_string(body.size()) + "\r\n",
-                                  body));
+         RawClient raw(h.port());
+         ASSERT_TRUE(raw.send(raw_post("Connection: keep-alive\r\nConnection: x-hop, close\r\nX-Hop: secret\r\nContent-Length: " +
+                                           std::to_string(body.size()) + "\r\n",
+                                       body)));
+         const std::string got = raw.read_all();
+         EXPECT_TRUE(raw.eof()) << "the second line's close was not honoured";
+         EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got.substr(0, 300);
          const std::string upstream = h.upstream()->last_request();
          EXPECT_EQ(upstream.find("secret"), std::string::npos) << upstream;
        }},

@@ -21,6 +21,14 @@ TEST(TransferEncoding, OnlyAFinalSingleChunkedIsAccepted) {
   EXPECT_EQ(classify_transfer_encoding({"gzip", "chunked"}), TC::kUnsupported);
 }
 
+TEST(KeepAlive, EveryConnectionLineCounts) {
+  EXPECT_TRUE(wants_keep_alive(11, {}));
+  EXPECT_FALSE(wants_keep_alive(11, {"keep-alive", "x-hop", "close"}));
+  EXPECT_FALSE(wants_keep_alive(10, {}));
+  EXPECT_TRUE(wants_keep_alive(10, {"keep-alive"}));
+  EXPECT_FALSE(wants_keep_alive(10, {"keep-alive", "close"}));
+}
+
 TEST(RequestPath, OriginAndAbsoluteFormsOnly) {
   EXPECT_EQ(request_path("/v1/models?x=1"), "/v1/models");
   EXPECT_EQ(request_path("http://h:8080/v1/models?x"), "/v1/models");
