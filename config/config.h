@@ -117,7 +117,12 @@ struct Tls {
 };
 
 struct Pool {
-  std::size_t max_connections = 64;  // per provider, per worker thread
+  // Per provider, per worker thread. An LLM stream holds its connection for
+  // seconds to minutes, so this bounds the concurrent streams one worker
+  // sends to a provider; when it is full, a request waits up to the connect
+  // timeout, then tries the next candidate (local saturation, not an
+  // upstream failure).
+  std::size_t max_connections = 2048;
   Duration idle_timeout{60'000};     // idle keep-alive connections closed after this
   bool operator==(const Pool&) const = default;
 };
@@ -233,6 +238,11 @@ struct Ejection {
   Duration max_duration{300'000};
   double jitter = 0.2;                // +-20% on each ejection time
   double max_ejected_fraction = 0.5;  // of a model's deployments
+  // While ejected, one request may probe the deployment this often (it goes
+  // first and is hedged by the next candidate, so it costs that request
+  // little); a success ends the ejection. 0: probe only once the ejection
+  // time has passed (half-open).
+  Duration probe_interval{500};
 };
 
 // gRPC/Finagle-style retry budget: every request deposits `ratio` tokens,

@@ -205,6 +205,7 @@ Ejection read_ejection(const ConfigNode& node) {
     if (max_duration) ejection.max_duration = max_duration->duration();
     m.read("jitter", ejection.jitter, number_in(0, 1, End::kClosed, End::kOpen));
     m.read("max_ejected_fraction", ejection.max_ejected_fraction, number_in(0, 1));
+    m.read("probe_interval", ejection.probe_interval, &ConfigNode::duration_or_zero);
 
     if (ejection.max_duration < ejection.base_duration) {
       // Blame the key that was written: with both written, max_duration.

@@ -79,7 +79,15 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
                         {"p90", opt(s.ttft_p90_ms)},
                         {"p95", opt(s.ttft_p95_ms)},
                         {"p99", opt(s.ttft_p99_ms)},
-                        {"samples", s.ttft_samples}};
+                        {"samples", s.ttft_samples},
+                        // Attempts that gave up waiting for a first token in
+                        // the window: their TTFT is known only to exceed the
+                        // wait (Kaplan-Meier percentiles above).
+                        {"censored", s.ttft_censored},
+                        {"percentiles_are_lower_bounds", s.ttft_quantile_lower_bound},
+                        {"recent_p95", opt(s.ttft_recent_p95_ms)},
+                        {"awaiting_first_token", s.awaiting_first_token},
+                        {"awaiting_lower_bound", s.awaiting_lower_bound_ms}};
       row["tps"] = {{"estimate", s.tps_estimate}, {"p50", opt(s.tps_p50)}};
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);
       row["error_rate"] = s.error_rate;
@@ -114,8 +122,8 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
   for (const auto& m : cfg.models) {
     out += "model " + m.name + "  policy " + config::to_string(m.routing.policy) +
            (m.routing.hedging.enabled ? "  hedging on" : "") + "\n";
-    std::snprintf(line, sizeof line, "  %-4s %-44s %-12s %9s %9s %9s %9s %8s %8s %6s %4s %8s %-12s %s\n",
-                  "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99",
+    std::snprintf(line, sizeof line, "  %-4s %-44s %-12s %9s %9s %9s %9s %5s %8s %8s %6s %4s %8s %-12s %s\n",
+                  "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99", "cens",
                   "tps_p50", "chars/s", "err%", "infl", "$/M_out", "region", "score");
     out += line;
     auto rows = rank_deployments(cfg, m, state, now);
@@ -126,10 +134,12 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
       const auto& s = r.s;
       std::string rank = r.rank ? std::to_string(*r.rank) : "-";
       std::snprintf(line, sizeof line,
-                    "  %-4s %-44.44s %-12s %9s %9s %9s %9s %8s %8s %6s %4lld %8s %-12.12s %s\n",
+                    "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s %8s %6s %4lld %8s %-12.12s %s\n",
                     rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
                     fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
-                    fmt_opt("%.0f", s.ttft_p95_ms).c_str(), fmt_opt("%.0f", s.ttft_p99_ms).c_str(),
+                    ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p95_ms)).c_str(),
+                    ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p99_ms)).c_str(),
+                    s.ttft_censored,
                     fmt_opt("%.1f", s.tps_p50).c_str(), fmt_opt("%.0f", s.chars_per_s_estimate).c_str(),
                     fmt("%.1f", s.error_rate * 100).c_str(), static_cast<long long>(s.in_flight),
                     fmt("%.2f", r.d->price.output_per_1m).c_str(),

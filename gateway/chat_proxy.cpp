@@ -59,6 +59,9 @@ constexpr std::size_t kReadChunk = 4096;
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
+// The mid-stream speed sample: after this many output events and this long.
+constexpr std::size_t kSpeedSampleEvents = 16;
+constexpr auto kSpeedSampleAfter = std::chrono::milliseconds(500);
 
 using UpstreamParser = http::response_parser<http::buffer_body>;
 
@@ -427,7 +430,9 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     const auto& pc = decision_.candidates[next];
     if (!outcomes_.empty()) metrics_.shared().on_fallback(outcomes_.back());
     AttemptResult r;
-    if (hedging && next + 1 < decision_.candidates.size() &&
+    // A capped candidate (explored, re-checked, probed) is always hedged by
+    // the next one: learning about it costs a client at most its hedge delay.
+    if ((hedging || pc.capped) && next + 1 < decision_.candidates.size() &&
         pc.hedge_delay < pc.candidate.timeouts.ttft) {
       const auto& second = decision_.candidates[next + 1];
       bool second_started = false;
@@ -495,7 +500,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
     rs_.health.on_attempt(rec.deployment, rec.outcome != AttemptOutcome::kSuccess,
-                          recorded.error_rate, recorded.attempts, now);
+                          recorded.error_rate, recorded.attempts, now, pc.probe);
   }
   if (rec.retry_after_s && (rec.http_status == 429 || rec.http_status == 503)) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
@@ -522,6 +527,25 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
       co_return AttemptResult{};
     }
     slot = std::move(got.slot);
+  }
+  // The same for this worker's connection pool to the provider: waiting for
+  // a slot is local saturation, never an upstream failure — no attempt, no
+  // effect on health or statistics; bounded by the connect timeout, then the
+  // next candidate (then 503 + Retry-After when every one was saturated).
+  auto& pool = worker_.pools->get(*c.provider, snapshot_.tls);
+  if (!pool.has_room()) {
+    const bool room = co_await pool.wait_for_room(earliest(Clock::now() + c.timeouts.connect, total_deadline_));
+    if (!room) {
+      if (LLMGATE_CANCELLED()) co_return AttemptResult{};
+      saturated_ = true;
+      failures_.push_back(c.deployment->id() + ": this gateway's connection pool to provider \"" +
+                          c.provider->name + "\" is full (" +
+                          std::to_string(c.provider->pool.max_connections) +
+                          " connections per worker, pool.max_connections)");
+      failed_short_.push_back(c.deployment->id() + "=saturated");
+      metrics_.on_saturated(c.deployment->id(), "pool_full");
+      co_return AttemptResult{};
+    }
   }
   ++attempt_no_;
   AttemptRecord rec;
@@ -618,7 +642,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
   auto hedge = [&]() -> net::awaitable<AttemptResult> {
     net::steady_timer delay(ex, first.hedge_delay);
     auto [ec] = co_await delay.async_wait(kUseTuple);
-    if (ec || race.winner >= 0 || !race.live[0] || !rs_.hedges(req_.model).try_spend(Clock::now())) {
+    // Capped candidates are few (exploration, re-checks, probes): their
+    // hedges do not spend the model's hedge budget.
+    if (ec || race.winner >= 0 || !race.live[0] ||
+        (!first.capped && !rs_.hedges(req_.model).try_spend(Clock::now()))) {
       if (!ec && race.winner < 0 && race.live[0]) metrics_.shared().on_hedge("denied");
       // No hedge: the first attempt decides alone.
       net::steady_timer park(ex, Clock::time_point::max());
@@ -908,6 +935,8 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   Outbox outbox;  // complete events not yet written to the client
   bool committed = false, done = false, saw_finish = false;
   bool first_token_relayed = false;  // for the gateway-overhead metric
+  std::size_t output_events = 0;
+  bool speed_sampled = false;  // the mid-stream speed sample was taken
   std::optional<AttemptResult> failure;       // broke before commit: fail over
   std::optional<ApiError> post_commit_error;  // broke after commit: end the client's stream
 
@@ -963,6 +992,15 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       if (!rec.first_token) rec.first_token = now;
       rec.last_token = now;
       rec.output_chars += static_cast<std::int64_t>(ch.output_chars);
+      // Output speed is measured during the stream too, once it has run a
+      // while: a long answer from a slow deployment teaches the router
+      // before it ends (the final tokens/s still comes at the end).
+      if (!speed_sampled && ++output_events >= kSpeedSampleEvents &&
+          now - *rec.first_token >= kSpeedSampleAfter) {
+        speed_sampled = true;
+        const double span = std::chrono::duration<double>(now - *rec.first_token).count();
+        rs_.stats.record_speed(rec.deployment, static_cast<double>(rec.output_chars) / span, now);
+      }
     }
     saw_finish = saw_finish || ch.has_finish;
     if (!streaming) {

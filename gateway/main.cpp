@@ -1,4 +1,6 @@
 // llmgate: the gateway binary.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -51,6 +53,35 @@ void write_port_file(const std::string& path, std::uint16_t port) {
     f << port << "\n";
   }
   std::rename(tmp.c_str(), path.c_str());
+}
+
+// Every client stream and every upstream connection is a descriptor:
+// thousands of concurrent streams need more than the usual soft limit of
+// 1024. Raise it to the hard limit (nginx's worker_rlimit_nofile, done for
+// the operator), and say so when even that is short of what the config can use.
+void raise_descriptor_limit(const llmgate::config::Config& cfg) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  const unsigned workers = cfg.server.workers != 0 ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t upstream = 0;
+  for (const auto& p : cfg.providers) upstream += p.pool.max_connections;
+  // A client connection each, and an upstream connection for each stream
+  // (the pools' sum when that is smaller).
+  const std::size_t clients = cfg.server.limits.max_connections;
+  const std::size_t want = clients + std::min(clients, workers * upstream);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    llmgate::gateway::log_line(
+        llmgate::gateway::LogLevel::kWarn,
+        "open file limit is " + std::to_string(lim.rlim_cur) + "; the config may use up to " +
+            std::to_string(want) + " descriptors (a client and an upstream connection for each of "
+            "server.limits.max_connections): raise the limit (ulimit -n, LimitNOFILE=) or lower "
+            "server.limits.max_connections");
+  }
 }
 
 }  // namespace
@@ -153,6 +184,7 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return 1;
   }
+  raise_descriptor_limit(*cfg);
   for (const auto& warning : cfg->warnings) {
     gateway::log_line(gateway::LogLevel::kWarn, "config: " + warning);
   }

@@ -100,7 +100,7 @@ struct MetricsRegistry::Impl {
       "Chat completion requests by public model and outcome");
   Family<Counter>& saturated = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
-      "Candidates skipped at their max_concurrent, by deployment and reason (queue_full, queue_timeout)");
+      "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, queue_timeout) or this gateway's connection pool full (pool_full)");
   Family<Counter>& routes = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
       "The router's first choice per request, by model, deployment and policy");
@@ -402,6 +402,9 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       m_.ttft_by[{m.name, id}] = &f.ttft.Add(genai, kTtftBuckets);
       m_.tpot_by[{m.name, id}] = &f.tpot.Add(genai, kTpotBuckets);
       m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
+      // pool_full: this worker's connection pool to the provider stayed full
+      // (any deployment); queue_*: the deployment's own max_concurrent.
+      m_.saturated_by[{id, "pool_full"}] = &f.saturated.Add({{"deployment", id}, {"reason", "pool_full"}});
       if (d.max_concurrent) {
         for (const char* r : {"queue_full", "queue_timeout"}) {
           m_.saturated_by[{id, r}] = &f.saturated.Add({{"deployment", id}, {"reason", r}});

@@ -149,6 +149,17 @@ net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline
   }
 }
 
+net::awaitable<bool> ConnectionPool::wait_for_room(Clock::time_point deadline) {
+  while (!has_room() && !shut_down_) {
+    net::steady_timer timer(ex_, deadline);
+    waiters_.push_back(&timer);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    std::erase(waiters_, &timer);
+    if (!ec) co_return false;  // the deadline, not a wake-up
+  }
+  co_return true;
+}
+
 net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline) {
   ++open_;  // reserve the slot across the awaits below
   auto fail = [this](std::string what) {

@@ -114,6 +114,14 @@ class ConnectionPool {
   // for network failures; `deadline` bounds the whole operation.
   net::awaitable<AcquireResult> acquire(Clock::time_point deadline, bool allow_reuse = true);
 
+  // Waits until acquire() would not have to wait for a slot (an idle
+  // connection, or room for a new one), or `deadline`. False on the
+  // deadline: the pool is saturated locally — a fact about this gateway,
+  // not about the provider. Nothing is taken: a caller that then calls
+  // acquire() without suspending in between gets the slot.
+  net::awaitable<bool> wait_for_room(Clock::time_point deadline);
+  bool has_room() const { return !idle_.empty() || open_ < provider_.pool.max_connections; }
+
   std::size_t open_connections() const { return open_; }
   std::size_t idle_connections() const { return idle_.size(); }
   const config::Provider& provider() const { return provider_; }

@@ -72,6 +72,7 @@ void HealthTracker::eject(Entry& e, std::string cause, Clock::time_point now) {
   e.ejection_cause = std::move(cause);
   e.consecutive_failures = 0;
   e.probe_taken_at.reset();
+  e.last_probe_at.reset();
   e.readmitted_at.reset();
 }
 
@@ -84,11 +85,16 @@ void HealthTracker::readmit(Entry& e, Clock::time_point now) {
 }
 
 void HealthTracker::on_attempt(const std::string& deployment, bool failed, double error_rate,
-                               std::uint64_t attempts, Clock::time_point now) {
+                               std::uint64_t attempts, Clock::time_point now, bool probe) {
   std::lock_guard lock(mu_);
   Entry& e = entries_[deployment];
   if (e.ejected_until) {
-    if (now < *e.ejected_until) return;  // still ejected: the probe decides, later
+    if (now < *e.ejected_until) {
+      // Still ejected: only a probe's result counts — a success ends the
+      // ejection, a failure frees the slot for the next interval's probe.
+      if (probe) failed ? e.probe_taken_at.reset() : readmit(e, now);
+      return;
+    }
     // Half-open: this result is the probe's.
     failed ? eject(e, "probe failed", now) : readmit(e, now);
     return;
@@ -144,6 +150,13 @@ Availability HealthTracker::own_state(const std::string& deployment, const Entry
     a.routable = false;
     a.until = e->ejected_until;
     a.reason = "ejected: " + e->ejection_cause + ", " + time_left(*a.until - now) + " left";
+    const auto interval = options_.probe_interval;
+    const auto since = e->last_probe_at.value_or(e->ejected_at);
+    if (interval > Clock::duration::zero() && now - since >= interval && probe_slot_free(*e, now)) {
+      a.state = HealthState::kProbing;
+      a.probe = a.routable = true;
+      a.reason += "; probe";
+    }
   } else if (e->ejected_until) {
     a.state = HealthState::kProbing;
     a.probe = probe_slot_free(*e, now);
@@ -163,7 +176,7 @@ std::vector<Availability> HealthTracker::check(const std::vector<std::string>& i
     auto it = entries_.find(id);
     Entry* e = it == entries_.end() ? nullptr : &it->second;
     Availability a = own_state(id, e, now);
-    if (a.probe) e->probe_taken_at = now;  // taken here, so a repeated id sees it in flight
+    if (a.probe) e->probe_taken_at = e->last_probe_at = now;  // so a repeated id sees it taken
     if (out_for_ejection(a)) ejected.push_back(out.size());
     out.push_back(std::move(a));
   }

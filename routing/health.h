@@ -7,6 +7,11 @@
 //   healthy --(N consecutive failures, or error rate over threshold)--> ejected
 //   ejected --(ejection time passes)--> half-open: exactly one request probes
 //   half-open --(probe succeeds)--> healthy;  --(probe fails)--> ejected, longer
+// and, with probe_interval set, while still ejected: one request may probe it
+// every probe_interval (one at a time); a success ends the ejection at once,
+// a failure leaves it as it was. Probes go first in their plan and are hedged
+// (router.h), so this costs clients little and finds a recovery in about
+// probe_interval, whatever the backoff has grown to.
 // Ejection times grow base x 2^(k-1) for the k-th ejection in a row; k returns
 // to 0 only after max_duration without an ejection, so a flapping deployment
 // keeps its long backoff. A Retry-After from upstream is a separate, hard
@@ -64,8 +69,9 @@ class HealthTracker {
   // eject. After a probe let the deployment back in, the error-rate rule also
   // waits for `min_requests` new attempts, so the slowly decaying rate that
   // caused the last ejection cannot cause the next one on its own.
+  // `probe`: the attempt was the probe check() handed out for it.
   void on_attempt(const std::string& deployment, bool failed, double error_rate,
-                  std::uint64_t attempts, Clock::time_point now);
+                  std::uint64_t attempts, Clock::time_point now, bool probe = false);
 
   // An upstream 429/503 with Retry-After: out of plans until now + after
   // (at most max_duration, so one bad header cannot bench a deployment for a
@@ -118,6 +124,7 @@ class HealthTracker {
     Clock::time_point ejected_at{};
     std::string ejection_cause;  // "5 consecutive failures", "error rate 62%"
     std::optional<Clock::time_point> probe_taken_at;
+    std::optional<Clock::time_point> last_probe_at;  // the last probe handed out
     std::optional<Clock::time_point> readmitted_at;  // last probe success
     std::optional<std::uint64_t> attempts_since_readmitted;
     std::optional<Clock::time_point> cooldown_until;

@@ -9,7 +9,10 @@
 //   - with no samples at all the estimate is the prior (never "no data = fast");
 //   - while no samples arrive the estimate relaxes toward the prior with its
 //     own time constant, so a deployment that was slow an hour ago is tried
-//     again instead of being judged on stale data forever.
+//     again instead of being judged on stale data forever. The relaxation is
+//     applied only when the estimate is read, never stored: a new sample
+//     decays in from the value the samples made, so a deployment measured
+//     steadily at s reads s, not s pulled toward the prior on every sample.
 //
 // Pure value type: time is passed in, nothing here reads a clock.
 #pragma once
@@ -31,8 +34,7 @@ class PeakEwma {
       : prior_(prior), tau_(tau.count()), relax_tau_(relax_tau.count()) {}
 
   void observe(double sample, TimePoint now) {
-    // Stale state first relaxes toward the prior (estimate()), then a lower
-    // sample decays in and a higher one replaces it.
+    // Above what is read now (the peak rule): replaces it. Below: decays in.
     if (last_ && sample < estimate(now)) return observe_decayed(sample, now);
     value_ = sample;
     last_ = now;
@@ -40,15 +42,34 @@ class PeakEwma {
   }
 
   // A sample that decays in whichever side of the estimate it falls (no peak
-  // rule): for evidence that should move the estimate gradually.
+  // rule): for evidence that should move the estimate gradually. It mixes
+  // with the stored value, not the relaxed one (after a long silence its
+  // weight is close to 1 anyway: exp(-dt/tau)).
   void observe_decayed(double sample, TimePoint now) {
     if (!last_) {
       value_ = sample;
     } else {
-      double current = estimate(now);
       double w = decay_weight(*last_, now, tau_);
-      value_ = current * w + sample * (1 - w);
+      value_ = value_ * w + sample * (1 - w);
     }
+    last_ = now;
+    ++samples_;
+  }
+
+  // Starts over from `sample`, as if it were the first: for a deployment
+  // whose estimate holds only the penalties of its latest failures, not a
+  // measurement of what it is now.
+  void restart(double sample, TimePoint now) {
+    value_ = sample;
+    last_ = now;
+    ++samples_;
+  }
+
+  // A lower bound (the attempt waited this long without a first token): may
+  // raise the estimate, at once, never lower it.
+  void observe_at_least(double bound, TimePoint now) {
+    if (bound <= estimate(now)) return;
+    value_ = bound;
     last_ = now;
     ++samples_;
   }

@@ -12,10 +12,6 @@ namespace {
 using config::Policy;
 using std::chrono::milliseconds;
 
-// Output characters per token when a deployment has no measurement of its
-// own: about 4 for English text in the common BPE tokenizers.
-constexpr double kDefaultCharsPerToken = 4.0;
-
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
@@ -37,15 +33,34 @@ std::optional<std::size_t> order_rank(const std::vector<std::string>& order,
   return std::nullopt;
 }
 
-std::optional<double> ttft_at(const DeploymentStats& s, config::Percentile p) {
-  std::optional<double> v;
+// One of four values by percentile.
+std::optional<double> at(config::Percentile p, std::optional<double> p50, std::optional<double> p90,
+                         std::optional<double> p95, std::optional<double> p99) {
   switch (p) {
-    case config::Percentile::kP50: v = s.ttft_p50_ms; break;
-    case config::Percentile::kP90: v = s.ttft_p90_ms; break;
-    case config::Percentile::kP95: v = s.ttft_p95_ms; break;
-    case config::Percentile::kP99: v = s.ttft_p99_ms; break;
+    case config::Percentile::kP50: return p50;
+    case config::Percentile::kP90: return p90;
+    case config::Percentile::kP95: return p95;
+    case config::Percentile::kP99: return p99;
   }
-  return v;
+  return std::nullopt;
+}
+
+// The window's percentile (Kaplan-Meier with the timeouts).
+std::optional<double> ttft_at(const DeploymentStats& s, config::Percentile p) {
+  return at(p, s.ttft_p50_ms, s.ttft_p90_ms, s.ttft_p95_ms, s.ttft_p99_ms);
+}
+
+// The percentile of the attempts that answered (hedge delays).
+std::optional<double> answered_ttft_at(const DeploymentStats& s, config::Percentile p) {
+  return at(p, s.ttft_answered_p50_ms, s.ttft_answered_p90_ms, s.ttft_answered_p95_ms,
+            s.ttft_answered_p99_ms);
+}
+
+// The recent-evidence percentile (the last kRecentSamples samples), else the
+// window's.
+std::optional<double> recent_ttft_at(const DeploymentStats& s, config::Percentile p) {
+  auto v = at(p, s.ttft_recent_p50_ms, s.ttft_recent_p90_ms, s.ttft_recent_p95_ms, s.ttft_recent_p99_ms);
+  return v ? v : ttft_at(s, p);
 }
 
 bool data_driven(Policy p) {
@@ -65,6 +80,7 @@ std::vector<double> normalised(const std::vector<double>& v) {
 struct Working {
   PlannedCandidate pc;
   const DeploymentView* view;
+  std::optional<std::chrono::milliseconds> missed_ttft_limit;  // left out by this TTFT limit
 };
 
 }  // namespace
@@ -163,7 +179,13 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     // Load: attempts still waiting for their first token are what queues at
     // a provider (prefill); streams already decoding barely delay a new one.
     const auto waiting = static_cast<double>(std::max<std::int64_t>(0, s.awaiting_first_token));
-    w.pc.expected_ttft_ms = s.ttft_estimate_ms * (1 + options.load_factor * waiting);
+    // Attempts in flight that have waited longer than the estimate are
+    // evidence before any of them times out.
+    w.pc.stalled = s.awaiting_lower_bound_ms > s.ttft_estimate_ms;
+    w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms);
+    w.pc.load_multiplier = 1 + options.load_factor * waiting;
+    w.pc.expected_ttft_ms = w.pc.estimate_ms * w.pc.load_multiplier;
+    w.pc.p50_ms = s.ttft_p50_ms;
     if (same_model) {
       w.pc.speed = s.tps_estimate;
     } else {
@@ -171,8 +193,12 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       w.pc.speed = s.chars_per_s_estimate.value_or(s.tps_estimate * kDefaultCharsPerToken);
     }
     // TTFT deadline from the live p95, else from the configured expectation.
+    // A p95 known only as a lower bound (most recent attempts gave up
+    // waiting) is the longest wait itself: the deadline stays at what was
+    // waited and does not grow toward a TTFT nobody has seen.
     const milliseconds configured = w.pc.candidate.timeouts.ttft;
     std::optional<double> basis = s.ttft_p95_ms;
+    if (basis && s.ttft_p95_lower_bound) *basis /= options.deadline_factor;
     if (!basis && w.pc.candidate.deployment->expected_ttft) {
       basis = static_cast<double>(w.pc.candidate.deployment->expected_ttft->count());
     }
@@ -181,12 +207,35 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       w.pc.candidate.timeouts.ttft =
           std::clamp(derived, std::min(options.min_ttft_deadline, configured), configured);
     }
-    // Hedge delay: fixed, or the live percentile (else the estimate), with a floor.
+    // Hedge delay: fixed, or the live percentile of the attempts that
+    // answered (else the estimate), with a floor. (Of those that answered:
+    // with 10% of attempts stalling, the p99 of all of them is "beyond the
+    // deadline", and a hedge at it would never start.)
     double delay_ms = policy.hedging.delay
                           ? static_cast<double>(policy.hedging.delay->count())
-                          : ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
+                          : answered_ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
     w.pc.hedge_delay = std::max(policy.hedging.min_delay,
                                 milliseconds(static_cast<std::int64_t>(std::ceil(delay_ms))));
+  }
+  // What trying a deployment costs the client: one whose estimate is at or
+  // past its own TTFT deadline will time out, and the client then pays the
+  // deadline and the next candidate's first token. (Without this, the load
+  // factor on the deployment carrying the traffic can make one that only
+  // ever times out look better, and every request pays for it.)
+  if (hard_ok.size() > 1) {
+    std::vector<double> expected;  // before any is charged: the order does not matter
+    for (const auto& w : hard_ok) expected.push_back(w.pc.expected_ttft_ms);
+    for (std::size_t i = 0; i < hard_ok.size(); ++i) {
+      auto& pc = hard_ok[i].pc;
+      const double deadline = static_cast<double>(pc.candidate.timeouts.ttft.count());
+      if (pc.estimate_ms < deadline) continue;
+      double next = std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < hard_ok.size(); ++j) {
+        if (j != i) next = std::min(next, expected[j]);
+      }
+      pc.expected_ttft_ms = std::max(pc.expected_ttft_ms, deadline + next);
+      pc.times_out = true;
+    }
   }
 
   // Soft constraints.
@@ -204,12 +253,19 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
                                   fmt("%.0f", *cons.min_tps)});
       continue;
     }
-    // The configured TTFT limit, and a request's at another percentile.
+    // The configured TTFT limit, and a request's at another percentile,
+    // judged on recent evidence: the percentile of the latest samples, and a
+    // deployment whose last few answers all met the limit meets it (so one
+    // that recovers is back within a few re-checks, not when its slow
+    // samples age out of the window).
     auto over_ttft = [&](std::optional<milliseconds> limit, config::Percentile at) {
       if (!limit) return false;
-      std::optional<double> ttft = ttft_at(s, at);
+      const auto max = static_cast<double>(limit->count());
+      std::optional<double> ttft = recent_ttft_at(s, at);
       if (!ttft && dep.expected_ttft) ttft = static_cast<double>(dep.expected_ttft->count());
-      if (!ttft || *ttft <= static_cast<double>(limit->count())) return false;
+      if (!ttft || *ttft <= max) return false;
+      if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms <= max) return false;
+      w.missed_ttft_limit = *limit;
       soft_skipped.push_back({dep.id(), "ttft p" + std::to_string(static_cast<int>(at)) + " " +
                                             fmt("%.0f", *ttft) + "ms over the limit of " +
                                             std::to_string(limit->count()) + "ms"});
@@ -221,11 +277,42 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     }
     cands.push_back(w);
   }
+  std::optional<Working> recheck;
+  std::optional<Skipped> recheck_skip;
   if (cands.empty()) {
     cands = hard_ok;
     out.relaxed = true;
   } else {
-    out.skipped.insert(out.skipped.end(), soft_skipped.begin(), soft_skipped.end());
+    // Re-check one deployment the soft constraints left out, or one known
+    // only from its failures (its estimate holds their penalties), if it is
+    // due (nothing in flight to it, its last sample older than
+    // kRecheckInterval): the least recently measured one.
+    for (auto& w : hard_ok) {
+      const DeploymentStats& st = w.view->stats;
+      const bool out_soft = std::none_of(cands.begin(), cands.end(), [&](const Working& c) {
+        return c.pc.candidate.deployment == w.pc.candidate.deployment;
+      });
+      const bool due = st.in_flight == 0 &&
+                       (!st.last_sample || now - *st.last_sample >= kRecheckInterval);
+      if (!(out_soft || st.ttft_penalized) || !due) continue;
+      if (!recheck || (recheck->view->stats.last_sample && st.last_sample &&
+                       *st.last_sample < *recheck->view->stats.last_sample)) {
+        recheck = w;
+      }
+    }
+    for (auto& sk : soft_skipped) {
+      if (recheck && sk.deployment == recheck->pc.candidate.deployment->id()) {
+        recheck_skip = sk;
+        continue;
+      }
+      out.skipped.push_back(sk);
+    }
+  }
+  // Scored with the rest (for display), then set apart.
+  if (recheck && std::none_of(cands.begin(), cands.end(), [&](const Working& c) {
+        return c.pc.candidate.deployment == recheck->pc.candidate.deployment;
+      })) {
+    cands.push_back(*recheck);
   }
 
   // Scores: lower is better.
@@ -233,6 +320,7 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       request.max_tokens && *request.max_tokens > 0
           ? std::min(*request.max_tokens, policy.typical_output_tokens * 4)
           : policy.typical_output_tokens);
+  out.e2e_tokens = expected_tokens;
   switch (policy.policy) {
     case Policy::kLatency:
       for (auto& w : cands) w.pc.score = w.pc.expected_ttft_ms;
@@ -244,6 +332,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       for (auto& w : cands) {
         double tps = std::max(0.1, w.view->stats.tps_estimate);
         w.pc.score = w.pc.expected_ttft_ms + expected_tokens / tps * 1000.0;
+        w.pc.speed = tps;  // the speed, in the unit, that the score used
+        w.pc.speed_is_chars = false;
       }
       break;
     case Policy::kCost:
@@ -286,6 +376,17 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   }
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Working& a, const Working& b) { return a.pc.score < b.pc.score; });
+  // The candidate's ranked place, for a re-check that is not soft-excluded.
+  auto ranked = [&](const Working& r) {
+    return std::find_if(cands.begin(), cands.end(), [&](const Working& w) {
+      return w.pc.candidate.deployment == r.pc.candidate.deployment;
+    });
+  };
+  if (recheck) {
+    auto it = ranked(*recheck);
+    recheck = *it;
+    if (recheck_skip) cands.erase(it);  // left out by a constraint: set apart
+  }
 
   // route.order: the named deployments first, in the order named.
   if (!request.order.empty()) {
@@ -298,10 +399,23 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     for (auto& w : cands) w.pc.preferred = order_rank(request.order, *w.pc.candidate.deployment).has_value();
   }
 
-  // Exploration: the least recently measured candidate goes first.
-  if (cands.size() > 1 && request.order.empty() && data_driven(policy.policy) &&
-      options.exploration > 0 &&
-      std::uniform_real_distribution<double>(0, 1)(rng) < options.exploration) {
+  const std::size_t max_n = policy.allow_fallbacks ? std::max(1u, policy.max_attempts) : 1u;
+  // Learning about a deployment (exploring, re-checking, probing) needs a
+  // second candidate to fall back to; a single-attempt plan does not learn.
+  const bool may_learn = max_n > 1 && request.order.empty();
+
+  if (recheck && may_learn) {
+    // A re-check goes first, and is this request's one lesson.
+    if (auto it = ranked(*recheck); it != cands.end()) {
+      std::rotate(cands.begin(), it, it + 1);
+    } else {
+      cands.insert(cands.begin(), *recheck);
+    }
+    cands.front().pc.recheck = cands.front().pc.explored = true;
+  } else if (cands.size() > 1 && may_learn && data_driven(policy.policy) &&
+             options.exploration > 0 &&
+             std::uniform_real_distribution<double>(0, 1)(rng) < options.exploration) {
+    // Exploration: the least recently measured candidate goes first.
     // Never measured counts as the oldest; ties keep the better-ranked one.
     auto older = [](const std::optional<Clock::time_point>& a,
                     const std::optional<Clock::time_point>& b) {
@@ -315,9 +429,43 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     std::rotate(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(pick),
                 cands.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
     cands.front().pc.explored = true;
+  } else if (recheck_skip) {
+    out.skipped.push_back(*recheck_skip);
   }
 
-  const std::size_t max_n = policy.allow_fallbacks ? std::max(1u, policy.max_attempts) : 1u;
+  // A half-open probe goes first: otherwise a first choice that succeeds
+  // keeps it from ever running, and the deployment from ever coming back.
+  if (may_learn) {
+    std::stable_partition(cands.begin(), cands.end(), [](const Working& w) { return w.pc.probe; });
+  }
+
+  // Learning costs the client little: a candidate tried to learn about it
+  // (explored, re-checked, probed) has the best other candidate started
+  // beside it once it has waited about that one's typical TTFT (a hedge,
+  // outside the hedge budget: these are few), and a capped connect deadline.
+  const Working* best = nullptr;
+  for (const auto& w : cands) {
+    if (!w.pc.explored && !w.pc.probe) {
+      best = &w;
+      break;
+    }
+  }
+  if (best != nullptr && may_learn) {
+    const double typical = best->view->stats.ttft_answered_p50_ms.value_or(best->pc.expected_ttft_ms);
+    const auto cap =
+        std::max(milliseconds(50), milliseconds(static_cast<std::int64_t>(std::ceil(typical))));
+    for (auto& w : cands) {
+      if (!w.pc.explored && !w.pc.probe) continue;
+      auto& t = w.pc.candidate.timeouts;
+      w.pc.capped = true;
+      // A re-check left out by a TTFT limit is given until that limit: the
+      // question is whether it meets it again, which a hedge at the best
+      // one's median would never let it show.
+      w.pc.hedge_delay = std::min(w.pc.recheck && w.missed_ttft_limit ? std::max(cap, *w.missed_ttft_limit) : cap, t.ttft);
+      t.connect = std::min(t.connect, std::max(kMinCappedConnect, 2 * cap));
+    }
+  }
+
   for (std::size_t i = 0; i < cands.size(); ++i) {
     if (i < max_n) {
       out.candidates.push_back(cands[i].pc);
@@ -325,6 +473,15 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       out.skipped.push_back({cands[i].pc.candidate.deployment->id(),
                              policy.allow_fallbacks ? "beyond max_attempts" : "fallbacks are off"});
     }
+  }
+  // The derived deadline is there to fail over in time; the last candidate
+  // has nothing to fail over to, and cutting it would only turn a slow
+  // answer into an error. It gets the configured TTFT timeout. (A retry
+  // budget that runs out can still end a plan earlier: that attempt keeps
+  // its derived deadline.)
+  if (!out.candidates.empty()) {
+    auto& last = out.candidates.back().candidate;
+    last.timeouts.ttft = request.cfg->timeouts_for(*last.provider).ttft;
   }
   return out;
 }
@@ -337,18 +494,43 @@ std::string explain(const RouteDecision& d) {
   };
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {
     const auto& c = d.candidates[i];
-    std::string why = "ttft~" + fmt("%.0f", c.expected_ttft_ms) + "ms";
-    if (d.policy == config::Policy::kThroughput || d.policy == config::Policy::kBalanced ||
-        d.policy == config::Policy::kE2e) {
-      why += " speed~" + fmt("%.0f", c.speed) + (c.speed_is_chars ? "c/s" : "t/s");
+    // The score the policy compared, how it was made, and the measured
+    // median beside it (the estimate is peak-sensitive and load-adjusted).
+    const std::string est = fmt("%.0fms", c.estimate_ms) + (c.stalled ? " waiting" : "") +
+                            (c.times_out ? " past its deadline" : "");
+    const std::string load = c.load_multiplier > 1 ? fmt(" x%.2f load", c.load_multiplier) : "";
+    const std::string speed = fmt("%.0f", c.speed) + (c.speed_is_chars ? "c/s" : "t/s");
+    std::string why;
+    switch (d.policy) {
+      case config::Policy::kLatency:
+        why = "score " + fmt("%.0fms", c.score) + " = est " + est + load;
+        break;
+      case config::Policy::kE2e:
+        why = "score " + fmt("%.0fms", c.score) + " = ttft " + fmt("%.0fms", c.expected_ttft_ms) +
+              " + " + fmt("%.0f", d.e2e_tokens) + " tokens at " + speed;
+        break;
+      case config::Policy::kThroughput:
+        why = "speed " + speed;
+        break;
+      case config::Policy::kCost:
+        why = fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
+        break;
+      case config::Policy::kBalanced:
+        why = "score " + fmt("%.2f", c.score) + " of ttft " + fmt("%.0fms", c.expected_ttft_ms) + ", " +
+              speed + ", " + fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
+        break;
+      case config::Policy::kOrdered:
+      case config::Policy::kRoundRobin:
+      case config::Policy::kRandom:
+        break;
     }
-    if (d.policy == config::Policy::kCost) {
-      why += " $" + fmt("%.2f", c.candidate.deployment->price.output_per_1m) + "/M";
-    }
+    if (c.p50_ms) why += (why.empty() ? "" : "; ") + fmt("p50 %.0fms", *c.p50_ms);
     if (c.preferred) why += " preferred";
-    if (c.explored) why += " explore";
+    if (c.recheck) why += " recheck";
+    else if (c.explored) why += " explore";
     if (c.probe) why += " probe";
     if (c.panic) why += " panic";
+    if (c.capped) why += " hedge@" + std::to_string(c.hedge_delay.count()) + "ms";
     add(c.candidate.deployment->id() + "=#" + std::to_string(i + 1) + "(" + why + ")");
   }
   for (const auto& s : d.skipped) add(s.deployment + "=skip(" + s.reason + ")");

@@ -15,8 +15,16 @@
 //   4. route.order moves the named deployments to the front, in that order.
 //   5. Exploration: with probability `exploration` (data-driven policies only)
 //      the least recently measured candidate goes first, so idle deployments
-//      stay measured.
-//   6. Truncate to max_attempts (1 without fallbacks).
+//      stay measured. A deployment left out by a soft constraint is
+//      re-checked, by every policy, when nothing is in flight to it and its
+//      last sample is older than kRecheckInterval: it goes first, so a
+//      constraint it meets again is known within seconds.
+//   6. A half-open probe goes first (every policy; unless route.order says
+//      otherwise): a recovered deployment carries traffic again at once.
+//   7. Explored, re-checked and probe candidates get capped deadlines (about
+//      twice the best other candidate's p95), so what the router learns costs
+//      a client little.
+//   8. Truncate to max_attempts (1 without fallbacks).
 #pragma once
 
 #include <chrono>
@@ -32,6 +40,11 @@
 #include "routing/stats_registry.h"
 
 namespace llmgate::routing {
+
+// Re-check a deployment excluded by a soft constraint at most this often.
+inline constexpr std::chrono::milliseconds kRecheckInterval{500};
+// The floor of a capped connect deadline (exploration, re-checks, probes).
+inline constexpr std::chrono::milliseconds kMinCappedConnect{500};
 
 struct RouterOptions {
   double exploration = 0.03;
@@ -62,14 +75,28 @@ struct DeploymentView {
 struct PlannedCandidate {
   Candidate candidate;             // timeouts.ttft holds the derived deadline
   double score = 0;                // the policy's score: lower is better
-  double expected_ttft_ms = 0;     // estimate x (1 + load_factor x awaiting first token)
+  // TTFT the policy compared: the estimate (raised to the age of the second-oldest
+  // attempts still waiting for a first token when that is higher) x the load
+  // multiplier (1 + load_factor x attempts awaiting their first token).
+  double expected_ttft_ms = 0;
+  double estimate_ms = 0;          // the estimate, before the load multiplier
+  double load_multiplier = 1;
+  bool stalled = false;            // attempts in flight have waited past the estimate
+  // Its estimate is at or past its TTFT deadline: trying it costs the client
+  // the deadline plus the next candidate's TTFT, and expected_ttft_ms says so.
+  bool times_out = false;
+  std::optional<double> p50_ms;    // measured (window) median TTFT, for explanations
   double speed = 0;                // output speed the policy compared
   bool speed_is_chars = false;     // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};
   bool probe = false;              // the half-open probe of an ejected deployment
   bool panic = false;              // routed although ejected: nothing else was left
   bool explored = false;           // moved first by exploration
+  bool recheck = false;            // excluded by a soft constraint, re-checked (explored)
   bool preferred = false;          // moved first by route.order
+  // Its deadlines were capped (exploration, re-check, probe): learning about
+  // a deployment costs the client at most about the best candidate's p95.
+  bool capped = false;
 };
 
 struct Skipped {
@@ -79,6 +106,7 @@ struct Skipped {
 
 struct RouteDecision {
   config::Policy policy = config::Policy::kLatency;
+  double e2e_tokens = 0;  // e2e: the output tokens the scores assume
   std::vector<PlannedCandidate> candidates;
   std::vector<Skipped> skipped;
   bool relaxed = false;  // no deployment met the soft constraints: they were dropped

@@ -34,6 +34,12 @@ double waited_ms(const AttemptRecord& r, Clock::time_point now) {
   return since != Clock::time_point{} ? ms(now - since) : 0.0;
 }
 
+// Outcomes of an attempt that was still waiting for its first token when
+// the gateway stopped waiting: its TTFT is only known to exceed the wait.
+bool waited_for_first_token(AttemptOutcome o) {
+  return o == AttemptOutcome::kTtftTimeout || o == AttemptOutcome::kTotalTimeout;
+}
+
 // Outcomes that say nothing about the deployment: the client's own doing.
 bool says_nothing(AttemptOutcome o) {
   return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError ||
@@ -51,26 +57,37 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       failures(o.error_tau),
       tps_prior(o.tps_prior) {}
 
-StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment)
-    : registry_(r), deployment_(std::move(deployment)) {
+StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment, Clock::time_point now)
+    : registry_(r), deployment_(std::move(deployment)), since_(now) {
   std::lock_guard lock(registry_.mu_);
-  auto& c = registry_.entry(deployment_).counters;
-  ++c.in_flight;
-  ++c.awaiting_first_token;
+  Entry& e = registry_.entry(deployment_);
+  ++e.counters.in_flight;
+  ++e.counters.awaiting_first_token;
+  e.awaiting_since.push_back(since_);
+}
+
+void StatsRegistry::Entry::stop_awaiting(Clock::time_point since) {
+  --counters.awaiting_first_token;
+  // Any one of equal start times will do.
+  if (auto it = std::find(awaiting_since.begin(), awaiting_since.end(), since);
+      it != awaiting_since.end()) {
+    *it = awaiting_since.back();
+    awaiting_since.pop_back();
+  }
 }
 
 void StatsRegistry::InFlight::first_token() {
   if (!awaiting_) return;
   awaiting_ = false;
   std::lock_guard lock(registry_.mu_);
-  --registry_.entry(deployment_).counters.awaiting_first_token;
+  registry_.entry(deployment_).stop_awaiting(since_);
 }
 
 StatsRegistry::InFlight::~InFlight() {
   std::lock_guard lock(registry_.mu_);
-  auto& c = registry_.entry(deployment_).counters;
-  --c.in_flight;
-  if (awaiting_) --c.awaiting_first_token;
+  Entry& e = registry_.entry(deployment_);
+  --e.counters.in_flight;
+  if (awaiting_) e.stop_awaiting(since_);
 }
 
 StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) const {
@@ -98,7 +115,8 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
     const double elapsed = waited_ms(r, now);
-    if (elapsed > e.ttft.estimate(now)) e.ttft.observe(elapsed, now);
+    e.ttft_window.add_censored(elapsed, now);
+    e.ttft.observe_at_least(elapsed, now);
     return recorded();
   }
   if (says_nothing(r.outcome)) return recorded();
@@ -108,16 +126,33 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
 
   if (ttft) {
     s.last_ttft_ms = ms(*ttft);
+  } else if (waited_for_first_token(r.outcome)) {
+    // Gave up waiting: the TTFT is not known, only that it is more than the
+    // wait (a censored sample). The window keeps it as such (Kaplan-Meier),
+    // so deadlines and percentiles see a deployment that got slower than its
+    // deadline instead of keeping the fast level they had. The estimate
+    // takes the wait — what the client paid — like any slow sample: at once
+    // for a second miss in a row, decayed in for an isolated one (a rare
+    // stall must not bench a deployment that answers the other 99 fast).
+    const double waited = waited_ms(r, now);
+    e.ttft_window.add_censored(waited, now);
+    if (e.failures.consecutive_failures() >= 2) {
+      e.ttft.observe_at_least(waited, now);
+    } else if (waited > e.ttft.estimate(now)) {
+      e.ttft.observe_decayed(waited, now);
+    }
   } else if (!ok) {
-    // No first token: a penalty sample, at least as slow as the time it took
-    // to fail and `failure_penalty_factor` x the typical (median) TTFT. It
-    // never lowers the estimate. A failure in a row takes effect at once
-    // (peak rule); an isolated one decays in, so a deployment that fails
-    // 1 request in 10 is not abandoned for the other 9. The median, not the
-    // estimate, is the base, so repeated failures do not compound.
+    // Failed without a first token (connect error, 5xx, a malformed
+    // stream): a penalty sample, at least as slow as the time it took to
+    // fail and `failure_penalty_factor` x the typical TTFT — the window's
+    // median, or the prior when nothing was measured — so repeated failures
+    // do not compound (a base of the estimate itself would double it each
+    // time). It never lowers the estimate. A failure in a row takes effect
+    // at once (peak rule); an isolated one decays in, so a deployment that
+    // fails 1 request in 10 is not abandoned for the other 9.
     const double elapsed = waited_ms(r, now);
     const double current = e.ttft.estimate(now);
-    const double typical = e.ttft_window.quantile(0.5, now).value_or(current);
+    const double typical = e.ttft_window.quantile(0.5, now).value_or(e.ttft.prior());
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
     if (penalty > current) {
       if (e.failures.consecutive_failures() >= 2) {
@@ -125,6 +160,7 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
       } else {
         e.ttft.observe_decayed(penalty, now);
       }
+      e.penalized = true;
     }
   }
 
@@ -145,11 +181,42 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_estimate_ms = e.ttft.estimate(now);
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
-  auto q = e.ttft_window.quantiles({0.5, 0.9, 0.95, 0.99}, now);
+  auto q = e.ttft_window.quantiles({0.5, 0.9, 0.95, 0.99}, now, &s.ttft_quantile_lower_bound);
   s.ttft_p50_ms = q[0];
   s.ttft_p90_ms = q[1];
   s.ttft_p95_ms = q[2];
   s.ttft_p99_ms = q[3];
+  s.ttft_censored = e.ttft_window.censored(now);
+  s.ttft_penalized = e.penalized;
+  if (s.ttft_censored == 0) {
+    s.ttft_answered_p50_ms = s.ttft_p50_ms;
+    s.ttft_answered_p90_ms = s.ttft_p90_ms;
+    s.ttft_answered_p95_ms = s.ttft_p95_ms;
+    s.ttft_answered_p99_ms = s.ttft_p99_ms;
+  } else {
+    auto a = e.ttft_window.observed_quantiles({0.5, 0.9, 0.95, 0.99}, now);
+    s.ttft_answered_p50_ms = a[0];
+    s.ttft_answered_p90_ms = a[1];
+    s.ttft_answered_p95_ms = a[2];
+    s.ttft_answered_p99_ms = a[3];
+  }
+  if (s.ttft_quantile_lower_bound) e.ttft_window.quantiles({0.95}, now, &s.ttft_p95_lower_bound);
+  auto recent = e.ttft_window.recent_quantiles({0.5, 0.9, 0.95, 0.99}, now, kRecentSamples);
+  s.ttft_recent_p50_ms = recent[0];
+  s.ttft_recent_p90_ms = recent[1];
+  s.ttft_recent_p95_ms = recent[2];
+  s.ttft_recent_p99_ms = recent[3];
+  s.ttft_last_few_max_ms = e.ttft_window.recent_max_observed(now, kConfirmSamples);
+  if (e.awaiting_since.size() >= 2) {
+    // The age of the second-oldest attempt still waiting for a first token:
+    // two attempts have waited at least this long, which a stall shows long
+    // before any of them times out, and one slow request in the tail alone
+    // does not. (The oldest alone would be any tail request; the median
+    // would follow a stall at half its speed.)
+    std::vector<Clock::time_point> since = e.awaiting_since;
+    std::nth_element(since.begin(), since.begin() + 1, since.end());
+    s.awaiting_lower_bound_ms = std::max(0.0, ms(now - since[1]));
+  }
   s.ttft_prior_ms = e.ttft.prior();
   s.tps_estimate = e.tps.value().value_or(e.tps_prior);
   s.tps_p50 = e.tps_window.quantile(0.5, now);
@@ -165,8 +232,31 @@ void StatsRegistry::record_first_token(const std::string& deployment, std::chron
   entry(deployment).add_ttft(ms(ttft), now);
 }
 
+void StatsRegistry::record_speed(const std::string& deployment, double chars_per_s,
+                                 Clock::time_point now) {
+  if (!(chars_per_s > 0)) return;
+  std::lock_guard lock(mu_);
+  Entry& e = entry(deployment);
+  double per_token = kDefaultCharsPerToken;
+  if (e.tps.value() && e.chars_per_s.value() && *e.tps.value() > 0) {
+    per_token = *e.chars_per_s.value() / *e.tps.value();
+  }
+  e.tps.observe(chars_per_s / per_token, now);
+  e.chars_per_s.observe(chars_per_s, now);
+}
+
 void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
-  ttft.observe(ttft_ms, now);
+  // After failures the estimate holds their penalties, not a measurement: a
+  // real first token replaces them (timeouts are measurements, lower bounds,
+  // and are not replaced) (a deployment that came back wins its
+  // traffic back at once, instead of decaying out of a penalty for tens of
+  // seconds); otherwise the peak-sensitive average takes it in.
+  if (penalized) {
+    ttft.restart(ttft_ms, now);
+    penalized = false;
+  } else {
+    ttft.observe(ttft_ms, now);
+  }
   ttft_window.add(ttft_ms, now);
 }
 
@@ -185,6 +275,7 @@ void StatsRegistry::reset(const std::string& deployment) {
   fresh.counters.deployment = deployment;
   fresh.counters.in_flight = it->second.counters.in_flight;
   fresh.counters.awaiting_first_token = it->second.counters.awaiting_first_token;
+  fresh.awaiting_since = std::move(it->second.awaiting_since);
   fresh.ttft.set_prior(it->second.ttft.prior());
   fresh.tps_prior = it->second.tps_prior;
   it->second = std::move(fresh);

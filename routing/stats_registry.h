@@ -39,9 +39,17 @@ struct StatsOptions {
   std::size_t window_max_samples = 1024;
   std::chrono::milliseconds error_tau{30'000};  // error-rate decay
   std::int64_t min_tokens_for_tps = 10;         // shorter streams say little about speed
-  double failure_penalty_factor = 2.0;          // failure sample = max(elapsed, factor x estimate)
+  double failure_penalty_factor = 2.0;          // failure sample = max(elapsed, factor x median)
   bool operator==(const StatsOptions&) const = default;
 };
+
+// Output characters per token when a deployment has no measurement of its
+// own: about 4 for English text in the common BPE tokenizers.
+inline constexpr double kDefaultCharsPerToken = 4.0;
+
+// How many of the latest TTFT samples count as recent evidence.
+inline constexpr std::size_t kRecentSamples = 20;
+inline constexpr std::size_t kConfirmSamples = 3;
 
 struct DeploymentStats {
   std::string deployment;
@@ -50,6 +58,10 @@ struct DeploymentStats {
   std::uint64_t failures = 0;
   std::int64_t in_flight = 0;
   std::int64_t awaiting_first_token = 0;  // in flight and still without output (queued or prefilling)
+  // How long the second-oldest attempt awaiting its first token has waited
+  // so far (0 with fewer than two): a lower bound on the TTFT of a
+  // deployment that stalls, before any attempt times out.
+  double awaiting_lower_bound_ms = 0;
   std::uint64_t output_tokens = 0;
   std::optional<double> last_ttft_ms;
   std::optional<double> last_tps;
@@ -57,6 +69,25 @@ struct DeploymentStats {
   // Estimates at the time of the snapshot.
   double ttft_estimate_ms = 0;
   std::optional<double> ttft_p50_ms, ttft_p90_ms, ttft_p95_ms, ttft_p99_ms;
+  // Attempts in the window that gave up waiting for a first token (censored
+  // samples), and whether a percentile above is only a lower bound.
+  // Percentiles of the attempts that answered, leaving out those that gave
+  // up waiting: when an answer is late (hedge delays).
+  std::optional<double> ttft_answered_p50_ms, ttft_answered_p90_ms, ttft_answered_p95_ms,
+      ttft_answered_p99_ms;
+  std::size_t ttft_censored = 0;
+  bool ttft_quantile_lower_bound = false;  // some of p50..p99 is only a lower bound
+  bool ttft_p95_lower_bound = false;       // the p95 is
+  // Recent evidence, for the soft TTFT constraints (docs/routing.md): the
+  // same percentiles over the last kRecentSamples samples, and the slowest
+  // of the last kConfirmSamples when all of them answered (unset otherwise).
+  std::optional<double> ttft_recent_p50_ms, ttft_recent_p90_ms, ttft_recent_p95_ms,
+      ttft_recent_p99_ms;
+  std::optional<double> ttft_last_few_max_ms;
+  // The estimate holds penalties of failures, not a measurement: the router
+  // re-checks such a deployment (a policy that never explores would never
+  // learn that it came back).
+  bool ttft_penalized = false;
   double ttft_prior_ms = 0;  // what the estimate relaxes toward
   std::uint64_t ttft_samples = 0;
   double tps_estimate = 0;
@@ -74,7 +105,7 @@ class StatsRegistry {
   // RAII: counts an attempt as in flight for its lifetime, on every path.
   class InFlight {
    public:
-    InFlight(StatsRegistry& r, std::string deployment);
+    InFlight(StatsRegistry& r, std::string deployment, Clock::time_point now = Clock::now());
     ~InFlight();
     // The attempt produced its first output token: no longer awaiting one.
     void first_token();
@@ -84,6 +115,7 @@ class StatsRegistry {
    private:
     StatsRegistry& registry_;
     std::string deployment_;
+    Clock::time_point since_;
     bool awaiting_ = true;
   };
 
@@ -98,6 +130,12 @@ class StatsRegistry {
   // record() then skips its TTFT (AttemptRecord::ttft_recorded).
   void record_first_token(const std::string& deployment, std::chrono::microseconds ttft,
                           Clock::time_point now = Clock::now());
+  // Output speed measured during a stream (output characters per second so
+  // far): enters the speed estimates at once, converted to tokens/s with the
+  // deployment's own characters per token (learnt from finished streams,
+  // else 4), so speed-aware policies learn before the stream ends.
+  void record_speed(const std::string& deployment, double chars_per_s,
+                    Clock::time_point now = Clock::now());
   // A deployment's own cold-start prior (configured expected TTFT/TPS, or the
   // default plus a region-distance term), instead of the global one.
   void set_prior(const std::string& deployment, double ttft_ms, double tps);
@@ -124,6 +162,12 @@ class StatsRegistry {
     WindowedQuantiles tps_window;
     FailureTracker failures;
     double tps_prior;
+    // When each attempt still awaiting its first token started (unordered).
+    std::vector<Clock::time_point> awaiting_since;
+    // The estimate holds penalties of failures, not a measurement (cleared
+    // by the next real first token, which replaces them).
+    bool penalized = false;
+    void stop_awaiting(Clock::time_point since);  // mu_ held
   };
   Entry& entry(const std::string& deployment) const;  // mu_ held
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;

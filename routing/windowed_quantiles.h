@@ -9,6 +9,16 @@
 // sorted, updated by binary insertion and removal as samples come and go, so
 // the router's per-request quantile query is a lookup, never a sort.
 //
+// Censored samples: an attempt that missed its first-token deadline after
+// waiting w says only "TTFT > w". Dropping it would keep the window at the
+// old, fast level while a deployment is really slower than its deadline;
+// counting w as a sample would pin the quantiles at the deadline. Such
+// samples enter as censored (add_censored) and quantiles become the
+// Kaplan-Meier product-limit estimate: a censored sample leaves the risk set
+// without being an event. A quantile the estimate never reaches (too many
+// samples censored) reads as the largest value in the window, flagged as a
+// lower bound. Without censored samples this is exactly the nearest rank.
+//
 // Pure value type: time is passed in.
 #pragma once
 
@@ -28,24 +38,53 @@ class WindowedQuantiles {
       : window_(window), max_samples_(max_samples) {}
 
   void add(double value, TimePoint now);
+  // The true value is known only to be greater than `bound`.
+  void add_censored(double bound, TimePoint now);
   // q in [0, 1]; nullopt when the window holds no sample.
   std::optional<double> quantile(double q, TimePoint now);
-  // Several quantiles from one sort.
-  std::vector<std::optional<double>> quantiles(const std::vector<double>& qs, TimePoint now);
+  // Several quantiles in one pass. `lower_bound` (if given) is set to whether
+  // any of them is only a lower bound (the estimate never reached it).
+  std::vector<std::optional<double>> quantiles(const std::vector<double>& qs, TimePoint now,
+                                               bool* lower_bound = nullptr);
+  // The same over only the `n` most recent samples of the window: recent
+  // evidence, for decisions that must follow a change within seconds.
+  std::vector<std::optional<double>> recent_quantiles(const std::vector<double>& qs, TimePoint now,
+                                                      std::size_t n, bool* lower_bound = nullptr);
+  // The same over the observed (uncensored) samples only: what answering
+  // looks like, for when an answer is late (a hedge's delay).
+  std::vector<std::optional<double>> observed_quantiles(const std::vector<double>& qs, TimePoint now);
+  // The largest of the `n` most recent samples if there are n and none of
+  // them is censored, else nullopt.
+  std::optional<double> recent_max_observed(TimePoint now, std::size_t n);
   std::size_t count(TimePoint now);
+  std::size_t censored(TimePoint now);  // censored samples in the window
 
  private:
+  void insert(double value, bool censored, TimePoint now);
+  struct Point;
+  static std::vector<std::optional<double>> of(const std::vector<Point>& sorted,
+                                               std::size_t censored, const std::vector<double>& qs,
+                                               bool* lower_bound);
   void evict(TimePoint now);
   void drop_oldest();
 
   struct Sample {
     TimePoint at;
     double value;
+    bool censored;
+  };
+  // Sorted by value; at equal values an observed one before a censored one
+  // (the usual Kaplan-Meier convention: the censored was still at risk).
+  struct Point {
+    double value;
+    bool censored;
+    auto operator<=>(const Point&) const = default;
   };
   std::chrono::milliseconds window_;
   std::size_t max_samples_;
   std::deque<Sample> samples_;
-  std::vector<double> sorted_;  // the window's values, in order
+  std::vector<Point> sorted_;  // the window's samples, in order
+  std::size_t censored_ = 0;
 };
 
 }  // namespace llmgate::routing

@@ -270,11 +270,21 @@ async def http_call(port: int, method: str, target: str, payload: Any = None,
 
 SCENARIO_KEYS = {"description", "duration_s", "seed", "model", "traffic", "gateway", "model_routing",
                  "providers", "changes", "policies", "oracle", "targets", "client_timeout_s"}
-TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt"}
+# connections: instead of Poisson arrivals from this script, llmgate-loadgen
+# keeps that many streams open for the whole run (closed loop, opened over
+# ramp_s): many concurrent long streams, more than Python keeps up with.
+TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt", "connections", "ramp_s"}
 PROVIDER_KEYS = {"name", "model", "region", "price", "profile", "deployment"}
 CHANGE_KEYS = {"at_s", "provider", "profile", "restore", "label", "expect", "threshold"}
-ORACLE_RULES = {"min_ttft", "cheapest_within_ttft"}
-TARGET_TYPES = {"ttft_p50_vs_oracle", "reaction", "zero_errors", "hedge_p99"}
+ORACLE_RULES = {"min_ttft", "cheapest_within_ttft", "min_e2e"}
+# Targets that compare one summary percentile with the oracle's:
+# type -> (summary metric, percentile, default policy, default max_ratio).
+RATIO_TARGETS = {
+    "ttft_p50_vs_oracle": ("ttft_ms", "p50", "latency", 1.10),
+    "ttft_p95_vs_oracle": ("ttft_ms", "p95", "latency", 1.5),
+    "e2e_p50_vs_oracle": ("e2e_ms", "p50", "e2e", 1.10),
+}
+TARGET_TYPES = set(RATIO_TARGETS) | {"reaction", "zero_errors", "hedge_p99", "cost_vs_oracle", "vs_static"}
 GATEWAY_POLICIES = {"latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"}
 
 
@@ -332,6 +342,8 @@ class Scenario:
     oracle: dict
     targets: list[dict]
     client_timeout_s: float
+    connections: Optional[int] = None  # loadgen mode (TRAFFIC_KEYS)
+    ramp_s: float = 0.0
 
     def provider(self, name: str) -> Provider:
         for p in self.providers:
@@ -444,7 +456,9 @@ def load_scenario(path: Path) -> Scenario:
         prompt=str(traffic.get("prompt") or "Write a short paragraph about routing requests to the fastest provider."),
         gateway=dict(raw.get("gateway") or {}), model_routing=dict(raw.get("model_routing") or {}),
         providers=providers, changes=changes, policies=policies, oracle=oracle, targets=targets,
-        client_timeout_s=float(raw.get("client_timeout_s", 30)))
+        client_timeout_s=float(raw.get("client_timeout_s", 30)),
+        connections=int(traffic["connections"]) if traffic.get("connections") else None,
+        ramp_s=float(traffic.get("ramp_s", 0)))
 
 
 def deep_merge(dst: dict, src: dict) -> dict:
@@ -527,6 +541,13 @@ def oracle_pick(scn: Scenario, profiles: dict[str, dict]) -> str:
     def ttft(p: Provider) -> float:
         return dist_mean(profiles[p.name].get("ttft_ms", 200))
 
+    if rule == "min_e2e":
+        # Time to the whole answer: first token, then the tokens at the speed.
+        tokens = float(scn.oracle.get("tokens", scn.max_tokens or 64))
+
+        def e2e(p: Provider) -> float:
+            return ttft(p) + 1000 * tokens / max(0.1, dist_mean(profiles[p.name].get("tps", 50)))
+        return min(clean, key=e2e).name
     if rule == "cheapest_within_ttft":
         limit = float(scn.oracle.get("max_ttft_ms", 1e18))
         pct = int(scn.oracle.get("percentile", 95))
@@ -727,6 +748,27 @@ class RunResult:
     started: str
     gateway_routes: Optional[dict] = None  # GET /admin/routes after the run
     summary: dict = field(default_factory=dict)
+    loadgen: Optional[dict] = None  # llmgate-loadgen's JSON, in loadgen mode
+
+
+async def run_loadgen(scn: Scenario, args, gw_port: int, duration: float, tmp: Path, procs) -> dict:
+    """Loadgen mode: llmgate-loadgen holds scn.connections streams open."""
+    body: dict = {"model": scn.model, "stream": True,
+                  "messages": [{"role": "user", "content": scn.prompt}]}
+    if scn.max_tokens is not None:
+        body["max_tokens"] = scn.max_tokens
+    (tmp / "body.json").write_text(json.dumps(body))
+    out = tmp / "loadgen.json"
+    argv = [str(args.loadgen), "--url", f"http://{HOST}:{gw_port}/v1/chat/completions",
+            "--body-file", str(tmp / "body.json"), "--connections", str(scn.connections),
+            "--ramp", f"{scn.ramp_s:g}", "--warmup", "0", "--duration", f"{duration:g}",
+            "--drain", f"{scn.client_timeout_s:g}", "--json", str(out), "--quiet"]
+    proc = procs.start("loadgen", argv)
+    while proc.poll() is None:
+        await asyncio.sleep(0.2)
+    if proc.returncode != 0 or not out.exists():
+        raise BenchError(f"llmgate-loadgen failed ({proc.returncode})\n{procs.log_of('loadgen')}")
+    return json.loads(out.read_text())
 
 
 async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: list[Change]) -> RunResult:
@@ -792,7 +834,10 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
 
         change_tasks = [asyncio.create_task(apply(c)) for c in changes]
         req_tasks = []
-        for a in arrivals(scn, duration):
+        loadgen = None
+        if scn.connections:
+            loadgen = await run_loadgen(scn, args, gw_port, duration, tmp, procs)
+        for a in ([] if scn.connections else arrivals(scn, duration)):
             delay = t0 + a.at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -829,7 +874,7 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
         if gw_lines:
             warnings.append(f"gateway logged {len(gw_lines)} line(s), last: {gw_lines[-1][:300]}")
         return RunResult(scn.name, pol.name, duration, records, applied, sim_stats, cfg, warnings, started,
-                         gateway_routes)
+                         gateway_routes, loadgen=loadgen)
     finally:
         procs.stop()
         if args.keep_tmp:
@@ -909,7 +954,29 @@ def reaction(records: list, change: dict, end_s: float, window: float = 1.0, ste
     return out
 
 
+def summarize_loadgen(scn: Scenario, res: RunResult) -> dict:
+    lg = res.loadgen or {}
+    ttft = (lg.get("latency_us") or {}).get("ttft") or {}
+    ms = lambda k: (ttft[k] / 1000 if ttft.get(k) is not None and ttft.get("count") else None)  # noqa: E731
+    n = int(lg.get("requests", 0))
+    errors = int(lg.get("errors", 0))
+    return {
+        "requests": n, "errors": errors, "error_rate": errors / n if n else 0.0,
+        "error_kinds": dict(lg.get("error_kinds") or {}), "streamed": n,
+        "ttft_ms": {"p50": ms("p50"), "p95": None, "p99": ms("p99"), "mean": ms("mean"), "n": ttft.get("count", 0)},
+        "e2e_ms": {"p50": None, "p99": None, "n": 0}, "cost_usd": 0.0, "attempts_per_request": None,
+        "hedged": 0, "hedge_won": 0, "extra_upstream_header": None, "upstream_requests": None,
+        "extra_upstream_sim": None, "share": {p.name: 0.0 for p in scn.providers}, "slices": [], "reactions": [],
+        "policy_headers": [], "oracle_pin_violations": 0, "send_lag_ms": {"p50": None, "p99": None, "max": None},
+        "gateway_hedges": (res.gateway_routes or {}).get("hedges"),
+        "gateway_retries_denied": (res.gateway_routes or {}).get("retries_denied_by_budget"),
+        "concurrent_streams": scn.connections,
+    }
+
+
 def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
+    if res.loadgen is not None:
+        return summarize_loadgen(scn, res)
     recs = res.records
     n = len(recs)
     errors = [r for r in recs if r["error"]]
@@ -963,7 +1030,7 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
         "error_kinds": error_kinds,
         "streamed": sum(1 for r in recs if r["stream"]),
         "ttft_ms": {"p50": percentile(ttft, 50), "p95": percentile(ttft, 95), "p99": percentile(ttft, 99),
-                    "n": len(ttft)},
+                    "mean": (sum(ttft) / len(ttft)) if ttft else None, "n": len(ttft)},
         "e2e_ms": {"p50": percentile(e2e, 50), "p99": percentile(e2e, 99), "n": len(e2e)},
         "cost_usd": cost,
         "attempts_per_request": (sum(attempts) / len(attempts)) if attempts else None,
@@ -1012,8 +1079,12 @@ def scenario_markdown(scn: Scenario, results: list[RunResult], targets: list[str
     prov = ", ".join(
         f"{p.name} (ttft {fmt_ms(dist_mean(p.profile.get('ttft_ms', 200)))} ms, tps {fmt_ms(dist_mean(p.profile.get('tps', 50)))}, "
         f"${p.price.get('input_per_1m', 0)}/${p.price.get('output_per_1m', 0)} per 1M in/out)" for p in scn.providers)
-    out += [f"{duration:.0f} s at {scn.rate:g} req/s (Poisson, seed {scn.seed}), "
-            f"{100 * scn.stream_share:.0f}% streamed, max_tokens {scn.max_tokens}. Providers: {prov}.", ""]
+    if scn.connections:
+        out += [f"{duration:.0f} s, {scn.connections} concurrent streams held open by llmgate-loadgen "
+                f"(closed loop, opened over {scn.ramp_s:g} s), max_tokens {scn.max_tokens}. Providers: {prov}.", ""]
+    else:
+        out += [f"{duration:.0f} s at {scn.rate:g} req/s (Poisson, seed {scn.seed}), "
+                f"{100 * scn.stream_share:.0f}% streamed, max_tokens {scn.max_tokens}. Providers: {prov}.", ""]
     if changes:
         out += ["Changes: " + "; ".join(f"t={c.at_s:g} s {c.label}" for c in changes) + ".", ""]
     change_cols = [f"react c{i + 1}" for i in range(len(changes))]
@@ -1089,37 +1160,67 @@ def evaluate_targets(scn: Scenario, results: list[RunResult]) -> list[str]:
 
     for t in scn.targets:
         kind = t["type"]
-        if kind == "ttft_p50_vs_oracle":
-            pol, ratio = t.get("policy", "latency"), float(t.get("max_ratio", 1.10))
-            name = f"{pol} TTFT p50 within {100 * (ratio - 1):.0f}% of the oracle's"
+        if kind in RATIO_TARGETS:
+            metric, q, default_pol, default_ratio = RATIO_TARGETS[kind]
+            pol, ratio = t.get("policy", default_pol), float(t.get("max_ratio", default_ratio))
+            label = "TTFT" if metric == "ttft_ms" else "end-to-end"
+            name = f"{pol} {label} {q} within {ratio:g}x the oracle's"
             skip = missing(pol, "oracle")
             if skip:
                 lines.append(f"{skip} {name}")
                 continue
-            a, o = by[pol]["ttft_ms"]["p50"], by["oracle"]["ttft_ms"]["p50"]
+            a, o = by[pol][metric][q], by["oracle"][metric][q]
             if a is None or o is None:
-                lines.append(f"MISS  {name}: no TTFT measured")
+                lines.append(f"MISS  {name}: not measured")
             else:
                 lines.append(f"{'PASS' if a <= ratio * o else 'MISS'}  {name}: {a:.0f} ms vs {o:.0f} ms "
-                             f"({100 * (a / o - 1):+.0f}%)")
-        elif kind == "reaction":
-            pol, idx, max_s = t.get("policy", "latency"), int(t.get("change", 0)), float(t.get("max_s", 2.0))
-            skip = missing(pol)
-            label = scn.changes[idx].label if idx < len(scn.changes) else f"change {idx}"
-            name = f"{pol}: traffic reacts to '{label}' within {max_s:g} s"
+                             f"({a / o:.2f}x)")
+        elif kind == "cost_vs_oracle":
+            pol, ratio = t.get("policy", "cost"), float(t.get("max_ratio", 1.10))
+            name = f"{pol} spend within {100 * (ratio - 1):.0f}% of the oracle's (cheapest meeting the SLO)"
+            skip = missing(pol, "oracle")
             if skip:
                 lines.append(f"{skip} {name}")
                 continue
-            rs = by[pol]["reactions"]
-            r = rs[idx] if idx < len(rs) else None
-            if r is not None and r.get("vacuous"):
-                lines.append(f"SKIP  {name}: it carried {100 * r['share_before']:.0f}% of the traffic "
-                             f"in the {2:g} s before the change")
-            elif r is None or r["reaction_s"] is None:
-                lines.append(f"MISS  {name}: not reached")
+            a, o = by[pol]["cost_usd"], by["oracle"]["cost_usd"]
+            if not o:
+                lines.append(f"MISS  {name}: the oracle spent nothing")
             else:
-                good = r["reaction_s"] <= max_s and r["held"]
-                lines.append(f"{'PASS' if good else 'MISS'}  {name}: {fmt_reaction(r)}")
+                lines.append(f"{'PASS' if a <= ratio * o else 'MISS'}  {name}: ${a:.4f} vs ${o:.4f} "
+                             f"({100 * (a / o - 1):+.0f}%)")
+        elif kind == "vs_static":
+            pol, statics = t.get("policy", "latency"), list(t.get("static") or [])
+            name = f"{pol} no worse than the best static choice ({', '.join(statics)}) on TTFT mean and p95"
+            skip = missing(pol, *statics)
+            if skip:
+                lines.append(f"{skip} {name}")
+                continue
+            slack = float(t.get("slack", 1.0))
+            a = by[pol]["ttft_ms"]
+            best_mean = min(by[x]["ttft_ms"]["mean"] for x in statics if by[x]["ttft_ms"]["mean"] is not None)
+            best_p95 = min(by[x]["ttft_ms"]["p95"] for x in statics if by[x]["ttft_ms"]["p95"] is not None)
+            good = a["mean"] <= slack * best_mean and a["p95"] <= slack * best_p95
+            lines.append(f"{'PASS' if good else 'MISS'}  {name}: mean {a['mean']:.0f} vs {best_mean:.0f} ms, "
+                         f"p95 {a['p95']:.0f} vs {best_p95:.0f} ms")
+        elif kind == "reaction":
+            idx, max_s = int(t.get("change", 0)), float(t.get("max_s", 2.0))
+            label = scn.changes[idx].label if idx < len(scn.changes) else f"change {idx}"
+            for pol in t.get("policies") or [t.get("policy", "latency")]:
+                skip = missing(pol)
+                name = f"{pol}: traffic reacts to '{label}' within {max_s:g} s"
+                if skip:
+                    lines.append(f"{skip} {name}")
+                    continue
+                rs = by[pol]["reactions"]
+                r = rs[idx] if idx < len(rs) else None
+                if r is not None and r.get("vacuous"):
+                    lines.append(f"SKIP  {name}: it carried {100 * r['share_before']:.0f}% of the traffic "
+                                 f"in the {2:g} s before the change")
+                elif r is None or r["reaction_s"] is None:
+                    lines.append(f"MISS  {name}: not reached")
+                else:
+                    good = r["reaction_s"] <= max_s and r["held"]
+                    lines.append(f"{'PASS' if good else 'MISS'}  {name}: {fmt_reaction(r)}")
         elif kind == "zero_errors":
             pols = t.get("policies") or [t.get("policy", "latency")]
             for pol in pols:
@@ -1268,6 +1369,7 @@ async def main_async(args, command: str) -> int:
     bin_dir = Path(args.bin_dir)
     args.gateway = Path(args.gateway or bin_dir / "llmgate").resolve()
     args.sim = Path(args.sim or bin_dir / "llmgate-sim").resolve()
+    args.loadgen = (bin_dir / "llmgate-loadgen").resolve()
     for b in (args.gateway, args.sim):
         if not os.access(b, os.X_OK):
             raise BenchError(f"{b}: not an executable (build it, or pass --bin-dir / --gateway / --sim)")

@@ -156,7 +156,7 @@ TEST_F(ConfigTest, EmptyDocumentYieldsTheDefaults) {
 TEST_F(ConfigTest, ProviderDefaultsApplyToEveryOmittedKey) {
   const auto config = parse("providers: [{name: p, base_url: 'https://h'}]");
   const Provider& p = config->providers.at(0);
-  EXPECT_EQ(p.pool.max_connections, 64u);
+  EXPECT_EQ(p.pool.max_connections, 2048u);
   EXPECT_EQ(p.pool.idle_timeout, milliseconds(60'000));
   EXPECT_TRUE(p.tls.verify);
   EXPECT_EQ(p.tls.sni, "");

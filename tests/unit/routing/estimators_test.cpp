@@ -39,10 +39,41 @@ TEST(PeakEwma, FasterSamplesDecayInWithTau) {
   auto e = ttft();
   e.observe(1000, t0);
   e.observe(100, t0 + 10s);  // dt = tau: weight on the old value is e^-1
-  // The old value first relaxes toward the prior for 10 s (relax tau 60 s).
-  double relaxed = 500 + (1000 - 500) * std::exp(-10.0 / 60.0);
+  // It mixes with the value the samples made, not with the relaxed estimate.
   double w = std::exp(-1.0);
-  EXPECT_NEAR(e.estimate(t0 + 10s), relaxed * w + 100 * (1 - w), 1e-9);
+  EXPECT_NEAR(e.estimate(t0 + 10s), 1000 * w + 100 * (1 - w), 1e-9);
+}
+
+TEST(PeakEwma, ConstantSamplesReadTheirValueWhateverThePrior) {
+  // Relaxation toward the prior is applied when the estimate is read, never
+  // stored: otherwise every sample would store a little drift, and a 150 ms
+  // deployment would settle at 150 + (1000 - 150) x tau / (tau + relax_tau).
+  for (double prior : {1000.0, 20.0}) {
+    PeakEwma e(prior, 10s, 60s);
+    TimePoint t = t0;
+    for (int i = 0; i < 2400; ++i, t += 50ms) {
+      e.observe(150, t);
+      (void)e.estimate(t + 25ms);  // reads in between change nothing
+    }
+    EXPECT_NEAR(e.estimate(t), 150, 1.5) << "prior " << prior;
+  }
+}
+
+TEST(PeakEwma, ARestartForgetsThePenalties) {
+  auto e = ttft();
+  e.observe(4000, t0);
+  e.restart(150, t0 + 1s);
+  EXPECT_DOUBLE_EQ(e.estimate(t0 + 1s), 150);
+}
+
+TEST(PeakEwma, ALowerBoundOnlyRaises) {
+  auto e = ttft();
+  e.observe(200, t0);
+  const double before = e.estimate(t0 + 1s);
+  e.observe_at_least(100, t0 + 1s);
+  EXPECT_DOUBLE_EQ(e.estimate(t0 + 1s), before);
+  e.observe_at_least(800, t0 + 2s);
+  EXPECT_DOUBLE_EQ(e.estimate(t0 + 2s), 800);
 }
 
 TEST(PeakEwma, ABurstOfFastSamplesInOneInstantDoesNotEraseASlowOne) {
@@ -96,6 +127,46 @@ TEST(WindowedQuantiles, AnswersSeveralQuantilesAtOnce) {
   EXPECT_EQ(*qs[0], 50);
   EXPECT_EQ(*qs[1], 90);
   EXPECT_EQ(*qs[2], 100);
+}
+
+TEST(WindowedQuantiles, CensoredSamplesAreKaplanMeier) {
+  // 90 answers at 100 ms and 10 attempts that gave up at 450 ms without one:
+  // the median is known, the p95 only to be beyond 450 ms.
+  WindowedQuantiles w(60s, 1000);
+  for (int i = 0; i < 90; ++i) w.add(100, t0);
+  for (int i = 0; i < 10; ++i) w.add_censored(450, t0);
+  bool bound = false;
+  auto qs = w.quantiles({0.5, 0.95}, t0, &bound);
+  EXPECT_EQ(*qs[0], 100);
+  EXPECT_EQ(*qs[1], 450);
+  EXPECT_TRUE(bound);
+  EXPECT_EQ(w.censored(t0), 10u);
+  // A censored sample below later answers leaves the risk set only: the
+  // answers above it share its mass (1..4 x 100 ms, one gave up at 50 ms).
+  WindowedQuantiles k(60s, 1000);
+  k.add_censored(50, t0);
+  for (int v : {100, 200, 300, 400}) k.add(v, t0);
+  EXPECT_EQ(*k.quantiles({0.25}, t0, &bound)[0], 100);
+  EXPECT_EQ(*k.quantile(0.5, t0), 200);
+  EXPECT_EQ(*k.quantile(1.0, t0), 400);
+  EXPECT_FALSE(bound);
+  // Once the censored samples leave the window, plain nearest rank again.
+  EXPECT_EQ(w.censored(t0 + 60s), 0u);
+}
+
+TEST(WindowedQuantiles, WithoutCensoringKaplanMeierIsTheNearestRank) {
+  // A sample censored above every answer is still at risk for each of them:
+  // below it, the estimate is the nearest rank among all 101 samples.
+  WindowedQuantiles plain(60s, 1000), km(60s, 1000);
+  for (int i = 1; i <= 100; ++i) {
+    plain.add(i, t0);
+    km.add(i, t0);
+  }
+  plain.add(1000, t0);
+  km.add_censored(1000, t0);  // forces the Kaplan-Meier pass
+  for (double q : {0.0, 0.1, 0.5, 0.9, 0.95, 0.99}) {
+    EXPECT_EQ(*km.quantile(q, t0), *plain.quantile(q, t0)) << q;
+  }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ config::Ejection options() {
   o.max_duration = 60s;
   o.jitter = 0;  // exact times; jitter has its own tests
   o.max_ejected_fraction = 0.5;
+  o.probe_interval = 0s;  // probes only when half-open; probing while ejected has its own tests
   return o;
 }
 
@@ -405,6 +406,30 @@ TEST(HealthTracker, ConcurrentChecksHandOutExactlyOneProbe) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(probes.load(), 1);
+}
+
+TEST(HealthTracker, AnEjectedDeploymentIsProbedEveryProbeInterval) {
+  config::Ejection o = options();
+  o.probe_interval = 1s;
+  HealthTracker h(o);
+  fail(h, "a/m", 3, t0);  // ejected for 5 s
+  EXPECT_FALSE(alone(h, "a/m", t0 + 999ms).routable);
+  Availability p = alone(h, "a/m", t0 + 1s);
+  EXPECT_TRUE(p.probe);
+  EXPECT_EQ(p.state, HealthState::kProbing);
+  EXPECT_FALSE(alone(h, "a/m", t0 + 1s).routable) << "one probe at a time";
+  // A failed probe leaves the ejection as it was; the next one a second later.
+  h.on_attempt("a/m", true, 0, 1, t0 + 1200ms, /*probe=*/true);
+  EXPECT_FALSE(alone(h, "a/m", t0 + 1900ms).routable);
+  EXPECT_EQ(alone(h, "a/m", t0 + 1900ms).until, t0 + 5s);
+  ASSERT_TRUE(alone(h, "a/m", t0 + 2s).probe);
+  // A late result of an ordinary attempt changes nothing; a probe's success
+  // ends the ejection at once.
+  succeed(h, "a/m", t0 + 2100ms);
+  EXPECT_EQ(alone(h, "a/m", t0 + 2100ms).state, HealthState::kEjected);
+  h.on_attempt("a/m", false, 0, 1, t0 + 2200ms, /*probe=*/true);
+  EXPECT_EQ(alone(h, "a/m", t0 + 2200ms).state, HealthState::kHealthy);
+  EXPECT_EQ(h.ejections_total("a/m"), 1u);
 }
 
 TEST(HealthTracker, StatesHaveStableNames) {

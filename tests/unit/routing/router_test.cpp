@@ -36,6 +36,7 @@ struct Fixture {
       v.stats.deployment = d.id();
       v.stats.ttft_estimate_ms = ttft_estimates[i];
       v.stats.tps_estimate = 50;
+      v.stats.last_sample = now;  // just measured: no re-check is due
       views.push_back(v);
     }
   }
@@ -92,13 +93,36 @@ TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
   EXPECT_EQ(d.candidates[2].candidate.timeouts.ttft, 10s);
   EXPECT_EQ(d.candidates[3].candidate.timeouts.ttft, 600ms);
   EXPECT_EQ(d.candidates[4].candidate.timeouts.ttft, 10s);  // nothing known: configured
+  // A p95 known only as a lower bound (attempts gave up at 450 ms): the
+  // deadline stays at that wait instead of growing x3 per round of misses.
+  f.views[0].stats.ttft_p95_ms = 450;
+  f.views[0].stats.ttft_p95_lower_bound = true;
+  EXPECT_EQ(f.decide(Policy::kOrdered).candidates[0].candidate.timeouts.ttft, 450ms);
+}
+
+TEST(Router, TheLastCandidateWaitsTheConfiguredTimeoutNotTheDerivedDeadline) {
+  // Nothing to fail over to: cutting it at 3 x p95 would only make an error.
+  Fixture f({100, 100});
+  for (auto& v : f.views) v.stats.ttft_p95_ms = 150;
+  auto d = f.decide(Policy::kOrdered);
+  EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 450ms);
+  EXPECT_EQ(d.candidates[1].candidate.timeouts.ttft, 10s);
+  auto r = f.request();
+  r.policy.policy = Policy::kOrdered;
+  r.policy.allow_fallbacks = false;
+  d = f.decide(r);
+  ASSERT_EQ(d.candidates.size(), 1u);
+  EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 10s);
 }
 
 TEST(Router, HedgeDelayIsALivePercentileOrTheFixedDelayWithAFloor) {
   Fixture f({400, 400, 400});
-  f.views[0].stats.ttft_p99_ms = 180.2;
-  f.views[0].stats.ttft_p90_ms = 150;
-  f.views[1].stats.ttft_p99_ms = 10;  // under the 50 ms floor
+  // The percentiles of the attempts that answered: with timeouts among them,
+  // the p99 of all would be "beyond the deadline" and no hedge would start.
+  f.views[0].stats.ttft_answered_p99_ms = 180.2;
+  f.views[0].stats.ttft_answered_p90_ms = 150;
+  f.views[0].stats.ttft_p99_ms = 2000;  // Kaplan-Meier, with stalls
+  f.views[1].stats.ttft_answered_p99_ms = 10;  // under the 50 ms floor
   auto d = f.decide(Policy::kOrdered);  // default: the live p99
   EXPECT_EQ(d.candidates[0].hedge_delay, 181ms);
   EXPECT_EQ(d.candidates[1].hedge_delay, 50ms);
@@ -363,7 +387,118 @@ TEST(Router, ExplainNamesEveryCandidateAndSkip) {
   f.views[1].health.routable = false;
   f.views[1].health.reason = "half-open: probe in flight";
   EXPECT_EQ(explain(f.decide(Policy::kLatency)),
-            "p0/m=#1(ttft~143ms), p1/m=skip(half-open: probe in flight)");
+            "p0/m=#1(score 143ms = est 143ms), p1/m=skip(half-open: probe in flight)");
+}
+
+TEST(Router, ExplainShowsTheScoreTheLoadAndTheMeasuredMedian) {
+  Fixture f({100, 300});
+  f.views[0].stats.awaiting_first_token = 2;  // x1.5 with load_factor 0.25
+  f.views[0].stats.ttft_p50_ms = 90;
+  EXPECT_EQ(explain(f.decide(Policy::kLatency)),
+            "p0/m=#1(score 150ms = est 100ms x1.50 load; p50 90ms), p1/m=#2(score 300ms = est 300ms)");
+  // e2e: the score, and the speed in the unit the score used.
+  f.views[0].stats.awaiting_first_token = 0;
+  f.views[1].stats.tps_estimate = 100;
+  auto r = f.request();
+  r.policy.policy = Policy::kE2e;
+  r.policy.typical_output_tokens = 100;
+  EXPECT_EQ(explain(f.decide(r)),
+            "p1/m=#1(score 1300ms = ttft 300ms + 100 tokens at 100t/s), "
+            "p0/m=#2(score 2100ms = ttft 100ms + 100 tokens at 50t/s; p50 90ms)");
+}
+
+TEST(Router, ADeploymentPastItsDeadlineIsChargedWhatTryingItCosts) {
+  // p1 is estimated at 700 ms against a 600 ms deadline (3 x its p95): it
+  // will time out, and the client then pays 600 ms plus p0's TTFT. p0 carries
+  // the traffic (10 attempts awaiting: x3.5), which alone would make p1 look
+  // better.
+  Fixture f({400, 700});
+  f.views[0].stats.awaiting_first_token = 10;
+  f.views[1].stats.ttft_p95_ms = 200;
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_TRUE(d.candidates[1].times_out);
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 600 + 1400);
+  EXPECT_FALSE(d.candidates[0].times_out);
+}
+
+TEST(Router, AttemptsWaitingLongerThanTheEstimateRaiseIt) {
+  Fixture f({150, 400});
+  f.views[0].stats.awaiting_first_token = 1;
+  f.views[0].stats.awaiting_lower_bound_ms = 700;  // stalled: no timeout yet
+  f.options.load_factor = 0;
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[1].stalled);
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 700);
+}
+
+TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
+  for (Policy p : config::kAllPolicies) {
+    Fixture f({100, 900});
+    f.views[0].stats.ttft_answered_p50_ms = 120;
+    f.views[1].health.state = HealthState::kProbing;
+    f.views[1].health.probe = true;
+    auto d = f.decide(p);
+    ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
+    EXPECT_TRUE(d.candidates[0].capped);
+    // The best other candidate starts beside it after its median TTFT.
+    EXPECT_EQ(d.candidates[0].hedge_delay, 120ms) << config::to_string(p);
+    EXPECT_EQ(d.candidates[0].candidate.timeouts.connect, std::min(f.cfg.timeouts.connect, kMinCappedConnect));
+  }
+  // A single-attempt plan does not probe first: the client would pay alone.
+  Fixture f({100, 900});
+  f.views[1].health.probe = true;
+  auto r = f.request();
+  r.policy.max_attempts = 1;
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0"}));
+}
+
+TEST(Router, ADeploymentKnownOnlyFromItsFailuresIsRecheckedByEveryPolicy) {
+  // Its estimate holds penalties; "cost" never explores, so without a
+  // re-check it would never learn that the deployment came back.
+  for (Policy p : {Policy::kCost, Policy::kLatency, Policy::kOrdered}) {
+    Fixture f({400, 2000});
+    f.views[1].stats.ttft_penalized = true;
+    EXPECT_EQ(Fixture::order(f.decide(p)).front(), "p0");  // just measured: not due
+    f.views[1].stats.last_sample = f.now - kRecheckInterval;
+    auto d = f.decide(p);
+    ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
+    EXPECT_TRUE(d.candidates[0].recheck);
+    EXPECT_TRUE(d.candidates[0].capped);
+  }
+}
+
+TEST(Router, ADeploymentLeftOutByASoftConstraintIsRecheckedWhenDue) {
+  Fixture f({900, 150});
+  f.model->deployments[0].price.output_per_1m = 1;  // cheap, was slow
+  f.model->deployments[1].price.output_per_1m = 8;
+  for (auto& v : f.views) v.stats.ttft_p95_ms = 0;
+  f.views[0].stats.ttft_p95_ms = 1200;
+  f.views[1].stats.ttft_p95_ms = 200;
+  f.views[1].stats.ttft_p50_ms = 150;
+  auto r = f.request();
+  r.policy.policy = Policy::kCost;
+  r.policy.constraints.max_ttft = 800ms;
+  // Measured just now: out.
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p1"}));
+  // Nothing measured for kRecheckInterval and nothing in flight: re-checked
+  // first, with the best candidate started beside it once it has had the
+  // limit it missed (800 ms) to show that it meets it again.
+  f.views[0].stats.last_sample = f.now - kRecheckInterval;
+  auto d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_TRUE(d.candidates[0].recheck);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 800ms);
+  // One re-check at a time.
+  f.views[0].stats.in_flight = 1;
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p1"}));
+  // Its last few answers all met the limit: it is back in, cheapest first.
+  f.views[0].stats.in_flight = 0;
+  f.views[0].stats.last_sample = f.now;
+  f.views[0].stats.ttft_last_few_max_ms = 300;
+  EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p1"}));
+  EXPECT_FALSE(f.decide(r).candidates[0].recheck);
 }
 
 TEST(Router, ADeploymentWithoutMeasurementsPassesSoftConstraintsSoItGetsMeasured) {

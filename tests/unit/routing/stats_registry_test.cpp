@@ -64,10 +64,11 @@ TEST(StatsRegistry, AFailureBeforeTheFirstTokenIsAPenaltyNeverFast) {
   // A connect error after 5 ms must not look like a 5 ms TTFT.
   reg.record(failure(t0 + 1s, AttemptOutcome::kConnectError), t0 + 1s + 5ms);
   auto s = *reg.get("p/m", t0 + 1s + 5ms);
-  // Isolated, it decays in toward 2 x the median (200 ms) instead of jumping.
-  const double before = 1000 - 900 * std::exp(-0.705 / 60);  // relaxed toward the prior
+  // Isolated, it decays in toward 2 x the median (200 ms) instead of
+  // jumping, from the value the samples made (100 ms; relaxation toward the
+  // prior is applied only when reading).
   const double w = std::exp(-0.705 / 10);
-  EXPECT_NEAR(s.ttft_estimate_ms, before * w + 200 * (1 - w), 1e-9);
+  EXPECT_NEAR(s.ttft_estimate_ms, 100 * w + 200 * (1 - w), 1e-9);
   EXPECT_EQ(s.failures, 1u);
   EXPECT_EQ(s.consecutive_failures, 1u);
   double k = std::exp(-0.705 / 30.0);  // the success, 705 ms older, has decayed (tau 30 s)
@@ -87,12 +88,11 @@ TEST(StatsRegistry, AnIsolatedFailureAfterALongQuietSpellWeighsAsMuchAsThatSpell
   reg.record(success(t0, 100ms, 1, 0ms, 3), t0);
   // A 2 s deadline miss, 20 s (two tau) after the last sample: weight 1 - e^-2.
   reg.record(failure(t0 + 18s, AttemptOutcome::kTtftTimeout), t0 + 20s);
-  const double before = 1000 - 900 * std::exp(-20.0 / 60);
   const double w = std::exp(-2.0);
-  EXPECT_NEAR(reg.get("p/m", t0 + 20s)->ttft_estimate_ms, before * w + 2000 * (1 - w), 1e-9);
+  EXPECT_NEAR(reg.get("p/m", t0 + 20s)->ttft_estimate_ms, 100 * w + 2000 * (1 - w), 1e-9);
   // A penalty below the estimate changes nothing: a failure never looks fast.
   reg.record(failure(t0 + 21s, AttemptOutcome::kConnectError), t0 + 21s);  // 2 x 100 ms
-  EXPECT_NEAR(reg.get("p/m", t0 + 21s)->ttft_estimate_ms, before * w + 2000 * (1 - w), 40);
+  EXPECT_NEAR(reg.get("p/m", t0 + 21s)->ttft_estimate_ms, 100 * w + 2000 * (1 - w), 40);
 }
 
 TEST(StatsRegistry, AClientThatLeftIsNotTheDeploymentsFailure) {
@@ -156,7 +156,76 @@ TEST(StatsRegistry, ALostHedgeCanRaiseTheEstimateButNeverLowerIt) {
   s = *reg.get("p/m", t0 + 2s + 900ms);
   EXPECT_NEAR(s.ttft_estimate_ms, 900, 1e-9);
   EXPECT_EQ(s.failures, 0u);
-  EXPECT_FALSE(s.ttft_p90_ms.has_value() && *s.ttft_p90_ms > 200);  // not a real TTFT sample
+  // In the window they are censored samples (TTFT > 50 ms, > 900 ms): the
+  // median stays the one answer, and the p90 is known only as a lower bound.
+  EXPECT_EQ(s.ttft_p50_ms, 200);
+  EXPECT_EQ(s.ttft_censored, 2u);
+  EXPECT_TRUE(s.ttft_quantile_lower_bound);
+  EXPECT_EQ(s.ttft_p90_ms, 900);
+}
+
+TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
+  // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
+  // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).
+  StatsRegistry reg;
+  for (int i = 0; i < 2400; ++i) {
+    const auto t = t0 + i * 50ms;
+    reg.record(success(t, 150ms, 20, 200ms, 80), t + 400ms);
+  }
+  EXPECT_NEAR(reg.get("p/m", t0 + 120s)->ttft_estimate_ms, 150, 1.5);
+}
+
+TEST(StatsRegistry, TimeoutsAreCensoredSoTheWindowSeesASlowdown) {
+  // 150 ms for a while; then every attempt misses its 450 ms deadline.
+  StatsRegistry reg;
+  for (int i = 0; i < 40; ++i) reg.record(success(t0 + i * 100ms, 150ms, 20, 200ms, 80), t0 + i * 100ms + 300ms);
+  const auto slow = t0 + 5s;
+  for (int i = 0; i < 40; ++i) {
+    reg.record(failure(slow + i * 100ms, AttemptOutcome::kTtftTimeout), slow + i * 100ms + 450ms);
+  }
+  auto s = *reg.get("p/m", slow + 4500ms);
+  EXPECT_EQ(s.ttft_censored, 40u);
+  // Half the window never answered within 450 ms: its p95 (and so the next
+  // deadline, x3) is beyond 450 ms, not the old 150 ms.
+  EXPECT_GE(*s.ttft_p95_ms, 450);
+  EXPECT_TRUE(s.ttft_quantile_lower_bound);
+  EXPECT_GE(s.ttft_estimate_ms, 450);
+  // The recent evidence (the last 20 samples) are all misses.
+  EXPECT_GE(*s.ttft_recent_p50_ms, 450);
+  EXPECT_FALSE(s.ttft_last_few_max_ms.has_value());
+}
+
+TEST(StatsRegistry, AFirstTokenAfterFailuresReplacesTheirPenalties) {
+  // Down (penalties of 2 s), then back at 150 ms: the first answer is what
+  // the estimate reads, not a slow decay out of the penalties.
+  StatsRegistry reg;
+  for (int i = 0; i < 3; ++i) reg.record(failure(t0 + i * 1s, AttemptOutcome::kConnectError), t0 + i * 1s + 5ms);
+  ASSERT_GT(reg.get("p/m", t0 + 3s)->ttft_estimate_ms, 1500);
+  reg.record_first_token("p/m", 150ms, t0 + 4s);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 4s)->ttft_estimate_ms, 150);
+}
+
+TEST(StatsRegistry, FailuresWithNoMeasurementDoNotCompound) {
+  // A deployment that never answered: each failure's penalty is 2 x the
+  // prior (1 s), not 2 x the last estimate (1 -> 2 -> 4 -> 8 -> 16 s).
+  StatsRegistry reg;
+  for (int i = 0; i < 6; ++i) {
+    reg.record(failure(t0 + i * 1s, AttemptOutcome::kConnectError), t0 + i * 1s + 5ms);
+  }
+  const double estimate = reg.get("p/m", t0 + 5s + 5ms)->ttft_estimate_ms;
+  EXPECT_LE(estimate, 2000);  // (relaxing toward the prior since the first penalty)
+  EXPECT_GT(estimate, 1800);
+}
+
+TEST(StatsRegistry, TheSecondOldestAttemptAwaitingAFirstTokenIsALowerBound) {
+  StatsRegistry reg;
+  StatsRegistry::InFlight a(reg, "p/m", t0);
+  EXPECT_EQ(reg.get("p/m", t0 + 1s)->awaiting_lower_bound_ms, 0);  // one alone says nothing
+  StatsRegistry::InFlight b(reg, "p/m", t0 + 100ms);
+  StatsRegistry::InFlight c(reg, "p/m", t0 + 900ms);
+  EXPECT_NEAR(reg.get("p/m", t0 + 1s)->awaiting_lower_bound_ms, 900, 1e-6);
+  b.first_token();
+  EXPECT_NEAR(reg.get("p/m", t0 + 1s)->awaiting_lower_bound_ms, 100, 1e-6);  // of a and c
 }
 
 TEST(StatsRegistry, CountsAttemptsAwaitingTheirFirstToken) {
