@@ -35,10 +35,9 @@ class PeakEwma {
 
   void observe(double sample, TimePoint now) {
     // Above what is read now (the peak rule): replaces it. Below: decays in.
-    if (last_ && sample < estimate(now)) return observe_decayed(sample, now);
+    if (measured_ && sample < estimate(now)) return observe_decayed(sample, now);
     value_ = sample;
-    last_ = now;
-    ++samples_;
+    mark(now);
   }
 
   // A sample that decays in whichever side of the estimate it falls (no peak
@@ -46,14 +45,13 @@ class PeakEwma {
   // with the stored value, not the relaxed one (after a long silence its
   // weight is close to 1 anyway: exp(-dt/tau)).
   void observe_decayed(double sample, TimePoint now) {
-    if (!last_) {
+    if (!measured_) {
       value_ = sample;
     } else {
-      double w = decay_weight(*last_, now, tau_);
+      double w = decay_weight(last_, now, tau_);
       value_ = value_ * w + sample * (1 - w);
     }
-    last_ = now;
-    ++samples_;
+    mark(now);
   }
 
   // Starts over from `sample`, as if it were the first: for a deployment
@@ -61,8 +59,7 @@ class PeakEwma {
   // measurement of what it is now.
   void restart(double sample, TimePoint now) {
     value_ = sample;
-    last_ = now;
-    ++samples_;
+    mark(now);
   }
 
   // A lower bound (the attempt waited this long without a first token): may
@@ -70,29 +67,39 @@ class PeakEwma {
   void observe_at_least(double bound, TimePoint now) {
     if (bound <= estimate(now)) return;
     value_ = bound;
-    last_ = now;
-    ++samples_;
+    mark(now);
   }
 
   // The estimate at `now`: the prior with no samples, otherwise the value
   // relaxed toward the prior by how long ago the last sample was.
   double estimate(TimePoint now) const {
-    if (!last_) return prior_;
-    double keep = decay_weight(*last_, now, relax_tau_);
+    if (!measured_) return prior_;
+    double keep = decay_weight(last_, now, relax_tau_);
     return prior_ + (value_ - prior_) * keep;
   }
 
   double prior() const { return prior_; }
   void set_prior(double prior) { prior_ = prior; }
   std::uint64_t samples() const { return samples_; }
-  std::optional<TimePoint> last_sample() const { return last_; }
+  std::optional<TimePoint> last_sample() const {
+    return measured_ ? std::optional<TimePoint>(last_) : std::nullopt;
+  }
 
  private:
   double prior_;
   double tau_;        // seconds
   double relax_tau_;  // seconds
+  void mark(TimePoint now) {
+    last_ = now;
+    measured_ = true;
+    ++samples_;
+  }
+
   double value_ = 0;
-  std::optional<TimePoint> last_;
+  // A plain time and a flag, not an optional: GCC 12 warns of a "maybe
+  // uninitialized" optional once the estimator is inlined into a loop.
+  TimePoint last_{};
+  bool measured_ = false;
   std::uint64_t samples_ = 0;
 };
 
