@@ -33,14 +33,18 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/admission.h"
 #include "gateway/chat_request.h"
+#include "gateway/failover_policy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
+#include "gateway/outbox.h"
 #include "gateway/redact.h"
 #include "gateway/worker.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
 #include "routing/route_override.h"
 #include "routing/router.h"
 
@@ -81,13 +85,6 @@ std::string format_ms(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", ms);
   return buf;
-}
-
-bool retryable_status(int status) {
-  // 401/403/404 from a provider are about our key or our config, not the
-  // caller's request: another deployment may well serve it.
-  return status == 408 || status == 429 || status >= 500 || status == 401 || status == 403 ||
-         status == 404;
 }
 
 // Waits until the client closes its connection (or the socket errors). Does
@@ -150,7 +147,7 @@ class ClientStream {
 
   // Sends the pending head, `body` as one chunk, and with `last` the end of
   // the body: the zero-size chunk with `trailer_lines` ("name: value\r\n"...).
-  net::awaitable<bool> write(std::span<const net::const_buffer> body, bool last = false,
+  net::awaitable<bool> write(std::span<const std::string_view> body, bool last = false,
                              std::string_view trailer_lines = {}) {
     std::size_t n = 0;
     for (const auto& b : body) n += b.size();
@@ -163,7 +160,9 @@ class ClientStream {
       r.ptr[1] = '\n';
       bufs_.emplace_back(size_line, static_cast<std::size_t>(r.ptr + 2 - size_line));
     }
-    if (n > 0) bufs_.insert(bufs_.end(), body.begin(), body.end());
+    for (const auto& b : body) {
+      if (!b.empty()) bufs_.emplace_back(b.data(), b.size());
+    }
     static constexpr std::string_view kCrlf = "\r\n", kLast = "0\r\n";
     if (n > 0 && chunked()) bufs_.emplace_back(kCrlf.data(), kCrlf.size());
     if (last && chunked()) {
@@ -183,8 +182,7 @@ class ClientStream {
   }
 
   net::awaitable<bool> write(std::string_view bytes, bool last = false) {
-    const net::const_buffer b(bytes.data(), bytes.size());
-    co_return co_await write(std::span<const net::const_buffer>(&b, 1), last);
+    co_return co_await write(std::span<const std::string_view>(&bytes, 1), last);
   }
 
  private:
@@ -198,62 +196,6 @@ class ClientStream {
   bool& failed_;
   std::string head_;
   bool head_pending_ = false;
-  std::vector<net::const_buffer> bufs_;
-};
-
-// Bytes for the client, in order: views into the SSE parser's buffer (valid
-// until its next prepare()) and pieces of `scratch` (events held across reads
-// before the commit, or rewritten). Adjacent views are merged, so an
-// unchanged run of events is one buffer.
-class Outbox {
- public:
-  bool empty() const { return segs_.empty(); }
-  void view(std::string_view v) {
-    if (v.empty()) return;
-    if (!segs_.empty() && segs_.back().ptr && segs_.back().ptr + segs_.back().len == v.data()) {
-      segs_.back().len += v.size();
-      return;
-    }
-    segs_.push_back({v.data(), 0, v.size()});
-  }
-  void copy(std::string_view v) {
-    if (v.empty()) return;
-    if (!segs_.empty() && !segs_.back().ptr && segs_.back().off + segs_.back().len == scratch_.size()) {
-      segs_.back().len += v.size();
-    } else {
-      segs_.push_back({nullptr, scratch_.size(), v.size()});
-    }
-    scratch_.append(v);
-  }
-  // Copies the views into scratch (before the parser's buffer is reused).
-  void hold() {
-    bool any = false;
-    for (auto& s : segs_) any = any || s.ptr;
-    if (!any) return;
-    auto old = std::move(segs_);
-    segs_.clear();
-    for (auto& s : old) {
-      if (s.ptr) copy({s.ptr, s.len});
-      else segs_.push_back(s);
-    }
-  }
-  std::span<const net::const_buffer> buffers() {
-    bufs_.clear();
-    for (auto& s : segs_) bufs_.emplace_back(s.ptr ? s.ptr : scratch_.data() + s.off, s.len);
-    return bufs_;
-  }
-  void clear() {
-    segs_.clear();
-    scratch_.clear();
-  }
-
- private:
-  struct Seg {
-    const char* ptr;  // a view, or null for scratch_[off, off + len)
-    std::size_t off, len;
-  };
-  std::vector<Seg> segs_;
-  std::string scratch_;
   std::vector<net::const_buffer> bufs_;
 };
 
@@ -285,8 +227,7 @@ class ChatProxy {
         explain_(cfg_.explain() == config::Explain::kAll || (key && key->explain)) {}
 
   net::awaitable<bool> run(const config::Model& model);
-  // For llmgate_requests_total: success, error, rejected, client_error or client_gone.
-  const char* outcome() const { return outcome_; }
+  RequestOutcome outcome() const { return outcome_; }
   // Input + output tokens of the attempt that answered (for key rate limits).
   std::int64_t tokens_used() const { return tokens_used_; }
   // The drain ran out of time while this request was in flight (its run()
@@ -316,7 +257,6 @@ class ChatProxy {
   void add_route_headers(http::fields& h, const AttemptRecord* rec) const;
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
   static AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail);
-  ApiError all_failed_error() const;
   // The configured provider keys, for redact_secrets (failure paths only).
   std::vector<std::string> provider_keys() const {
     std::vector<std::string> keys;
@@ -347,19 +287,13 @@ class ChatProxy {
   int attempt_no_ = 0;
   Race* race_ = nullptr;
   routing::StatsRegistry::InFlight* in_flight_[2] = {nullptr, nullptr};  // per race branch
-  std::vector<std::string> failures_;   // "deployment: reason", for the final error
-  std::vector<std::string> failed_short_;  // "deployment=outcome", for x-llmgate-failed
-  std::vector<AttemptOutcome> outcomes_;
+  failover::FailureSummary failures_;  // what went wrong, for the final error and headers
   std::optional<AttemptRecord> last_failed_;
-  std::optional<int> min_retry_after_;
-  bool all_rate_limited_ = true;
-  bool budget_exhausted_ = false;
   bool admission_measured_ = false;
-  bool saturated_ = false;  // a candidate was skipped at its max_concurrent
   bool stream_committed_ = false;     // a streaming response head went to the client
   bool client_write_failed_ = false;  // a client write failed or was cut part-way
   std::int64_t tokens_used_ = 0;
-  const char* outcome_ = "client_gone";
+  RequestOutcome outcome_ = RequestOutcome::kClientGone;
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
@@ -396,7 +330,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rs_.retries.deposit(now);
 
   if (decision_.candidates.empty()) {
-    outcome_ = "rejected";
+    outcome_ = RequestOutcome::kRejected;
     const bool limited = decision_.error_status == 429;
     // Why each deployment was left out names prices and providers: for the
     // log, and for clients allowed to see route explanations.
@@ -424,11 +358,11 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     if (Clock::now() >= total_deadline_) break;
     if (attempt_no_ > 0 && !rs_.retries.try_spend(Clock::now())) {
       // Retries would multiply an outage: stop here (docs/routing.md).
-      budget_exhausted_ = true;
+      failures_.budget_exhausted();
       break;
     }
     const auto& pc = decision_.candidates[next];
-    if (!outcomes_.empty()) metrics_.shared().on_fallback(outcomes_.back());
+    if (!failures_.outcomes().empty()) metrics_.shared().on_fallback(failures_.outcomes().back());
     AttemptResult r;
     // A capped candidate (explored, re-checked, probed) is always hedged by
     // the next one: learning about it costs a client at most its hedge delay.
@@ -448,12 +382,10 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     if (r.responded) co_return r.keep_alive;
     if (LLMGATE_CANCELLED()) co_return false;
   }
-  outcome_ = "error";
-  ApiError e = all_failed_error();
-  std::string detail;
-  for (const auto& f : failures_) detail += (detail.empty() ? "" : "; ") + f;
+  outcome_ = RequestOutcome::kError;
+  ApiError e = failures_.final_error(req_.model, attempt_no_, explain_, Clock::now() >= total_deadline_);
   log_line(LogLevel::kWarn, "request " + rc_.request_id + ": every attempt failed: " +
-                                redact_secrets(detail, provider_keys()));
+                                redact_secrets(failures_.detail(), provider_keys()));
   Response res = make_error_response(rc_, e);
   add_route_headers(res, nullptr);
   log_request(last_failed_ ? &*last_failed_ : nullptr);
@@ -461,7 +393,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 }
 
 net::awaitable<void> ChatProxy::end_for_shutdown() {
-  outcome_ = "error";
+  outcome_ = RequestOutcome::kError;
   if (client_write_failed_) co_return;
   const ApiError e{503, "server_error",
                    "the gateway is shutting down and its drain timeout ran out before this "
@@ -486,25 +418,17 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   const auto now = Clock::now();
   const auto recorded = rs_.stats.record(rec, now);
   metrics_.on_attempt(req_.model, rec);
-  // Missing a deadline derived from the deployment's own recent p95 means it
-  // is slow, not broken: the estimator (a penalty sample) moves traffic off
-  // it, and ejecting it would only keep it out after it recovers. Silence
-  // for the whole configured TTFT timeout is a failure for health.
-  const bool merely_slow =
-      rec.outcome == AttemptOutcome::kTtftTimeout &&
-      pc.candidate.timeouts.ttft < cfg_.timeouts_for(*pc.candidate.provider).ttft;
-  const bool neutral = rec.outcome == AttemptOutcome::kClientGone ||
-                       rec.outcome == AttemptOutcome::kClientError ||
-                       rec.outcome == AttemptOutcome::kHedgeLost || merely_slow;
-  if (neutral) {
+  // What the outcome does to health is the failover policy's (merely slow,
+  // the client's doing, a lost hedge: nothing).
+  const failover::Effects fx = failover::effects_of(
+      rec, pc.candidate.timeouts.ttft, cfg_.timeouts_for(*pc.candidate.provider).ttft);
+  if (fx.health == failover::HealthEffect::kNone) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
-    rs_.health.on_attempt(rec.deployment, rec.outcome != AttemptOutcome::kSuccess,
+    rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
                           recorded.error_rate, recorded.attempts, now, pc.probe);
   }
-  if (rec.retry_after_s && (rec.http_status == 429 || rec.http_status == 503)) {
-    rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
-  }
+  if (fx.cooldown) rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
 }
 
 net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc, int branch) {
@@ -518,12 +442,11 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     if (got.result != ConcurrencyLimiter::Result::kGranted) {
       if (LLMGATE_CANCELLED()) co_return AttemptResult{};
       const bool full = got.result == ConcurrencyLimiter::Result::kQueueFull;
-      saturated_ = true;
-      failures_.push_back(c.deployment->id() + ": at its max_concurrent (" +
-                          std::to_string(it->second->in_use()) + " in flight), " +
-                          (full ? "wait queue full" : "no slot within the connect timeout"));
-      failed_short_.push_back(c.deployment->id() + "=saturated");
-      metrics_.on_saturated(c.deployment->id(), full ? "queue_full" : "queue_timeout");
+      failures_.saturated(c.deployment->id(),
+                          "at its max_concurrent (" + std::to_string(it->second->in_use()) +
+                              " in flight), " +
+                              (full ? "wait queue full" : "no slot within the connect timeout"));
+      metrics_.on_saturated(c.deployment->id(), full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
       co_return AttemptResult{};
     }
     slot = std::move(got.slot);
@@ -537,13 +460,11 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     const bool room = co_await pool.wait_for_room(earliest(Clock::now() + c.timeouts.connect, total_deadline_));
     if (!room) {
       if (LLMGATE_CANCELLED()) co_return AttemptResult{};
-      saturated_ = true;
-      failures_.push_back(c.deployment->id() + ": this gateway's connection pool to provider \"" +
-                          c.provider->name + "\" is full (" +
-                          std::to_string(c.provider->pool.max_connections) +
-                          " connections per worker, pool.max_connections)");
-      failed_short_.push_back(c.deployment->id() + "=saturated");
-      metrics_.on_saturated(c.deployment->id(), "pool_full");
+      failures_.saturated(c.deployment->id(),
+                          "this gateway's connection pool to provider \"" + c.provider->name +
+                              "\" is full (" + std::to_string(c.provider->pool.max_connections) +
+                              " connections per worker, pool.max_connections)");
+      metrics_.on_saturated(c.deployment->id(), Saturation::kPoolFull);
       co_return AttemptResult{};
     }
   }
@@ -571,10 +492,10 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   if (r.responded) {
     tokens_used_ = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
                    std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
-    outcome_ = rec.outcome == AttemptOutcome::kSuccess       ? "success"
-               : rec.outcome == AttemptOutcome::kClientError ? "client_error"
-               : rec.outcome == AttemptOutcome::kClientGone  ? "client_gone"
-                                                            : "error";
+    outcome_ = rec.outcome == AttemptOutcome::kSuccess       ? RequestOutcome::kSuccess
+               : rec.outcome == AttemptOutcome::kClientError ? RequestOutcome::kClientError
+               : rec.outcome == AttemptOutcome::kClientGone  ? RequestOutcome::kClientGone
+                                                            : RequestOutcome::kError;
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
     log_request(&rec);
@@ -586,14 +507,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   }
   if (rec.outcome == AttemptOutcome::kHedgeLost) co_return r;
   last_failed_ = rec;
-  outcomes_.push_back(rec.outcome);
-  failures_.push_back(rec.deployment + ": " + rec.detail);
-  failed_short_.push_back(rec.deployment + "=" + routing::to_string(rec.outcome) +
-                          (rec.http_status && rec.http_status != 200 ? "(" + std::to_string(rec.http_status) + ")" : ""));
-  if (rec.retry_after_s) {
-    min_retry_after_ = std::min(min_retry_after_.value_or(*rec.retry_after_s), *rec.retry_after_s);
-  }
-  if (rec.http_status != 429) all_rate_limited_ = false;
+  failures_.failed(rec);
   log_line(LogLevel::kDebug, "request " + rc_.request_id + " attempt " + std::to_string(attempt_no_) +
                                  " on " + rec.deployment + " failed (" +
                                  routing::to_string(rec.outcome) + "): " + rec.detail);
@@ -605,7 +519,7 @@ bool ChatProxy::claim(int branch) {
   if (race_->winner < 0) {
     race_->winner = branch;
     if (branch == 1) ++rs_.hedges_won;
-    if (race_->hedge_started) metrics_.shared().on_hedge(branch == 1 ? "won" : "lost");
+    if (race_->hedge_started) metrics_.shared().on_hedge(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
     if (auto* other = race_->lose[1 - branch]) other->cancel();
     return true;
   }
@@ -646,7 +560,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     // hedges do not spend the model's hedge budget.
     if (ec || race.winner >= 0 || !race.live[0] ||
         (!first.capped && !rs_.hedges(req_.model).try_spend(Clock::now()))) {
-      if (!ec && race.winner < 0 && race.live[0]) metrics_.shared().on_hedge("denied");
+      if (!ec && race.winner < 0 && race.live[0]) metrics_.shared().on_hedge(HedgeResult::kDenied);
       // No hedge: the first attempt decides alone.
       net::steady_timer park(ex, Clock::time_point::max());
       co_await park.async_wait(kUseTuple);
@@ -664,48 +578,6 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
   co_return v.index() == 0 ? std::get<0>(v) : std::get<1>(v);
 }
 
-ApiError ChatProxy::all_failed_error() const {
-  // The client learns the public model, how many attempts failed and how,
-  // never an upstream's own words (a provider's 401 quotes the operator's
-  // key) nor, unless it may see route explanations, which deployments.
-  // The full story goes to the log (run(), at warn), redacted.
-  std::string how;
-  for (const auto& f : failed_short_) {
-    std::string_view item = f;
-    if (!explain_) item = item.substr(item.find('=') + 1);
-    how += (how.empty() ? "" : ", ") + std::string(item);
-  }
-  if (attempt_no_ == 0 && saturated_) {
-    return ApiError{503, "service_unavailable",
-                    "every deployment of model \"" + req_.model + "\" is at its concurrency limit (" +
-                        how + ")",
-                    std::nullopt, "upstream_saturated", 1};
-  }
-  if (attempt_no_ == 0) {
-    return ApiError{504, "timeout_error", "request deadline expired before any upstream attempt",
-                    std::nullopt, "upstream_timeout", std::nullopt};
-  }
-  std::string msg = "all " + std::to_string(attempt_no_) + " upstream attempt(s) for model \"" +
-                    req_.model + "\" failed (" + how + ")";
-  if (all_rate_limited_) {
-    return ApiError{429, "rate_limit_error", std::move(msg), std::nullopt, "upstream_rate_limited",
-                    min_retry_after_.value_or(1)};
-  }
-  if (budget_exhausted_) msg += "; no further fallback: the retry budget is exhausted";
-  if (outcomes_.empty()) {
-    return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
-                    std::nullopt};
-  }
-  AttemptOutcome last = outcomes_.back();
-  if (last == AttemptOutcome::kTtftTimeout || last == AttemptOutcome::kIdleTimeout ||
-      last == AttemptOutcome::kTotalTimeout || Clock::now() >= total_deadline_) {
-    return ApiError{504, "timeout_error", std::move(msg), std::nullopt, "upstream_timeout",
-                    std::nullopt};
-  }
-  return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
-                  std::nullopt};
-}
-
 AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;
   rec.detail = std::move(detail);
@@ -714,7 +586,8 @@ AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string 
 
 http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) {
   const auto& url = c.provider->base_url;
-  http::request<http::string_body> up{http::verb::post, url.path_prefix + "/chat/completions", 11};
+  const auto& protocol = providers::openai_chat_protocol();
+  http::request<http::string_body> up{http::verb::post, url.path_prefix + std::string(protocol.path()), 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
@@ -743,10 +616,13 @@ http::request<http::string_body> ChatProxy::upstream_request(const routing::Cand
   up.set(http::field::accept, "text/event-stream");
   up.set(http::field::user_agent, "llmgate/0.1");
   up.set("x-request-id", rc_.request_id);  // the client's own, or the one we made
-  if (!c.provider->api_key.empty()) up.set(http::field::authorization, "Bearer " + c.provider->api_key);
+  if (!c.provider->api_key.empty()) {
+    auto [name, value] = protocol.credential(c.provider->api_key);
+    up.set(beast::string_view(name.data(), name.size()), value);
+  }
   for (const auto& [name, value] : c.provider->headers) up.set(name, value);
   up.keep_alive(true);
-  up.body() = upstream_body(req_, c.deployment->model);
+  up.body() = protocol.body(req_.body, c.deployment->model);
   up.prepare_payload();
   return up;
 }
@@ -766,14 +642,7 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
   if (!explain_) return;  // which deployments, prices and exclusions: not for this client
   if (auto route = routing::explain(decision_); !route.empty()) h.set("x-llmgate-route", route);
   if (rec) h.set("x-llmgate-deployment", rec->deployment);
-  if (!failed_short_.empty()) {
-    std::string failed;
-    for (const auto& f : failed_short_) {
-      if (failed.size() + f.size() > 512) break;
-      failed += (failed.empty() ? "" : ", ") + f;
-    }
-    h.set("x-llmgate-failed", failed);
-  }
+  if (!failures_.empty()) h.set("x-llmgate-failed", failures_.header());
 }
 
 net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, AttemptRecord& rec,
@@ -889,9 +758,9 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   std::string detail = "HTTP " + std::to_string(status) +
                        (upstream_message.empty() ? "" : ": " + upstream_message);
 
-  if (retryable_status(status)) {
+  if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
     // A provider refusing our own key or config needs the operator.
-    log_line(status == 401 || status == 403 || status == 404 ? LogLevel::kWarn : LogLevel::kDebug,
+    log_line(failover::needs_operator(status) ? LogLevel::kWarn : LogLevel::kDebug,
              "request " + rc_.request_id + ": " + rec.deployment + " answered " + detail);
     co_return fail(rec, AttemptOutcome::kUpstreamStatus, detail);
   }
@@ -1077,7 +946,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     // The end of the stream goes out with its last events, in one write.
     if (done || post_commit_error) break;
     if (committed && (!outbox.empty() || !first_token_relayed)) {
-      if (!co_await out.write(outbox.buffers())) {
+      if (!co_await out.write(outbox.pieces())) {
         rec.outcome = AttemptOutcome::kClientGone;
         rec.detail = "client went away mid-stream";
         co_return AttemptResult{true, false};
@@ -1113,7 +982,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
 
   if (post_commit_error) {
     // What was relayed before the failure goes first, then the error event.
-    if (!outbox.empty() && !co_await out.write(outbox.buffers())) co_return AttemptResult{true, false};
+    if (!outbox.empty() && !co_await out.write(outbox.pieces())) co_return AttemptResult{true, false};
     co_return co_await end_with_error(out, *post_commit_error);
   }
   // The upstream body ended: after [DONE], or cleanly without it.
@@ -1122,7 +991,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     broke(AttemptOutcome::kTruncated, detail,
           upstream_error("the upstream stream was truncated: " + detail, "upstream_stream_truncated"));
     if (failure) co_return *failure;
-    if (!outbox.empty() && !co_await out.write(outbox.buffers())) co_return AttemptResult{true, false};
+    if (!outbox.empty() && !co_await out.write(outbox.pieces())) co_return AttemptResult{true, false};
     co_return co_await end_with_error(out, *post_commit_error);
   }
   rec.outcome = AttemptOutcome::kSuccess;
@@ -1134,7 +1003,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     std::string trailers;
     if (rec.output_tokens) trailers.append("x-llmgate-output-tokens: ").append(std::to_string(*rec.output_tokens)).append("\r\n");
     if (auto tps = rec.tps()) trailers.append("x-llmgate-tps: ").append(format_ms(*tps)).append("\r\n");
-    const bool ok = co_await out.write(outbox.buffers(), /*last=*/true, trailers);
+    const bool ok = co_await out.write(outbox.pieces(), /*last=*/true, trailers);
     outbox.clear();
     if (ok && !first_token_relayed && rec.first_token) {
       metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
@@ -1176,7 +1045,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
   std::vector<LogField> f{{"request_id", rc_.request_id},
                           {"model", req_.model},
                           {"stream", req_.stream ? "true" : "false", true},
-                          {"result", outcome_},
+                          {"result", to_string(outcome_)},
                           {"policy", config::to_string(decision_.policy)},
                           {"attempts", std::to_string(attempt_no_), true}};
   if (key_) f.push_back({"key", key_->name});  // the key's name from config, never the key
@@ -1191,16 +1060,26 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     if (rec->output_tokens) f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
-  if (!failed_short_.empty()) {
-    std::string failed;
-    for (const auto& x : failed_short_) failed += (failed.empty() ? "" : ",") + x;
-    f.push_back({"failed", failed});
-  }
+  if (!failures_.empty()) f.push_back({"failed", failures_.log_field()});
   if (race_ && race_->hedge_started) f.push_back({"hedged", race_->winner == 1 ? "hedge-won" : "primary-won"});
   // Why this route: in the log always, whether or not the client may see it.
   if (auto route = routing::explain(decision_); !route.empty()) f.push_back({"route", std::move(route)});
   f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
   log_event(LogLevel::kInfo, "request", f);
+}
+
+// What admission reads of the request head.
+RequestHead request_head(const Request& request) {
+  RequestHead head{request[http::field::authorization], request[http::field::content_type], {},
+                   [&request](std::string_view name) -> std::optional<std::string> {
+                     auto it = request.find(beast::string_view(name.data(), name.size()));
+                     if (it == request.end()) return std::nullopt;
+                     return std::string(it->value());
+                   }};
+  for (const auto& f : request) {
+    if (f.name() == http::field::via) head.via.push_back(f.value());
+  }
+  return head;
 }
 
 }  // namespace
@@ -1210,76 +1089,20 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   // The snapshot this request lives on, whatever reloads happen meanwhile.
   const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
   const config::Config& cfg = *snapshot->config;
-  MetricsRegistry& registry = snapshot->metrics->shared();
-  // Gateway keys first, as OpenAI does: a caller without a valid key learns
-  // nothing about models or request shape.
-  const config::GatewayKey* key = nullptr;
-  if (snapshot->keys->enabled()) {
-    auto a = snapshot->keys->authenticate(request[http::field::authorization]);
-    if (auto* e = std::get_if<ApiError>(&a)) {
-      registry.on_auth_rejected("unauthenticated");
-      Response res = make_error_response(rc, *e);
-      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
-    }
-    key = std::get<const config::GatewayKey*>(a);
-  }
-  for (const auto& f : request) {
-    // Our own Via name on the way in: a provider's base_url leads back here.
-    if (f.name() != http::field::via || f.value().find(worker.via_name) == std::string_view::npos) {
-      continue;
-    }
-    log_line(LogLevel::kWarn, "request " + rc.request_id + ": request loop (Via: " +
-                                  std::string(f.value().substr(0, 200)) +
-                                  "): a provider's base_url points back at this gateway");
-    Response res = make_error_response(
-        rc, ApiError{508, "server_error",
-                     "request loop: this request has already passed through this gateway (a "
-                     "provider's base_url points back at it)",
-                     std::nullopt, "loop_detected", std::nullopt});
+  // Admission (admission.cpp): the key, a request loop, the body, the model,
+  // the key's permissions and rates, the routing override.
+  auto admitted = admit(chat_completions_api(), request_head(request), request.body(), cfg,
+                        *snapshot->keys, worker.via_name);
+  if (auto* no = std::get_if<Refusal>(&admitted)) {
+    if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
+    if (!no->log.empty()) log_line(LogLevel::kWarn, "request " + rc.request_id + ": " + no->log);
+    Response res = make_error_response(rc, no->error);
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
-  auto parsed = parse_chat_request(request[http::field::content_type], request.body());
-  if (auto* err = std::get_if<ApiError>(&parsed)) {
-    Response res = make_error_response(rc, *err);
-    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
-  }
-  auto& req = std::get<ChatRequest>(parsed);
-  const config::Model* model = cfg.find_model(req.model);
-  if (model == nullptr) {
-    Response res = make_error_response(
-        rc, ApiError{404, "invalid_request_error",
-                     "The model `" + req.model.substr(0, 200) + "` does not exist or you do not have access to it.",
-                     "model", "model_not_found", std::nullopt});
-    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
-  }
-  if (key) {
-    if (auto denied = snapshot->keys->authorize(*key, model->name)) {
-      registry.on_auth_rejected(denied->status == 403 ? "model_not_allowed" : "rate_limited");
-      Response res = make_error_response(rc, *denied);
-      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
-    }
-  }
-  // Per-request routing overrides: the body's `route` object and x-llmgate-*
-  // headers. A bad one is the caller's mistake: 400, saying what is wrong.
-  routing::HeaderLookup headers = [&request](std::string_view name) -> std::optional<std::string> {
-    auto it = request.find(beast::string_view(name.data(), name.size()));
-    if (it == request.end()) return std::nullopt;
-    return std::string(it->value());
-  };
-  auto parsed_route = routing::parse_route_override(req.route, headers);
-  std::optional<std::string> route_error;
-  if (auto* e = std::get_if<std::string>(&parsed_route)) {
-    route_error = *e;
-  } else {
-    route_error = routing::check_override(std::get<routing::RouteOverride>(parsed_route), *model);
-  }
-  if (route_error) {
-    Response res = make_error_response(
-        rc, ApiError{400, "invalid_request_error", *route_error, "route", "invalid_route", std::nullopt});
-    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
-  }
-  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(req),
-                  std::move(std::get<routing::RouteOverride>(parsed_route)), key);
+  Admitted& a = std::get<Admitted>(admitted);
+  const config::Model* model = a.model;
+  const config::GatewayKey* key = a.key;
+  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(a.req), std::move(a.route), key);
   snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;

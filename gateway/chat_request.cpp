@@ -117,14 +117,4 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
   return r;
 }
 
-std::string upstream_body(ChatRequest& request, const std::string& upstream_model) {
-  nlohmann::json& out = request.body;
-  out["model"] = upstream_model;
-  out["stream"] = true;
-  auto& so = out["stream_options"];
-  if (!so.is_object()) so = nlohmann::json::object();
-  so["include_usage"] = true;
-  return out.dump();
-}
-
 }  // namespace llmgate::gateway

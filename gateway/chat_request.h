@@ -28,12 +28,8 @@ struct ChatRequest {
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
                                                        std::string_view body);
 
-// The upstream body: the client's document with `model` replaced by the
-// deployment's upstream name and streaming with usage forced on (the gateway
-// always streams upstream so it can time the first token and count tokens).
-// It rewrites request.body in place (no copy of the document per attempt);
-// the client's own `stream`/`include_usage` stay in the parsed fields, and
-// calling it again for another deployment gives that deployment's body.
-std::string upstream_body(ChatRequest& request, const std::string& upstream_model);
+// The upstream body is the upstream protocol's to build
+// (providers::UpstreamProtocol::body): the client's own `stream` and
+// `include_usage` stay in the parsed fields above.
 
 }  // namespace llmgate::gateway

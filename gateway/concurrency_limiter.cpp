@@ -25,7 +25,8 @@ net::awaitable<ConcurrencyLimiter::Acquired> ConcurrencyLimiter::acquire(Clock::
   net::steady_timer timer(ex, deadline);
   w->timer = &timer;
   // Woken by a grant (the timer is cancelled), the deadline or cancellation.
-  auto [ec] = co_await timer.async_wait(net::as_tuple(net::use_awaitable));
+  // The error code says nothing the flags below do not: ignored.
+  co_await timer.async_wait(net::as_tuple(net::use_awaitable));
   w->waiting = false;
   std::lock_guard lock(mu_);
   if (w->granted) co_return Acquired{Result::kGranted, Slot(shared_from_this())};

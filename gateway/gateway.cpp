@@ -779,7 +779,7 @@ std::optional<ApiError> Gateway::Impl::rejected_before_body(const Snapshot& snap
   auto a = snap.keys->authenticate(head[http::field::authorization]);
   auto* e = std::get_if<ApiError>(&a);
   if (e == nullptr) return std::nullopt;
-  metrics->on_auth_rejected("unauthenticated");
+  metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
   return *e;
 }
 
@@ -840,7 +840,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
     if (snap.keys->enabled()) {
       auto a = snap.keys->authenticate(req[http::field::authorization]);
       if (auto* e = std::get_if<ApiError>(&a)) {
-        metrics->on_auth_rejected("unauthenticated");
+        metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
         return make_error_response(rc, *e);
       }
       key = std::get<const config::GatewayKey*>(a);
@@ -867,7 +867,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                        std::nullopt, "unknown_url", std::nullopt});
     }
     if (!snap.keys->admin_allowed(req[http::field::authorization])) {
-      metrics->on_auth_rejected("admin_unauthenticated");
+      metrics->on_auth_rejected(AuthRejection::kAdminUnauthenticated);
       return make_error_response(
           rc, ApiError{401, "invalid_request_error",
                        "/admin/* needs the admin key (auth.admin_key_sha256) as 'Authorization: Bearer <key>'",

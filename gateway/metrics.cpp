@@ -58,8 +58,6 @@ constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kTruncated,   routing::AttemptOutcome::kMalformed,
     routing::AttemptOutcome::kClientGone,  routing::AttemptOutcome::kTotalTimeout,
     routing::AttemptOutcome::kHedgeLost};
-constexpr std::array kRequestOutcomes = {"success", "error", "rejected", "client_error", "client_gone"};
-constexpr std::array kHedgeResults = {"won", "lost", "denied"};
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
 constexpr std::array kWindowPercentiles = {"p50", "p95", "p99"};
@@ -176,12 +174,12 @@ struct MetricsRegistry::Impl {
   Gauge& in_flight = in_flight_family.Add({});
   Gauge& draining = draining_family.Add({});
   std::map<routing::AttemptOutcome, Counter*> fallbacks_by;
-  std::map<std::string, Counter*> hedges_by;
+  std::array<Counter*, kHedgeResults.size()> hedges_by{};  // by HedgeResult
   Counter& input_tokens = tokens.Add({{"type", "input"}});
   Counter& output_tokens = tokens.Add({{"type", "output"}});
   Counter& cost_total = cost.Add({});
   std::array<Histogram*, 2> overhead_by{};
-  std::map<std::string, Counter*, std::less<>> auth_by;
+  std::array<Counter*, kAuthRejections.size()> auth_by{};  // by AuthRejection
   std::array<Counter*, 3> reloads_by = {&reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
                                         &reloads.Add({{"result", to_string(ReloadResult::kFailure)}}),
                                         &reloads.Add({{"result", to_string(ReloadResult::kRejected)}})};
@@ -207,15 +205,13 @@ struct MetricsRegistry::Impl {
 
   Impl() {
     for (auto o : kOutcomes) fallbacks_by[o] = &fallbacks.Add({{"reason", routing::to_string(o)}});
-    for (const char* r : kHedgeResults) hedges_by[r] = &hedges.Add({{"result", r}});
+    for (auto r : kHedgeResults) hedges_by[index_of(r)] = &hedges.Add({{"result", to_string(r)}});
     overhead_by[static_cast<int>(OverheadPhase::kAdmission)] =
         &overhead.Add({{"phase", "admission"}}, kOverheadBuckets);
     overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
         &overhead.Add({{"phase", "first_token"}}, kOverheadBuckets);
     build_info.Add({{"version", kVersion}}).Set(1);
-    for (const char* r : {"unauthenticated", "admin_unauthenticated", "model_not_allowed", "rate_limited"}) {
-      auth_by[r] = &auth_rejections.Add({{"reason", r}});
-    }
+    for (auto r : kAuthRejections) auth_by[index_of(r)] = &auth_rejections.Add({{"reason", to_string(r)}});
     reload_ok.Add({}).Set(1);
     reload_time.Add({}).Set(static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
                                                     std::chrono::system_clock::now().time_since_epoch())
@@ -297,9 +293,7 @@ void MetricsRegistry::on_fallback(routing::AttemptOutcome reason) {
   if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end()) it->second->Increment();
 }
 
-void MetricsRegistry::on_hedge(const char* result) {
-  if (auto it = impl_->hedges_by.find(result); it != impl_->hedges_by.end()) it->second->Increment();
-}
+void MetricsRegistry::on_hedge(HedgeResult result) { impl_->hedges_by[index_of(result)]->Increment(); }
 
 void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds d) {
   impl_->overhead_by[static_cast<int>(phase)]->Observe(std::chrono::duration<double>(d).count());
@@ -323,9 +317,7 @@ void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
 
 void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }
 
-void MetricsRegistry::on_auth_rejected(const char* reason) {
-  if (auto it = impl_->auth_by.find(std::string_view(reason)); it != impl_->auth_by.end()) it->second->Increment();
-}
+void MetricsRegistry::on_auth_rejected(AuthRejection reason) { impl_->auth_by[index_of(reason)]->Increment(); }
 
 std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {
   const auto now = routing::Clock::now();
@@ -371,11 +363,11 @@ struct Metrics::Impl {
   std::map<std::pair<std::string, std::string>, Histogram*> duration_by;
   std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
   std::map<std::pair<std::string, bool>, Counter*> upstream_requests_by;  // (deployment, reused)
-  std::map<std::pair<std::string, std::string>, Counter*> requests_by;
+  std::map<std::string, std::array<Counter*, kRequestOutcomes.size()>> requests_by;  // model, by RequestOutcome
   std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
   std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
   std::map<std::string, config::Price> price_by;                      // deployment id
-  std::map<std::pair<std::string, std::string>, Counter*> saturated_by;  // (deployment, reason)
+  std::map<std::string, std::array<Counter*, kSaturations.size()>> saturated_by;  // deployment, by Saturation
 };
 
 Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
@@ -383,8 +375,8 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
   auto& f = *registry.impl_;
   auto& m_ = *impl_;
   for (const auto& m : cfg.models) {
-    for (const char* o : kRequestOutcomes) {
-      m_.requests_by[{m.name, o}] = &f.requests.Add({{"model", m.name}, {"outcome", o}});
+    for (auto o : kRequestOutcomes) {
+      m_.requests_by[m.name][index_of(o)] = &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
     }
     for (const char* type : {"input", "output"}) {
       m_.usage_by[{m.name, type}] =
@@ -404,11 +396,11 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
       // pool_full: this worker's connection pool to the provider stayed full
       // (any deployment); queue_*: the deployment's own max_concurrent.
-      m_.saturated_by[{id, "pool_full"}] = &f.saturated.Add({{"deployment", id}, {"reason", "pool_full"}});
-      if (d.max_concurrent) {
-        for (const char* r : {"queue_full", "queue_timeout"}) {
-          m_.saturated_by[{id, r}] = &f.saturated.Add({{"deployment", id}, {"reason", r}});
-        }
+      auto& sat = m_.saturated_by[id];
+      sat.fill(nullptr);
+      for (auto r : kSaturations) {
+        if (r != Saturation::kPoolFull && !d.max_concurrent) continue;
+        sat[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});
       }
       for (bool reused : {false, true}) {
         m_.upstream_requests_by[{id, reused}] =
@@ -473,15 +465,15 @@ void Metrics::on_route(const std::string& model, const std::string& deployment,
   }
 }
 
-void Metrics::on_saturated(const std::string& deployment, const char* reason) {
-  if (auto it = impl_->saturated_by.find({deployment, reason}); it != impl_->saturated_by.end()) {
-    it->second->Increment();
+void Metrics::on_saturated(const std::string& deployment, Saturation reason) {
+  if (auto it = impl_->saturated_by.find(deployment); it != impl_->saturated_by.end()) {
+    if (Counter* c = it->second[index_of(reason)]) c->Increment();
   }
 }
 
-void Metrics::on_request(const std::string& model, const char* outcome) {
-  if (auto it = impl_->requests_by.find({model, outcome}); it != impl_->requests_by.end()) {
-    it->second->Increment();
+void Metrics::on_request(const std::string& model, RequestOutcome outcome) {
+  if (auto it = impl_->requests_by.find(model); it != impl_->requests_by.end()) {
+    it->second[index_of(outcome)]->Increment();
   }
 }
 

@@ -22,6 +22,7 @@
 #include "config/config.h"
 #include "routing/attempt_record.h"
 #include "routing/routing_state.h"
+#include "gateway/vocabulary.h"
 
 namespace llmgate::gateway {
 
@@ -50,15 +51,12 @@ class MetricsRegistry {
   void request_finished();
   // An attempt beyond the first, after a failure of `reason`.
   void on_fallback(routing::AttemptOutcome reason);
-  // A hedge: "won" (the hedge answered first), "lost" (the primary did), "denied" (budget).
-  void on_hedge(const char* result);
+  void on_hedge(HedgeResult result);
   void on_overhead(OverheadPhase phase, std::chrono::nanoseconds d);
   // A config reload attempt; `unix_seconds` is when it happened.
   void on_reload(ReloadResult result, double unix_seconds);
   void set_draining(bool draining);
-  // A request refused by gateway-key auth: "unauthenticated",
-  // "admin_unauthenticated", "model_not_allowed" or "rate_limited".
-  void on_auth_rejected(const char* reason);
+  void on_auth_rejected(AuthRejection reason);
 
   // The text exposition format, with the router gauges refreshed first for
   // the deployments of `cfg` (gauges of deployments no longer configured are
@@ -81,14 +79,12 @@ class Metrics {
 
   // One finished upstream attempt of a request for public model `model`.
   void on_attempt(const std::string& model, const routing::AttemptRecord& rec);
-  // One finished request of a configured model: "success", "error",
-  // "rejected" (no route, rate limited by the gateway), "client_error" (an
-  // upstream 4xx caused by the request, returned as is) or "client_gone".
-  void on_request(const std::string& model, const char* outcome);
+  // One finished request of a configured model.
+  void on_request(const std::string& model, RequestOutcome outcome);
   // The router's first choice for a request.
   void on_route(const std::string& model, const std::string& deployment, config::Policy policy);
-  // A candidate skipped at its max_concurrent: "queue_full" or "queue_timeout".
-  void on_saturated(const std::string& deployment, const char* reason);
+  // A candidate passed over without an attempt.
+  void on_saturated(const std::string& deployment, Saturation reason);
 
   MetricsRegistry& shared() { return registry_; }
 

@@ -33,6 +33,31 @@ enum class AttemptOutcome {
 
 const char* to_string(AttemptOutcome o);
 
+// What an outcome says, in one place: the statistics (stats_registry.cpp),
+// health and the failover policy (gateway/failover_policy.h) read it here.
+struct OutcomeTraits {
+  // False for the client's own doing and for a lost hedge: no effect on
+  // health, error rate or latency statistics.
+  bool about_deployment = true;
+  // The attempt was still waiting for its first token when the gateway
+  // stopped waiting: its TTFT is only known to exceed the wait (a censored
+  // sample, routing/windowed_quantiles.h).
+  bool waited_for_first_token = false;
+};
+constexpr OutcomeTraits outcome_traits(AttemptOutcome o) {
+  switch (o) {
+    case AttemptOutcome::kClientGone:
+    case AttemptOutcome::kClientError:
+    case AttemptOutcome::kHedgeLost:
+      return {false, false};
+    case AttemptOutcome::kTtftTimeout:
+    case AttemptOutcome::kTotalTimeout:
+      return {true, true};
+    default:
+      return {true, false};
+  }
+}
+
 struct AttemptRecord {
   std::string deployment;  // Deployment::id(): "provider/model"
   AttemptOutcome outcome = AttemptOutcome::kConnectError;

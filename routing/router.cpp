@@ -149,7 +149,7 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p)};
     pc.probe = v.health.probe;
     pc.panic = v.health.panic;
-    hard_ok.push_back(Working{pc, &v});
+    hard_ok.push_back(Working{pc, &v, std::nullopt});
   }
 
   if (hard_ok.empty()) {

@@ -34,17 +34,8 @@ double waited_ms(const AttemptRecord& r, Clock::time_point now) {
   return since != Clock::time_point{} ? ms(now - since) : 0.0;
 }
 
-// Outcomes of an attempt that was still waiting for its first token when
-// the gateway stopped waiting: its TTFT is only known to exceed the wait.
-bool waited_for_first_token(AttemptOutcome o) {
-  return o == AttemptOutcome::kTtftTimeout || o == AttemptOutcome::kTotalTimeout;
-}
-
-// Outcomes that say nothing about the deployment: the client's own doing.
-bool says_nothing(AttemptOutcome o) {
-  return o == AttemptOutcome::kClientGone || o == AttemptOutcome::kClientError ||
-         o == AttemptOutcome::kHedgeLost;
-}
+bool waited_for_first_token(AttemptOutcome o) { return outcome_traits(o).waited_for_first_token; }
+bool says_nothing(AttemptOutcome o) { return !outcome_traits(o).about_deployment; }
 
 }  // namespace
 

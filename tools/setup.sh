@@ -48,7 +48,7 @@ if [ "${LLMGATE_SKIP_BUILD:-0}" != 1 ]; then
   BUILD_DIR=${BUILD_DIR:-build}
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} \
-    -DLLMGATE_BUILD_TESTS=$BUILD_TESTS >/dev/null
+    -DLLMGATE_BUILD_TESTS=$BUILD_TESTS -DLLMGATE_WERROR=${LLMGATE_WERROR:-OFF} >/dev/null
   # Beast translation units need ~700 MB each with g++: two jobs fit anywhere.
   ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
 fi

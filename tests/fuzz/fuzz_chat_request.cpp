@@ -1,11 +1,11 @@
 // Fuzzes the admission of POST /v1/chat/completions bodies:
 // gateway::parse_chat_request(content_type, body) and, for accepted requests,
-// gateway::upstream_body(request, "upstream-model").
+// the OpenAI protocol's upstream body (providers::UpstreamProtocol::body).
 //
 // Input: the first line is the Content-Type header value, the rest is the
 // body. An input without '\n' is a body sent as application/json.
 //
-// Findings: any exception escaping parse_chat_request or upstream_body (the
+// Findings: any exception escaping parse_chat_request or the upstream body (the
 // gateway answers a bad body with a 400, it does not throw), a sanitizer
 // report, or a broken invariant (FUZZ_CHECK) below.
 //
@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/chat_request.h"
+#include "providers/upstream_protocol.h"
 #include "providers/json_depth.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -90,8 +91,8 @@ void check_accepted(const ChatRequest& r) {
 
   std::string up;
   try {
-    ChatRequest copy = r;  // upstream_body rewrites the document in place
-    up = llmgate::gateway::upstream_body(copy, kUpstreamModel);
+    ChatRequest copy = r;  // the protocol rewrites the document in place
+    up = llmgate::providers::openai_chat_protocol().body(copy.body, kUpstreamModel);
   } catch (const std::exception& e) {
     escaped("upstream_body", e);
   }

@@ -23,6 +23,10 @@ struct Step {
     kTrickle,  // write `bytes` one byte every `ms`
     kFlood,    // write token events as fast as the peer takes them, until it closes
   };
+  // Positional, each after the first optional: {Step::Kind::kClose},
+  // {Step::Kind::kSend, bytes}, {Step::Kind::kTrickle, bytes, 100ms}.
+  Step(Kind k, std::string b = {}, std::chrono::milliseconds m = std::chrono::milliseconds(0))
+      : kind(k), bytes(std::move(b)), ms(m) {}
   Kind kind;
   std::string bytes;
   std::chrono::milliseconds ms{0};

@@ -1,4 +1,5 @@
 #include "gateway/chat_request.h"
+#include "providers/upstream_protocol.h"
 
 #include <gtest/gtest.h>
 
@@ -76,7 +77,7 @@ TEST(ChatRequest, UpstreamBodyRewritesModelForcesStreamingAndKeepsEverythingElse
           "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
           "tool_choice":"auto","response_format":{"type":"json_object"},"n":1,"logprobs":true,
           "stream_options":null})"));
-  auto up = nlohmann::json::parse(upstream_body(r, "llama-3.3-70b-versatile"));
+  auto up = nlohmann::json::parse(providers::openai_chat_protocol().body(r.body, "llama-3.3-70b-versatile"));
   EXPECT_EQ(up["model"], "llama-3.3-70b-versatile");
   EXPECT_EQ(up["stream"], true);
   EXPECT_EQ(up["stream_options"]["include_usage"], true);

@@ -35,7 +35,7 @@ TEST(LogFormat, TextLinesQuoteValuesThatWouldBreakKeyValueParsing) {
 TEST(LogFormat, InvalidUtf8NeverBreaksAJsonLine) {
   std::vector<LogField> f{{"model", std::string("bad\xff\xfe", 5)}};
   auto line = format_log_line(LogLevel::kError, "x", f, LogFormat::kJson);
-  EXPECT_NO_THROW((void)nlohmann::json::parse(line));
+  EXPECT_TRUE(nlohmann::json::accept(line));
 }
 
 TEST(LogFormat, ParsesOnlyKnownFormatNames) {

@@ -1,0 +1,72 @@
+#include "gateway/admission.h"
+
+namespace llmgate::gateway {
+namespace {
+
+Refusal refuse(ApiError e, std::optional<AuthRejection> auth = std::nullopt) {
+  return Refusal{std::move(e), auth, {}};
+}
+
+// Our own Via name on the way in: a provider's base_url leads back here.
+std::optional<Refusal> loop(const RequestHead& head, std::string_view via_name) {
+  for (std::string_view v : head.via) {
+    if (via_name.empty() || v.find(via_name) == std::string_view::npos) continue;
+    Refusal r = refuse(ApiError{508, "server_error",
+                                "request loop: this request has already passed through this "
+                                "gateway (a provider's base_url points back at it)",
+                                std::nullopt, "loop_detected", std::nullopt});
+    r.log = "request loop (Via: " + std::string(v.substr(0, 200)) +
+            "): a provider's base_url points back at this gateway";
+    return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& head,
+                                      std::string_view body, const config::Config& cfg,
+                                      KeyStore& keys, std::string_view via_name) {
+  Admitted a;
+  // Gateway keys first, as OpenAI does: a caller without a valid key learns
+  // nothing about models or request shape.
+  if (keys.enabled()) {
+    auto k = keys.authenticate(head.authorization);
+    if (auto* e = std::get_if<ApiError>(&k)) return refuse(*e, AuthRejection::kUnauthenticated);
+    a.key = std::get<const config::GatewayKey*>(k);
+  }
+  if (auto r = loop(head, via_name)) return *r;
+  auto parsed = api.parse(head.content_type, body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
+  a.req = std::move(std::get<ChatRequest>(parsed));
+  a.model = cfg.find_model(a.req.model);
+  if (a.model == nullptr) {
+    return refuse(ApiError{404, "invalid_request_error",
+                           "The model `" + a.req.model.substr(0, 200) +
+                               "` does not exist or you do not have access to it.",
+                           "model", "model_not_found", std::nullopt});
+  }
+  if (a.key) {
+    if (auto denied = keys.authorize(*a.key, a.model->name)) {
+      return refuse(*denied, denied->status == 403 ? AuthRejection::kModelNotAllowed
+                                                   : AuthRejection::kRateLimited);
+    }
+  }
+  // Per-request routing overrides: the body's `route` object and x-llmgate-*
+  // headers. A bad one is the caller's mistake: 400, saying what is wrong.
+  auto route = routing::parse_route_override(a.req.route, head.header);
+  std::optional<std::string> route_error;
+  if (auto* e = std::get_if<std::string>(&route)) {
+    route_error = *e;
+  } else {
+    route_error = routing::check_override(std::get<routing::RouteOverride>(route), *a.model);
+  }
+  if (route_error) {
+    return refuse(ApiError{400, "invalid_request_error", *route_error, "route", "invalid_route",
+                           std::nullopt});
+  }
+  a.route = std::move(std::get<routing::RouteOverride>(route));
+  return a;
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,83 @@
+// POST /v1/chat/completions as a client API: events pass through as they
+// came (the usage the client did not ask for removed), [DONE] ends a stream,
+// a non-streamed answer is one chat.completion.
+#include "gateway/client_api.h"
+#include "providers/completion_assembler.h"
+
+namespace llmgate::gateway {
+namespace {
+
+class ChatAssembly final : public ClientApi::Assembly {
+ public:
+  void add(const providers::UpstreamEvent& ev) override {
+    if (ev.kind != providers::UpstreamEvent::Kind::kData) return;
+    // The bulk of an answer (plain content chunks) is appended unparsed.
+    if (!ev.chunk.plain || !assembler_.add_plain(ev.chunk.content, ev.chunk.meta_keys)) {
+      assembler_.add(providers::parse_chunk(ev.data).json);
+    }
+  }
+  std::string body() const override {
+    return assembler_.result().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
+ private:
+  providers::CompletionAssembler assembler_;
+};
+
+// Frames `data` as one SSE event.
+void event(Outbox& out, std::string_view data) {
+  out.copy("data: ");
+  out.copy(data);
+  out.copy("\n\n");
+}
+
+class ChatCompletions final : public ClientApi {
+ public:
+  std::string_view name() const override { return "chat.completions"; }
+
+  std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
+                                            std::string_view body) const override {
+    return parse_chat_request(content_type, body);
+  }
+
+  void render(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) const override {
+    using Kind = providers::UpstreamEvent::Kind;
+    switch (ev.kind) {
+      case Kind::kKeepAlive:  // comments pass through
+        out.view(ev.raw);
+        return;
+      case Kind::kDone:
+        if (ev.raw.empty()) out.copy("data: [DONE]\n\n");
+        else out.view(ev.raw);
+        return;
+      case Kind::kError:
+      case Kind::kMalformed:
+        return;  // the relay ends the attempt or the stream
+      case Kind::kData:
+        break;
+    }
+    if (!req.include_usage && ev.chunk.usage) {
+      if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
+      // Usage riding on a content chunk: strip it (a rewrite, rare).
+      nlohmann::json j = providers::parse_chunk(ev.data).json;
+      j.erase("usage");
+      event(out, j.dump());
+      return;
+    }
+    if (ev.raw.empty()) event(out, ev.data);  // translated by the protocol
+    else out.view(ev.raw);
+  }
+
+  std::string_view stream_end() const override { return "data: [DONE]\n\n"; }
+
+  std::unique_ptr<Assembly> assembly() const override { return std::make_unique<ChatAssembly>(); }
+};
+
+}  // namespace
+
+const ClientApi& chat_completions_api() {
+  static const ChatCompletions api;
+  return api;
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,55 @@
+// The client API seam: what one endpoint of the gateway's own API parses,
+// what "first token" means for it, how it renders a streamed upstream event
+// (providers::UpstreamEvent, already neutral), how its stream ends and how a
+// failed stream says so, and how a non-streamed answer is assembled.
+//
+// Today's one implementation is chat completions (chat_completions_api()).
+// The Responses API and embeddings add implementations beside it and a route
+// in gateway.cpp; docs/ARCHITECTURE.md, "Adding a provider protocol or a
+// client API". Beast-free.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "gateway/api_error.h"
+#include "gateway/chat_request.h"
+#include "gateway/outbox.h"
+#include "providers/upstream_protocol.h"
+
+namespace llmgate::gateway {
+
+class ClientApi {
+ public:
+  virtual ~ClientApi() = default;
+  virtual std::string_view name() const = 0;
+  // The request body's shape (admission; `content_type` is the header's value).
+  virtual std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
+                                                    std::string_view body) const = 0;
+  // The event that stops the TTFT clock and lets the attempt commit.
+  virtual bool is_first_token(const providers::UpstreamEvent& ev) const { return ev.output(); }
+  // Streaming: appends what the client gets for `ev` (a view when it passes
+  // through unchanged, a copy when rewritten; nothing when dropped).
+  virtual void render(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) const = 0;
+  // Appended to a stream that ended cleanly without the upstream's own end marker.
+  virtual std::string_view stream_end() const = 0;
+  // The event that ends a stream which failed after it started: never the
+  // end marker, so a client cannot mistake it for a complete answer.
+  virtual std::string error_event(const ApiError& e) const { return e.sse_event(); }
+
+  // Non-streaming: the answer assembled from the events.
+  class Assembly {
+   public:
+    virtual ~Assembly() = default;
+    virtual void add(const providers::UpstreamEvent& ev) = 0;
+    virtual std::string body() const = 0;
+  };
+  virtual std::unique_ptr<Assembly> assembly() const = 0;
+};
+
+// POST /v1/chat/completions.
+const ClientApi& chat_completions_api();
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,81 @@
+// Bytes for the client, in order: views into the SSE parser's buffer (valid
+// until its next prepare()) and pieces of a scratch string (events held
+// across reads before the commit, or rewritten). Adjacent views are merged,
+// so an unchanged run of events is one piece. Steady state allocates
+// nothing: the vectors and the scratch string are reused. Beast-free: the
+// client stream turns pieces() into buffers for one gathered write.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llmgate::gateway {
+
+class Outbox {
+ public:
+  bool empty() const { return segs_.empty(); }
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const auto& s : segs_) n += s.len;
+    return n;
+  }
+  // Bytes that stay valid until the next hold() (the parser's buffer).
+  void view(std::string_view v) {
+    if (v.empty()) return;
+    if (!segs_.empty() && segs_.back().ptr && segs_.back().ptr + segs_.back().len == v.data()) {
+      segs_.back().len += v.size();
+      return;
+    }
+    segs_.push_back({v.data(), 0, v.size()});
+  }
+  // Bytes copied now (rewritten or generated).
+  void copy(std::string_view v) {
+    if (v.empty()) return;
+    if (!segs_.empty() && !segs_.back().ptr && segs_.back().off + segs_.back().len == scratch_.size()) {
+      segs_.back().len += v.size();
+    } else {
+      segs_.push_back({nullptr, scratch_.size(), v.size()});
+    }
+    scratch_.append(v);
+  }
+  // Copies the views into scratch (before the parser's buffer is reused).
+  void hold() {
+    bool any = false;
+    for (auto& s : segs_) any = any || s.ptr;
+    if (!any) return;
+    auto old = std::move(segs_);
+    segs_.clear();
+    for (auto& s : old) {
+      if (s.ptr) copy({s.ptr, s.len});
+      else segs_.push_back(s);
+    }
+  }
+  // The bytes, in order; valid until the next change.
+  std::span<const std::string_view> pieces() {
+    pieces_.clear();
+    for (auto& s : segs_) pieces_.emplace_back(s.ptr ? s.ptr : scratch_.data() + s.off, s.len);
+    return pieces_;
+  }
+  std::string str() {
+    std::string out;
+    for (auto p : pieces()) out.append(p);
+    return out;
+  }
+  void clear() {
+    segs_.clear();
+    scratch_.clear();
+  }
+
+ private:
+  struct Seg {
+    const char* ptr;  // a view, or null for scratch_[off, off + len)
+    std::size_t off, len;
+  };
+  std::vector<Seg> segs_;
+  std::string scratch_;
+  std::vector<std::string_view> pieces_;
+};
+
+}  // namespace llmgate::gateway

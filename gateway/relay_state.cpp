@@ -1,0 +1,82 @@
+#include "gateway/relay_state.h"
+
+#include <cstdio>
+
+namespace llmgate::gateway {
+
+std::string format_decimal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+RelayState::RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,
+                       const ChatRequest& req, routing::AttemptRecord& rec)
+    : api_(api), protocol_(protocol), req_(req), rec_(rec), streaming_(req.stream) {
+  if (!streaming_) assembly_ = api_.assembly();
+}
+
+void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now) {
+  if (stopped()) return;
+  providers::UpstreamEvent ev = protocol_.classify(raw);
+  using Kind = providers::UpstreamEvent::Kind;
+  switch (ev.kind) {
+    case Kind::kKeepAlive:
+      if (streaming_) api_.render(ev, req_, outbox_);
+      return;
+    case Kind::kDone:
+      done_ = true;
+      if (streaming_) api_.render(ev, req_, outbox_);
+      return;
+    case Kind::kError:
+      fault_ = failover::Fault::kInBandError;
+      fault_text_ = std::move(ev.message);
+      return;
+    case Kind::kMalformed:
+      fault_ = failover::Fault::kMalformedEvent;
+      fault_text_ = std::move(ev.message);
+      return;
+    case Kind::kData:
+      break;
+  }
+  const providers::ChatChunk& ch = ev.chunk;
+  if (ch.usage) {
+    rec_.input_tokens = ch.usage->prompt_tokens;
+    rec_.output_tokens = ch.usage->completion_tokens;
+  }
+  if (api_.is_first_token(ev)) {
+    if (!rec_.first_token) rec_.first_token = now;
+    rec_.last_token = now;
+    rec_.output_chars += static_cast<std::int64_t>(ch.output_chars);
+    if (!speed_sampled_ && ++output_events_ >= kSpeedSampleEvents &&
+        now - *rec_.first_token >= kSpeedSampleAfter) {
+      speed_sampled_ = true;
+      const double span = std::chrono::duration<double>(now - *rec_.first_token).count();
+      speed_sample_ = static_cast<double>(rec_.output_chars) / span;
+    }
+  }
+  saw_finish_ = saw_finish_ || ch.has_finish;
+  if (streaming_) api_.render(ev, req_, outbox_);
+  else assembly_->add(ev);
+}
+
+void RelayState::on_event_too_large() {
+  if (!stopped()) fault_ = failover::Fault::kEventTooLarge;
+}
+
+void RelayState::end_stream() {
+  if (!done_) outbox_.copy(api_.stream_end());  // finished cleanly, the upstream omitted it
+}
+
+std::string RelayState::trailers() const {
+  std::string t;
+  if (rec_.output_tokens) {
+    t.append("x-llmgate-output-tokens: ").append(std::to_string(*rec_.output_tokens)).append("\r\n");
+  }
+  if (auto tps = rec_.tps()) t.append("x-llmgate-tps: ").append(format_decimal(*tps)).append("\r\n");
+  return t;
+}
+
+std::string RelayState::completion() const { return assembly_ ? assembly_->body() : std::string(); }
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,100 @@
+// The relay's state for one attempt, apart from its sockets: what each
+// upstream event does (first token, usage, finish, end, fault), which bytes
+// the client gets (held before the commit, usage it did not ask for
+// removed), when the attempt may claim the client, the mid-stream speed
+// sample, the trailers and the non-streamed answer. Pure: the relay
+// (relay.cpp) reads the upstream into the SSE parser and writes the outbox;
+// tests/unit/gateway/relay_state_test.cpp feeds it events directly.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gateway/chat_request.h"
+#include "gateway/client_api.h"
+#include "gateway/failover_policy.h"
+#include "gateway/outbox.h"
+#include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
+#include "routing/attempt_record.h"
+
+namespace llmgate::gateway {
+
+class RelayState {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The mid-stream speed sample: after this many output events and this long.
+  static constexpr std::size_t kSpeedSampleEvents = 16;
+  static constexpr auto kSpeedSampleAfter = std::chrono::milliseconds(500);
+
+  // `rec` receives the first and last token times, output size and usage.
+  RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,
+             const ChatRequest& req, routing::AttemptRecord& rec);
+
+  // One upstream event, seen at `now`. Events after the end or a fault are ignored.
+  void on_event(const providers::SseEvent& ev, Clock::time_point now);
+  // The SSE parser refused an event over the size limit.
+  void on_event_too_large();
+
+  // The fault that broke the stream, if any, with the observer's words (an
+  // in-band error's message is the upstream's own: redact before use).
+  const std::optional<failover::Fault>& fault() const { return fault_; }
+  const std::string& fault_text() const { return fault_text_; }
+  // The upstream's end marker arrived: read no further.
+  bool done() const { return done_; }
+  // Nothing more is worth reading (the end, or a fault).
+  bool stopped() const { return done_ || fault_.has_value(); }
+  // The answer is complete: the end marker, or a finish_reason (a clean end
+  // of body after it is not a cut).
+  bool complete() const { return done_ || saw_finish_; }
+  // The attempt has produced something the client can be given: it may
+  // claim the client (the first token, or an answer that finished without one).
+  bool has_output() const { return rec_.first_token.has_value() || saw_finish_ || done_; }
+
+  // Streaming: the head goes out once, at the first output.
+  bool should_commit() const { return streaming_ && !committed_ && has_output(); }
+  void mark_committed() { committed_ = true; }
+  bool committed() const { return committed_; }
+
+  // The output speed (characters/s) measured mid-stream, once per attempt,
+  // when due: a long answer from a slow deployment teaches the router
+  // before it ends.
+  std::optional<double> take_speed_sample() {
+    auto s = speed_sample_;
+    speed_sample_.reset();
+    return s;
+  }
+
+  // What the client gets next (streaming only).
+  Outbox& outbox() { return outbox_; }
+  // A complete stream: the end marker if the upstream omitted it.
+  void end_stream();
+  // "x-llmgate-output-tokens: N\r\nx-llmgate-tps: X\r\n" (what is known).
+  std::string trailers() const;
+  // Non-streaming: the assembled answer.
+  std::string completion() const;
+
+ private:
+  const ClientApi& api_;
+  const providers::UpstreamProtocol& protocol_;
+  const ChatRequest& req_;
+  routing::AttemptRecord& rec_;
+  const bool streaming_;
+  std::unique_ptr<ClientApi::Assembly> assembly_;  // non-streaming only
+  Outbox outbox_;
+  std::optional<failover::Fault> fault_;
+  std::string fault_text_;
+  bool done_ = false;
+  bool saw_finish_ = false;
+  bool committed_ = false;
+  std::size_t output_events_ = 0;
+  bool speed_sampled_ = false;
+  std::optional<double> speed_sample_;
+};
+
+// "%.1f", for the ttft and tps headers and trailers.
+std::string format_decimal(double v);
+
+}  // namespace llmgate::gateway

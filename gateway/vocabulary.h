@@ -1,0 +1,66 @@
+// The gateway's fixed vocabularies: how a request ended, how a hedge ended,
+// why a request was refused by auth, why a candidate was passed over. Each is
+// an enum with one to_string, used alike by the request log, the metric
+// labels (series indexed by the enum, resolved once) and response headers.
+// Attempt outcomes are routing's (routing/attempt_record.h). Beast-free.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+namespace llmgate::gateway {
+
+// How a request of a configured model ended (llmgate_requests_total{outcome}).
+enum class RequestOutcome {
+  kSuccess,
+  kError,        // every attempt failed, or the stream failed after it started
+  kRejected,     // no route (503/429 from the plan), or refused before any attempt
+  kClientError,  // an upstream 4xx caused by the request, returned as is
+  kClientGone,   // the client disconnected first
+};
+inline constexpr std::array kRequestOutcomes = {RequestOutcome::kSuccess, RequestOutcome::kError,
+                                                RequestOutcome::kRejected, RequestOutcome::kClientError,
+                                                RequestOutcome::kClientGone};
+const char* to_string(RequestOutcome o);
+
+// How a started hedge ended, or why it did not start (llmgate_hedges_total{result}).
+enum class HedgeResult {
+  kWon,     // the hedge produced the first token first
+  kLost,    // the primary did
+  kDenied,  // due, but the model's hedge budget was spent
+};
+inline constexpr std::array kHedgeResults = {HedgeResult::kWon, HedgeResult::kLost,
+                                             HedgeResult::kDenied};
+const char* to_string(HedgeResult r);
+
+// Why gateway-key auth refused a request (llmgate_auth_rejections_total{reason}).
+enum class AuthRejection {
+  kUnauthenticated,       // /v1/*: no key, or not a configured one
+  kAdminUnauthenticated,  // /admin/*: not the admin key
+  kModelNotAllowed,       // the key may not use the model
+  kRateLimited,           // the key's request or token rate
+};
+inline constexpr std::array kAuthRejections = {AuthRejection::kUnauthenticated,
+                                               AuthRejection::kAdminUnauthenticated,
+                                               AuthRejection::kModelNotAllowed,
+                                               AuthRejection::kRateLimited};
+const char* to_string(AuthRejection r);
+
+// Why a candidate was passed over without an attempt: local saturation
+// (llmgate_deployment_saturated_total{reason}). Never an upstream failure.
+enum class Saturation {
+  kQueueFull,     // at max_concurrent, its wait queue full
+  kQueueTimeout,  // at max_concurrent, no slot within the connect timeout
+  kPoolFull,      // this worker's connection pool to the provider is full
+};
+inline constexpr std::array kSaturations = {Saturation::kQueueFull, Saturation::kQueueTimeout,
+                                            Saturation::kPoolFull};
+const char* to_string(Saturation s);
+
+// The index of an enum value in its kXxx array (they are listed in order).
+template <class E>
+constexpr std::size_t index_of(E e) {
+  return static_cast<std::size_t>(e);
+}
+
+}  // namespace llmgate::gateway
