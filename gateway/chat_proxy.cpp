@@ -35,11 +35,13 @@
 
 #include "gateway/admission.h"
 #include "gateway/chat_request.h"
+#include "gateway/client_stream.h"
 #include "gateway/failover_policy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
 #include "gateway/outbox.h"
 #include "gateway/redact.h"
+#include "gateway/relay_state.h"
 #include "gateway/worker.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
@@ -63,9 +65,6 @@ constexpr std::size_t kReadChunk = 4096;
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
-// The mid-stream speed sample: after this many output events and this long.
-constexpr std::size_t kSpeedSampleEvents = 16;
-constexpr auto kSpeedSampleAfter = std::chrono::milliseconds(500);
 
 using UpstreamParser = http::response_parser<http::buffer_body>;
 
@@ -80,124 +79,6 @@ Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-std::string format_ms(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", ms);
-  return buf;
-}
-
-// Waits until the client closes its connection (or the socket errors). Does
-// not consume bytes: a pipelined request stays in the socket for the session.
-net::awaitable<void> watch_client_disconnect(beast::tcp_stream& client) {
-  auto& sock = client.socket();
-  for (;;) {
-    auto [ec] = co_await sock.async_wait(net::ip::tcp::socket::wait_read, kUseTuple);
-    if (ec) co_return;
-    char byte;
-    ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
-    if (n > 0) {
-      // The client sent more (pipelining): nothing to learn until we answer.
-      net::steady_timer forever(client.get_executor(), Clock::time_point::max());
-      co_await forever.async_wait(kUseTuple);
-      co_return;
-    }
-  }
-}
-
-// Completes when the worker's drain runs out of time (its shutdown timer is
-// cancelled); never otherwise.
-net::awaitable<void> wait_for_shutdown(Worker& worker) {
-  if (worker.shutdown == nullptr) {
-    net::steady_timer forever(co_await net::this_coro::executor, Clock::time_point::max());
-    co_await forever.async_wait(kUseTuple);
-    co_return;
-  }
-  co_await worker.shutdown->async_wait(kUseTuple);
-}
-
-// The response to the client of a streaming request, once committed.
-//
-// Writes are gathered: the response head goes out with the first events, and
-// the last events with the terminating chunk and trailers, each as one
-// writev of the caller's buffers (the relay's views into the SSE parser's
-// buffer), the chunk framing around them. Nothing is copied here.
-class ClientStream {
- public:
-  // `failed` is set when a write fails or is cancelled part-way: the
-  // response's framing is then unknown and nothing more may be written.
-  ClientStream(beast::tcp_stream& client, const RequestContext& rc, std::chrono::milliseconds timeout,
-               bool& failed)
-      : client_(client), rc_(rc), timeout_(timeout), failed_(failed) {}
-
-  bool chunked() const { return rc_.version == 11; }
-
-  // The head to send before the first body bytes (with them, in one write).
-  void set_head(http::response<http::empty_body>& res) {
-    res.chunked(chunked());
-    res.keep_alive(chunked() && rc_.keep_alive);
-    head_.clear();
-    head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
-    head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
-    for (const auto& f : res) head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
-    head_.append("\r\n");
-    head_pending_ = true;
-  }
-
-  // Sends the pending head, `body` as one chunk, and with `last` the end of
-  // the body: the zero-size chunk with `trailer_lines` ("name: value\r\n"...).
-  net::awaitable<bool> write(std::span<const std::string_view> body, bool last = false,
-                             std::string_view trailer_lines = {}) {
-    std::size_t n = 0;
-    for (const auto& b : body) n += b.size();
-    bufs_.clear();
-    if (head_pending_) bufs_.emplace_back(head_.data(), head_.size());
-    char size_line[24];
-    if (n > 0 && chunked()) {
-      auto r = std::to_chars(size_line, size_line + 16, n, 16);
-      r.ptr[0] = '\r';
-      r.ptr[1] = '\n';
-      bufs_.emplace_back(size_line, static_cast<std::size_t>(r.ptr + 2 - size_line));
-    }
-    for (const auto& b : body) {
-      if (!b.empty()) bufs_.emplace_back(b.data(), b.size());
-    }
-    static constexpr std::string_view kCrlf = "\r\n", kLast = "0\r\n";
-    if (n > 0 && chunked()) bufs_.emplace_back(kCrlf.data(), kCrlf.size());
-    if (last && chunked()) {
-      bufs_.emplace_back(kLast.data(), kLast.size());
-      if (!trailer_lines.empty()) bufs_.emplace_back(trailer_lines.data(), trailer_lines.size());
-      bufs_.emplace_back(kCrlf.data(), kCrlf.size());
-    }
-    if (bufs_.empty()) co_return true;
-    head_pending_ = false;
-    client_.expires_after(timeout_);
-    // A span, not the vector: the operation copies its buffer sequence, and
-    // copying a vector would allocate on every write.
-    const std::span<const net::const_buffer> seq(bufs_);
-    auto [ec, written] = co_await net::async_write(client_, seq, kUseTuple);
-    client_.expires_never();
-    co_return ok(ec);
-  }
-
-  net::awaitable<bool> write(std::string_view bytes, bool last = false) {
-    co_return co_await write(std::span<const std::string_view>(&bytes, 1), last);
-  }
-
- private:
-  bool ok(const beast::error_code& ec) {
-    if (ec) failed_ = true;
-    return !ec;
-  }
-  beast::tcp_stream& client_;
-  const RequestContext& rc_;
-  std::chrono::milliseconds timeout_;
-  bool& failed_;
-  std::string head_;
-  bool head_pending_ = false;
-  std::vector<net::const_buffer> bufs_;
-};
 
 // What one attempt left behind for the request.
 struct AttemptResult {
@@ -252,7 +133,26 @@ class ChatProxy {
   net::awaitable<AttemptResult> pass_through_status(AttemptRecord& rec, providers::Lease& lease,
                                                     UpstreamParser& parser,
                                                     Clock::time_point deadline, int branch);
-  net::awaitable<AttemptResult> end_with_error(ClientStream& out, const ApiError& error);
+  // One relay: the attempt's upstream, its state and the client's stream.
+  struct RelayIo {
+    const routing::Candidate& c;
+    AttemptRecord& rec;
+    providers::Lease& lease;
+    UpstreamParser& parser;
+    int branch;
+    RelayState state;
+    ClientStream out;
+    providers::SseParser sse;
+    bool claimed = false;
+    bool first_token_relayed = false;  // for the gateway-overhead metric
+  };
+  net::awaitable<beast::error_code> read_events(RelayIo& io);
+  net::awaitable<AttemptResult> finish_relay(RelayIo& io);
+  net::awaitable<AttemptResult> end_with_error(RelayIo& io, const ApiError& error);
+  failover::FaultReport judge(RelayIo& io, failover::Fault f, std::string_view text) const;
+  void commit(RelayIo& io);
+  bool claim_output(RelayIo& io);
+  void note_first_token_relayed(RelayIo& io);
   http::request<http::string_body> upstream_request(const routing::Candidate& c);
   void add_route_headers(http::fields& h, const AttemptRecord* rec) const;
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
@@ -636,7 +536,7 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
   }
   if (rec) {
     if (auto t = rec->ttft()) {
-      h.set("x-llmgate-ttft-ms", format_ms(std::chrono::duration<double, std::milli>(*t).count()));
+      h.set("x-llmgate-ttft-ms", format_decimal(std::chrono::duration<double, std::milli>(*t).count()));
     }
   }
   if (!explain_) return;  // which deployments, prices and exclusions: not for this client
@@ -783,256 +683,178 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   co_return r;
 }
 
-// Ends a committed stream: the error as an event, then a clean chunked end,
-// and no [DONE] — a client can never mistake it for a complete answer.
-net::awaitable<AttemptResult> ChatProxy::end_with_error(ClientStream& out, const ApiError& error) {
-  const std::string event = error.sse_event();
-  const bool ok = co_await out.write(event, /*last=*/true);
-  co_return AttemptResult{true, ok && out.chunked() && rc_.keep_alive};
+// Ends a committed stream: what was relayed before the failure, the error
+// as an event, then a clean chunked end, and no [DONE] — a client can never
+// mistake it for a complete answer.
+net::awaitable<AttemptResult> ChatProxy::end_with_error(RelayIo& io, const ApiError& error) {
+  if (!io.state.outbox().empty() && !co_await io.out.write(io.state.outbox().pieces())) {
+    co_return AttemptResult{true, false};
+  }
+  const std::string event = chat_completions_api().error_event(error);
+  const bool ok = co_await io.out.write(event, /*last=*/true);
+  co_return AttemptResult{true, ok && io.out.chunked() && rc_.keep_alive};
+}
+
+failover::FaultReport ChatProxy::judge(RelayIo& io, failover::Fault f, std::string_view text) const {
+  const failover::Deadlines d(io.c.timeouts, total_deadline_);
+  failover::FaultReport r = failover::judge_fault(
+      f, failover::FaultContext{d, Clock::now(), io.rec.first_token.has_value(),
+                                cfg_.server.limits.max_event_bytes, text});
+  io.rec.outcome = r.outcome;
+  io.rec.detail = r.detail;
+  return r;
+}
+
+void ChatProxy::commit(RelayIo& io) {
+  io.state.mark_committed();
+  stream_committed_ = true;
+  http::response<http::empty_body> res{http::status::ok, rc_.version};
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  res.set("x-accel-buffering", "no");
+  add_route_headers(res, &io.rec);
+  if (io.out.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
+  io.out.set_head(res);  // sent with the first events, in one write
+}
+
+// The first output: this attempt takes the client (a hedge race ends here).
+// False when the other branch already has.
+bool ChatProxy::claim_output(RelayIo& io) {
+  if (io.claimed || !io.state.has_output()) return true;
+  if (!claim(io.branch)) return false;
+  io.claimed = true;
+  if (auto* f = in_flight_[io.branch]) f->first_token();
+  if (auto t = io.rec.ttft()) {
+    rs_.stats.record_first_token(io.rec.deployment, *t);
+    io.rec.ttft_recorded = true;
+  }
+  return true;
+}
+
+void ChatProxy::note_first_token_relayed(RelayIo& io) {
+  if (io.first_token_relayed || !io.rec.first_token) return;
+  io.first_token_relayed = true;
+  metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *io.rec.first_token);
+}
+
+// Reads once from the upstream into the SSE parser and feeds the events to
+// the relay's state. Returns the read's error (need_buffer cleared).
+net::awaitable<beast::error_code> ChatProxy::read_events(RelayIo& io) {
+  io.lease->stream.tcp().expires_at(failover::Deadlines(io.c.timeouts, total_deadline_)
+                                         .next_read(Clock::now(), io.rec.request_sent,
+                                                    io.rec.first_token.has_value()));
+  io.state.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
+  std::span<char> space = io.sse.prepare(kReadChunk / 2);  // all the free space, at least this
+  io.parser.get().body().data = space.data();
+  io.parser.get().body().size = space.size();
+  auto [ec, n] = co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
+  if (ec == http::error::need_buffer) ec = {};
+  if (std::size_t got = space.size() - io.parser.get().body().size; got > 0) {
+    io.sse.commit(got);
+    const auto now = Clock::now();
+    auto on_event = [&](const providers::SseEvent& ev) { io.state.on_event(ev, now); };
+    if (io.sse.drain(on_event) == providers::SseParser::Status::kEventTooLarge) io.state.on_event_too_large();
+    if (auto speed = io.state.take_speed_sample()) rs_.stats.record_speed(io.rec.deployment, *speed, now);
+  }
+  co_return ec;
 }
 
 net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, AttemptRecord& rec,
                                                providers::Lease& lease, UpstreamParser& parser,
                                                int branch) {
-  const bool streaming = req_.stream;
-  bool claimed = false;
-  ClientStream out(client_, rc_, c.timeouts.idle, client_write_failed_);
-  // Upstream body bytes go from Beast's read buffer straight into the SSE
-  // parser's buffer (the one copy); events leave as views of it.
-  providers::SseParser sse(cfg_.server.limits.max_event_bytes);
-  providers::CompletionAssembler assembler;
-  Outbox outbox;  // complete events not yet written to the client
-  bool committed = false, done = false, saw_finish = false;
-  bool first_token_relayed = false;  // for the gateway-overhead metric
-  std::size_t output_events = 0;
-  bool speed_sampled = false;  // the mid-stream speed sample was taken
-  std::optional<AttemptResult> failure;       // broke before commit: fail over
-  std::optional<ApiError> post_commit_error;  // broke after commit: end the client's stream
-
-  // The one place a broken upstream stream is classified: before commit the
-  // attempt fails (the next candidate is tried), after it the client's stream
-  // ends with `error` as an event.
-  auto broke = [&](AttemptOutcome o, std::string detail, ApiError error) {
-    if (!committed) {
-      failure = fail(rec, o, std::move(detail));
-      return;
-    }
-    rec.outcome = o;
-    rec.detail = std::move(detail);
-    post_commit_error = std::move(error);
-  };
-  auto upstream_error = [](std::string message, const char* code) {
-    return ApiError{502, "upstream_error", std::move(message), std::nullopt, code, std::nullopt};
-  };
-
-  auto on_event = [&](const providers::SseEvent& ev) {
-    if (failure || done || post_commit_error) return;
-    if (!ev.has_data) {
-      if (streaming) outbox.view(ev.raw);  // keep-alive comments pass through
-      return;
-    }
-    // A targeted scan, not a parse: what the relay needs to know about the event.
-    providers::ChatChunk ch = providers::inspect_chunk(ev.data);
-    using Kind = providers::ChatChunk::Kind;
-    switch (ch.kind) {
-      case Kind::kDone:
-        done = true;
-        if (streaming) outbox.view(ev.raw);
-        return;
-      case Kind::kError:
-        // The upstream's words go to the log (redacted), not to the client.
-        broke(AttemptOutcome::kMalformed,
-              "in-band error event: " + redact_secrets(ch.error_message, provider_keys()),
-              upstream_error("the upstream reported an error in the stream", "upstream_stream_error"));
-        return;
-      case Kind::kMalformed:
-        broke(AttemptOutcome::kMalformed, ch.error_message,
-              upstream_error(ch.error_message, "upstream_malformed_event"));
-        return;
-      case Kind::kChunk:
-        break;
-    }
-    if (ch.usage) {
-      rec.input_tokens = ch.usage->prompt_tokens;
-      rec.output_tokens = ch.usage->completion_tokens;
-    }
-    if (ch.has_output) {
-      auto now = Clock::now();
-      if (!rec.first_token) rec.first_token = now;
-      rec.last_token = now;
-      rec.output_chars += static_cast<std::int64_t>(ch.output_chars);
-      // Output speed is measured during the stream too, once it has run a
-      // while: a long answer from a slow deployment teaches the router
-      // before it ends (the final tokens/s still comes at the end).
-      if (!speed_sampled && ++output_events >= kSpeedSampleEvents &&
-          now - *rec.first_token >= kSpeedSampleAfter) {
-        speed_sampled = true;
-        const double span = std::chrono::duration<double>(now - *rec.first_token).count();
-        rs_.stats.record_speed(rec.deployment, static_cast<double>(rec.output_chars) / span, now);
-      }
-    }
-    saw_finish = saw_finish || ch.has_finish;
-    if (!streaming) {
-      // The bulk of an answer (plain content chunks) is appended unparsed.
-      if (!ch.plain || !assembler.add_plain(ch.content, ch.meta_keys)) {
-        assembler.add(providers::parse_chunk(ev.data).json);
-      }
-      return;
-    }
-    if (!req_.include_usage && ch.usage) {
-      if (ch.usage_only) return;  // the usage chunk the client did not ask for
-      // Usage riding on a content chunk: strip it (a rewrite, rare).
-      nlohmann::json j = providers::parse_chunk(ev.data).json;
-      j.erase("usage");
-      outbox.copy("data: ");
-      outbox.copy(j.dump());
-      outbox.copy("\n\n");
-      return;
-    }
-    outbox.view(ev.raw);
-  };
-
-  auto commit = [&]() {
-    committed = true;
-    stream_committed_ = true;
-    http::response<http::empty_body> res{http::status::ok, rc_.version};
-    res.set(http::field::content_type, "text/event-stream");
-    res.set(http::field::cache_control, "no-cache");
-    res.set("x-accel-buffering", "no");
-    add_route_headers(res, &rec);
-    if (out.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
-    out.set_head(res);  // sent with the first events, in one write
-  };
-
-  for (;;) {
-    if (parser.is_done()) break;
-    auto deadline = rec.first_token ? earliest(Clock::now() + c.timeouts.idle, total_deadline_)
-                                    : earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
-    lease->stream.tcp().expires_at(deadline);
-    outbox.hold();  // views into the parser's buffer must not outlive the next prepare()
-    std::span<char> space = sse.prepare(kReadChunk / 2);  // all the free space, at least this
-    parser.get().body().data = space.data();
-    parser.get().body().size = space.size();
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+  RelayIo io{c,
+             rec,
+             lease,
+             parser,
+             branch,
+             RelayState(chat_completions_api(), providers::openai_chat_protocol(), req_, rec),
+             ClientStream(client_, rc_, c.timeouts.idle, client_write_failed_),
+             providers::SseParser(cfg_.server.limits.max_event_bytes)};
+  std::optional<failover::Fault> fault;
+  std::string fault_text;
+  while (!parser.is_done()) {
+    beast::error_code ec = co_await read_events(io);
     if (LLMGATE_CANCELLED()) {
       rec.outcome = AttemptOutcome::kClientGone;
       rec.detail = "client disconnected";
       co_return AttemptResult{true, false};
     }
-    if (ec == http::error::need_buffer) ec = {};
-    std::size_t got = space.size() - parser.get().body().size;
-    if (got > 0) {
-      sse.commit(got);
-      if (sse.drain(on_event) == providers::SseParser::Status::kEventTooLarge && !failure &&
-          !post_commit_error) {
-        std::string msg = "upstream event larger than " +
-                          std::to_string(cfg_.server.limits.max_event_bytes) + " bytes";
-        broke(AttemptOutcome::kMalformed, msg, upstream_error(msg, "upstream_event_too_large"));
-      }
+    if ((fault = io.state.fault())) {
+      fault_text = *fault == failover::Fault::kInBandError
+                       ? redact_secrets(io.state.fault_text(), provider_keys())
+                       : io.state.fault_text();
     }
-    if (failure) co_return *failure;
-    const bool has_output = rec.first_token || saw_finish || done;
-    if (!claimed && has_output) {
-      // The first output: this attempt takes the client (a hedge race ends here).
-      if (!claim(branch)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
-      claimed = true;
-      if (auto* f = in_flight_[branch]) f->first_token();
-      if (auto t = rec.ttft()) {
-        rs_.stats.record_first_token(rec.deployment, *t);
-        rec.ttft_recorded = true;
-      }
+    // Before the commit any fault fails the attempt over: nothing was sent.
+    if (fault && !io.state.committed()) {
+      judge(io, *fault, fault_text);
+      co_return AttemptResult{};
     }
-    if (streaming && !committed && has_output) commit();
+    if (!claim_output(io)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
+    if (io.state.should_commit()) commit(io);
     // The end of the stream goes out with its last events, in one write.
-    if (done || post_commit_error) break;
-    if (committed && (!outbox.empty() || !first_token_relayed)) {
-      if (!co_await out.write(outbox.pieces())) {
+    if (io.state.done() || fault) break;
+    if (io.state.committed() && (!io.state.outbox().empty() || !io.first_token_relayed)) {
+      if (!co_await io.out.write(io.state.outbox().pieces())) {
         rec.outcome = AttemptOutcome::kClientGone;
         rec.detail = "client went away mid-stream";
         co_return AttemptResult{true, false};
       }
-      outbox.clear();
-      if (!first_token_relayed && rec.first_token) {
-        first_token_relayed = true;
-        metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
-      }
+      io.state.outbox().clear();
+      note_first_token_relayed(io);
     }
     if (ec) {
-      const bool timeout = ec == beast::error::timeout;
-      const bool total = timeout && Clock::now() >= total_deadline_;
-      AttemptOutcome o = total       ? AttemptOutcome::kTotalTimeout
-                         : !timeout  ? AttemptOutcome::kTruncated
-                         : rec.first_token ? AttemptOutcome::kIdleTimeout
-                                           : AttemptOutcome::kTtftTimeout;
-      std::string detail =
-          o == AttemptOutcome::kTtftTimeout
-              ? "no first token within the TTFT deadline of " + std::to_string(c.timeouts.ttft.count()) + "ms"
-          : o == AttemptOutcome::kIdleTimeout
-              ? "stream stalled: no data for " + std::to_string(c.timeouts.idle.count()) + "ms"
-          : o == AttemptOutcome::kTotalTimeout ? std::string("request deadline expired")
-                                               : "upstream stream cut: " + ec.message();
-      ApiError e{timeout ? 504 : 502, timeout ? "timeout_error" : "upstream_error",
-                 "the upstream stream failed after it started: " + detail, std::nullopt,
-                 timeout ? "upstream_timeout" : "upstream_stream_truncated", std::nullopt};
-      broke(o, detail, std::move(e));
-      if (failure) co_return *failure;
+      fault = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
+      fault_text = ec.message();
+      if (!io.state.committed()) {
+        judge(io, *fault, fault_text);
+        co_return AttemptResult{};
+      }
       break;
     }
   }
-
-  if (post_commit_error) {
-    // What was relayed before the failure goes first, then the error event.
-    if (!outbox.empty() && !co_await out.write(outbox.pieces())) co_return AttemptResult{true, false};
-    co_return co_await end_with_error(out, *post_commit_error);
+  if (!fault && !io.state.complete()) fault = failover::Fault::kEndedWithoutFinish;
+  if (fault) {
+    failover::FaultReport r = judge(io, *fault, fault_text);
+    if (!io.state.committed()) co_return AttemptResult{};
+    co_return co_await end_with_error(io, r.client_error);
   }
-  // The upstream body ended: after [DONE], or cleanly without it.
-  if (!done && !saw_finish) {
-    std::string detail = "upstream ended the stream without [DONE] or a finish_reason";
-    broke(AttemptOutcome::kTruncated, detail,
-          upstream_error("the upstream stream was truncated: " + detail, "upstream_stream_truncated"));
-    if (failure) co_return *failure;
-    if (!outbox.empty() && !co_await out.write(outbox.pieces())) co_return AttemptResult{true, false};
-    co_return co_await end_with_error(out, *post_commit_error);
-  }
-  rec.outcome = AttemptOutcome::kSuccess;
+  co_return co_await finish_relay(io);
+}
 
+// A complete answer: the stream's last bytes and trailers, or the assembled
+// non-streamed body; then the upstream connection is kept if it can be.
+net::awaitable<AttemptResult> ChatProxy::finish_relay(RelayIo& io) {
+  io.rec.outcome = AttemptOutcome::kSuccess;
   AttemptResult result{true, rc_.keep_alive};
-  if (streaming) {
-    if (!done) outbox.copy("data: [DONE]\n\n");  // finished cleanly, upstream omitted it
-    if (!committed) commit();
-    std::string trailers;
-    if (rec.output_tokens) trailers.append("x-llmgate-output-tokens: ").append(std::to_string(*rec.output_tokens)).append("\r\n");
-    if (auto tps = rec.tps()) trailers.append("x-llmgate-tps: ").append(format_ms(*tps)).append("\r\n");
-    const bool ok = co_await out.write(outbox.pieces(), /*last=*/true, trailers);
-    outbox.clear();
-    if (ok && !first_token_relayed && rec.first_token) {
-      metrics_.shared().on_overhead(OverheadPhase::kFirstToken, Clock::now() - *rec.first_token);
-    }
-    result.keep_alive = ok && out.chunked() && rc_.keep_alive;
+  if (req_.stream) {
+    io.state.end_stream();
+    if (!io.state.committed()) commit(io);
+    const std::string trailers = io.state.trailers();
+    const bool ok = co_await io.out.write(io.state.outbox().pieces(), /*last=*/true, trailers);
+    io.state.outbox().clear();
+    if (ok) note_first_token_relayed(io);
+    result.keep_alive = ok && io.out.chunked() && rc_.keep_alive;
   } else {
-    Response res = make_json_response(rc_, http::status::ok, assembler.result().dump(
-                                                                 -1, ' ', false,
-                                                                 nlohmann::json::error_handler_t::replace));
-    add_route_headers(res, &rec);
-    if (rec.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*rec.output_tokens));
-    if (auto tps = rec.tps()) res.set("x-llmgate-tps", format_ms(*tps));
-    result.keep_alive = co_await write_response(client_, res, c.timeouts.idle) && rc_.keep_alive;
+    Response res = make_json_response(rc_, http::status::ok, io.state.completion());
+    add_route_headers(res, &io.rec);
+    if (io.rec.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*io.rec.output_tokens));
+    if (auto tps = io.rec.tps()) res.set("x-llmgate-tps", format_decimal(*tps));
+    result.keep_alive = co_await write_response(client_, res, io.c.timeouts.idle) && rc_.keep_alive;
   }
-
   // Keep the upstream connection if its response ends promptly after [DONE].
-  if (!parser.is_done()) {
-    lease->stream.tcp().expires_after(kDrainForReuse);
-    while (!parser.is_done()) {
-      std::span<char> sink = sse.prepare(kReadChunk / 2);  // discarded: after [DONE]
-      parser.get().body().data = sink.data();
-      parser.get().body().size = sink.size();
-      auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+  if (!io.parser.is_done()) {
+    io.lease->stream.tcp().expires_after(kDrainForReuse);
+    while (!io.parser.is_done()) {
+      std::span<char> sink = io.sse.prepare(kReadChunk / 2);  // discarded: after [DONE]
+      io.parser.get().body().data = sink.data();
+      io.parser.get().body().size = sink.size();
+      auto [ec, n] = co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
       if (ec && ec != http::error::need_buffer) break;
     }
   }
-  if (parser.is_done() && parser.keep_alive()) {
-    lease->stream.tcp().expires_never();
-    lease.give_back();
+  if (io.parser.is_done() && io.parser.keep_alive()) {
+    io.lease->stream.tcp().expires_never();
+    io.lease.give_back();
   }
   co_return result;
 }
@@ -1041,7 +863,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
 // the prompt, the completion or a key.
 void ChatProxy::log_request(const AttemptRecord* rec) const {
   if (!log_enabled(LogLevel::kInfo)) return;
-  auto ms = [](double v) { return format_ms(v); };
+  auto ms = [](double v) { return format_decimal(v); };
   std::vector<LogField> f{{"request_id", rc_.request_id},
                           {"model", req_.model},
                           {"stream", req_.stream ? "true" : "false", true},
