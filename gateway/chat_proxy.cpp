@@ -39,6 +39,8 @@
 #include "gateway/failover_policy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
+#include "gateway/attempt_result.h"
+#include "gateway/race.h"
 #include "gateway/outbox.h"
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
@@ -68,34 +70,11 @@ constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
 
 using UpstreamParser = http::response_parser<http::buffer_body>;
 
-// True once the client-disconnect watcher has won the race and cancelled this
-// coroutine. An operation that was completing as the cancellation arrived
-// returns normally, so this is checked after each upstream wait.
-#define LLMGATE_CANCELLED() \
-  ((co_await net::this_coro::cancellation_state).cancelled() != net::cancellation_type::none)
-
 Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-// What one attempt left behind for the request.
-struct AttemptResult {
-  bool responded = false;   // the client has received a response (any status)
-  bool keep_alive = true;   // the client connection is still usable
-};
-
-// A hedge race between two attempts (docs/routing.md, "Hedging"): the first
-// to produce an output token claims the client; the other is cancelled at
-// once (its connection closed) and recorded as hedge_lost. Everything runs
-// on the worker's one thread, so plain fields suffice.
-struct Race {
-  int winner = -1;                      // the branch that claimed the client
-  bool live[2] = {true, false};         // still able to win
-  net::steady_timer* lose[2] = {nullptr, nullptr};  // cancelled to make a branch lose
-  bool hedge_started = false;
-};
 
 class ChatProxy {
  public:
@@ -124,8 +103,9 @@ class ChatProxy {
   // Two attempts, the second started after the first's hedge delay.
   net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
                                        const routing::PlannedCandidate& second, bool& second_started);
-  net::awaitable<AttemptResult> race_branch(const routing::PlannedCandidate& pc, int branch);
-  bool claim(int branch);
+  // The attempt has output and takes the client; false when the other side
+  // of a hedge race already has.
+  bool claim(int branch) { return race_ == nullptr || race_->claim(branch); }
 
   net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec, int branch);
   net::awaitable<AttemptResult> relay(const routing::Candidate& c, AttemptRecord& rec,
@@ -311,7 +291,7 @@ net::awaitable<void> ChatProxy::end_for_shutdown() {
 }
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch) {
-  if (race_ && race_->winner >= 0 && race_->winner != branch && !rec.first_token) {
+  if (race_ && race_->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
     rec.detail = "a hedge produced the first token first";
   }
@@ -388,7 +368,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   } unset{in_flight_[branch]};
 
   AttemptResult r = co_await attempt(c, rec, branch);
-  if (race_ && race_->winner >= 0 && race_->winner != branch) co_return AttemptResult{};  // lost
+  if (race_ && race_->lost(branch)) co_return AttemptResult{};  // lost
   if (r.responded) {
     tokens_used_ = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
                    std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
@@ -414,68 +394,29 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   co_return r;
 }
 
-bool ChatProxy::claim(int branch) {
-  if (race_ == nullptr) return true;
-  if (race_->winner < 0) {
-    race_->winner = branch;
-    if (branch == 1) ++rs_.hedges_won;
-    if (race_->hedge_started) metrics_.shared().on_hedge(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
-    if (auto* other = race_->lose[1 - branch]) other->cancel();
-    return true;
-  }
-  return race_->winner == branch;
-}
-
-// One side of a hedge race. A side that fails or loses while the other can
-// still win parks (its attempt and connection already released) until the
-// race ends; the first side to finish with a response, or the last to fail,
-// ends the race.
-net::awaitable<AttemptResult> ChatProxy::race_branch(const routing::PlannedCandidate& pc, int branch) {
-  auto ex = co_await net::this_coro::executor;
-  net::steady_timer lose(ex, Clock::time_point::max());
-  race_->lose[branch] = &lose;
-  std::variant<AttemptResult, std::tuple<beast::error_code>> v =
-      co_await (run_attempt(pc, branch) || lose.async_wait(kUseTuple));
-  race_->lose[branch] = nullptr;
-  AttemptResult r = v.index() == 0 ? std::get<0>(v) : AttemptResult{};
-  if (r.responded) co_return r;
-  race_->live[branch] = false;
-  if (race_->live[1 - branch] && !LLMGATE_CANCELLED()) {
-    net::steady_timer park(ex, Clock::time_point::max());
-    co_await park.async_wait(kUseTuple);  // until the race ends (the other side finishes)
-  }
-  co_return r;
-}
-
 net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate& first,
                                                 const routing::PlannedCandidate& second,
                                                 bool& second_started) {
-  Race race;
+  Race race(
+      [&](int branch) -> net::awaitable<AttemptResult> {
+        if (branch == 1) {
+          second_started = true;
+          ++rs_.hedges_started;
+        }
+        co_return co_await run_attempt(branch == 0 ? first : second, branch);
+      },
+      // Capped candidates are few (exploration, re-checks, probes): their
+      // hedges do not spend the model's hedge budget.
+      [&] { return first.capped || rs_.hedges(req_.model).try_spend(Clock::now()); },
+      [&](HedgeResult h) {
+        if (h == HedgeResult::kWon) ++rs_.hedges_won;
+        metrics_.shared().on_hedge(h);
+      });
   race_ = &race;
-  auto ex = co_await net::this_coro::executor;
-  auto hedge = [&]() -> net::awaitable<AttemptResult> {
-    net::steady_timer delay(ex, first.hedge_delay);
-    auto [ec] = co_await delay.async_wait(kUseTuple);
-    // Capped candidates are few (exploration, re-checks, probes): their
-    // hedges do not spend the model's hedge budget.
-    if (ec || race.winner >= 0 || !race.live[0] ||
-        (!first.capped && !rs_.hedges(req_.model).try_spend(Clock::now()))) {
-      if (!ec && race.winner < 0 && race.live[0]) metrics_.shared().on_hedge(HedgeResult::kDenied);
-      // No hedge: the first attempt decides alone.
-      net::steady_timer park(ex, Clock::time_point::max());
-      co_await park.async_wait(kUseTuple);
-      co_return AttemptResult{};
-    }
-    race.live[1] = true;
-    race.hedge_started = true;
-    second_started = true;
-    ++rs_.hedges_started;
-    co_return co_await race_branch(second, 1);
-  };
   rs_.hedges(req_.model).deposit(Clock::now());
-  std::variant<AttemptResult, AttemptResult> v = co_await (race_branch(first, 0) || hedge());
+  AttemptResult r = co_await race.run(first.hedge_delay);
   race_ = nullptr;
-  co_return v.index() == 0 ? std::get<0>(v) : std::get<1>(v);
+  co_return r;
 }
 
 AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
@@ -531,8 +472,8 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
   h.set("x-request-id", rc_.request_id);
   h.set("x-llmgate-policy", config::to_string(decision_.policy));
   h.set("x-llmgate-attempts", std::to_string(attempt_no_));
-  if (race_ && race_->hedge_started) {
-    h.set("x-llmgate-hedged", race_->winner == 1 ? "hedge-won" : "primary-won");
+  if (race_ && race_->hedge_started()) {
+    h.set("x-llmgate-hedged", race_->winner() == 1 ? "hedge-won" : "primary-won");
   }
   if (rec) {
     if (auto t = rec->ttft()) {
@@ -883,7 +824,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
   if (!failures_.empty()) f.push_back({"failed", failures_.log_field()});
-  if (race_ && race_->hedge_started) f.push_back({"hedged", race_->winner == 1 ? "hedge-won" : "primary-won"});
+  if (race_ && race_->hedge_started()) f.push_back({"hedged", race_->winner() == 1 ? "hedge-won" : "primary-won"});
   // Why this route: in the log always, whether or not the client may see it.
   if (auto route = routing::explain(decision_); !route.empty()) f.push_back({"route", std::move(route)});
   f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});

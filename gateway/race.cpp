@@ -1,0 +1,68 @@
+#include "gateway/race.h"
+
+#include <variant>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace llmgate::gateway {
+namespace {
+using namespace net::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+}  // namespace
+
+bool Race::claim(int branch) {
+  if (winner_ < 0) {
+    winner_ = branch;
+    if (hedge_started_) on_hedge_(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
+    if (auto* other = lose_[1 - branch]) other->cancel();
+    return true;
+  }
+  return winner_ == branch;
+}
+
+// One side. A side that fails or loses while the other can still win parks
+// (its attempt and connection already released) until the race ends; the
+// first side to finish with a response, or the last to fail, ends the race.
+net::awaitable<AttemptResult> Race::side(int branch) {
+  auto ex = co_await net::this_coro::executor;
+  net::steady_timer lose(ex, Clock::time_point::max());
+  lose_[branch] = &lose;
+  std::variant<AttemptResult, std::tuple<boost::system::error_code>> v =
+      co_await (attempt_(branch) || lose.async_wait(kUseTuple));
+  lose_[branch] = nullptr;
+  AttemptResult r = v.index() == 0 ? std::get<0>(v) : AttemptResult{};
+  if (r.responded) co_return r;
+  live_[branch] = false;
+  if (live_[1 - branch] && !LLMGATE_CANCELLED()) {
+    net::steady_timer park(ex, Clock::time_point::max());
+    co_await park.async_wait(kUseTuple);  // until the race ends (the other side finishes)
+  }
+  co_return r;
+}
+
+net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay) {
+  auto ex = co_await net::this_coro::executor;
+  net::steady_timer timer(ex, delay);
+  auto [ec] = co_await timer.async_wait(kUseTuple);
+  if (ec || winner_ >= 0 || !live_[0] || !may_hedge_()) {
+    if (!ec && winner_ < 0 && live_[0]) on_hedge_(HedgeResult::kDenied);
+    // No hedge: the first attempt decides alone.
+    net::steady_timer park(ex, Clock::time_point::max());
+    co_await park.async_wait(kUseTuple);
+    co_return AttemptResult{};
+  }
+  live_[1] = true;
+  hedge_started_ = true;
+  co_return co_await side(1);
+}
+
+net::awaitable<AttemptResult> Race::run(std::chrono::milliseconds delay) {
+  std::variant<AttemptResult, AttemptResult> v = co_await (side(0) || hedge(delay));
+  co_return v.index() == 0 ? std::get<0>(v) : std::get<1>(v);
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,58 @@
+// A hedge race between two attempts (docs/routing.md, "Hedging"): the
+// second starts after the first's hedge delay, unless the hedge budget says
+// no; the first to produce an output token claims the client and the other
+// is cancelled at once (its connection closed) and recorded as hedge_lost.
+// Everything runs on the worker's one thread, so plain fields suffice.
+// Includes Asio: include only from gateway .cpp files.
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "gateway/attempt_result.h"
+#include "gateway/vocabulary.h"
+
+namespace llmgate::gateway {
+
+namespace net = boost::asio;
+
+class Race {
+ public:
+  // Runs one side: branch 0 (the first candidate) or 1 (the hedge).
+  using Attempt = std::function<net::awaitable<AttemptResult>(int branch)>;
+  // Due to start the hedge: may it (the hedge budget)?
+  using MayHedge = std::function<bool()>;
+  using OnHedge = std::function<void(HedgeResult)>;
+
+  Race(Attempt attempt, MayHedge may_hedge, OnHedge on_hedge)
+      : attempt_(std::move(attempt)), may_hedge_(std::move(may_hedge)), on_hedge_(std::move(on_hedge)) {}
+
+  // Both sides, the hedge after `delay`. Returns the winner's result, or the
+  // last failure's when neither answered.
+  net::awaitable<AttemptResult> run(std::chrono::milliseconds delay);
+
+  // The side that produced output first takes the client; the other is
+  // cancelled. True for the winner (again), false for the loser.
+  bool claim(int branch);
+  // A side has claimed the client, and it is not `branch`.
+  bool lost(int branch) const { return winner_ >= 0 && winner_ != branch; }
+  bool hedge_started() const { return hedge_started_; }
+  int winner() const { return winner_; }
+
+ private:
+  net::awaitable<AttemptResult> side(int branch);
+  net::awaitable<AttemptResult> hedge(std::chrono::milliseconds delay);
+
+  Attempt attempt_;
+  MayHedge may_hedge_;
+  OnHedge on_hedge_;
+  int winner_ = -1;                                  // the branch that claimed the client
+  bool live_[2] = {true, false};                     // still able to win
+  net::steady_timer* lose_[2] = {nullptr, nullptr};  // cancelled to make a branch lose
+  bool hedge_started_ = false;
+};
+
+}  // namespace llmgate::gateway
