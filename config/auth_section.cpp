@@ -16,7 +16,9 @@ std::string read_sha256(const ConfigNode& node) {
     ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
   }
   if (!ok) {
-    node.fail("expected the key's SHA-256 as 64 hex digits (llmgate --hash-key prints it), not the key itself");
+    node.fail(
+        "expected the key's SHA-256 as 64 hex digits (llmgate --hash-key prints it), not the key "
+        "itself");
   }
   return hex;
 }
@@ -50,7 +52,8 @@ GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
   if (key.name.empty()) node.fail("name must not be empty");
   for (const auto& other : earlier) {
     if (other.name == key.name) node.fail("duplicate key name " + quote(key.name));
-    if (other.sha256 == key.sha256) node.fail("the same key is listed twice (as " + quote(other.name) + ")");
+    if (other.sha256 == key.sha256)
+      node.fail("the same key is listed twice (as " + quote(other.name) + ")");
   }
   return key;
 }

@@ -2,10 +2,9 @@
 // are read in *_section.cpp; the YAML walking machinery is yaml_walker.h.
 #include "config/config.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
-
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +28,8 @@ struct DiscardEvents : YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {}
   void OnSequenceEnd() override {}
@@ -53,8 +53,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
     int documents = 0;
     while (parser.HandleNextDocument(discard)) {
       if (++documents > 1) {
-        throw ConfigError(origin + ": expected one YAML document, found 2 (or stray text after the "
-                                   "first, such as a ',' at the top level)");
+        throw ConfigError(origin +
+                          ": expected one YAML document, found 2 (or stray text after the "
+                          "first, such as a ',' at the top level)");
       }
     }
     document = YAML::Load(text);
@@ -103,7 +104,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
     constexpr std::string_view kFile = "file:";
     if (p.api_key_source.rfind(kFile, 0) != 0) continue;
     const std::string path = p.api_key_source.substr(kFile.size());
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));

@@ -65,8 +65,8 @@ struct ServerLimits {
   // more is answered 503 + Retry-After and closed. The admin listener is not
   // counted, so probes and scrapes still get through.
   std::size_t max_connections = 10'000;
-  Duration client_header_timeout{30'000};     // slowloris guard: whole request head
-  Duration client_idle_timeout{60'000};       // keep-alive idle between requests
+  Duration client_header_timeout{30'000};  // slowloris guard: whole request head
+  Duration client_idle_timeout{60'000};    // keep-alive idle between requests
 };
 
 // Graceful shutdown (SIGTERM): readiness fails at once; the listeners keep
@@ -110,9 +110,9 @@ struct UpstreamUrl {
 };
 
 struct Tls {
-  bool verify = true;        // certificate chain + hostname
-  std::string ca_file;       // "" = system default store
-  std::string sni;           // "" = the host of base_url
+  bool verify = true;   // certificate chain + hostname
+  std::string ca_file;  // "" = system default store
+  std::string sni;      // "" = the host of base_url
   bool operator==(const Tls&) const = default;
 };
 
@@ -123,14 +123,14 @@ struct Pool {
   // timeout, then tries the next candidate (local saturation, not an
   // upstream failure).
   std::size_t max_connections = 2048;
-  Duration idle_timeout{60'000};     // idle keep-alive connections closed after this
+  Duration idle_timeout{60'000};  // idle keep-alive connections closed after this
   bool operator==(const Pool&) const = default;
 };
 
 struct Provider {
   std::string name;
   UpstreamUrl base_url;
-  std::string api_key;       // resolved secret ("" = no Authorization header)
+  std::string api_key;         // resolved secret ("" = no Authorization header)
   std::string api_key_source;  // "env:NAME" / "file:/path" / "" — for logs, never the key
   std::string region;
   Pool pool;
@@ -212,10 +212,11 @@ struct BalancedWeights {
 
 struct Hedging {
   bool enabled = false;
-  std::optional<Duration> delay;  // fixed delay; unset = the candidate's live TTFT at delay_percentile
+  std::optional<Duration>
+      delay;  // fixed delay; unset = the candidate's live TTFT at delay_percentile
   Percentile delay_percentile = Percentile::kP99;
-  Duration min_delay{50};         // floor for the live delay
-  double max_extra_ratio = 0.1;   // at most this share of extra upstream requests
+  Duration min_delay{50};        // floor for the live delay
+  double max_extra_ratio = 0.1;  // at most this share of extra upstream requests
 };
 
 // What a public model's requests are routed by. routing.defaults gives the
@@ -252,29 +253,43 @@ struct RetryBudget {
   double min_per_second = 10;
 };
 
+// The router's and the estimators' defaults, defined once: config::Routing
+// starts from them and so do routing::RouterOptions and routing::StatsOptions.
+inline constexpr double kDefaultExploration = 0.03;
+inline constexpr double kDefaultLoadFactor = 0.05;
+inline constexpr double kDefaultDeadlineFactor = 3.0;
+inline constexpr Duration kDefaultMinTtftDeadline{250};
+inline constexpr Duration kDefaultTtftPrior{1'000};
+inline constexpr double kDefaultTpsPrior = 50;
+inline constexpr Duration kDefaultTtftTau{10'000};
+inline constexpr Duration kDefaultRelaxTau{60'000};
+inline constexpr Duration kDefaultWindow{60'000};
+inline constexpr Duration kDefaultErrorTau{30'000};
+inline constexpr std::int64_t kDefaultMinTokensForTps = 10;
+
 struct Routing {
   std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
-  double exploration = 0.03;
+  double exploration = kDefaultExploration;
   // latency: expected TTFT = estimate x (1 + load_factor x attempts awaiting their first token)
-  double load_factor = 0.05;
-  double deadline_factor = 3.0;  // TTFT deadline = live p95 x factor ...
-  Duration min_ttft_deadline{250};  // ... at least this, at most timeouts.ttft
-  Duration ttft_prior{1'000};
-  double tps_prior = 50;
-  Duration ttft_tau{10'000};
-  Duration relax_tau{60'000};
-  Duration window{60'000};
-  Duration error_tau{30'000};
-  std::int64_t min_tokens_for_tps = 10;
+  double load_factor = kDefaultLoadFactor;
+  double deadline_factor = kDefaultDeadlineFactor;       // TTFT deadline = live p95 x factor ...
+  Duration min_ttft_deadline = kDefaultMinTtftDeadline;  // ... at least this, at most timeouts.ttft
+  Duration ttft_prior = kDefaultTtftPrior;
+  double tps_prior = kDefaultTpsPrior;
+  Duration ttft_tau = kDefaultTtftTau;
+  Duration relax_tau = kDefaultRelaxTau;
+  Duration window = kDefaultWindow;
+  Duration error_tau = kDefaultErrorTau;
+  std::int64_t min_tokens_for_tps = kDefaultMinTokensForTps;
   Ejection ejection;
   RetryBudget retry_budget;
   RoutingPolicy defaults;
 };
 
 struct Model {
-  std::string name;  // public name clients send
+  std::string name;                     // public name clients send
   std::vector<Deployment> deployments;  // ordered: first is preferred
-  RoutingPolicy routing;  // routing.defaults with this model's overrides applied
+  RoutingPolicy routing;                // routing.defaults with this model's overrides applied
 };
 
 // ---- Gateway keys (docs/config.md, "auth") -----------------------------------
@@ -282,8 +297,8 @@ struct Model {
 // A key clients present as `Authorization: Bearer <key>`. Only its SHA-256 is
 // configured (`llmgate --hash-key` prints it), so the config holds no secret.
 struct GatewayKey {
-  std::string name;    // for logs and metrics; never the key
-  std::string sha256;  // lowercase hex, 64 characters
+  std::string name;                 // for logs and metrics; never the key
+  std::string sha256;               // lowercase hex, 64 characters
   std::vector<std::string> models;  // public models it may use; empty = all
   std::optional<double> requests_per_minute;
   std::optional<double> tokens_per_minute;  // input + output, counted after each response

@@ -21,14 +21,14 @@ constexpr unsigned kMaxMinRequests = 1'000'000;
 constexpr std::int64_t kMaxTypicalOutputTokens = 1'000'000;
 constexpr unsigned kMaxAttempts = 10;
 
-
 struct PercentileName {
   Percentile value;
   std::string_view name;
 };
-constexpr PercentileName kPercentiles[] = {
-    {Percentile::kP50, "p50"}, {Percentile::kP90, "p90"}, {Percentile::kP95, "p95"},
-    {Percentile::kP99, "p99"}};
+constexpr PercentileName kPercentiles[] = {{Percentile::kP50, "p50"},
+                                           {Percentile::kP90, "p90"},
+                                           {Percentile::kP95, "p95"},
+                                           {Percentile::kP99, "p99"}};
 
 // The shortest text that reads back as `value`: 0.5, 1, 100.
 std::string format_number(double value) {

@@ -1,14 +1,16 @@
 #include "gateway/admin_routes.h"
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
-#include "routing/router.h"
+#include "routing/ranking.h"
 
 namespace llmgate::gateway {
 namespace {
+
+using routing::rank_deployments;
+using routing::RankedDeployment;
 
 nlohmann::json opt(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -24,37 +26,6 @@ std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? 
 
 }  // namespace
 
-std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const config::Model& m,
-                                               routing::RoutingState& state,
-                                               routing::Clock::time_point now) {
-  std::vector<RankedDeployment> rows;
-  std::vector<routing::DeploymentView> views;
-  for (const auto& d : m.deployments) {
-    RankedDeployment r{&d, cfg.find_provider(d.provider), state.stats.get_or_prior(d.id(), now),
-          state.health.peek(d.id(), now), std::nullopt, 0, ""};
-    views.push_back({r.s, r.health});
-    rows.push_back(std::move(r));
-  }
-  routing::RouteRequest rq{&cfg, &m, m.routing, {}, std::nullopt};
-  rq.policy.max_attempts = static_cast<unsigned>(m.deployments.size());
-  auto options = state.options;
-  options.exploration = 0;
-  std::mt19937_64 rng(1);
-  auto decision = routing::decide(rq, views, options, now, 0, rng);
-  for (auto& r : rows) {
-    for (std::size_t i = 0; i < decision.candidates.size(); ++i) {
-      if (decision.candidates[i].candidate.deployment == r.d) {
-        r.rank = i + 1;
-        r.score = decision.candidates[i].score;
-      }
-    }
-    for (const auto& s : decision.skipped) {
-      if (s.deployment == r.d->id()) r.skipped = s.reason;
-    }
-  }
-  return rows;
-}
-
 std::string routes_json(const config::Config& cfg, routing::RoutingState& state) {
   auto now = routing::Clock::now();
   nlohmann::json models = nlohmann::json::array();
@@ -67,7 +38,8 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
           {"provider", r.d->provider},
           {"upstream_model", r.d->model},
           {"region", r.p ? r.p->region : ""},
-          {"price_per_1m", {{"input", r.d->price.input_per_1m}, {"output", r.d->price.output_per_1m}}}};
+          {"price_per_1m",
+           {{"input", r.d->price.input_per_1m}, {"output", r.d->price.output_per_1m}}}};
       row["state"] = routing::to_string(r.health.state);
       row["state_reason"] = r.health.reason;
       row["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
@@ -122,29 +94,31 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
   for (const auto& m : cfg.models) {
     out += "model " + m.name + "  policy " + config::to_string(m.routing.policy) +
            (m.routing.hedging.enabled ? "  hedging on" : "") + "\n";
-    std::snprintf(line, sizeof line, "  %-4s %-44s %-12s %9s %9s %9s %9s %5s %8s %8s %6s %4s %8s %-12s %s\n",
-                  "rank", "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99", "cens",
+    std::snprintf(line, sizeof line,
+                  "  %-4s %-44s %-12s %9s %9s %9s %9s %5s %8s %8s %6s %4s %8s %-12s %s\n", "rank",
+                  "deployment", "state", "ttft_est", "ttft_p50", "ttft_p95", "ttft_p99", "cens",
                   "tps_p50", "chars/s", "err%", "infl", "$/M_out", "region", "score");
     out += line;
     auto rows = rank_deployments(cfg, m, state, now);
-    std::stable_sort(rows.begin(), rows.end(), [](const RankedDeployment& a, const RankedDeployment& b) {
-      return a.rank.value_or(1'000'000) < b.rank.value_or(1'000'000);
-    });
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const RankedDeployment& a, const RankedDeployment& b) {
+                       return a.rank.value_or(1'000'000) < b.rank.value_or(1'000'000);
+                     });
     for (const RankedDeployment& r : rows) {
       const auto& s = r.s;
       std::string rank = r.rank ? std::to_string(*r.rank) : "-";
-      std::snprintf(line, sizeof line,
-                    "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s %8s %6s %4lld %8s %-12.12s %s\n",
-                    rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
-                    fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
-                    ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p95_ms)).c_str(),
-                    ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p99_ms)).c_str(),
-                    s.ttft_censored,
-                    fmt_opt("%.1f", s.tps_p50).c_str(), fmt_opt("%.0f", s.chars_per_s_estimate).c_str(),
-                    fmt("%.1f", s.error_rate * 100).c_str(), static_cast<long long>(s.in_flight),
-                    fmt("%.2f", r.d->price.output_per_1m).c_str(),
-                    (r.p && !r.p->region.empty() ? r.p->region : std::string("-")).c_str(),
-                    r.rank ? fmt("%.3f", r.score).c_str() : ("(" + r.skipped + ")").c_str());
+      std::snprintf(
+          line, sizeof line,
+          "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s %8s %6s %4lld %8s %-12.12s %s\n",
+          rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
+          fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
+          ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p95_ms)).c_str(),
+          ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p99_ms)).c_str(),
+          s.ttft_censored, fmt_opt("%.1f", s.tps_p50).c_str(),
+          fmt_opt("%.0f", s.chars_per_s_estimate).c_str(), fmt("%.1f", s.error_rate * 100).c_str(),
+          static_cast<long long>(s.in_flight), fmt("%.2f", r.d->price.output_per_1m).c_str(),
+          (r.p && !r.p->region.empty() ? r.p->region : std::string("-")).c_str(),
+          r.rank ? fmt("%.3f", r.score).c_str() : ("(" + r.skipped + ")").c_str());
       out += line;
     }
     out += "\n";

@@ -14,21 +14,6 @@
 
 namespace llmgate::gateway {
 
-// One deployment of a model with the rank and score the model's own policy
-// gives it now (no exploration, no probe taken).
-struct RankedDeployment {
-  const config::Deployment* d;
-  const config::Provider* p;
-  routing::DeploymentStats s;
-  routing::Availability health;
-  std::optional<std::size_t> rank;  // 1-based position in the plan
-  double score = 0;
-  std::string skipped;  // why it would not be planned
-};
-std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const config::Model& m,
-                                               routing::RoutingState& state,
-                                               routing::Clock::time_point now);
-
 std::string routes_json(const config::Config& cfg, routing::RoutingState& state);
 std::string routes_text(const config::Config& cfg, routing::RoutingState& state);
 

@@ -9,8 +9,9 @@ nlohmann::json to_json(const ApiError& e) {
   auto opt = [](const std::optional<std::string>& s) {
     return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
   };
-  return {{"error", {{"message", e.message}, {"type", e.type}, {"param", opt(e.param)},
-                     {"code", opt(e.code)}}}};
+  return {
+      {"error",
+       {{"message", e.message}, {"type", e.type}, {"param", opt(e.param)}, {"code", opt(e.code)}}}};
 }
 
 }  // namespace
@@ -24,8 +25,9 @@ std::string ApiError::sse_event() const { return "data: " + body() + "\n\n"; }
 
 ApiError invalid_request(std::string message, std::optional<std::string> param,
                          std::optional<std::string> code) {
-  return ApiError{400, "invalid_request_error", std::move(message), std::move(param),
-                  std::move(code), std::nullopt};
+  return ApiError{
+      400,         "invalid_request_error", std::move(message), std::move(param), std::move(code),
+      std::nullopt};
 }
 
 }  // namespace llmgate::gateway

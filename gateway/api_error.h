@@ -11,15 +11,15 @@ namespace llmgate::gateway {
 
 struct ApiError {
   int status = 500;
-  std::string type;     // invalid_request_error, authentication_error, rate_limit_error,
-                        // upstream_error, server_error, timeout_error
+  std::string type;  // invalid_request_error, authentication_error, rate_limit_error,
+                     // upstream_error, server_error, timeout_error
   std::string message;
   std::optional<std::string> param;
   std::optional<std::string> code;
   std::optional<int> retry_after_s;  // sent as Retry-After when set
 
-  std::string body() const;        // the JSON document
-  std::string sse_event() const;   // "data: {...}\n\n", for errors after commit
+  std::string body() const;       // the JSON document
+  std::string sse_event() const;  // "data: {...}\n\n", for errors after commit
 };
 
 ApiError invalid_request(std::string message, std::optional<std::string> param = std::nullopt,

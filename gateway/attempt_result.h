@@ -15,7 +15,7 @@ struct AttemptResult {
 // True once the client-disconnect watcher (or the drain) has cancelled the
 // calling coroutine. An operation that was completing as the cancellation
 // arrived returns normally, so this is checked after each upstream wait.
-#define LLMGATE_CANCELLED()                                                 \
+#define LLMGATE_CANCELLED()                                             \
   ((co_await boost::asio::this_coro::cancellation_state).cancelled() != \
    boost::asio::cancellation_type::none)
 

@@ -22,8 +22,8 @@ std::string_view bearer(std::string_view authorization) {
 }
 
 ApiError unauthorized(std::string message) {
-  return ApiError{401, "invalid_request_error", std::move(message), std::nullopt, "invalid_api_key",
-                  std::nullopt};
+  return ApiError{401,          "invalid_request_error", std::move(message),
+                  std::nullopt, "invalid_api_key",       std::nullopt};
 }
 
 }  // namespace
@@ -92,34 +92,47 @@ std::variant<const config::GatewayKey*, ApiError> KeyStore::authenticate(
 
 std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const std::string& model,
                                             Clock::time_point now) {
-  if (!key.models.empty() && std::find(key.models.begin(), key.models.end(), model) == key.models.end()) {
-    return ApiError{403, "invalid_request_error",
-                    "The key \"" + key.name + "\" may not use model `" + model.substr(0, 200) + "`.",
-                    "model", "model_not_allowed", std::nullopt};
+  if (!key.models.empty() &&
+      std::find(key.models.begin(), key.models.end(), model) == key.models.end()) {
+    return ApiError{
+        403,
+        "invalid_request_error",
+        "The key \"" + key.name + "\" may not use model `" + model.substr(0, 200) + "`.",
+        "model",
+        "model_not_allowed",
+        std::nullopt};
   }
   std::lock_guard lock(mu_);
   State& s = state_[key.name];
   s.requests.refill(now);
   s.tokens.refill(now);
   if (s.tokens.capacity > 0 && s.tokens.level <= 0) {
-    return ApiError{429, "tokens",
+    return ApiError{429,
+                    "tokens",
                     "Rate limit reached for key \"" + key.name + "\" on tokens per minute: limit " +
                         std::to_string(static_cast<long long>(s.tokens.capacity)) + ".",
-                    std::nullopt, "rate_limit_exceeded", std::max(1, s.tokens.wait_s(1))};
+                    std::nullopt,
+                    "rate_limit_exceeded",
+                    std::max(1, s.tokens.wait_s(1))};
   }
   if (s.requests.capacity > 0) {
     if (s.requests.level < 1) {
-      return ApiError{429, "requests",
-                      "Rate limit reached for key \"" + key.name + "\" on requests per minute: limit " +
+      return ApiError{429,
+                      "requests",
+                      "Rate limit reached for key \"" + key.name +
+                          "\" on requests per minute: limit " +
                           std::to_string(static_cast<long long>(s.requests.capacity)) + ".",
-                      std::nullopt, "rate_limit_exceeded", std::max(1, s.requests.wait_s(1))};
+                      std::nullopt,
+                      "rate_limit_exceeded",
+                      std::max(1, s.requests.wait_s(1))};
     }
     s.requests.level -= 1;
   }
   return std::nullopt;
 }
 
-void KeyStore::charge_tokens(const config::GatewayKey& key, std::int64_t tokens, Clock::time_point now) {
+void KeyStore::charge_tokens(const config::GatewayKey& key, std::int64_t tokens,
+                             Clock::time_point now) {
   if (tokens <= 0) return;
   std::lock_guard lock(mu_);
   auto it = state_.find(key.name);

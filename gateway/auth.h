@@ -35,7 +35,8 @@ class KeyStore {
   bool enabled() const { return !keys_.empty(); }
 
   // The key in `authorization` ("Bearer <key>"), or a 401. Only when enabled().
-  std::variant<const config::GatewayKey*, ApiError> authenticate(std::string_view authorization) const;
+  std::variant<const config::GatewayKey*, ApiError> authenticate(
+      std::string_view authorization) const;
   // May `key` use `model` now? 403 for a model it may not use, 429 (with
   // Retry-After) when over its request or token rate. Takes one request from
   // the request bucket when allowed.

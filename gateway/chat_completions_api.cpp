@@ -40,15 +40,18 @@ class ChatCompletions final : public ClientApi {
     return parse_chat_request(content_type, body);
   }
 
-  void render(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) const override {
+  void render(const providers::UpstreamEvent& ev, const ChatRequest& req,
+              Outbox& out) const override {
     using Kind = providers::UpstreamEvent::Kind;
     switch (ev.kind) {
       case Kind::kKeepAlive:  // comments pass through
         out.view(ev.raw);
         return;
       case Kind::kDone:
-        if (ev.raw.empty()) out.copy("data: [DONE]\n\n");
-        else out.view(ev.raw);
+        if (ev.raw.empty())
+          out.copy("data: [DONE]\n\n");
+        else
+          out.view(ev.raw);
         return;
       case Kind::kError:
       case Kind::kMalformed:
@@ -64,8 +67,10 @@ class ChatCompletions final : public ClientApi {
       event(out, j.dump());
       return;
     }
-    if (ev.raw.empty()) event(out, ev.data);  // translated by the protocol
-    else out.view(ev.raw);
+    if (ev.raw.empty())
+      event(out, ev.data);  // translated by the protocol
+    else
+      out.view(ev.raw);
   }
 
   std::string_view stream_end() const override { return "data: [DONE]\n\n"; }

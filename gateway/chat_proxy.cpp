@@ -15,8 +15,16 @@
 //     still fail over.
 //   - The client connection is watched while all this runs: a disconnect
 //     cancels the attempt, which closes the upstream connection.
+#include "gateway/chat_proxy.h"
+
 #include <sys/socket.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -26,25 +34,17 @@
 #include <string>
 #include <variant>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/http.hpp>
-
 #include "gateway/admission.h"
+#include "gateway/attempt_result.h"
 #include "gateway/chat_request.h"
 #include "gateway/client_stream.h"
 #include "gateway/failover_policy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
-#include "gateway/attempt_result.h"
-#include "gateway/race.h"
 #include "gateway/outbox.h"
+#include "gateway/race.h"
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
-#include "gateway/worker.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
@@ -81,9 +81,17 @@ class ChatProxy {
   ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
             const Request& client_request, const RequestContext& rc, ChatRequest req,
             routing::RouteOverride route, const config::GatewayKey* key)
-      : worker_(worker), snapshot_(snapshot), cfg_(*snapshot.config), rs_(*snapshot.routing),
-        metrics_(*snapshot.metrics), key_(key), client_(client),
-        client_request_(client_request), rc_(rc), req_(std::move(req)), route_(std::move(route)),
+      : worker_(worker),
+        snapshot_(snapshot),
+        cfg_(*snapshot.config),
+        rs_(*snapshot.routing),
+        metrics_(*snapshot.metrics),
+        key_(key),
+        client_(client),
+        client_request_(client_request),
+        rc_(rc),
+        req_(std::move(req)),
+        route_(std::move(route)),
         explain_(cfg_.explain() == config::Explain::kAll || (key && key->explain)) {}
 
   net::awaitable<bool> run(const config::Model& model);
@@ -102,12 +110,14 @@ class ChatProxy {
   net::awaitable<AttemptResult> run_attempt(const routing::PlannedCandidate& pc, int branch);
   // Two attempts, the second started after the first's hedge delay.
   net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
-                                       const routing::PlannedCandidate& second, bool& second_started);
+                                       const routing::PlannedCandidate& second,
+                                       bool& second_started);
   // The attempt has output and takes the client; false when the other side
   // of a hedge race already has.
   bool claim(int branch) { return race_ == nullptr || race_->claim(branch); }
 
-  net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec, int branch);
+  net::awaitable<AttemptResult> attempt(const routing::Candidate& c, AttemptRecord& rec,
+                                        int branch);
   net::awaitable<AttemptResult> relay(const routing::Candidate& c, AttemptRecord& rec,
                                       providers::Lease& lease, UpstreamParser& parser, int branch);
   net::awaitable<AttemptResult> pass_through_status(AttemptRecord& rec, providers::Lease& lease,
@@ -189,7 +199,8 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     views.push_back({rs_.stats.get_or_prior(ids[i], now), health[i]});
   }
-  decision_ = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name), worker_.rng);
+  decision_ =
+      routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name), worker_.rng);
   // A half-open probe slot handed out for a deployment that is not tried
   // (skipped, or planned but not reached) is given back when the request ends,
   // on every path.
@@ -205,7 +216,8 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     }
   } probes{rs_.health, ids, health, std::vector<bool>(ids.size(), false)};
   auto mark_tried = [&](const routing::PlannedCandidate& pc) {
-    probes.tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] = true;
+    probes.tried[static_cast<std::size_t>(pc.candidate.deployment - model.deployments.data())] =
+        true;
   };
   rs_.retries.deposit(now);
 
@@ -216,12 +228,16 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     // log, and for clients allowed to see route explanations.
     log_line(LogLevel::kInfo, "request " + rc_.request_id + ": " + decision_.error_message);
     std::string message = explain_ ? decision_.error_message
-                          : limited ? "every deployment of model \"" + req_.model +
-                                          "\" is rate limited upstream; retry after the Retry-After delay"
-                                    : "no deployment of model \"" + req_.model +
-                                          "\" can serve this request under its routing constraints";
-    ApiError e{decision_.error_status, limited ? "rate_limit_error" : "service_unavailable",
-               std::move(message), std::nullopt, limited ? "upstream_rate_limited" : "no_route",
+                          : limited
+                              ? "every deployment of model \"" + req_.model +
+                                    "\" is rate limited upstream; retry after the Retry-After delay"
+                              : "no deployment of model \"" + req_.model +
+                                    "\" can serve this request under its routing constraints";
+    ApiError e{decision_.error_status,
+               limited ? "rate_limit_error" : "service_unavailable",
+               std::move(message),
+               std::nullopt,
+               limited ? "upstream_rate_limited" : "no_route",
                decision_.retry_after_s};
     Response res = make_error_response(rc_, e);
     add_route_headers(res, nullptr);
@@ -230,7 +246,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   }
 
   metrics_.on_route(model.name, decision_.candidates.front().candidate.deployment->id(),
-                            decision_.policy);
+                    decision_.policy);
   const bool hedging = rq.policy.hedging.enabled;
   total_deadline_ = start_ + cfg_.timeouts.total;
   std::size_t next = 0;
@@ -263,7 +279,8 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     if (LLMGATE_CANCELLED()) co_return false;
   }
   outcome_ = RequestOutcome::kError;
-  ApiError e = failures_.final_error(req_.model, attempt_no_, explain_, Clock::now() >= total_deadline_);
+  ApiError e =
+      failures_.final_error(req_.model, attempt_no_, explain_, Clock::now() >= total_deadline_);
   log_line(LogLevel::kWarn, "request " + rc_.request_id + ": every attempt failed: " +
                                 redact_secrets(failures_.detail(), provider_keys()));
   Response res = make_error_response(rc_, e);
@@ -275,10 +292,13 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 net::awaitable<void> ChatProxy::end_for_shutdown() {
   outcome_ = RequestOutcome::kError;
   if (client_write_failed_) co_return;
-  const ApiError e{503, "server_error",
+  const ApiError e{503,
+                   "server_error",
                    "the gateway is shutting down and its drain timeout ran out before this "
                    "request finished; retry it",
-                   std::nullopt, "gateway_shutdown", 1};
+                   std::nullopt,
+                   "gateway_shutdown",
+                   1};
   if (!stream_committed_) {
     Response res = make_error_response(rc_, e);
     res.keep_alive(false);
@@ -290,7 +310,8 @@ net::awaitable<void> ChatProxy::end_for_shutdown() {
   co_await out.write(event, /*last=*/true);
 }
 
-void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch) {
+void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec,
+                               int branch) {
   if (race_ && race_->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
     rec.detail = "a hedge produced the first token first";
@@ -300,18 +321,20 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   metrics_.on_attempt(req_.model, rec);
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
-  const failover::Effects fx = failover::effects_of(
-      rec, pc.candidate.timeouts.ttft, cfg_.timeouts_for(*pc.candidate.provider).ttft);
+  const failover::Effects fx = failover::effects_of(rec, pc.candidate.timeouts.ttft,
+                                                    cfg_.timeouts_for(*pc.candidate.provider).ttft);
   if (fx.health == failover::HealthEffect::kNone) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
     rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
                           recorded.error_rate, recorded.attempts, now, pc.probe);
   }
-  if (fx.cooldown) rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
+  if (fx.cooldown)
+    rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
 }
 
-net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc, int branch) {
+net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc,
+                                                     int branch) {
   const routing::Candidate& c = pc.candidate;
   // A deployment at its max_concurrent: wait in its queue (bounded by the
   // connect timeout), or move on without contacting it — not an attempt.
@@ -326,7 +349,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
                           "at its max_concurrent (" + std::to_string(it->second->in_use()) +
                               " in flight), " +
                               (full ? "wait queue full" : "no slot within the connect timeout"));
-      metrics_.on_saturated(c.deployment->id(), full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
+      metrics_.on_saturated(c.deployment->id(),
+                            full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
       co_return AttemptResult{};
     }
     slot = std::move(got.slot);
@@ -337,13 +361,14 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // next candidate (then 503 + Retry-After when every one was saturated).
   auto& pool = worker_.pools->get(*c.provider, snapshot_.tls);
   if (!pool.has_room()) {
-    const bool room = co_await pool.wait_for_room(earliest(Clock::now() + c.timeouts.connect, total_deadline_));
+    const bool room =
+        co_await pool.wait_for_room(earliest(Clock::now() + c.timeouts.connect, total_deadline_));
     if (!room) {
       if (LLMGATE_CANCELLED()) co_return AttemptResult{};
-      failures_.saturated(c.deployment->id(),
-                          "this gateway's connection pool to provider \"" + c.provider->name +
-                              "\" is full (" + std::to_string(c.provider->pool.max_connections) +
-                              " connections per worker, pool.max_connections)");
+      failures_.saturated(c.deployment->id(), "this gateway's connection pool to provider \"" +
+                                                  c.provider->name + "\" is full (" +
+                                                  std::to_string(c.provider->pool.max_connections) +
+                                                  " connections per worker, pool.max_connections)");
       metrics_.on_saturated(c.deployment->id(), Saturation::kPoolFull);
       co_return AttemptResult{};
     }
@@ -375,7 +400,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     outcome_ = rec.outcome == AttemptOutcome::kSuccess       ? RequestOutcome::kSuccess
                : rec.outcome == AttemptOutcome::kClientError ? RequestOutcome::kClientError
                : rec.outcome == AttemptOutcome::kClientGone  ? RequestOutcome::kClientGone
-                                                            : RequestOutcome::kError;
+                                                             : RequestOutcome::kError;
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
     log_request(&rec);
@@ -388,9 +413,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   if (rec.outcome == AttemptOutcome::kHedgeLost) co_return r;
   last_failed_ = rec;
   failures_.failed(rec);
-  log_line(LogLevel::kDebug, "request " + rc_.request_id + " attempt " + std::to_string(attempt_no_) +
-                                 " on " + rec.deployment + " failed (" +
-                                 routing::to_string(rec.outcome) + "): " + rec.detail);
+  log_line(LogLevel::kDebug,
+           "request " + rc_.request_id + " attempt " + std::to_string(attempt_no_) + " on " +
+               rec.deployment + " failed (" + routing::to_string(rec.outcome) + "): " + rec.detail);
   co_return r;
 }
 
@@ -428,7 +453,8 @@ AttemptResult ChatProxy::fail(AttemptRecord& rec, AttemptOutcome o, std::string 
 http::request<http::string_body> ChatProxy::upstream_request(const routing::Candidate& c) {
   const auto& url = c.provider->base_url;
   const auto& protocol = providers::openai_chat_protocol();
-  http::request<http::string_body> up{http::verb::post, url.path_prefix + std::string(protocol.path()), 11};
+  http::request<http::string_body> up{http::verb::post,
+                                      url.path_prefix + std::string(protocol.path()), 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
@@ -477,7 +503,8 @@ void ChatProxy::add_route_headers(http::fields& h, const AttemptRecord* rec) con
   }
   if (rec) {
     if (auto t = rec->ttft()) {
-      h.set("x-llmgate-ttft-ms", format_decimal(std::chrono::duration<double, std::milli>(*t).count()));
+      h.set("x-llmgate-ttft-ms",
+            format_decimal(std::chrono::duration<double, std::milli>(*t).count()));
     }
   }
   if (!explain_) return;  // which deployments, prices and exclusions: not for this client
@@ -497,7 +524,8 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
   for (int round = 0; round < 2; ++round) {
     auto connect_deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
     const auto acquire_start = Clock::now();
-    providers::AcquireResult acq = co_await pool.acquire(connect_deadline, /*allow_reuse=*/round == 0);
+    providers::AcquireResult acq =
+        co_await pool.acquire(connect_deadline, /*allow_reuse=*/round == 0);
     const auto acquire_time = Clock::now() - acquire_start;
     if (!acq.lease) co_return fail(rec, AttemptOutcome::kConnectError, acq.error);
     providers::Lease& lease = acq.lease;
@@ -525,7 +553,8 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
     parser.header_limit(kMaxUpstreamHeader);
     tcp.expires_at(ttft_deadline);
     std::size_t buffered_before = lease->buffer.size();
-    auto [hec, hn] = co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
+    auto [hec, hn] =
+        co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
     if (LLMGATE_CANCELLED()) {
       rec.detail = "client disconnected";
       co_return AttemptResult{true, false};
@@ -596,8 +625,8 @@ net::awaitable<AttemptResult> ChatProxy::pass_through_status(AttemptRecord& rec,
   } else {
     upstream_message = body.substr(0, 200);
   }
-  std::string detail = "HTTP " + std::to_string(status) +
-                       (upstream_message.empty() ? "" : ": " + upstream_message);
+  std::string detail =
+      "HTTP " + std::to_string(status) + (upstream_message.empty() ? "" : ": " + upstream_message);
 
   if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
     // A provider refusing our own key or config needs the operator.
@@ -636,7 +665,8 @@ net::awaitable<AttemptResult> ChatProxy::end_with_error(RelayIo& io, const ApiEr
   co_return AttemptResult{true, ok && io.out.chunked() && rc_.keep_alive};
 }
 
-failover::FaultReport ChatProxy::judge(RelayIo& io, failover::Fault f, std::string_view text) const {
+failover::FaultReport ChatProxy::judge(RelayIo& io, failover::Fault f,
+                                       std::string_view text) const {
   const failover::Deadlines d(io.c.timeouts, total_deadline_);
   failover::FaultReport r = failover::judge_fault(
       f, failover::FaultContext{d, Clock::now(), io.rec.first_token.has_value(),
@@ -681,21 +711,24 @@ void ChatProxy::note_first_token_relayed(RelayIo& io) {
 // Reads once from the upstream into the SSE parser and feeds the events to
 // the relay's state. Returns the read's error (need_buffer cleared).
 net::awaitable<beast::error_code> ChatProxy::read_events(RelayIo& io) {
-  io.lease->stream.tcp().expires_at(failover::Deadlines(io.c.timeouts, total_deadline_)
-                                         .next_read(Clock::now(), io.rec.request_sent,
-                                                    io.rec.first_token.has_value()));
+  io.lease->stream.tcp().expires_at(
+      failover::Deadlines(io.c.timeouts, total_deadline_)
+          .next_read(Clock::now(), io.rec.request_sent, io.rec.first_token.has_value()));
   io.state.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
   std::span<char> space = io.sse.prepare(kReadChunk / 2);  // all the free space, at least this
   io.parser.get().body().data = space.data();
   io.parser.get().body().size = space.size();
-  auto [ec, n] = co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
+  auto [ec, n] =
+      co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
   if (ec == http::error::need_buffer) ec = {};
   if (std::size_t got = space.size() - io.parser.get().body().size; got > 0) {
     io.sse.commit(got);
     const auto now = Clock::now();
     auto on_event = [&](const providers::SseEvent& ev) { io.state.on_event(ev, now); };
-    if (io.sse.drain(on_event) == providers::SseParser::Status::kEventTooLarge) io.state.on_event_too_large();
-    if (auto speed = io.state.take_speed_sample()) rs_.stats.record_speed(io.rec.deployment, *speed, now);
+    if (io.sse.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
+      io.state.on_event_too_large();
+    if (auto speed = io.state.take_speed_sample())
+      rs_.stats.record_speed(io.rec.deployment, *speed, now);
   }
   co_return ec;
 }
@@ -730,7 +763,8 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       judge(io, *fault, fault_text);
       co_return AttemptResult{};
     }
-    if (!claim_output(io)) co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
+    if (!claim_output(io))
+      co_return fail(rec, AttemptOutcome::kHedgeLost, "a hedge produced output first");
     if (io.state.should_commit()) commit(io);
     // The end of the stream goes out with its last events, in one write.
     if (io.state.done() || fault) break;
@@ -778,7 +812,8 @@ net::awaitable<AttemptResult> ChatProxy::finish_relay(RelayIo& io) {
   } else {
     Response res = make_json_response(rc_, http::status::ok, io.state.completion());
     add_route_headers(res, &io.rec);
-    if (io.rec.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*io.rec.output_tokens));
+    if (io.rec.output_tokens)
+      res.set("x-llmgate-output-tokens", std::to_string(*io.rec.output_tokens));
     if (auto tps = io.rec.tps()) res.set("x-llmgate-tps", format_decimal(*tps));
     result.keep_alive = co_await write_response(client_, res, io.c.timeouts.idle) && rc_.keep_alive;
   }
@@ -789,7 +824,8 @@ net::awaitable<AttemptResult> ChatProxy::finish_relay(RelayIo& io) {
       std::span<char> sink = io.sse.prepare(kReadChunk / 2);  // discarded: after [DONE]
       io.parser.get().body().data = sink.data();
       io.parser.get().body().size = sink.size();
-      auto [ec, n] = co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
+      auto [ec, n] =
+          co_await http::async_read_some(io.lease->stream, io.lease->buffer, io.parser, kUseTuple);
       if (ec && ec != http::error::need_buffer) break;
     }
   }
@@ -820,20 +856,25 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
       f.push_back({"ttft_ms", ms(std::chrono::duration<double, std::milli>(*t).count()), true});
     }
     if (rec->input_tokens) f.push_back({"input_tokens", std::to_string(*rec->input_tokens), true});
-    if (rec->output_tokens) f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
+    if (rec->output_tokens)
+      f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
   if (!failures_.empty()) f.push_back({"failed", failures_.log_field()});
-  if (race_ && race_->hedge_started()) f.push_back({"hedged", race_->winner() == 1 ? "hedge-won" : "primary-won"});
+  if (race_ && race_->hedge_started())
+    f.push_back({"hedged", race_->winner() == 1 ? "hedge-won" : "primary-won"});
   // Why this route: in the log always, whether or not the client may see it.
-  if (auto route = routing::explain(decision_); !route.empty()) f.push_back({"route", std::move(route)});
+  if (auto route = routing::explain(decision_); !route.empty())
+    f.push_back({"route", std::move(route)});
   f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
   log_event(LogLevel::kInfo, "request", f);
 }
 
 // What admission reads of the request head.
 RequestHead request_head(const Request& request) {
-  RequestHead head{request[http::field::authorization], request[http::field::content_type], {},
+  RequestHead head{request[http::field::authorization],
+                   request[http::field::content_type],
+                   {},
                    [&request](std::string_view name) -> std::optional<std::string> {
                      auto it = request.find(beast::string_view(name.data(), name.size()));
                      if (it == request.end()) return std::nullopt;
@@ -865,7 +906,8 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   Admitted& a = std::get<Admitted>(admitted);
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
-  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(a.req), std::move(a.route), key);
+  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(a.req), std::move(a.route),
+                  key);
   snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;
@@ -886,7 +928,8 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   std::variant<bool, std::monostate, std::monostate> r =
       co_await (proxy.run(*model) || watch_client_disconnect(client) || wait_for_shutdown(worker));
   if (r.index() == 1) {
-    log_line(LogLevel::kDebug, "request " + rc.request_id + ": client disconnected, upstream cancelled");
+    log_line(LogLevel::kDebug,
+             "request " + rc.request_id + ": client disconnected, upstream cancelled");
     co_return false;
   }
   if (r.index() == 2) {

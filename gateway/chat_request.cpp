@@ -1,9 +1,9 @@
 #include "gateway/chat_request.h"
 
-#include "providers/json_depth.h"
-
 #include <algorithm>
 #include <cctype>
+
+#include "providers/json_depth.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -55,7 +55,8 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
 
   auto model = r.body.find("model");
   if (model == r.body.end() || model->is_null()) {
-    return invalid_request("you must provide a model parameter", "model", "missing_required_parameter");
+    return invalid_request("you must provide a model parameter", "model",
+                           "missing_required_parameter");
   }
   if (!model->is_string() || model->get_ref<const std::string&>().empty()) {
     return invalid_request("model must be a non-empty string", "model", "invalid_type");
@@ -81,7 +82,8 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
   }
 
   if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
-    if (!s->is_boolean()) return invalid_request("stream must be a boolean", "stream", "invalid_type");
+    if (!s->is_boolean())
+      return invalid_request("stream must be a boolean", "stream", "invalid_type");
     r.stream = s->get<bool>();
   }
   if (auto so = r.body.find("stream_options"); so != r.body.end() && !so->is_null()) {

@@ -4,24 +4,23 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
 
 namespace llmgate::gateway {
 
 struct ChatRequest {
-  nlohmann::json body;        // the client's document
-  std::string model;          // the public model name
-  bool stream = false;        // the client wants SSE
-  bool include_usage = false; // the client asked for the usage chunk
+  nlohmann::json body;                     // the client's document
+  std::string model;                       // the public model name
+  bool stream = false;                     // the client wants SSE
+  bool include_usage = false;              // the client asked for the usage chunk
   std::optional<std::int64_t> max_tokens;  // max_completion_tokens, else max_tokens
-  nlohmann::json route;       // the `route` override (removed from body), or null
+  nlohmann::json route;                    // the `route` override (removed from body), or null
 };
 
 // `content_type` is the request's Content-Type header value.

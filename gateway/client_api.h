@@ -32,7 +32,8 @@ class ClientApi {
   virtual bool is_first_token(const providers::UpstreamEvent& ev) const { return ev.output(); }
   // Streaming: appends what the client gets for `ev` (a view when it passes
   // through unchanged, a copy when rewritten; nothing when dropped).
-  virtual void render(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) const = 0;
+  virtual void render(const providers::UpstreamEvent& ev, const ChatRequest& req,
+                      Outbox& out) const = 0;
   // Appended to a stream that ended cleanly without the upstream's own end marker.
   virtual std::string_view stream_end() const = 0;
   // The event that ends a stream which failed after it started: never the

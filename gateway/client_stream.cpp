@@ -2,13 +2,12 @@
 
 #include <sys/socket.h>
 
-#include <cerrno>
-#include <charconv>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/empty_body.hpp>
+#include <cerrno>
+#include <charconv>
 
 namespace llmgate::gateway {
 namespace {
@@ -22,7 +21,8 @@ void ClientStream::set_head(http::response<http::empty_body>& res) {
   head_.clear();
   head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
   head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
-  for (const auto& f : res) head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  for (const auto& f : res)
+    head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
   head_.append("\r\n");
   head_pending_ = true;
 }

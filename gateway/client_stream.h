@@ -4,14 +4,14 @@
 // Includes Beast: include only from gateway .cpp files.
 #pragma once
 
+#include <boost/beast/http/empty_body.hpp>
 #include <chrono>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <boost/beast/http/empty_body.hpp>
-
+#include "gateway/http_response.h"
 #include "gateway/worker.h"
 
 namespace llmgate::gateway {
@@ -26,8 +26,8 @@ class ClientStream {
  public:
   // `failed` is set when a write fails or is cancelled part-way: the
   // response's framing is then unknown and nothing more may be written.
-  ClientStream(beast::tcp_stream& client, const RequestContext& rc, std::chrono::milliseconds timeout,
-               bool& failed)
+  ClientStream(beast::tcp_stream& client, const RequestContext& rc,
+               std::chrono::milliseconds timeout, bool& failed)
       : client_(client), rc_(rc), timeout_(timeout), failed_(failed) {}
 
   bool chunked() const { return rc_.version == 11; }

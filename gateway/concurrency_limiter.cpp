@@ -9,7 +9,8 @@ namespace llmgate::gateway {
 
 namespace net = boost::asio;
 
-net::awaitable<ConcurrencyLimiter::Acquired> ConcurrencyLimiter::acquire(Clock::time_point deadline) {
+net::awaitable<ConcurrencyLimiter::Acquired> ConcurrencyLimiter::acquire(
+    Clock::time_point deadline) {
   auto ex = co_await net::this_coro::executor;
   auto w = std::make_shared<Waiter>();
   {

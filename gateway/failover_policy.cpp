@@ -36,8 +36,9 @@ FaultReport read_timeout(const FaultContext& c) {
     o = AttemptOutcome::kTtftTimeout;
     detail = "no first token within the TTFT deadline of " + ms(t.ttft);
   }
-  ApiError e{504, "timeout_error", "the upstream stream failed after it started: " + detail,
-             std::nullopt, "upstream_timeout", std::nullopt};
+  ApiError e{
+      504,          "timeout_error",    "the upstream stream failed after it started: " + detail,
+      std::nullopt, "upstream_timeout", std::nullopt};
   return {o, std::move(detail), std::move(e)};
 }
 
@@ -48,27 +49,33 @@ FaultReport judge_fault(Fault fault, const FaultContext& c) {
   switch (fault) {
     case Fault::kHeadTimeout: {
       const bool total = c.deadlines.total_expired(c.now);
-      std::string detail = "no response within the TTFT deadline of " + ms(c.deadlines.timeouts().ttft);
-      return {total ? AttemptOutcome::kTotalTimeout : AttemptOutcome::kTtftTimeout, detail,
-              ApiError{504, "timeout_error", detail, std::nullopt, "upstream_timeout", std::nullopt}};
+      std::string detail =
+          "no response within the TTFT deadline of " + ms(c.deadlines.timeouts().ttft);
+      return {
+          total ? AttemptOutcome::kTotalTimeout : AttemptOutcome::kTtftTimeout, detail,
+          ApiError{504, "timeout_error", detail, std::nullopt, "upstream_timeout", std::nullopt}};
     }
     case Fault::kHeadCut: {
       std::string detail = "connection failed before response headers: " + text;
-      return {AttemptOutcome::kTruncated, detail, upstream_error(detail, "upstream_stream_truncated")};
+      return {AttemptOutcome::kTruncated, detail,
+              upstream_error(detail, "upstream_stream_truncated")};
     }
     case Fault::kNotEventStream: {
       std::string detail = "upstream answered 200 with Content-Type \"" + text.substr(0, 100) +
                            "\" instead of text/event-stream";
-      return {AttemptOutcome::kMalformed, detail, upstream_error(detail, "upstream_malformed_event")};
+      return {AttemptOutcome::kMalformed, detail,
+              upstream_error(detail, "upstream_malformed_event")};
     }
     case Fault::kInBandError:
       // The upstream's words go to the log (redacted), never to the client.
-      return {AttemptOutcome::kMalformed, "in-band error event: " + text,
-              upstream_error("the upstream reported an error in the stream", "upstream_stream_error")};
+      return {
+          AttemptOutcome::kMalformed, "in-band error event: " + text,
+          upstream_error("the upstream reported an error in the stream", "upstream_stream_error")};
     case Fault::kMalformedEvent:
       return {AttemptOutcome::kMalformed, text, upstream_error(text, "upstream_malformed_event")};
     case Fault::kEventTooLarge: {
-      std::string msg = "upstream event larger than " + std::to_string(c.max_event_bytes) + " bytes";
+      std::string msg =
+          "upstream event larger than " + std::to_string(c.max_event_bytes) + " bytes";
       return {AttemptOutcome::kMalformed, msg, upstream_error(msg, "upstream_event_too_large")};
     }
     case Fault::kReadTimeout:
@@ -101,7 +108,8 @@ Effects effects_of(const routing::AttemptRecord& rec, std::chrono::milliseconds 
   if (!routing::outcome_traits(rec.outcome).about_deployment || merely_slow) {
     e.health = HealthEffect::kNone;
   } else {
-    e.health = rec.outcome == AttemptOutcome::kSuccess ? HealthEffect::kSuccess : HealthEffect::kFailure;
+    e.health =
+        rec.outcome == AttemptOutcome::kSuccess ? HealthEffect::kSuccess : HealthEffect::kFailure;
   }
   e.cooldown = rec.retry_after_s.has_value() && (rec.http_status == 429 || rec.http_status == 503);
   return e;
@@ -158,20 +166,24 @@ ApiError FailureSummary::final_error(const std::string& model, int attempts, boo
     how += (how.empty() ? "" : ", ") + std::string(item);
   }
   if (attempts == 0 && saturated_) {
-    return ApiError{503, "service_unavailable",
-                    "every deployment of model \"" + model + "\" is at its concurrency limit (" +
-                        how + ")",
-                    std::nullopt, "upstream_saturated", 1};
+    return ApiError{
+        503,
+        "service_unavailable",
+        "every deployment of model \"" + model + "\" is at its concurrency limit (" + how + ")",
+        std::nullopt,
+        "upstream_saturated",
+        1};
   }
   if (attempts == 0) {
-    return ApiError{504, "timeout_error", "request deadline expired before any upstream attempt",
-                    std::nullopt, "upstream_timeout", std::nullopt};
+    return ApiError{
+        504,          "timeout_error",    "request deadline expired before any upstream attempt",
+        std::nullopt, "upstream_timeout", std::nullopt};
   }
-  std::string msg = "all " + std::to_string(attempts) + " upstream attempt(s) for model \"" + model +
-                    "\" failed (" + how + ")";
+  std::string msg = "all " + std::to_string(attempts) + " upstream attempt(s) for model \"" +
+                    model + "\" failed (" + how + ")";
   if (all_rate_limited_) {
-    return ApiError{429, "rate_limit_error", std::move(msg), std::nullopt, "upstream_rate_limited",
-                    min_retry_after_.value_or(1)};
+    return ApiError{429,          "rate_limit_error",      std::move(msg),
+                    std::nullopt, "upstream_rate_limited", min_retry_after_.value_or(1)};
   }
   if (budget_exhausted_) msg += "; no further fallback: the retry budget is exhausted";
   const bool timed_out =
@@ -179,11 +191,11 @@ ApiError FailureSummary::final_error(const std::string& model, int attempts, boo
                              outcomes_.back() == AttemptOutcome::kIdleTimeout ||
                              outcomes_.back() == AttemptOutcome::kTotalTimeout || total_expired);
   if (timed_out) {
-    return ApiError{504, "timeout_error", std::move(msg), std::nullopt, "upstream_timeout",
-                    std::nullopt};
+    return ApiError{504,          "timeout_error",    std::move(msg),
+                    std::nullopt, "upstream_timeout", std::nullopt};
   }
-  return ApiError{502, "upstream_error", std::move(msg), std::nullopt, "upstream_unavailable",
-                  std::nullopt};
+  return ApiError{502,          "upstream_error",       std::move(msg),
+                  std::nullopt, "upstream_unavailable", std::nullopt};
 }
 
 }  // namespace llmgate::gateway::failover

@@ -45,7 +45,8 @@ bool needs_operator(int status);
 // deadline (p95 x factor), shorter than the configured one.
 class Deadlines {
  public:
-  Deadlines(const config::Timeouts& planned, Clock::time_point total) : t_(planned), total_(total) {}
+  Deadlines(const config::Timeouts& planned, Clock::time_point total)
+      : t_(planned), total_(total) {}
 
   Clock::time_point total() const { return total_; }
   const config::Timeouts& timeouts() const { return t_; }
@@ -111,9 +112,9 @@ FaultReport judge_fault(Fault fault, const FaultContext& ctx);
 // ---- Effects of a finished attempt -------------------------------------------
 
 enum class HealthEffect {
-  kNone,     // says nothing about the deployment: the client's doing, a lost
-             // hedge, or merely slow (it missed a deadline tighter than the
-             // configured TTFT timeout: the estimator moves traffic, ejection would not)
+  kNone,  // says nothing about the deployment: the client's doing, a lost
+          // hedge, or merely slow (it missed a deadline tighter than the
+          // configured TTFT timeout: the estimator moves traffic, ejection would not)
   kSuccess,
   kFailure,
 };

@@ -5,32 +5,31 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
 #include <variant>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include "config/reload_guard.h"
 #include "gateway/admin_routes.h"
+#include "gateway/chat_proxy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
-#include "gateway/worker.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -44,10 +43,13 @@ constexpr std::chrono::seconds kShutdownGrace{2};
 // 413, whether Beast finds out from Content-Length (with the head) or while
 // reading a chunked body.
 ApiError body_too_large(const config::ServerLimits& limits) {
-  return ApiError{413, "invalid_request_error",
+  return ApiError{413,
+                  "invalid_request_error",
                   "request body is larger than the limit of " +
                       std::to_string(limits.max_body_bytes) + " bytes",
-                  std::nullopt, "request_too_large", std::nullopt};
+                  std::nullopt,
+                  "request_too_large",
+                  std::nullopt};
 }
 
 // What is wrong with a request head that Beast accepted, for the strict
@@ -55,14 +57,18 @@ ApiError body_too_large(const config::ServerLimits& limits) {
 // the target's form. nullopt if nothing.
 std::optional<ApiError> framing_error(const Request& head) {
   auto bad = [](std::string message, int status = 400) {
-    return ApiError{status, "invalid_request_error", std::move(message), std::nullopt,
-                    status == 505 ? "http_version_not_supported" : "bad_http_request", std::nullopt};
+    return ApiError{status,
+                    "invalid_request_error",
+                    std::move(message),
+                    std::nullopt,
+                    status == 505 ? "http_version_not_supported" : "bad_http_request",
+                    std::nullopt};
   };
   if (head.version() != 10 && head.version() != 11) {
     return bad("HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)", 505);
   }
-  const auto hosts =
-      std::count_if(head.begin(), head.end(), [](const auto& f) { return f.name() == http::field::host; });
+  const auto hosts = std::count_if(head.begin(), head.end(),
+                                   [](const auto& f) { return f.name() == http::field::host; });
   if (head.version() == 11 && hosts == 0) return bad("HTTP/1.1 request without a Host header");
   if (hosts > 1) return bad("more than one Host header");
   std::vector<std::string_view> te;
@@ -105,13 +111,14 @@ net::awaitable<beast::error_code> read_head_bytes(beast::tcp_stream& stream,
   std::size_t searched = 0;
   for (;;) {
     const std::string_view have = buffered(buffer);
-    if (request_head_end(have, searched) != std::string_view::npos || have.size() > max) co_return beast::error_code{};
+    if (request_head_end(have, searched) != std::string_view::npos || have.size() > max)
+      co_return beast::error_code{};
     searched = have.size();
     // Into the free space the buffer has (4 KiB are reserved per request),
     // at least 512 bytes, never past the limit.
     const std::size_t room = std::max<std::size_t>(512, buffer.capacity() - buffer.size());
-    auto [ec, n] = co_await stream.async_read_some(buffer.prepare(std::min(room, max + 1 - have.size())),
-                                                   kUseTuple);
+    auto [ec, n] = co_await stream.async_read_some(
+        buffer.prepare(std::min(room, max + 1 - have.size())), kUseTuple);
     if (ec) co_return ec;
     buffer.commit(n);
   }
@@ -187,7 +194,7 @@ struct Gateway::Impl {
   // Open API connections, for the drain to wait on.
   std::mutex sessions_mu;
   std::condition_variable sessions_cv;
-  std::size_t api_sessions = 0;  // sessions_mu
+  std::size_t api_sessions = 0;     // sessions_mu
   std::condition_variable stop_cv;  // wakes a drain's delay when stop() is called
   // Last: destroying a worker destroys session frames, which use the members above.
   std::vector<std::unique_ptr<WorkerThread>> workers;
@@ -241,15 +248,17 @@ std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters(const config
     for (const auto& d : m.deployments) {
       if (!d.max_concurrent) continue;
       auto [it, fresh] = limits.try_emplace(d.id(), *d.max_concurrent, d.max_queue);
-      if (!fresh) it->second = {std::min(it->second.first, *d.max_concurrent),
-                                std::min(it->second.second, d.max_queue)};
+      if (!fresh)
+        it->second = {std::min(it->second.first, *d.max_concurrent),
+                      std::min(it->second.second, d.max_queue)};
     }
   }
   std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> out;
   for (const auto& [id, l] : limits) {
     std::shared_ptr<ConcurrencyLimiter> limiter;
     if (previous) {
-      if (auto it = previous->limiters.find(id); it != previous->limiters.end()) limiter = it->second;
+      if (auto it = previous->limiters.find(id); it != previous->limiters.end())
+        limiter = it->second;
     }
     if (limiter) {
       limiter->set_limits(l.first, l.second);
@@ -321,7 +330,8 @@ std::size_t Gateway::open_api_connections() const {
 std::vector<std::uint16_t> Gateway::start() {
   const auto snap = impl_->snapshot();
   const auto& server = snap->config->server;
-  unsigned n = server.workers != 0 ? server.workers : std::max(1u, std::thread::hardware_concurrency());
+  unsigned n =
+      server.workers != 0 ? server.workers : std::max(1u, std::thread::hardware_concurrency());
   // The API listeners, then the admin listener.
   std::vector<config::Listener> listeners = server.listeners;
   if (server.admin_listener) listeners.push_back(*server.admin_listener);
@@ -452,9 +462,8 @@ bool Gateway::drain() {
                                   " connection(s) still busy with an error; stopping");
     impl_->on_every_worker([](Impl::WorkerThread& w) { w.shutdown.cancel(); });
     std::unique_lock lock(impl_->sessions_mu);
-    impl_->sessions_cv.wait_for(lock, kShutdownGrace, [&] {
-      return impl_->api_sessions == 0 || impl_->stopped.load();
-    });
+    impl_->sessions_cv.wait_for(lock, kShutdownGrace,
+                                [&] { return impl_->api_sessions == 0 || impl_->stopped.load(); });
   }
   stop();
   return clean;
@@ -470,7 +479,8 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
     if (error) *error = why;
     return false;
   };
-  if (auto why = config::reload_refusal(*old->config, *cfg)) return refuse(ReloadResult::kRejected, *why);
+  if (auto why = config::reload_refusal(*old->config, *cfg))
+    return refuse(ReloadResult::kRejected, *why);
   auto snap = std::make_shared<Snapshot>();
   try {
     snap->tls = tls_contexts(*cfg, old.get());
@@ -623,7 +633,9 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // Checked before the parser consumes the head: a 505 rather than a 400.
       const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
       const bool folded = !hec && has_obs_fold(buffered(buffer));
-      if (!hec && !folded) std::tie(hec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+      if (!hec && !folded)
+        std::tie(hec, std::ignore) =
+            co_await http::async_read_header(stream, buffer, parser, kUseTuple);
       RequestContext rc{new_request_id(), 11, false};
       if (folded) {
         Response res = make_error_response(
@@ -642,14 +654,16 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
         // Beast checks Content-Length against the body limit with the head.
         ApiError e =
             hec == http::error::header_limit
-                ? ApiError{431, "invalid_request_error", "request headers are too large",
-                           std::nullopt, "headers_too_large", std::nullopt}
-            : hec == http::error::body_limit
-                ? body_too_large(limits)
+                ? ApiError{431,          "invalid_request_error", "request headers are too large",
+                           std::nullopt, "headers_too_large",     std::nullopt}
+            : hec == http::error::body_limit ? body_too_large(limits)
             : hec == http::error::bad_version && new_version
-                ? ApiError{505, "invalid_request_error",
+                ? ApiError{505,
+                           "invalid_request_error",
                            "HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)",
-                           std::nullopt, "http_version_not_supported", std::nullopt}
+                           std::nullopt,
+                           "http_version_not_supported",
+                           std::nullopt}
                 : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
                                   "bad_http_request");
         Response res = make_error_response(rc, e);
@@ -771,8 +785,7 @@ bool is_admin_path(std::string_view path) {
 }  // namespace
 
 std::optional<ApiError> Gateway::Impl::rejected_before_body(const Snapshot& snap,
-                                                            const Request& head,
-                                                            bool admin) const {
+                                                            const Request& head, bool admin) const {
   // Probes, scrapes and /admin/* (which has its own key) are not API calls.
   const std::string_view path = request_path(head.target()).value_or("");
   if (admin || is_admin_path(path) || !snap.keys->enabled()) return std::nullopt;
@@ -789,7 +802,8 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
   // The body is re-encoded upstream as plain JSON: a compressed one would be
   // parsed as garbage or forwarded under a wrong Content-Encoding.
   for (const auto& f : req) {
-    if (f.name() != http::field::content_encoding || beast::iequals(f.value(), "identity")) continue;
+    if (f.name() != http::field::content_encoding || beast::iequals(f.value(), "identity"))
+      continue;
     Response res = make_error_response(
         rc, ApiError{415, "invalid_request_error",
                      "Content-Encoding " + std::string(f.value().substr(0, 64)) +
@@ -816,21 +830,27 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   routing::RoutingState& rs = *snap.routing;
   auto method = req.method();
   auto wrong_method = [&](std::string_view allow) {
-    ApiError e{405, "invalid_request_error",
-               "method " + std::string(req.method_string()) + " is not allowed on " +
-                   std::string(path),
-               std::nullopt, "method_not_allowed", std::nullopt};
+    ApiError e{
+        405,
+        "invalid_request_error",
+        "method " + std::string(req.method_string()) + " is not allowed on " + std::string(path),
+        std::nullopt,
+        "method_not_allowed",
+        std::nullopt};
     Response res = make_error_response(rc, e);
     res.set(http::field::allow, allow);
     return res;
   };
   bool get = method == http::verb::get || method == http::verb::head;
   if (admin && !is_admin_path(path)) {
-    ApiError e{404, "invalid_request_error",
+    ApiError e{404,
+               "invalid_request_error",
                "unknown path " + std::string(path.substr(0, 200)) +
                    " on the admin listener (it serves /metrics, /healthz, /readyz and /admin/*; "
                    "the API is on the main listener)",
-               std::nullopt, "unknown_url", std::nullopt};
+               std::nullopt,
+               "unknown_url",
+               std::nullopt};
     return make_error_response(rc, e);
   }
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
@@ -855,7 +875,8 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   }
   if (path == "/healthz") {
     // Liveness: this process answers. Never depends on upstreams.
-    return get ? make_json_response(rc, http::status::ok, R"({"status":"ok"})") : wrong_method("GET");
+    return get ? make_json_response(rc, http::status::ok, R"({"status":"ok"})")
+               : wrong_method("GET");
   }
   if (path.substr(0, 7) == "/admin/") {
     // With an admin listener, /admin/* is served there only; an admin key,
@@ -868,10 +889,11 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
     }
     if (!snap.keys->admin_allowed(req[http::field::authorization])) {
       metrics->on_auth_rejected(AuthRejection::kAdminUnauthenticated);
-      return make_error_response(
-          rc, ApiError{401, "invalid_request_error",
-                       "/admin/* needs the admin key (auth.admin_key_sha256) as 'Authorization: Bearer <key>'",
-                       std::nullopt, "invalid_api_key", std::nullopt});
+      return make_error_response(rc,
+                                 ApiError{401, "invalid_request_error",
+                                          "/admin/* needs the admin key (auth.admin_key_sha256) as "
+                                          "'Authorization: Bearer <key>'",
+                                          std::nullopt, "invalid_api_key", std::nullopt});
     }
   }
   if (path == "/admin/routes") {
@@ -879,7 +901,8 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
     if (!get) return wrong_method("GET");
     std::string_view target = req.target();
     auto q = target.find('?');
-    std::string_view query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+    std::string_view query =
+        q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
     if (query == "format=text") {
       Response res = make_json_response(rc, http::status::ok, routes_text(cfg, rs));
       res.set(http::field::content_type, "text/plain; charset=utf-8");
@@ -895,10 +918,13 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                               : draining.load() ? R"({"status":"draining"})"
                                                 : R"({"status":"not ready"})");
   }
-  ApiError e{404, "invalid_request_error",
+  ApiError e{404,
+             "invalid_request_error",
              "unknown path " + std::string(path.substr(0, 200)) +
                  " (llmgate serves /v1/chat/completions and /v1/models)",
-             std::nullopt, "unknown_url", std::nullopt};
+             std::nullopt,
+             "unknown_url",
+             std::nullopt};
   return make_error_response(rc, e);
 }
 

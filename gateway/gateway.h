@@ -37,7 +37,7 @@ class Gateway {
   // server.listeners in order (useful with port 0). Throws on bind failure.
   std::vector<std::uint16_t> start();
   std::optional<std::uint16_t> admin_port() const;  // server.admin_listener's, once started
-  void wait();  // blocks until stop()
+  void wait();                                      // blocks until stop()
   void stop();  // immediate; idempotent; safe from any thread, including a signal thread
 
   // Graceful shutdown (server.drain): /readyz fails at once; the listeners

@@ -10,8 +10,7 @@ namespace llmgate::gateway {
 namespace {
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
@@ -24,9 +23,15 @@ bool starts_with_icase(std::string_view s, std::string_view prefix) {
 }  // namespace
 
 bool is_hop_by_hop(std::string_view name, const std::vector<std::string>& tokens) {
-  static constexpr std::array<std::string_view, 9> kHopByHop = {
-      "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-      "upgrade", "proxy-authenticate", "proxy-authorization"};
+  static constexpr std::array<std::string_view, 9> kHopByHop = {"connection",
+                                                                "keep-alive",
+                                                                "proxy-connection",
+                                                                "te",
+                                                                "trailer",
+                                                                "transfer-encoding",
+                                                                "upgrade",
+                                                                "proxy-authenticate",
+                                                                "proxy-authorization"};
   for (auto h : kHopByHop) {
     if (iequals(name, h)) return true;
   }
@@ -56,16 +61,19 @@ std::vector<std::string> connection_tokens(std::string_view v) {
 }
 
 bool wants_keep_alive(unsigned version, const std::vector<std::string>& tokens) {
-  auto has = [&](std::string_view t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
+  auto has = [&](std::string_view t) {
+    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+  };
   if (has("close")) return false;
   return version >= 11 || has("keep-alive");
 }
 
 bool is_gateway_owned(std::string_view name) {
   static constexpr std::array<std::string_view, 13> kOwned = {
-      "host",           "authorization",  "api-key",          "x-api-key",
-      "content-length", "content-type",   "accept",           "accept-encoding",
-      "expect",         "cookie",         "openai-organization", "openai-project",
+      "host",      "authorization",       "api-key",
+      "x-api-key", "content-length",      "content-type",
+      "accept",    "accept-encoding",     "expect",
+      "cookie",    "openai-organization", "openai-project",
       "user-agent"};
   for (auto h : kOwned) {
     if (iequals(name, h)) return true;
@@ -98,7 +106,8 @@ TransferCoding classify_transfer_encoding(const std::vector<std::string_view>& f
       codings.push_back(std::move(token));
     }
   }
-  if (codings.empty()) return field_values.empty() ? TransferCoding::kNone : TransferCoding::kInvalid;
+  if (codings.empty())
+    return field_values.empty() ? TransferCoding::kNone : TransferCoding::kInvalid;
   if (codings.back() != "chunked") return TransferCoding::kInvalid;
   if (std::count(codings.begin(), codings.end(), "chunked") > 1) return TransferCoding::kInvalid;
   return codings.size() == 1 ? TransferCoding::kChunked : TransferCoding::kUnsupported;

@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace llmgate::gateway {
 namespace {
@@ -20,7 +19,8 @@ constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
 std::string timestamp() {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char stamp[64];
@@ -40,7 +40,9 @@ bool needs_quotes(std::string_view v) {
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
-bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+bool log_enabled(LogLevel level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
 void set_log_format(LogFormat format) { g_format.store(static_cast<int>(format)); }
 
 std::string format_log_line(LogLevel level, std::string_view message,
@@ -66,7 +68,8 @@ std::string format_log_line(LogLevel level, std::string_view message,
   for (const auto& f : fields) {
     line.append(" ").append(f.key).append("=");
     if (!f.number && needs_quotes(f.value)) {
-      line.append(nlohmann::json(f.value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      line.append(
+          nlohmann::json(f.value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       line.append(f.value);
     }
@@ -76,8 +79,8 @@ std::string format_log_line(LogLevel level, std::string_view message,
 
 void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields) {
   if (!log_enabled(level)) return;
-  std::string line =
-      format_log_line(level, message, fields, static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)));
+  std::string line = format_log_line(
+      level, message, fields, static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)));
   line.push_back('\n');
   // One write(2) per line keeps lines from different threads whole.
   [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
@@ -86,18 +89,26 @@ void log_event(LogLevel level, std::string_view message, const std::vector<LogFi
 void log_line(LogLevel level, std::string_view message) { log_event(level, message, {}); }
 
 bool parse_log_level(std::string_view text, LogLevel& out) {
-  if (text == "debug") out = LogLevel::kDebug;
-  else if (text == "info") out = LogLevel::kInfo;
-  else if (text == "warn") out = LogLevel::kWarn;
-  else if (text == "error") out = LogLevel::kError;
-  else return false;
+  if (text == "debug")
+    out = LogLevel::kDebug;
+  else if (text == "info")
+    out = LogLevel::kInfo;
+  else if (text == "warn")
+    out = LogLevel::kWarn;
+  else if (text == "error")
+    out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 
 bool parse_log_format(std::string_view text, LogFormat& out) {
-  if (text == "text") out = LogFormat::kText;
-  else if (text == "json") out = LogFormat::kJson;
-  else return false;
+  if (text == "text")
+    out = LogFormat::kText;
+  else if (text == "json")
+    out = LogFormat::kJson;
+  else
+    return false;
   return true;
 }
 

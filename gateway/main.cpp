@@ -5,9 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -67,7 +67,9 @@ void raise_descriptor_limit(const llmgate::config::Config& cfg) {
     ::setrlimit(RLIMIT_NOFILE, &lim);
     ::getrlimit(RLIMIT_NOFILE, &lim);
   }
-  const unsigned workers = cfg.server.workers != 0 ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned workers = cfg.server.workers != 0
+                               ? cfg.server.workers
+                               : std::max(1u, std::thread::hardware_concurrency());
   std::size_t upstream = 0;
   for (const auto& p : cfg.providers) upstream += p.pool.max_connections;
   // A client connection each, and an upstream connection for each stream
@@ -78,7 +80,8 @@ void raise_descriptor_limit(const llmgate::config::Config& cfg) {
     llmgate::gateway::log_line(
         llmgate::gateway::LogLevel::kWarn,
         "open file limit is " + std::to_string(lim.rlim_cur) + "; the config may use up to " +
-            std::to_string(want) + " descriptors (a client and an upstream connection for each of "
+            std::to_string(want) +
+            " descriptors (a client and an upstream connection for each of "
             "server.limits.max_connections): raise the limit (ulimit -n, LimitNOFILE=) or lower "
             "server.limits.max_connections");
   }
@@ -99,9 +102,12 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--config") config_path = value();
-    else if (a == "--check-config") check_path = value();
-    else if (a == "--port-file") port_file = value();
+    if (a == "--config")
+      config_path = value();
+    else if (a == "--check-config")
+      check_path = value();
+    else if (a == "--port-file")
+      port_file = value();
     else if (a == "--watch-interval") {
       std::string v = value();
       try {
@@ -118,8 +124,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       gateway::set_log_format(format);
-    }
-    else if (a == "--log-level") {
+    } else if (a == "--log-level") {
       gateway::LogLevel level;
       std::string v = value();
       if (!gateway::parse_log_level(v, level)) {
@@ -220,11 +225,13 @@ int main(int argc, char** argv) {
       for (;;) {
         milliseconds poll = watch_interval.count() > 0 ? watch_interval : milliseconds(1000);
         if (watch.settling()) poll = std::min(poll, kSettlePoll);
-        timespec ts{static_cast<time_t>(poll.count() / 1000), static_cast<long>(poll.count() % 1000) * 1'000'000};
+        timespec ts{static_cast<time_t>(poll.count() / 1000),
+                    static_cast<long>(poll.count() % 1000) * 1'000'000};
         int sig = sigtimedwait(&signals, nullptr, &ts);
         if (done.load()) return;
         if (sig == SIGTERM || sig == SIGINT) {
-          gateway::log_line(gateway::LogLevel::kInfo, std::string("received ") + strsignal(sig) + ", draining");
+          gateway::log_line(gateway::LogLevel::kInfo,
+                            std::string("received ") + strsignal(sig) + ", draining");
           gw.drain();
           return;
         }

@@ -1,5 +1,12 @@
 #include "gateway/metrics.h"
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -10,14 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
-
-#include "gateway/admin_routes.h"
+#include "routing/ranking.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -35,28 +35,26 @@ const Histogram::BucketBoundaries kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04
                                                   7.5,   10.0,  20.0, 40.0, 80.0};
 // OpenTelemetry's GenAI time-per-output-token buckets, with a head down to
 // 1 ms: hosted models stream at 100-1000 tokens/s.
-const Histogram::BucketBoundaries kTpotBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
-                                                  0.1,   0.15,   0.2,   0.3,  0.4,   0.5,  0.75,
-                                                  1.0,   2.5};
+const Histogram::BucketBoundaries kTpotBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5};
 // OpenTelemetry's GenAI operation-duration buckets, with a tail to 300 s for long generations.
-const Histogram::BucketBoundaries kDurationBuckets = {0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
-                                                      1.28, 2.56, 5.12, 10.24, 20.48, 40.96,
-                                                      81.92, 150.0, 300.0};
+const Histogram::BucketBoundaries kDurationBuckets = {0.01,  0.02,  0.04,  0.08, 0.16,  0.32,
+                                                      0.64,  1.28,  2.56,  5.12, 10.24, 20.48,
+                                                      40.96, 81.92, 150.0, 300.0};
 // The gateway's own cost: tens of microseconds when all is well.
 const Histogram::BucketBoundaries kOverheadBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
                                                       0.0005,  0.001,    0.0025,  0.005,  0.01,
                                                       0.025,   0.05,     0.1};
 // OpenTelemetry's GenAI token-usage buckets.
-const Histogram::BucketBoundaries kTokenBuckets = {1,      4,       16,      64,       256,
-                                                   1024,   4096,    16384,   65536,    262144,
-                                                   1048576, 4194304, 16777216, 67108864};
+const Histogram::BucketBoundaries kTokenBuckets = {
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
 
 constexpr std::array kOutcomes = {
-    routing::AttemptOutcome::kSuccess,     routing::AttemptOutcome::kConnectError,
+    routing::AttemptOutcome::kSuccess,        routing::AttemptOutcome::kConnectError,
     routing::AttemptOutcome::kUpstreamStatus, routing::AttemptOutcome::kClientError,
-    routing::AttemptOutcome::kTtftTimeout, routing::AttemptOutcome::kIdleTimeout,
-    routing::AttemptOutcome::kTruncated,   routing::AttemptOutcome::kMalformed,
-    routing::AttemptOutcome::kClientGone,  routing::AttemptOutcome::kTotalTimeout,
+    routing::AttemptOutcome::kTtftTimeout,    routing::AttemptOutcome::kIdleTimeout,
+    routing::AttemptOutcome::kTruncated,      routing::AttemptOutcome::kMalformed,
+    routing::AttemptOutcome::kClientGone,     routing::AttemptOutcome::kTotalTimeout,
     routing::AttemptOutcome::kHedgeLost};
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
@@ -84,50 +82,51 @@ struct MetricsRegistry::Impl {
   Family<Histogram>& duration = family<Histogram>(
       prometheus::BuildHistogram(), registry, "gen_ai_server_request_duration_seconds",
       "Upstream request written to response end, per successful attempt");
-  Family<Histogram>& usage = family<Histogram>(
-      prometheus::BuildHistogram(), registry, "gen_ai_client_token_usage",
-      "Tokens per successful request (OpenTelemetry GenAI)");
-  Family<Counter>& attempts = family<Counter>(prometheus::BuildCounter(), registry,
-                                              "llmgate_upstream_attempts_total",
-                                              "Upstream attempts by deployment and outcome");
+  Family<Histogram>& usage =
+      family<Histogram>(prometheus::BuildHistogram(), registry, "gen_ai_client_token_usage",
+                        "Tokens per successful request (OpenTelemetry GenAI)");
+  Family<Counter>& attempts =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_upstream_attempts_total",
+                      "Upstream attempts by deployment and outcome");
   Family<Counter>& upstream_requests = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_upstream_requests_total",
       "Requests written upstream, by deployment and connection (new or reused from the pool)");
-  Family<Counter>& requests = family<Counter>(
-      prometheus::BuildCounter(), registry, "llmgate_requests_total",
-      "Chat completion requests by public model and outcome");
+  Family<Counter>& requests =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_requests_total",
+                      "Chat completion requests by public model and outcome");
   Family<Counter>& saturated = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
-      "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, queue_timeout) or this gateway's connection pool full (pool_full)");
-  Family<Counter>& routes = family<Counter>(
-      prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
-      "The router's first choice per request, by model, deployment and policy");
+      "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, "
+      "queue_timeout) or this gateway's connection pool full (pool_full)");
+  Family<Counter>& routes =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
+                      "The router's first choice per request, by model, deployment and policy");
 
   // Process-wide series.
-  Family<Gauge>& in_flight_family = family<Gauge>(
-      prometheus::BuildGauge(), registry, "llmgate_requests_in_flight",
-      "Chat completion requests being served");
-  Family<Gauge>& build_info = family<Gauge>(prometheus::BuildGauge(), registry,
-                                            "llmgate_build_info", "Always 1; the version as a label");
-  Family<Counter>& fallbacks = family<Counter>(
-      prometheus::BuildCounter(), registry, "llmgate_fallbacks_total",
-      "Attempts on a next candidate, by the failure that caused them");
-  Family<Counter>& hedges = family<Counter>(
-      prometheus::BuildCounter(), registry, "llmgate_hedges_total",
-      "Hedged attempts by result (won, lost, denied by the budget)");
-  Family<Counter>& tokens = family<Counter>(prometheus::BuildCounter(), registry,
-                                            "llmgate_tokens_total",
-                                            "Tokens of successful attempts, from upstream usage");
-  Family<Counter>& cost = family<Counter>(prometheus::BuildCounter(), registry,
-                                          "llmgate_cost_usd_total",
-                                          "USD of successful attempts at the configured prices");
+  Family<Gauge>& in_flight_family =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_requests_in_flight",
+                    "Chat completion requests being served");
+  Family<Gauge>& build_info = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_build_info", "Always 1; the version as a label");
+  Family<Counter>& fallbacks =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_fallbacks_total",
+                      "Attempts on a next candidate, by the failure that caused them");
+  Family<Counter>& hedges =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_hedges_total",
+                      "Hedged attempts by result (won, lost, denied by the budget)");
+  Family<Counter>& tokens =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_tokens_total",
+                      "Tokens of successful attempts, from upstream usage");
+  Family<Counter>& cost =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_cost_usd_total",
+                      "USD of successful attempts at the configured prices");
   Family<Histogram>& overhead = family<Histogram>(
       prometheus::BuildHistogram(), registry, "llmgate_gateway_overhead_seconds",
       "Time the gateway itself adds: admission (request read to upstream request sent, less "
       "connect) and first_token (first token read upstream to written to the client)");
-  Family<Counter>& reloads = family<Counter>(prometheus::BuildCounter(), registry,
-                                             "llmgate_config_reloads_total",
-                                             "Config reloads by result (success, failure, rejected)");
+  Family<Counter>& reloads =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_config_reloads_total",
+                      "Config reloads by result (success, failure, rejected)");
   Family<Gauge>& reload_ok = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_config_last_reload_successful",
       "1 if the last config reload succeeded (or none was tried), 0 if it was rejected");
@@ -138,32 +137,32 @@ struct MetricsRegistry::Impl {
       prometheus::BuildCounter(), registry, "llmgate_auth_rejections_total",
       "Requests refused by gateway-key auth, by reason (unauthenticated, admin_unauthenticated, "
       "model_not_allowed, rate_limited)");
-  Family<Gauge>& draining_family = family<Gauge>(prometheus::BuildGauge(), registry,
-                                                 "llmgate_draining",
-                                                 "1 while the gateway drains for shutdown");
+  Family<Gauge>& draining_family =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_draining",
+                    "1 while the gateway drains for shutdown");
 
   // The router's beliefs, refreshed at scrape time.
-  Family<Gauge>& est = family<Gauge>(prometheus::BuildGauge(), registry,
-                                     "llmgate_router_ttft_estimate_seconds",
-                                     "The router's TTFT estimate (PeakEWMA) per deployment");
+  Family<Gauge>& est =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_ttft_estimate_seconds",
+                    "The router's TTFT estimate (PeakEWMA) per deployment");
   Family<Gauge>& quant = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_router_ttft_window_seconds",
       "Live TTFT percentiles over the router's window per deployment (NaN while empty)");
-  Family<Gauge>& tps = family<Gauge>(prometheus::BuildGauge(), registry,
-                                     "llmgate_router_output_tokens_per_second",
-                                     "The router's output speed estimate per deployment");
-  Family<Gauge>& state = family<Gauge>(prometheus::BuildGauge(), registry,
-                                       "llmgate_router_deployment_state",
-                                       "1 for the deployment's current health state, else 0");
-  Family<Gauge>& dep_in_flight = family<Gauge>(
-      prometheus::BuildGauge(), registry, "llmgate_router_in_flight",
-      "Upstream attempts in flight per deployment (all worker threads)");
-  Family<Gauge>& error_rate = family<Gauge>(
-      prometheus::BuildGauge(), registry, "llmgate_router_error_rate",
-      "The router's time-decayed error ratio per deployment (0 to 1)");
-  Family<Counter>& ejections = family<Counter>(prometheus::BuildCounter(), registry,
-                                               "llmgate_router_ejections_total",
-                                               "Outlier ejections per deployment");
+  Family<Gauge>& tps =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_output_tokens_per_second",
+                    "The router's output speed estimate per deployment");
+  Family<Gauge>& state =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_deployment_state",
+                    "1 for the deployment's current health state, else 0");
+  Family<Gauge>& dep_in_flight =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_in_flight",
+                    "Upstream attempts in flight per deployment (all worker threads)");
+  Family<Gauge>& error_rate =
+      family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_error_rate",
+                    "The router's time-decayed error ratio per deployment (0 to 1)");
+  Family<Counter>& ejections =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_router_ejections_total",
+                      "Outlier ejections per deployment");
   Family<Gauge>& score = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_router_score",
       "The score the model's policy gives the deployment now (lower is better; NaN if skipped)");
@@ -180,9 +179,10 @@ struct MetricsRegistry::Impl {
   Counter& cost_total = cost.Add({});
   std::array<Histogram*, 2> overhead_by{};
   std::array<Counter*, kAuthRejections.size()> auth_by{};  // by AuthRejection
-  std::array<Counter*, 3> reloads_by = {&reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
-                                        &reloads.Add({{"result", to_string(ReloadResult::kFailure)}}),
-                                        &reloads.Add({{"result", to_string(ReloadResult::kRejected)}})};
+  std::array<Counter*, 3> reloads_by = {
+      &reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
+      &reloads.Add({{"result", to_string(ReloadResult::kFailure)}}),
+      &reloads.Add({{"result", to_string(ReloadResult::kRejected)}})};
 
   // Scrape-time state: written only under scrape_mu.
   std::mutex scrape_mu;
@@ -211,11 +211,13 @@ struct MetricsRegistry::Impl {
     overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
         &overhead.Add({{"phase", "first_token"}}, kOverheadBuckets);
     build_info.Add({{"version", kVersion}}).Set(1);
-    for (auto r : kAuthRejections) auth_by[index_of(r)] = &auth_rejections.Add({{"reason", to_string(r)}});
+    for (auto r : kAuthRejections)
+      auth_by[index_of(r)] = &auth_rejections.Add({{"reason", to_string(r)}});
     reload_ok.Add({}).Set(1);
-    reload_time.Add({}).Set(static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                    std::chrono::system_clock::now().time_since_epoch())
-                                                    .count()));
+    reload_time.Add({}).Set(
+        static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()));
   }
 
   DeploymentGauges add_deployment(const std::string& id) {
@@ -290,10 +292,13 @@ void MetricsRegistry::request_started() { impl_->in_flight.Increment(); }
 void MetricsRegistry::request_finished() { impl_->in_flight.Decrement(); }
 
 void MetricsRegistry::on_fallback(routing::AttemptOutcome reason) {
-  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end()) it->second->Increment();
+  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end())
+    it->second->Increment();
 }
 
-void MetricsRegistry::on_hedge(HedgeResult result) { impl_->hedges_by[index_of(result)]->Increment(); }
+void MetricsRegistry::on_hedge(HedgeResult result) {
+  impl_->hedges_by[index_of(result)]->Increment();
+}
 
 void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds d) {
   impl_->overhead_by[static_cast<int>(phase)]->Observe(std::chrono::duration<double>(d).count());
@@ -301,9 +306,12 @@ void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds 
 
 const char* to_string(ReloadResult r) {
   switch (r) {
-    case ReloadResult::kSuccess: return "success";
-    case ReloadResult::kFailure: return "failure";
-    case ReloadResult::kRejected: return "rejected";
+    case ReloadResult::kSuccess:
+      return "success";
+    case ReloadResult::kFailure:
+      return "failure";
+    case ReloadResult::kRejected:
+      return "rejected";
   }
   return "failure";
 }
@@ -317,7 +325,9 @@ void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
 
 void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }
 
-void MetricsRegistry::on_auth_rejected(AuthRejection reason) { impl_->auth_by[index_of(reason)]->Increment(); }
+void MetricsRegistry::on_auth_rejected(AuthRejection reason) {
+  impl_->auth_by[index_of(reason)]->Increment();
+}
 
 std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {
   const auto now = routing::Clock::now();
@@ -335,16 +345,18 @@ std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingS
     g.in_flight->Set(static_cast<double>(s.in_flight));
     g.error_rate->Set(s.error_rate);
     auto h = state.health.peek(id, now);
-    for (std::size_t i = 0; i < kStates.size(); ++i) g.states[i]->Set(h.state == kStates[i] ? 1 : 0);
+    for (std::size_t i = 0; i < kStates.size(); ++i)
+      g.states[i]->Set(h.state == kStates[i] ? 1 : 0);
     // The tracker counts ejections itself; the counter follows it. (A
     // deployment whose upstream changed on a reload restarts at 0: the
     // counter then stays where it was, as counters must.)
     const std::uint64_t total = state.health.ejections_total(id);
-    if (total > g.ejections_seen) g.ejections->Increment(static_cast<double>(total - g.ejections_seen));
+    if (total > g.ejections_seen)
+      g.ejections->Increment(static_cast<double>(total - g.ejections_seen));
     g.ejections_seen = total;
   }
   for (const auto& m : cfg.models) {
-    for (const auto& r : rank_deployments(cfg, m, state, now)) {
+    for (const auto& r : routing::rank_deployments(cfg, m, state, now)) {
       auto& g = impl_->rank_gauges.at({m.name, r.d->id()});
       g.score->Set(r.rank ? r.score : kNaN);
       g.rank->Set(r.rank ? static_cast<double>(*r.rank) : 0);
@@ -363,11 +375,13 @@ struct Metrics::Impl {
   std::map<std::pair<std::string, std::string>, Histogram*> duration_by;
   std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
   std::map<std::pair<std::string, bool>, Counter*> upstream_requests_by;  // (deployment, reused)
-  std::map<std::string, std::array<Counter*, kRequestOutcomes.size()>> requests_by;  // model, by RequestOutcome
+  std::map<std::string, std::array<Counter*, kRequestOutcomes.size()>>
+      requests_by;  // model, by RequestOutcome
   std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
   std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
-  std::map<std::string, config::Price> price_by;                      // deployment id
-  std::map<std::string, std::array<Counter*, kSaturations.size()>> saturated_by;  // deployment, by Saturation
+  std::map<std::string, config::Price> price_by;                       // deployment id
+  std::map<std::string, std::array<Counter*, kSaturations.size()>>
+      saturated_by;  // deployment, by Saturation
 };
 
 Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
@@ -376,21 +390,23 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
   auto& m_ = *impl_;
   for (const auto& m : cfg.models) {
     for (auto o : kRequestOutcomes) {
-      m_.requests_by[m.name][index_of(o)] = &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
+      m_.requests_by[m.name][index_of(o)] =
+          &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
     }
     for (const char* type : {"input", "output"}) {
-      m_.usage_by[{m.name, type}] =
-          &f.usage.Add({{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
+      m_.usage_by[{m.name, type}] = &f.usage.Add(
+          {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
     }
     for (const auto& d : m.deployments) {
       const std::string id = d.id();
       m_.price_by[id] = d.price;
       for (auto p : config::kAllPolicies) {
-        m_.routes_by[{m.name, id, p}] =
-            &f.routes.Add({{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
+        m_.routes_by[{m.name, id, p}] = &f.routes.Add(
+            {{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
       }
-      const prometheus::Labels genai{
-          {"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}};
+      const prometheus::Labels genai{{"gen_ai_request_model", m.name},
+                                     {"gen_ai_provider_name", d.provider},
+                                     {"deployment", id}};
       m_.ttft_by[{m.name, id}] = &f.ttft.Add(genai, kTtftBuckets);
       m_.tpot_by[{m.name, id}] = &f.tpot.Add(genai, kTpotBuckets);
       m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
@@ -403,12 +419,13 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
         sat[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});
       }
       for (bool reused : {false, true}) {
-        m_.upstream_requests_by[{id, reused}] =
-            &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
+        m_.upstream_requests_by[{id, reused}] = &f.upstream_requests.Add(
+            {{"deployment", id}, {"connection", reused ? "reused" : "new"}});
       }
       for (auto o : kOutcomes) {
         if (!m_.attempts_by.count({id, o})) {
-          m_.attempts_by[{id, o}] = &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
+          m_.attempts_by[{id, o}] =
+              &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
         }
       }
     }
@@ -439,7 +456,8 @@ void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord&
   }
   if (rec.request_sent != routing::Clock::time_point{}) {
     if (auto it = m.duration_by.find({model, rec.deployment}); it != m.duration_by.end()) {
-      it->second->Observe(std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
+      it->second->Observe(
+          std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
     }
   }
   auto& f = *registry_.impl_;

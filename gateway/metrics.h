@@ -20,9 +20,9 @@
 #include <string>
 
 #include "config/config.h"
+#include "gateway/vocabulary.h"
 #include "routing/attempt_record.h"
 #include "routing/routing_state.h"
-#include "gateway/vocabulary.h"
 
 namespace llmgate::gateway {
 

@@ -33,7 +33,8 @@ class Outbox {
   // Bytes copied now (rewritten or generated).
   void copy(std::string_view v) {
     if (v.empty()) return;
-    if (!segs_.empty() && !segs_.back().ptr && segs_.back().off + segs_.back().len == scratch_.size()) {
+    if (!segs_.empty() && !segs_.back().ptr &&
+        segs_.back().off + segs_.back().len == scratch_.size()) {
       segs_.back().len += v.size();
     } else {
       segs_.push_back({nullptr, scratch_.size(), v.size()});
@@ -48,8 +49,10 @@ class Outbox {
     auto old = std::move(segs_);
     segs_.clear();
     for (auto& s : old) {
-      if (s.ptr) copy({s.ptr, s.len});
-      else segs_.push_back(s);
+      if (s.ptr)
+        copy({s.ptr, s.len});
+      else
+        segs_.push_back(s);
     }
   }
   // The bytes, in order; valid until the next change.

@@ -1,11 +1,10 @@
 #include "gateway/race.h"
 
-#include <variant>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <variant>
 
 namespace llmgate::gateway {
 namespace {

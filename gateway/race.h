@@ -6,11 +6,10 @@
 // Includes Asio: include only from gateway .cpp files.
 #pragma once
 
-#include <chrono>
-#include <functional>
-
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
 
 #include "gateway/attempt_result.h"
 #include "gateway/vocabulary.h"
@@ -28,7 +27,9 @@ class Race {
   using OnHedge = std::function<void(HedgeResult)>;
 
   Race(Attempt attempt, MayHedge may_hedge, OnHedge on_hedge)
-      : attempt_(std::move(attempt)), may_hedge_(std::move(may_hedge)), on_hedge_(std::move(on_hedge)) {}
+      : attempt_(std::move(attempt)),
+        may_hedge_(std::move(may_hedge)),
+        on_hedge_(std::move(on_hedge)) {}
 
   // Both sides, the hedge after `delay`. Returns the winner's result, or the
   // last failure's when neither answered.

@@ -56,8 +56,10 @@ void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now)
     }
   }
   saw_finish_ = saw_finish_ || ch.has_finish;
-  if (streaming_) api_.render(ev, req_, outbox_);
-  else assembly_->add(ev);
+  if (streaming_)
+    api_.render(ev, req_, outbox_);
+  else
+    assembly_->add(ev);
 }
 
 void RelayState::on_event_too_large() {
@@ -71,9 +73,12 @@ void RelayState::end_stream() {
 std::string RelayState::trailers() const {
   std::string t;
   if (rec_.output_tokens) {
-    t.append("x-llmgate-output-tokens: ").append(std::to_string(*rec_.output_tokens)).append("\r\n");
+    t.append("x-llmgate-output-tokens: ")
+        .append(std::to_string(*rec_.output_tokens))
+        .append("\r\n");
   }
-  if (auto tps = rec_.tps()) t.append("x-llmgate-tps: ").append(format_decimal(*tps)).append("\r\n");
+  if (auto tps = rec_.tps())
+    t.append("x-llmgate-tps: ").append(format_decimal(*tps)).append("\r\n");
   return t;
 }
 

@@ -4,39 +4,54 @@ namespace llmgate::gateway {
 
 const char* to_string(RequestOutcome o) {
   switch (o) {
-    case RequestOutcome::kSuccess: return "success";
-    case RequestOutcome::kError: return "error";
-    case RequestOutcome::kRejected: return "rejected";
-    case RequestOutcome::kClientError: return "client_error";
-    case RequestOutcome::kClientGone: return "client_gone";
+    case RequestOutcome::kSuccess:
+      return "success";
+    case RequestOutcome::kError:
+      return "error";
+    case RequestOutcome::kRejected:
+      return "rejected";
+    case RequestOutcome::kClientError:
+      return "client_error";
+    case RequestOutcome::kClientGone:
+      return "client_gone";
   }
   return "unknown";
 }
 
 const char* to_string(HedgeResult r) {
   switch (r) {
-    case HedgeResult::kWon: return "won";
-    case HedgeResult::kLost: return "lost";
-    case HedgeResult::kDenied: return "denied";
+    case HedgeResult::kWon:
+      return "won";
+    case HedgeResult::kLost:
+      return "lost";
+    case HedgeResult::kDenied:
+      return "denied";
   }
   return "unknown";
 }
 
 const char* to_string(AuthRejection r) {
   switch (r) {
-    case AuthRejection::kUnauthenticated: return "unauthenticated";
-    case AuthRejection::kAdminUnauthenticated: return "admin_unauthenticated";
-    case AuthRejection::kModelNotAllowed: return "model_not_allowed";
-    case AuthRejection::kRateLimited: return "rate_limited";
+    case AuthRejection::kUnauthenticated:
+      return "unauthenticated";
+    case AuthRejection::kAdminUnauthenticated:
+      return "admin_unauthenticated";
+    case AuthRejection::kModelNotAllowed:
+      return "model_not_allowed";
+    case AuthRejection::kRateLimited:
+      return "rate_limited";
   }
   return "unknown";
 }
 
 const char* to_string(Saturation s) {
   switch (s) {
-    case Saturation::kQueueFull: return "queue_full";
-    case Saturation::kQueueTimeout: return "queue_timeout";
-    case Saturation::kPoolFull: return "pool_full";
+    case Saturation::kQueueFull:
+      return "queue_full";
+    case Saturation::kQueueTimeout:
+      return "queue_timeout";
+    case Saturation::kPoolFull:
+      return "pool_full";
   }
   return "unknown";
 }

@@ -18,9 +18,9 @@ enum class RequestOutcome {
   kClientError,  // an upstream 4xx caused by the request, returned as is
   kClientGone,   // the client disconnected first
 };
-inline constexpr std::array kRequestOutcomes = {RequestOutcome::kSuccess, RequestOutcome::kError,
-                                                RequestOutcome::kRejected, RequestOutcome::kClientError,
-                                                RequestOutcome::kClientGone};
+inline constexpr std::array kRequestOutcomes = {
+    RequestOutcome::kSuccess, RequestOutcome::kError, RequestOutcome::kRejected,
+    RequestOutcome::kClientError, RequestOutcome::kClientGone};
 const char* to_string(RequestOutcome o);
 
 // How a started hedge ended, or why it did not start (llmgate_hedges_total{result}).
@@ -40,10 +40,9 @@ enum class AuthRejection {
   kModelNotAllowed,       // the key may not use the model
   kRateLimited,           // the key's request or token rate
 };
-inline constexpr std::array kAuthRejections = {AuthRejection::kUnauthenticated,
-                                               AuthRejection::kAdminUnauthenticated,
-                                               AuthRejection::kModelNotAllowed,
-                                               AuthRejection::kRateLimited};
+inline constexpr std::array kAuthRejections = {
+    AuthRejection::kUnauthenticated, AuthRejection::kAdminUnauthenticated,
+    AuthRejection::kModelNotAllowed, AuthRejection::kRateLimited};
 const char* to_string(AuthRejection r);
 
 // Why a candidate was passed over without an attempt: local saturation

@@ -210,14 +210,30 @@ bool ChunkScanner::string(std::size_t& size, char* buf, std::string_view* key) {
       }
       if (p_ == end_) return false;
       switch (*p_++) {
-        case '"': put('"'); break;
-        case '\\': put('\\'); break;
-        case '/': put('/'); break;
-        case 'b': put('\b'); break;
-        case 'f': put('\f'); break;
-        case 'n': put('\n'); break;
-        case 'r': put('\r'); break;
-        case 't': put('\t'); break;
+        case '"':
+          put('"');
+          break;
+        case '\\':
+          put('\\');
+          break;
+        case '/':
+          put('/');
+          break;
+        case 'b':
+          put('\b');
+          break;
+        case 'f':
+          put('\f');
+          break;
+        case 'n':
+          put('\n');
+          break;
+        case 'r':
+          put('\r');
+          break;
+        case 't':
+          put('\t');
+          break;
         case 'u': {
           int cp = hex4();
           if (cp < 0) return false;
@@ -637,8 +653,8 @@ ChatChunk parse_chunk(std::string_view data) {
   }
   if (json_too_deep(data)) {
     c.kind = ChatChunk::Kind::kMalformed;
-    c.error_message = "upstream sent an event nested more than " + std::to_string(kMaxJsonDepth) +
-                      " levels deep";
+    c.error_message =
+        "upstream sent an event nested more than " + std::to_string(kMaxJsonDepth) + " levels deep";
     return c;
   }
   c.json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);

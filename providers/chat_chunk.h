@@ -6,11 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace llmgate::providers {
 
@@ -31,13 +30,13 @@ struct ChatChunk {
   // Carries output: delta content, refusal, reasoning or a tool call. This is
   // the "first token" event; a role-only or empty delta is not.
   bool has_output = false;
-  bool has_finish = false;     // some choice has a non-null finish_reason
-  bool usage_only = false;     // "choices": [] with usage: the include_usage chunk
-  std::optional<Usage> usage;  // non-null usage object
+  bool has_finish = false;       // some choice has a non-null finish_reason
+  bool usage_only = false;       // "choices": [] with usage: the include_usage chunk
+  std::optional<Usage> usage;    // non-null usage object
   std::size_t output_chars = 0;  // characters of output text in this chunk
-  nlohmann::json json;         // parse_chunk(): the parsed event (null for kDone /
-                               // kMalformed); inspect_chunk(): null unless it fell back
-  std::string error_message;   // for kError / kMalformed
+  nlohmann::json json;           // parse_chunk(): the parsed event (null for kDone /
+                                 // kMalformed); inspect_chunk(): null unless it fell back
+  std::string error_message;     // for kError / kMalformed
 
   // inspect_chunk() only (parse_chunk() leaves them false/empty): a plain
   // content chunk, the bulk of every answer: exactly one choice, with "index"

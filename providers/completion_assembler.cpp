@@ -37,11 +37,21 @@ void append_unescaped(std::string& out, std::string_view s) {
     const char e = s[bs + 1];
     s.remove_prefix(bs + 2);
     switch (e) {
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
       case 'u': {
         unsigned cp = hex4(s);
         s.remove_prefix(4);
@@ -52,7 +62,9 @@ void append_unescaped(std::string& out, std::string_view s) {
         encode_utf8(cp, [&](unsigned b) { out.push_back(static_cast<char>(b)); });
         break;
       }
-      default: out.push_back(e); break;  // '"', '\\' and '/'
+      default:
+        out.push_back(e);
+        break;  // '"', '\\' and '/'
     }
   }
 }
@@ -89,7 +101,8 @@ void CompletionAssembler::add(const nlohmann::json& chunk) {
     if (!ch.is_object()) continue;
     int index = ch.value("index", 0);
     Choice& out = choices_[index];
-    if (auto fr = ch.find("finish_reason"); fr != ch.end() && !fr->is_null()) out.finish_reason = *fr;
+    if (auto fr = ch.find("finish_reason"); fr != ch.end() && !fr->is_null())
+      out.finish_reason = *fr;
     if (auto lp = ch.find("logprobs"); lp != ch.end() && lp->is_object()) {
       for (const char* key : {"content", "refusal"}) {
         auto part = lp->find(key);
@@ -102,7 +115,8 @@ void CompletionAssembler::add(const nlohmann::json& chunk) {
     }
     auto delta = ch.find("delta");
     if (delta == ch.end() || !delta->is_object()) continue;
-    if (auto r = delta->find("role"); r != delta->end() && r->is_string()) out.role = r->get<std::string>();
+    if (auto r = delta->find("role"); r != delta->end() && r->is_string())
+      out.role = r->get<std::string>();
     append_text(out.content, *delta, "content");
     append_text(out.refusal, *delta, "refusal");
     append_text(out.reasoning_content, *delta, "reasoning_content");
@@ -114,7 +128,8 @@ void CompletionAssembler::add(const nlohmann::json& chunk) {
         if (auto id = tc.find("id"); id != tc.end() && !id->is_null()) t.id = *id;
         if (auto ty = tc.find("type"); ty != tc.end() && !ty->is_null()) t.type = *ty;
         if (auto fn = tc.find("function"); fn != tc.end() && fn->is_object()) {
-          if (auto n = fn->find("name"); n != fn->end() && n->is_string()) t.name += n->get<std::string>();
+          if (auto n = fn->find("name"); n != fn->end() && n->is_string())
+            t.name += n->get<std::string>();
           if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
             t.arguments += a->get<std::string>();
           }
@@ -135,8 +150,10 @@ nlohmann::json CompletionAssembler::result() const {
     nlohmann::json msg = nlohmann::json::object();
     msg["role"] = c.role;
     msg["content"] = c.content ? nlohmann::json(*c.content) : nlohmann::json(nullptr);
-    if (c.refusal) msg["refusal"] = *c.refusal;
-    else msg["refusal"] = nullptr;
+    if (c.refusal)
+      msg["refusal"] = *c.refusal;
+    else
+      msg["refusal"] = nullptr;
     if (c.reasoning_content) msg["reasoning_content"] = *c.reasoning_content;
     if (!c.tool_calls.empty()) {
       nlohmann::json calls = nlohmann::json::array();

@@ -4,11 +4,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "providers/chat_chunk.h"
 
@@ -16,13 +15,13 @@ namespace llmgate::providers {
 
 class CompletionAssembler {
  public:
-  void add(const nlohmann::json& chunk);   // one chat.completion.chunk
+  void add(const nlohmann::json& chunk);  // one chat.completion.chunk
   // A plain content chunk (ChatChunk::plain from inspect_chunk) without
   // parsing it: appends its still-escaped content to choice 0. Returns false
   // (and does nothing) when the chunk carries metadata not seen yet; then
   // add(parse_chunk(data).json) instead.
   bool add_plain(std::string_view escaped_content, unsigned meta_keys);
-  nlohmann::json result() const;           // the assembled chat.completion
+  nlohmann::json result() const;  // the assembled chat.completion
   const std::optional<Usage>& usage() const { return usage_; }
 
  private:

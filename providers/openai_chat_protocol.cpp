@@ -35,8 +35,12 @@ class OpenAiChat final : public UpstreamProtocol {
     // A targeted scan, not a parse: what the relay needs to know.
     out.chunk = inspect_chunk(ev.data);
     switch (out.chunk.kind) {
-      case ChatChunk::Kind::kDone: out.kind = UpstreamEvent::Kind::kDone; break;
-      case ChatChunk::Kind::kChunk: out.kind = UpstreamEvent::Kind::kData; break;
+      case ChatChunk::Kind::kDone:
+        out.kind = UpstreamEvent::Kind::kDone;
+        break;
+      case ChatChunk::Kind::kChunk:
+        out.kind = UpstreamEvent::Kind::kData;
+        break;
       case ChatChunk::Kind::kError:
         out.kind = UpstreamEvent::Kind::kError;
         out.message = std::move(out.chunk.error_message);

@@ -108,7 +108,7 @@ class SseParser {
   bool skip_lf_ = false;        // the last line ended with CR: a LF right after belongs to it
   bool has_fields_ = false;     // any non-blank line (field or comment) seen
   bool has_data_ = false;
-  bool data_joined_ = false;    // several data lines: data_scratch_ holds them
+  bool data_joined_ = false;  // several data lines: data_scratch_ holds them
   Span data_, event_, id_;
   std::string data_scratch_;
 };

@@ -2,12 +2,11 @@
 
 #include <sys/socket.h>
 
-#include <cerrno>
-
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 
 namespace llmgate::providers {
 namespace {
@@ -54,7 +53,9 @@ void Lease::close() {
 
 ConnectionPool::ConnectionPool(net::any_io_executor ex, const config::Provider& provider,
                                std::shared_ptr<ssl::context> tls)
-    : ex_(ex), provider_(provider), tls_(std::move(tls)),
+    : ex_(ex),
+      provider_(provider),
+      tls_(std::move(tls)),
       reap_timer_(std::make_unique<net::steady_timer>(ex)) {}
 
 ConnectionPool::~ConnectionPool() {
@@ -120,7 +121,8 @@ void ConnectionPool::wake_one() {
   }
 }
 
-net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline, bool allow_reuse) {
+net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline,
+                                                      bool allow_reuse) {
   for (;;) {
     // Most recently used first: it is the least likely to have been closed.
     while (allow_reuse && !idle_.empty()) {
@@ -167,8 +169,8 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
     return AcquireResult{Lease(), std::move(what)};
   };
   const auto& url = provider_.base_url;
-  auto c = std::make_unique<UpstreamConnection>(
-      url.tls ? UpstreamStream(ex_, *tls_) : UpstreamStream(ex_));
+  auto c = std::make_unique<UpstreamConnection>(url.tls ? UpstreamStream(ex_, *tls_)
+                                                        : UpstreamStream(ex_));
 
   net::ip::tcp::resolver resolver(ex_);
   net::steady_timer resolve_deadline(ex_, deadline);
@@ -245,7 +247,9 @@ ConnectionPool& UpstreamPools::get(const config::Provider& provider, const TlsCo
   std::shared_ptr<ssl::context> ctx;
   if (auto it = tls.find(provider.name); it != tls.end()) ctx = it->second;
   auto& pool =
-      pools_.emplace(provider.name, std::make_unique<ConnectionPool>(ex_, provider, std::move(ctx)))->second;
+      pools_
+          .emplace(provider.name, std::make_unique<ConnectionPool>(ex_, provider, std::move(ctx)))
+          ->second;
   if (stale) pool->retire();
   return *pool;
 }

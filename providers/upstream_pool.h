@@ -8,18 +8,17 @@
 // a configured SSL_CTX).
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include "config/config.h"
 
@@ -36,7 +35,8 @@ class UpstreamStream {
  public:
   using executor_type = net::any_io_executor;
 
-  explicit UpstreamStream(net::any_io_executor ex) : tcp_(std::make_unique<beast::tcp_stream>(ex)) {}
+  explicit UpstreamStream(net::any_io_executor ex)
+      : tcp_(std::make_unique<beast::tcp_stream>(ex)) {}
   UpstreamStream(net::any_io_executor ex, ssl::context& ctx)
       : tls_(std::make_unique<ssl::stream<beast::tcp_stream>>(ex, ctx)) {}
 
@@ -65,7 +65,9 @@ struct UpstreamConnection {
   // call: a buffer that starts empty stays at 512 and a 6 KB response takes
   // a dozen reads. 4 KiB up front makes it one or two.
   static constexpr std::size_t kReadBuffer = 4096;
-  explicit UpstreamConnection(UpstreamStream s) : stream(std::move(s)) { buffer.reserve(kReadBuffer); }
+  explicit UpstreamConnection(UpstreamStream s) : stream(std::move(s)) {
+    buffer.reserve(kReadBuffer);
+  }
   UpstreamStream stream;
   beast::flat_buffer buffer;  // bytes read past the end of a response
   Clock::time_point idle_since{};

@@ -13,11 +13,10 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "providers/chat_chunk.h"
 #include "providers/sse_parser.h"
@@ -57,7 +56,8 @@ class UpstreamProtocol {
   // always streaming with usage (the gateway times the first token and counts
   // tokens on every attempt). May rewrite `client_body` in place (no copy per
   // attempt); calling it again for another deployment gives that one's body.
-  virtual std::string body(nlohmann::json& client_body, const std::string& upstream_model) const = 0;
+  virtual std::string body(nlohmann::json& client_body,
+                           const std::string& upstream_model) const = 0;
   // The credential header for the provider's key: name and value.
   virtual std::pair<std::string_view, std::string> credential(const std::string& api_key) const = 0;
   // Classifies one event. Views in the result point into `ev`'s buffers.

@@ -18,17 +18,17 @@ namespace llmgate::routing {
 using Clock = std::chrono::steady_clock;
 
 enum class AttemptOutcome {
-  kSuccess,          // stream completed ([DONE] or clean end after finish_reason)
-  kConnectError,     // DNS, TCP, TLS, pool exhausted
-  kUpstreamStatus,   // a non-200 status that is retried (5xx, 429, 401/403 of our key...)
-  kClientError,      // a 4xx that is the caller's fault: returned, not retried
-  kTtftTimeout,      // no first token within the TTFT deadline
-  kIdleTimeout,      // stall after the first token
-  kTruncated,        // stream cut before it finished
-  kMalformed,        // non-SSE body, bad JSON event, oversized event, in-band error
-  kClientGone,       // the client disconnected: the attempt was abandoned
-  kTotalTimeout,     // the request's overall deadline expired
-  kHedgeLost,        // cancelled before its first token: a hedge raced it and won
+  kSuccess,         // stream completed ([DONE] or clean end after finish_reason)
+  kConnectError,    // DNS, TCP, TLS, pool exhausted
+  kUpstreamStatus,  // a non-200 status that is retried (5xx, 429, 401/403 of our key...)
+  kClientError,     // a 4xx that is the caller's fault: returned, not retried
+  kTtftTimeout,     // no first token within the TTFT deadline
+  kIdleTimeout,     // stall after the first token
+  kTruncated,       // stream cut before it finished
+  kMalformed,       // non-SSE body, bad JSON event, oversized event, in-band error
+  kClientGone,      // the client disconnected: the attempt was abandoned
+  kTotalTimeout,    // the request's overall deadline expired
+  kHedgeLost,       // cancelled before its first token: a hedge raced it and won
 };
 
 const char* to_string(AttemptOutcome o);
@@ -71,7 +71,7 @@ struct AttemptRecord {
   std::int64_t output_chars = 0;  // tokenizer-neutral output size
   bool reused_connection = false;
   std::optional<int> retry_after_s;
-  std::string detail;  // human-readable reason for failures
+  std::string detail;          // human-readable reason for failures
   bool ttft_recorded = false;  // the TTFT went to the stats at the first token already
 
   std::optional<std::chrono::microseconds> ttft() const {

@@ -42,9 +42,7 @@ class FailureTracker {
   std::uint32_t consecutive_failures() const { return consecutive_failures_; }
 
  private:
-  double decay_factor(TimePoint now) const {
-    return last_ ? decay_weight(*last_, now, tau_) : 1.0;
-  }
+  double decay_factor(TimePoint now) const { return last_ ? decay_weight(*last_, now, tau_) : 1.0; }
   void decay_to(TimePoint now) {
     double k = decay_factor(now);
     attempts_ *= k;

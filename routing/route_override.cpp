@@ -344,8 +344,8 @@ void narrow_ttft(config::Constraints& c, const RouteOverride& o) {
   const config::Percentile q = o.ttft_percentile.value_or(c.max_ttft_percentile);
   if (!c.max_ttft || (q == c.max_ttft_percentile) ||
       (rank(q) > rank(c.max_ttft_percentile) && *o.max_ttft <= *c.max_ttft)) {
-    c.max_ttft = c.max_ttft && q == c.max_ttft_percentile ? std::min(*c.max_ttft, *o.max_ttft)
-                                                          : *o.max_ttft;
+    c.max_ttft =
+        c.max_ttft && q == c.max_ttft_percentile ? std::min(*c.max_ttft, *o.max_ttft) : *o.max_ttft;
     c.max_ttft_percentile = q;
     return;
   }

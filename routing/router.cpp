@@ -37,10 +37,14 @@ std::optional<std::size_t> order_rank(const std::vector<std::string>& order,
 std::optional<double> at(config::Percentile p, std::optional<double> p50, std::optional<double> p90,
                          std::optional<double> p95, std::optional<double> p99) {
   switch (p) {
-    case config::Percentile::kP50: return p50;
-    case config::Percentile::kP90: return p90;
-    case config::Percentile::kP95: return p95;
-    case config::Percentile::kP99: return p99;
+    case config::Percentile::kP50:
+      return p50;
+    case config::Percentile::kP90:
+      return p90;
+    case config::Percentile::kP95:
+      return p95;
+    case config::Percentile::kP99:
+      return p99;
   }
   return std::nullopt;
 }
@@ -59,7 +63,8 @@ std::optional<double> answered_ttft_at(const DeploymentStats& s, config::Percent
 // The recent-evidence percentile (the last kRecentSamples samples), else the
 // window's.
 std::optional<double> recent_ttft_at(const DeploymentStats& s, config::Percentile p) {
-  auto v = at(p, s.ttft_recent_p50_ms, s.ttft_recent_p90_ms, s.ttft_recent_p95_ms, s.ttft_recent_p99_ms);
+  auto v =
+      at(p, s.ttft_recent_p50_ms, s.ttft_recent_p90_ms, s.ttft_recent_p95_ms, s.ttft_recent_p99_ms);
   return v ? v : ttft_at(s, p);
 }
 
@@ -90,22 +95,24 @@ double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
   if (d.expected_ttft) return static_cast<double>(d.expected_ttft->count());
   double extra = 60;
   if (!gateway_region.empty() && !p.region.empty()) {
-    extra = p.region == gateway_region                       ? 0
+    extra = p.region == gateway_region                     ? 0
             : area_of(p.region) == area_of(gateway_region) ? 30
-                                                             : 120;
+                                                           : 120;
   }
   return static_cast<double>(base.count()) + extra;
 }
 
-RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentView>& views,
-                     const RouterOptions& options, Clock::time_point now, std::uint64_t rr_counter,
-                     std::mt19937_64& rng) {
+namespace {
+
+// Stage 1, candidates under the hard constraints and health: the request's
+// provider, region, price and order filters, then what health allows. Every
+// other deployment is in out.skipped with why; none left sets out's error
+// (429 when only Retry-After cooldowns stand in the way, else 503).
+std::vector<Working> eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
+                              Clock::time_point now, RouteDecision& out) {
   const config::Model& model = *request.model;
   const config::RoutingPolicy& policy = request.policy;
   const config::Constraints& cons = policy.constraints;
-  RouteDecision out;
-  out.policy = policy.policy;
-
   std::vector<Working> hard_ok;
   std::optional<Clock::time_point> earliest_cooldown_end;
   bool only_cooling = true;  // among those the request's filters allow
@@ -139,7 +146,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     if (!v.health.routable) {
       skip(v.health.reason);
       if (v.health.state == HealthState::kCoolingDown && v.health.until) {
-        earliest_cooldown_end = std::min(earliest_cooldown_end.value_or(*v.health.until), *v.health.until);
+        earliest_cooldown_end =
+            std::min(earliest_cooldown_end.value_or(*v.health.until), *v.health.until);
       } else {
         only_cooling = false;
       }
@@ -154,7 +162,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
 
   if (hard_ok.empty()) {
     std::string why;
-    for (const auto& s : out.skipped) why += (why.empty() ? "" : "; ") + s.deployment + ": " + s.reason;
+    for (const auto& s : out.skipped)
+      why += (why.empty() ? "" : "; ") + s.deployment + ": " + s.reason;
     if (earliest_cooldown_end && only_cooling) {
       out.error_status = 429;
       auto left = std::chrono::duration_cast<milliseconds>(*earliest_cooldown_end - now).count();
@@ -166,9 +175,15 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       out.error_message = "no deployment of model \"" + model.name +
                           "\" can serve this request under its routing constraints: " + why;
     }
-    return out;
+    return {};
   }
+  return hard_ok;
+}
 
+// Stage 2, estimates: each candidate's expected TTFT (estimate, lower bound
+// from attempts in flight, load), speed, TTFT deadline and hedge delay.
+void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy,
+              const RouterOptions& options) {
   // Speeds: tokens/s when every candidate runs the same upstream model (one
   // tokenizer), else output chars/s, so a chattier tokenizer does not look faster.
   bool same_model = std::all_of(hard_ok.begin(), hard_ok.end(), [&](const Working& w) {
@@ -203,7 +218,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       basis = static_cast<double>(w.pc.candidate.deployment->expected_ttft->count());
     }
     if (basis) {
-      auto derived = milliseconds(static_cast<std::int64_t>(std::ceil(*basis * options.deadline_factor)));
+      auto derived =
+          milliseconds(static_cast<std::int64_t>(std::ceil(*basis * options.deadline_factor)));
       w.pc.candidate.timeouts.ttft =
           std::clamp(derived, std::min(options.min_ttft_deadline, configured), configured);
     }
@@ -211,17 +227,21 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     // answered (else the estimate), with a floor. (Of those that answered:
     // with 10% of attempts stalling, the p99 of all of them is "beyond the
     // deadline", and a hedge at it would never start.)
-    double delay_ms = policy.hedging.delay
-                          ? static_cast<double>(policy.hedging.delay->count())
-                          : answered_ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
+    double delay_ms =
+        policy.hedging.delay
+            ? static_cast<double>(policy.hedging.delay->count())
+            : answered_ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
     w.pc.hedge_delay = std::max(policy.hedging.min_delay,
                                 milliseconds(static_cast<std::int64_t>(std::ceil(delay_ms))));
   }
-  // What trying a deployment costs the client: one whose estimate is at or
-  // past its own TTFT deadline will time out, and the client then pays the
-  // deadline and the next candidate's first token. (Without this, the load
-  // factor on the deployment carrying the traffic can make one that only
-  // ever times out look better, and every request pays for it.)
+}
+
+// Stage 3, deadlines as costs: what trying a deployment costs the client.
+// One whose estimate is at or past its own TTFT deadline will time out, and
+// the client then pays the deadline and the next candidate's first token.
+// (Without this, the load factor on the deployment carrying the traffic can
+// make one that only ever times out look better, and every request pays for it.)
+void charge_timeouts(std::vector<Working>& hard_ok) {
   if (hard_ok.size() > 1) {
     std::vector<double> expected;  // before any is charged: the order does not matter
     for (const auto& w : hard_ok) expected.push_back(w.pc.expected_ttft_ms);
@@ -237,9 +257,23 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       pc.times_out = true;
     }
   }
+}
 
-  // Soft constraints.
+// Stage 4, soft constraints (min TPS, TTFT limits on recent evidence): the
+// candidates that meet them (all, relaxed, when none does) and at most one
+// due re-check of a deployment they left out or know only from failures.
+struct SoftResult {
   std::vector<Working> cands;
+  std::optional<Working> recheck;
+  std::optional<Skipped> recheck_skip;
+};
+SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
+                            Clock::time_point now, RouteDecision& out) {
+  SoftResult r;
+  std::vector<Working>& cands = r.cands;
+  std::optional<Working>& recheck = r.recheck;
+  std::optional<Skipped>& recheck_skip = r.recheck_skip;
+  // Soft constraints.
   std::vector<Skipped> soft_skipped;
   // A deployment without measurements is not judged on a guess: it passes
   // (unless its configured expectation fails), gets traffic and is measured.
@@ -277,8 +311,6 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     }
     cands.push_back(w);
   }
-  std::optional<Working> recheck;
-  std::optional<Skipped> recheck_skip;
   if (cands.empty()) {
     cands = hard_ok;
     out.relaxed = true;
@@ -292,8 +324,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       const bool out_soft = std::none_of(cands.begin(), cands.end(), [&](const Working& c) {
         return c.pc.candidate.deployment == w.pc.candidate.deployment;
       });
-      const bool due = st.in_flight == 0 &&
-                       (!st.last_sample || now - *st.last_sample >= kRecheckInterval);
+      const bool due =
+          st.in_flight == 0 && (!st.last_sample || now - *st.last_sample >= kRecheckInterval);
       if (!(out_soft || st.ttft_penalized) || !due) continue;
       if (!recheck || (recheck->view->stats.last_sample && st.last_sample &&
                        *st.last_sample < *recheck->view->stats.last_sample)) {
@@ -315,11 +347,18 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     cands.push_back(*recheck);
   }
 
+  return r;
+}
+
+// Stage 5, scores under the policy: lower is better.
+void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64_t rr_counter,
+           std::mt19937_64& rng, RouteDecision& out) {
+  const config::RoutingPolicy& policy = request.policy;
   // Scores: lower is better.
-  const double expected_tokens = static_cast<double>(
-      request.max_tokens && *request.max_tokens > 0
-          ? std::min(*request.max_tokens, policy.typical_output_tokens * 4)
-          : policy.typical_output_tokens);
+  const double expected_tokens =
+      static_cast<double>(request.max_tokens && *request.max_tokens > 0
+                              ? std::min(*request.max_tokens, policy.typical_output_tokens * 4)
+                              : policy.typical_output_tokens);
   out.e2e_tokens = expected_tokens;
   switch (policy.policy) {
     case Policy::kLatency:
@@ -363,17 +402,28 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     case Policy::kRoundRobin: {
       const std::size_t n = cands.size();
       const std::size_t start = static_cast<std::size_t>(rr_counter % n);
-      for (std::size_t i = 0; i < n; ++i) cands[i].pc.score = static_cast<double>((i + n - start) % n);
+      for (std::size_t i = 0; i < n; ++i)
+        cands[i].pc.score = static_cast<double>((i + n - start) % n);
       break;
     }
     case Policy::kRandom: {
       std::vector<std::size_t> perm(cands.size());
       std::iota(perm.begin(), perm.end(), 0);
       std::shuffle(perm.begin(), perm.end(), rng);
-      for (std::size_t i = 0; i < cands.size(); ++i) cands[perm[i]].pc.score = static_cast<double>(i);
+      for (std::size_t i = 0; i < cands.size(); ++i)
+        cands[perm[i]].pc.score = static_cast<double>(i);
       break;
     }
   }
+}
+
+// Stage 6, ordering: by score, route.order first, then what this request
+// learns (a re-check, exploration or a probe goes first, capped and hedged),
+// cut to max_attempts; the last candidate keeps the configured TTFT timeout.
+void order(std::vector<Working>& cands, std::optional<Working> recheck,
+           const std::optional<Skipped>& recheck_skip, const RouteRequest& request,
+           const RouterOptions& options, std::mt19937_64& rng, RouteDecision& out) {
+  const config::RoutingPolicy& policy = request.policy;
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Working& a, const Working& b) { return a.pc.score < b.pc.score; });
   // The candidate's ranked place, for a re-check that is not soft-excluded.
@@ -396,7 +446,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       return ra.value_or(std::numeric_limits<std::size_t>::max()) <
              rb.value_or(std::numeric_limits<std::size_t>::max());
     });
-    for (auto& w : cands) w.pc.preferred = order_rank(request.order, *w.pc.candidate.deployment).has_value();
+    for (auto& w : cands)
+      w.pc.preferred = order_rank(request.order, *w.pc.candidate.deployment).has_value();
   }
 
   const std::size_t max_n = policy.allow_fallbacks ? std::max(1u, policy.max_attempts) : 1u;
@@ -451,7 +502,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     }
   }
   if (best != nullptr && may_learn) {
-    const double typical = best->view->stats.ttft_answered_p50_ms.value_or(best->pc.expected_ttft_ms);
+    const double typical =
+        best->view->stats.ttft_answered_p50_ms.value_or(best->pc.expected_ttft_ms);
     const auto cap =
         std::max(milliseconds(50), milliseconds(static_cast<std::int64_t>(std::ceil(typical))));
     for (auto& w : cands) {
@@ -461,7 +513,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
       // A re-check left out by a TTFT limit is given until that limit: the
       // question is whether it meets it again, which a hedge at the best
       // one's median would never let it show.
-      w.pc.hedge_delay = std::min(w.pc.recheck && w.missed_ttft_limit ? std::max(cap, *w.missed_ttft_limit) : cap, t.ttft);
+      w.pc.hedge_delay = std::min(
+          w.pc.recheck && w.missed_ttft_limit ? std::max(cap, *w.missed_ttft_limit) : cap, t.ttft);
       t.connect = std::min(t.connect, std::max(kMinCappedConnect, 2 * cap));
     }
   }
@@ -483,6 +536,22 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
     auto& last = out.candidates.back().candidate;
     last.timeouts.ttft = request.cfg->timeouts_for(*last.provider).ttft;
   }
+}
+
+}  // namespace
+
+RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentView>& views,
+                     const RouterOptions& options, Clock::time_point now, std::uint64_t rr_counter,
+                     std::mt19937_64& rng) {
+  RouteDecision out;
+  out.policy = request.policy.policy;
+  std::vector<Working> hard_ok = eligible(request, views, now, out);
+  if (hard_ok.empty()) return out;
+  estimate(hard_ok, request.policy, options);
+  charge_timeouts(hard_ok);
+  SoftResult soft = soft_constraints(hard_ok, request.policy.constraints, now, out);
+  score(soft.cands, request, rr_counter, rng, out);
+  order(soft.cands, std::move(soft.recheck), soft.recheck_skip, request, options, rng, out);
   return out;
 }
 
@@ -516,8 +585,8 @@ std::string explain(const RouteDecision& d) {
         why = fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
         break;
       case config::Policy::kBalanced:
-        why = "score " + fmt("%.2f", c.score) + " of ttft " + fmt("%.0fms", c.expected_ttft_ms) + ", " +
-              speed + ", " + fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
+        why = "score " + fmt("%.2f", c.score) + " of ttft " + fmt("%.0fms", c.expected_ttft_ms) +
+              ", " + speed + ", " + fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
         break;
       case config::Policy::kOrdered:
       case config::Policy::kRoundRobin:
@@ -526,8 +595,10 @@ std::string explain(const RouteDecision& d) {
     }
     if (c.p50_ms) why += (why.empty() ? "" : "; ") + fmt("p50 %.0fms", *c.p50_ms);
     if (c.preferred) why += " preferred";
-    if (c.recheck) why += " recheck";
-    else if (c.explored) why += " explore";
+    if (c.recheck)
+      why += " recheck";
+    else if (c.explored)
+      why += " explore";
     if (c.probe) why += " probe";
     if (c.panic) why += " panic";
     if (c.capped) why += " hedge@" + std::to_string(c.hedge_delay.count()) + "ms";

@@ -47,10 +47,10 @@ inline constexpr std::chrono::milliseconds kRecheckInterval{500};
 inline constexpr std::chrono::milliseconds kMinCappedConnect{500};
 
 struct RouterOptions {
-  double exploration = 0.03;
-  double deadline_factor = 3.0;
-  std::chrono::milliseconds min_ttft_deadline{250};
-  double load_factor = 0.05;
+  double exploration = config::kDefaultExploration;
+  double deadline_factor = config::kDefaultDeadlineFactor;
+  std::chrono::milliseconds min_ttft_deadline = config::kDefaultMinTtftDeadline;
+  double load_factor = config::kDefaultLoadFactor;
 
   static RouterOptions from(const config::Routing& r) {
     return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline, r.load_factor};
@@ -61,8 +61,8 @@ struct RouterOptions {
 struct RouteRequest {
   const config::Config* cfg = nullptr;
   const config::Model* model = nullptr;
-  config::RoutingPolicy policy;     // the model's, with the request's overrides applied
-  std::vector<std::string> order;   // preferred providers or deployment ids (route.order)
+  config::RoutingPolicy policy;    // the model's, with the request's overrides applied
+  std::vector<std::string> order;  // preferred providers or deployment ids (route.order)
   std::optional<std::int64_t> max_tokens;
 };
 
@@ -73,27 +73,27 @@ struct DeploymentView {
 };
 
 struct PlannedCandidate {
-  Candidate candidate;             // timeouts.ttft holds the derived deadline
-  double score = 0;                // the policy's score: lower is better
+  Candidate candidate;  // timeouts.ttft holds the derived deadline
+  double score = 0;     // the policy's score: lower is better
   // TTFT the policy compared: the estimate (raised to the age of the second-oldest
   // attempts still waiting for a first token when that is higher) x the load
   // multiplier (1 + load_factor x attempts awaiting their first token).
   double expected_ttft_ms = 0;
-  double estimate_ms = 0;          // the estimate, before the load multiplier
+  double estimate_ms = 0;  // the estimate, before the load multiplier
   double load_multiplier = 1;
-  bool stalled = false;            // attempts in flight have waited past the estimate
+  bool stalled = false;  // attempts in flight have waited past the estimate
   // Its estimate is at or past its TTFT deadline: trying it costs the client
   // the deadline plus the next candidate's TTFT, and expected_ttft_ms says so.
   bool times_out = false;
-  std::optional<double> p50_ms;    // measured (window) median TTFT, for explanations
-  double speed = 0;                // output speed the policy compared
-  bool speed_is_chars = false;     // speed in output chars/s (across models), else tokens/s
+  std::optional<double> p50_ms;  // measured (window) median TTFT, for explanations
+  double speed = 0;              // output speed the policy compared
+  bool speed_is_chars = false;   // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};
-  bool probe = false;              // the half-open probe of an ejected deployment
-  bool panic = false;              // routed although ejected: nothing else was left
-  bool explored = false;           // moved first by exploration
-  bool recheck = false;            // excluded by a soft constraint, re-checked (explored)
-  bool preferred = false;          // moved first by route.order
+  bool probe = false;      // the half-open probe of an ejected deployment
+  bool panic = false;      // routed although ejected: nothing else was left
+  bool explored = false;   // moved first by exploration
+  bool recheck = false;    // excluded by a soft constraint, re-checked (explored)
+  bool preferred = false;  // moved first by route.order
   // Its deadlines were capped (exploration, re-check, probe): learning about
   // a deployment costs the client at most about the best candidate's p95.
   bool capped = false;

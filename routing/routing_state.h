@@ -56,9 +56,9 @@ class RoutingState {
   TokenBudget& hedges(const std::string& model);
   std::uint64_t next_round_robin(const std::string& model);
 
-  // Counters for /admin/routes (and the metrics of a later issue).
+  // Counters for /admin/routes and the hedge metrics.
   std::atomic<std::uint64_t> hedges_started{0};
-  std::atomic<std::uint64_t> hedges_won{0};        // the hedge produced the first token
+  std::atomic<std::uint64_t> hedges_won{0};  // the hedge produced the first token
   // Denied by an exhausted budget (the budgets count it themselves).
   std::uint64_t hedges_denied() const;
   std::uint64_t retries_denied() const { return retries.exhausted_total(); }

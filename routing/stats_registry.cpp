@@ -6,17 +6,28 @@ namespace llmgate::routing {
 
 const char* to_string(AttemptOutcome o) {
   switch (o) {
-    case AttemptOutcome::kSuccess: return "success";
-    case AttemptOutcome::kConnectError: return "connect_error";
-    case AttemptOutcome::kUpstreamStatus: return "upstream_status";
-    case AttemptOutcome::kClientError: return "client_error";
-    case AttemptOutcome::kTtftTimeout: return "ttft_timeout";
-    case AttemptOutcome::kIdleTimeout: return "idle_timeout";
-    case AttemptOutcome::kTruncated: return "truncated";
-    case AttemptOutcome::kMalformed: return "malformed";
-    case AttemptOutcome::kClientGone: return "client_gone";
-    case AttemptOutcome::kTotalTimeout: return "total_timeout";
-    case AttemptOutcome::kHedgeLost: return "hedge_lost";
+    case AttemptOutcome::kSuccess:
+      return "success";
+    case AttemptOutcome::kConnectError:
+      return "connect_error";
+    case AttemptOutcome::kUpstreamStatus:
+      return "upstream_status";
+    case AttemptOutcome::kClientError:
+      return "client_error";
+    case AttemptOutcome::kTtftTimeout:
+      return "ttft_timeout";
+    case AttemptOutcome::kIdleTimeout:
+      return "idle_timeout";
+    case AttemptOutcome::kTruncated:
+      return "truncated";
+    case AttemptOutcome::kMalformed:
+      return "malformed";
+    case AttemptOutcome::kClientGone:
+      return "client_gone";
+    case AttemptOutcome::kTotalTimeout:
+      return "total_timeout";
+    case AttemptOutcome::kHedgeLost:
+      return "hedge_lost";
   }
   return "unknown";
 }
@@ -97,7 +108,8 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
   auto recorded = [&] { return Recorded{e.failures.error_rate(now), s.attempts}; };
   ++s.attempts;
   s.last_outcome = r.outcome;
-  if (r.output_tokens) s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
+  if (r.output_tokens)
+    s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
   // A first token that arrived is a real TTFT sample, whatever happened after
   // it — even if the client then left.
   const auto ttft = r.ttft();
@@ -217,8 +229,8 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   return s;
 }
 
-void StatsRegistry::record_first_token(const std::string& deployment, std::chrono::microseconds ttft,
-                                       Clock::time_point now) {
+void StatsRegistry::record_first_token(const std::string& deployment,
+                                       std::chrono::microseconds ttft, Clock::time_point now) {
   std::lock_guard lock(mu_);
   entry(deployment).add_ttft(ms(ttft), now);
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "routing/attempt_record.h"
 #include "routing/decayed_ewma.h"
 #include "routing/failure_tracker.h"
@@ -31,15 +32,18 @@
 namespace llmgate::routing {
 
 struct StatsOptions {
-  std::chrono::milliseconds ttft_prior{1000};   // estimate before any sample
-  double tps_prior = 50;                        // tokens/s before any sample
-  std::chrono::milliseconds ttft_tau{10'000};   // PeakEwma decay
-  std::chrono::milliseconds relax_tau{60'000};  // stale estimates relax toward the prior
-  std::chrono::milliseconds window{60'000};     // percentile window
+  // The configurable ones default to config.h's (routing:).
+  std::chrono::milliseconds ttft_prior = config::kDefaultTtftPrior;  // estimate before any sample
+  double tps_prior = config::kDefaultTpsPrior;                       // tokens/s before any sample
+  std::chrono::milliseconds ttft_tau = config::kDefaultTtftTau;      // PeakEwma decay
+  std::chrono::milliseconds relax_tau =
+      config::kDefaultRelaxTau;  // stale estimates relax toward the prior
+  std::chrono::milliseconds window = config::kDefaultWindow;  // percentile window
   std::size_t window_max_samples = 1024;
-  std::chrono::milliseconds error_tau{30'000};  // error-rate decay
-  std::int64_t min_tokens_for_tps = 10;         // shorter streams say little about speed
-  double failure_penalty_factor = 2.0;          // failure sample = max(elapsed, factor x median)
+  std::chrono::milliseconds error_tau = config::kDefaultErrorTau;  // error-rate decay
+  std::int64_t min_tokens_for_tps =
+      config::kDefaultMinTokensForTps;  // shorter streams say little about speed
+  double failure_penalty_factor = 2.0;  // failure sample = max(elapsed, factor x median)
   bool operator==(const StatsOptions&) const = default;
 };
 
@@ -57,7 +61,8 @@ struct DeploymentStats {
   std::uint64_t successes = 0;
   std::uint64_t failures = 0;
   std::int64_t in_flight = 0;
-  std::int64_t awaiting_first_token = 0;  // in flight and still without output (queued or prefilling)
+  std::int64_t awaiting_first_token =
+      0;  // in flight and still without output (queued or prefilling)
   // How long the second-oldest attempt awaiting its first token has waited
   // so far (0 with fewer than two): a lower bound on the TTFT of a
   // deployment that stalls, before any attempt times out.

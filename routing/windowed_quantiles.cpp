@@ -51,9 +51,8 @@ std::vector<std::optional<double>> WindowedQuantiles::quantiles(const std::vecto
   return of(sorted_, censored_, qs, lower_bound);
 }
 
-std::vector<std::optional<double>> WindowedQuantiles::recent_quantiles(const std::vector<double>& qs,
-                                                                       TimePoint now, std::size_t n,
-                                                                       bool* lower_bound) {
+std::vector<std::optional<double>> WindowedQuantiles::recent_quantiles(
+    const std::vector<double>& qs, TimePoint now, std::size_t n, bool* lower_bound) {
   evict(now);
   std::vector<Point> last;
   std::size_t censored = 0;
@@ -66,8 +65,8 @@ std::vector<std::optional<double>> WindowedQuantiles::recent_quantiles(const std
   return of(last, censored, qs, lower_bound);
 }
 
-std::vector<std::optional<double>> WindowedQuantiles::observed_quantiles(const std::vector<double>& qs,
-                                                                         TimePoint now) {
+std::vector<std::optional<double>> WindowedQuantiles::observed_quantiles(
+    const std::vector<double>& qs, TimePoint now) {
   evict(now);
   if (censored_ == 0) return of(sorted_, 0, qs, nullptr);
   std::vector<Point> observed;

@@ -52,7 +52,8 @@ class WindowedQuantiles {
                                                       std::size_t n, bool* lower_bound = nullptr);
   // The same over the observed (uncensored) samples only: what answering
   // looks like, for when an answer is late (a hedge's delay).
-  std::vector<std::optional<double>> observed_quantiles(const std::vector<double>& qs, TimePoint now);
+  std::vector<std::optional<double>> observed_quantiles(const std::vector<double>& qs,
+                                                        TimePoint now);
   // The largest of the `n` most recent samples if there are n and none of
   // them is censored, else nullopt.
   std::optional<double> recent_max_observed(TimePoint now, std::size_t n);

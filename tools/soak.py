@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import json
 import os
 import random
@@ -40,6 +39,9 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402  (tools/harness.py: log, errors, child setup)
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -65,11 +67,10 @@ POOL_IDLE_TIMEOUT_S = 5.0   # providers[].pool.idle_timeout: idle upstream conne
 SETTLE_TIMEOUT_S = 20.0     # after the traffic, connections and in-flight counts must clear by then
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+log = harness.log
 
 
-class SoakError(Exception):
+class SoakError(harness.HarnessError):
     """Setup failed (a binary missing, a process that did not start)."""
 
 
@@ -150,16 +151,7 @@ def gateway_config(sim_ports: dict[str, int]) -> str:
 # ---------------------------------------------------------------------------
 # Child processes: stopped by pid; SIGTERM reaches them if this script dies.
 
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover
-    _libc = None
-
-
-def _child_setup() -> None:
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+_child_setup = harness.die_with_parent
 
 
 class Procs:

@@ -121,7 +121,8 @@ std::string read_file(const std::string& path) {
 double to_double(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(d >= 0)) die(flag + " takes a non-negative number, got \"" + v + "\"");
+  if (v.empty() || *end != '\0' || !(d >= 0))
+    die(flag + " takes a non-negative number, got \"" + v + "\"");
   return d;
 }
 
@@ -135,28 +136,43 @@ Options parse_args(int argc, char** argv) {
       if (i + 1 >= argc) die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--url") url = value();
-    else if (a == "--body-file") body_file = value();
-    else if (a == "--stream") stream = true;
-    else if (a == "--header") o.headers.push_back(value());
-    else if (a == "--connections") o.connections = static_cast<int>(to_double(a, value()));
-    else if (a == "--rate") o.rate = to_double(a, value());
+    if (a == "--url")
+      url = value();
+    else if (a == "--body-file")
+      body_file = value();
+    else if (a == "--stream")
+      stream = true;
+    else if (a == "--header")
+      o.headers.push_back(value());
+    else if (a == "--connections")
+      o.connections = static_cast<int>(to_double(a, value()));
+    else if (a == "--rate")
+      o.rate = to_double(a, value());
     else if (a == "--arrival") {
       std::string v = value();
       if (v != "uniform" && v != "poisson") die("--arrival is uniform or poisson");
       o.poisson = v == "poisson";
-    } else if (a == "--duration") o.duration = to_double(a, value());
-    else if (a == "--warmup") o.warmup = to_double(a, value());
-    else if (a == "--ramp") o.ramp = to_double(a, value());
-    else if (a == "--drain") o.drain = to_double(a, value());
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(to_double(a, value()));
-    else if (a == "--cpu") o.cpu = static_cast<int>(to_double(a, value()));
-    else if (a == "--json") o.json_path = value();
-    else if (a == "--quiet") o.quiet = true;
+    } else if (a == "--duration")
+      o.duration = to_double(a, value());
+    else if (a == "--warmup")
+      o.warmup = to_double(a, value());
+    else if (a == "--ramp")
+      o.ramp = to_double(a, value());
+    else if (a == "--drain")
+      o.drain = to_double(a, value());
+    else if (a == "--seed")
+      o.seed = static_cast<std::uint64_t>(to_double(a, value()));
+    else if (a == "--cpu")
+      o.cpu = static_cast<int>(to_double(a, value()));
+    else if (a == "--json")
+      o.json_path = value();
+    else if (a == "--quiet")
+      o.quiet = true;
     else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       std::exit(0);
-    } else die("unknown argument " + a + "\n" + kUsage);
+    } else
+      die("unknown argument " + a + "\n" + kUsage);
   }
   constexpr std::string_view kScheme = "http://";
   if (url.rfind(kScheme, 0) != 0) die("--url must start with http:// (TLS is not supported)");
@@ -165,7 +181,8 @@ Options parse_args(int argc, char** argv) {
   std::string authority = rest.substr(0, slash);
   o.path = slash == std::string::npos ? "/" : rest.substr(slash);
   auto colon = authority.rfind(':');
-  if (colon == std::string::npos) o.host = authority;
+  if (colon == std::string::npos)
+    o.host = authority;
   else {
     o.host = authority.substr(0, colon);
     o.port = authority.substr(colon + 1);
@@ -174,10 +191,11 @@ Options parse_args(int argc, char** argv) {
   if (o.connections < 0) o.connections = o.rate > 0 ? 1024 : 64;
   if (o.connections < 1) die("--connections must be at least 1");
   if (o.duration <= 0) die("--duration must be positive");
-  o.body = body_file.empty()
-               ? std::string(R"({"model":"bench","messages":[{"role":"user","content":"Say hello."}])") +
-                     (stream ? R"(,"stream":true})" : "}")
-               : read_file(body_file);
+  o.body =
+      body_file.empty()
+          ? std::string(R"({"model":"bench","messages":[{"role":"user","content":"Say hello."}])") +
+                (stream ? R"(,"stream":true})" : "}")
+          : read_file(body_file);
   return o;
 }
 
@@ -203,28 +221,37 @@ struct Results {
 // The response parser: an incremental HTTP/1.1 response state machine that
 // keeps only a header buffer and the current SSE event.
 
-enum class Phase { kHeaders, kBodyLength, kChunkSize, kChunkData, kChunkDataEnd, kTrailers, kUntilClose, kDone };
+enum class Phase {
+  kHeaders,
+  kBodyLength,
+  kChunkSize,
+  kChunkData,
+  kChunkDataEnd,
+  kTrailers,
+  kUntilClose,
+  kDone
+};
 
 struct Conn {
   int fd = -1;
   bool connected = false;
-  bool busy = false;          // a request is on this connection
+  bool busy = false;  // a request is on this connection
   bool write_pending = false;
   std::size_t written = 0;
   // The request in flight.
-  Nanos start = 0;            // intended (open loop) or actual (closed loop) start
-  bool record = false;        // started inside the measured window
+  Nanos start = 0;      // intended (open loop) or actual (closed loop) start
+  bool record = false;  // started inside the measured window
   Nanos first_byte = 0, first_token = 0, last_event = 0;
   bool saw_done = false, saw_error_event = false;
   int status = 0;
   bool sse = false, chunked = false, close_after = false;
   std::uint64_t body_left = 0;
   Phase phase = Phase::kHeaders;
-  std::string head;           // response headers so far, or the chunk-size / trailer line
-  std::string event;          // the current SSE event
-  std::size_t line_len = 0;   // bytes of the current SSE line so far
-  bool last_cr = false;       // the last body byte was '\r'
-  Nanos ramp_at = 0;          // closed loop: when this connection starts
+  std::string head;          // response headers so far, or the chunk-size / trailer line
+  std::string event;         // the current SSE event
+  std::size_t line_len = 0;  // bytes of the current SSE line so far
+  bool last_cr = false;      // the last body byte was '\r'
+  Nanos ramp_at = 0;         // closed loop: when this connection starts
 };
 
 bool iequals_prefix(std::string_view line, std::string_view name) {
@@ -252,8 +279,8 @@ class LoadGen {
       c.head.reserve(1024);
       c.event.reserve(1024);
     }
-    std::size_t expect = static_cast<std::size_t>(
-        (o_.rate > 0 ? o_.rate : 50'000.0) * o_.duration * 1.2 + 1024);
+    std::size_t expect =
+        static_cast<std::size_t>((o_.rate > 0 ? o_.rate : 50'000.0) * o_.duration * 1.2 + 1024);
     r_.total.v.reserve(expect);
     r_.ttfb.v.reserve(expect);
   }
@@ -269,7 +296,7 @@ class LoadGen {
     } else {
       for (std::size_t i = 0; i < conns_.size(); ++i) {
         conns_[i].ramp_at = t0_ + static_cast<Nanos>(o_.ramp * 1e9 * static_cast<double>(i) /
-                                                      static_cast<double>(conns_.size()));
+                                                     static_cast<double>(conns_.size()));
       }
     }
     cpu0_ = cpu_seconds();
@@ -283,11 +310,14 @@ class LoadGen {
       if (stopping_ && (in_flight_ == 0 || now >= drain_end)) break;
       if (!stopping_) {
         retry(now);
-        if (open_loop_) issue_due(now);
-        else start_ramped(now);
+        if (open_loop_)
+          issue_due(now);
+        else
+          start_ramped(now);
       }
       arm_timer();
-      int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), stopping_ ? 100 : 1000);
+      int n =
+          epoll_wait(ep_, events.data(), static_cast<int>(events.size()), stopping_ ? 100 : 1000);
       if (n < 0 && errno != EINTR) die(std::string("epoll_wait: ") + std::strerror(errno));
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kTimerTag) {
@@ -314,9 +344,10 @@ class LoadGen {
   static constexpr std::uint64_t kTimerTag = ~std::uint64_t{0};
 
   void build_request() {
-    std::string h = "POST " + o_.path + " HTTP/1.1\r\nHost: " + o_.host + ":" + o_.port +
-                    "\r\nContent-Type: application/json\r\nContent-Length: " +
-                    std::to_string(o_.body.size()) + "\r\n";
+    std::string h =
+        "POST " + o_.path + " HTTP/1.1\r\nHost: " + o_.host + ":" + o_.port +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(o_.body.size()) +
+        "\r\n";
     for (auto& x : o_.headers) h += x + "\r\n";
     h += "\r\n";
     request_ = h + o_.body;
@@ -406,7 +437,8 @@ class LoadGen {
 
   void write_some(Conn& c) {
     while (c.written < request_.size()) {
-      ssize_t n = send(c.fd, request_.data() + c.written, request_.size() - c.written, MSG_NOSIGNAL);
+      ssize_t n =
+          send(c.fd, request_.data() + c.written, request_.size() - c.written, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN) {
           set_out(c, true);
@@ -431,8 +463,10 @@ class LoadGen {
       }
       c.connected = true;
     }
-    if (c.busy && c.written < request_.size()) write_some(c);
-    else set_out(c, false);
+    if (c.busy && c.written < request_.size())
+      write_some(c);
+    else
+      set_out(c, false);
   }
 
   void on_readable(Conn& c) {
@@ -507,7 +541,8 @@ class LoadGen {
           if (lf == std::string_view::npos) return true;
           in.remove_prefix(lf + 1);
           std::string_view line(c.head);
-          while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+          while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+            line.remove_suffix(1);
           if (c.phase == Phase::kTrailers) {
             if (line.empty()) c.phase = Phase::kDone;
           } else {
@@ -587,8 +622,10 @@ class LoadGen {
         if (v.find("keep-alive") != std::string_view::npos) c.close_after = false;
       }
     }
-    if (c.chunked) c.phase = Phase::kChunkSize;
-    else if (have_length) c.phase = c.body_left ? Phase::kBodyLength : Phase::kDone;
+    if (c.chunked)
+      c.phase = Phase::kChunkSize;
+    else if (have_length)
+      c.phase = c.body_left ? Phase::kBodyLength : Phase::kDone;
     else {
       c.phase = Phase::kUntilClose;
       c.close_after = true;
@@ -635,7 +672,8 @@ class LoadGen {
       c.saw_done = true;
       return;
     }
-    if (e.find("\"error\"") != std::string_view::npos && e.find("\"choices\"") == std::string_view::npos) {
+    if (e.find("\"error\"") != std::string_view::npos &&
+        e.find("\"choices\"") == std::string_view::npos) {
       c.saw_error_event = true;
     }
     if (!c.first_token) {
@@ -651,12 +689,16 @@ class LoadGen {
   void complete(Conn& c) {
     const Nanos t = now_ns();
     std::string kind;
-    if (c.status != 200) kind = "status_" + std::to_string(c.status);
-    else if (c.sse && c.saw_error_event) kind = "error_event";
-    else if (c.sse && !c.saw_done) kind = "no_done";
+    if (c.status != 200)
+      kind = "status_" + std::to_string(c.status);
+    else if (c.sse && c.saw_error_event)
+      kind = "error_event";
+    else if (c.sse && !c.saw_done)
+      kind = "no_done";
     if (c.record) {
       ++r_.requests;
-      if (!kind.empty()) r_.error(kind);
+      if (!kind.empty())
+        r_.error(kind);
       else {
         r_.total.add(t - c.start);
         r_.ttfb.add(c.first_byte - c.start);
@@ -695,12 +737,14 @@ class LoadGen {
   }
 
   void reuse(Conn& c, Nanos t) {
-    if (!open_loop_) begin(c, t);
+    if (!open_loop_)
+      begin(c, t);
     else if (!backlog_.empty()) {
       Nanos due = backlog_.front();
       backlog_.pop_front();
       begin(c, due);
-    } else idle_.push_back(index_of(c));
+    } else
+      idle_.push_back(index_of(c));
   }
 
   void retry(Nanos now) {
@@ -735,17 +779,22 @@ class LoadGen {
         if (!cand.busy) c = &cand;
       }
       if (!c && used_ < conns_.size()) c = &conns_[used_++];
-      if (c) begin(*c, due);
-      else backlog_.push_back(due);
+      if (c)
+        begin(*c, due);
+      else
+        backlog_.push_back(due);
     }
   }
 
   void arm_timer() {
     Nanos at = 0;
     if (!stopping_) {
-      if (open_loop_) at = std::min(next_due_, window_end_);
-      else if (started_ < conns_.size()) at = std::min(conns_[started_].ramp_at, window_end_);
-      else at = window_end_;
+      if (open_loop_)
+        at = std::min(next_due_, window_end_);
+      else if (started_ < conns_.size())
+        at = std::min(conns_[started_].ramp_at, window_end_);
+      else
+        at = window_end_;
     }
     if (at == armed_) return;
     armed_ = at;
@@ -768,7 +817,7 @@ class LoadGen {
     if (v.empty()) return s;
     std::sort(v.begin(), v.end());
     auto q = [&](double p) {
-      std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) ;
+      std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
       i = i == 0 ? 0 : i - 1;
       return static_cast<double>(v[std::min(i, v.size() - 1)]) / 1e3;
     };
@@ -806,29 +855,36 @@ class LoadGen {
         kinds += "\"" + k + "\":" + std::to_string(n);
       }
       std::ofstream f(o_.json_path);
-      f << "{\"mode\":\"" << (open_loop_ ? "open" : "closed") << "\",\"connections\":" << o_.connections
-        << ",\"target_rate\":" << (open_loop_ ? fmt(o_.rate) : "null") << ",\"duration_s\":" << fmt(o_.duration)
-        << ",\"requests\":" << r_.requests << ",\"errors\":" << r_.errors << ",\"error_kinds\":{" << kinds
-        << "},\"rate\":" << fmt(rate) << ",\"bytes_received\":" << r_.bytes << ",\"events\":" << r_.events
-        << ",\"connections_opened\":" << opened_total() << ",\"latency_us\":{\"total\":" << js(total)
-        << ",\"ttfb\":" << js(ttfb) << ",\"ttft\":" << js(ttft) << ",\"gap\":" << js(gap)
-        << "},\"loadgen_cpu_s\":" << cpu << "}\n";
+      f << "{\"mode\":\"" << (open_loop_ ? "open" : "closed")
+        << "\",\"connections\":" << o_.connections
+        << ",\"target_rate\":" << (open_loop_ ? fmt(o_.rate) : "null")
+        << ",\"duration_s\":" << fmt(o_.duration) << ",\"requests\":" << r_.requests
+        << ",\"errors\":" << r_.errors << ",\"error_kinds\":{" << kinds
+        << "},\"rate\":" << fmt(rate) << ",\"bytes_received\":" << r_.bytes
+        << ",\"events\":" << r_.events << ",\"connections_opened\":" << opened_total()
+        << ",\"latency_us\":{\"total\":" << js(total) << ",\"ttfb\":" << js(ttfb)
+        << ",\"ttft\":" << js(ttft) << ",\"gap\":" << js(gap) << "},\"loadgen_cpu_s\":" << cpu
+        << "}\n";
       if (!f) die("cannot write " + o_.json_path);
     }
     if (o_.quiet) return;
-    std::printf("%s loop, %s, %.1f s: %llu requests, %llu errors, %.1f req/s, loadgen CPU %.2f s (%.1f us/req)\n",
-                open_loop_ ? "open" : "closed",
-                open_loop_ ? (fmt(o_.rate) + " req/s target").c_str()
-                           : (std::to_string(o_.connections) + " connections").c_str(),
-                o_.duration, static_cast<unsigned long long>(r_.requests),
-                static_cast<unsigned long long>(r_.errors), rate, cpu,
-                r_.requests ? cpu * 1e6 / static_cast<double>(r_.requests) : 0.0);
-    for (auto& [k, n] : r_.error_kinds) std::printf("  error %s: %llu\n", k.c_str(), static_cast<unsigned long long>(n));
-    std::printf("  %-6s %10s %10s %10s %10s %10s %10s  (us)\n", "", "p50", "p90", "p99", "p99.9", "max", "mean");
+    std::printf(
+        "%s loop, %s, %.1f s: %llu requests, %llu errors, %.1f req/s, loadgen CPU %.2f s (%.1f "
+        "us/req)\n",
+        open_loop_ ? "open" : "closed",
+        open_loop_ ? (fmt(o_.rate) + " req/s target").c_str()
+                   : (std::to_string(o_.connections) + " connections").c_str(),
+        o_.duration, static_cast<unsigned long long>(r_.requests),
+        static_cast<unsigned long long>(r_.errors), rate, cpu,
+        r_.requests ? cpu * 1e6 / static_cast<double>(r_.requests) : 0.0);
+    for (auto& [k, n] : r_.error_kinds)
+      std::printf("  error %s: %llu\n", k.c_str(), static_cast<unsigned long long>(n));
+    std::printf("  %-6s %10s %10s %10s %10s %10s %10s  (us)\n", "", "p50", "p90", "p99", "p99.9",
+                "max", "mean");
     auto line = [](const char* name, const Summary& s) {
       if (!s.count) return;
-      std::printf("  %-6s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f  n=%zu\n", name, s.p50, s.p90, s.p99, s.p999,
-                  s.max, s.mean, s.count);
+      std::printf("  %-6s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f  n=%zu\n", name, s.p50, s.p90,
+                  s.p99, s.p999, s.max, s.mean, s.count);
     };
     line("total", total);
     line("ttfb", ttfb);
@@ -867,7 +923,8 @@ int main(int argc, char** argv) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(o.cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) die("cannot pin to CPU " + std::to_string(o.cpu));
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+      die("cannot pin to CPU " + std::to_string(o.cpu));
   }
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);

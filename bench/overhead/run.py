@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
 import datetime as dt
 import fnmatch
 import grp
@@ -39,6 +38,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import harness  # noqa: E402  (tools/harness.py: log, errors, child setup)
 
 try:
     import yaml
@@ -62,14 +64,9 @@ TARGETS = ("direct", "nginx", "llmgate")
 KINDS = ("nonstream", "stream")
 
 
-class BenchError(Exception):
-    def __init__(self, message: str, code: int = EXIT_SETUP):
-        super().__init__(message)
-        self.code = code
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+# log, the setup error and the child setup are shared by the harnesses (tools/harness.py).
+BenchError = harness.HarnessError
+log = harness.log
 
 
 # ---------------------------------------------------------------------------
@@ -78,29 +75,8 @@ def log(msg: str) -> None:
 # Ctrl-C reaches only us; we stop them, by pid (and their own process group,
 # for nginx workers), on every way out.
 
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover
-    _libc = None
-
-
 def _preexec(cpus: Optional[set[int]]) -> Callable[[], None]:
-    def setup() -> None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        try:  # raising the hard limit needs CAP_SYS_RESOURCE
-            resource.setrlimit(resource.RLIMIT_NOFILE,
-                               (NOFILE, hard if hard == resource.RLIM_INFINITY else max(hard, NOFILE)))
-        except (ValueError, OSError):  # else as high as the hard limit allows
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_limit(), hard))
-            except (ValueError, OSError):
-                pass
-        if _libc is not None:
-            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    return setup
+    return harness.child_setup(cpus, NOFILE)
 
 
 def nofile_limit() -> int:

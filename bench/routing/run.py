@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import bisect
 import copy
-import ctypes
 import datetime as dt
 import json
 import math
@@ -35,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import harness  # noqa: E402  (tools/harness.py: log, errors, child setup)
+
 try:
     import yaml
 except ImportError:  # pragma: no cover
@@ -52,30 +54,16 @@ EXIT_GATEWAY_DIED = 4     # the gateway exited during a run
 EXIT_INTERRUPTED = 130
 
 
-class BenchError(Exception):
-    def __init__(self, message: str, code: int = EXIT_SETUP):
-        super().__init__(message)
-        self.code = code
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+# log, the setup error and the child setup are shared by the harnesses (tools/harness.py).
+BenchError = harness.HarnessError
+log = harness.log
 
 
 # ---------------------------------------------------------------------------
 # Child processes: always cleaned up, also on Ctrl-C, SIGTERM or a crash of
 # this script (children get SIGTERM from the kernel when we die: PDEATHSIG).
 
-_PR_SET_PDEATHSIG = 1
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover
-    _libc = None
-
-
-def _child_setup() -> None:
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+_child_setup = harness.die_with_parent
 
 
 class ProcGroup:

@@ -9,18 +9,20 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <regex>
@@ -28,9 +30,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "gateway/auth.h"
@@ -85,15 +84,15 @@ enum class End {
 };
 
 struct UpstreamRow {
-  std::string id;      // as in docs/failure-semantics.md
+  std::string id;  // as in docs/failure-semantics.md
   Target target = Target::kScript;
   Script script;
   bool stream = true;
-  int status = 200;               // what the client gets
-  std::string served_by;          // x-llmgate-deployment
+  int status = 200;       // what the client gets
+  std::string served_by;  // x-llmgate-deployment
   End end = End::kDone;
-  std::string error_code;         // error.code of the error event or body ("" = none)
-  std::string bad_outcome;        // llmgate_upstream_attempts_total{deployment="bad/m",outcome=...} == 1
+  std::string error_code;   // error.code of the error event or body ("" = none)
+  std::string bad_outcome;  // llmgate_upstream_attempts_total{deployment="bad/m",outcome=...} == 1
   std::function<void(Harness&)> also;  // further checks
 };
 
@@ -119,57 +118,210 @@ std::vector<UpstreamRow> upstream_rows() {
     EXPECT_EQ(h.upstream()->stats().requests, 1u);
   };
   std::vector<UpstreamRow> rows = {
-      {"connect-refused", Target::kRefused, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
-      {"connect-timeout", Target::kBlackhole, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
-      {"tls-handshake-failure", Target::kTlsToPlain, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
-      {"tls-wrong-host", Target::kTlsWrongHost, {}, true, 200, "good/m", End::kDone, "", "connect_error"},
-      {"reset-before-headers", Target::kScript, {{K::kReset}}, true, 200, "good/m", End::kDone, "", "truncated"},
-      {"headers-then-silence", Target::kScript, {{K::kSend, sse_head()}, {K::kHold}}, true, 200, "good/m",
-       End::kDone, "", "ttft_timeout"},
-      {"role-chunk-then-silence", Target::kScript,
-       {{K::kSend, sse_head() + chunk(testing::role_event())}, {K::kHold}}, true, 200, "good/m", End::kDone,
-       "", "ttft_timeout"},
-      {"stall-after-tokens", Target::kScript, {{K::kSend, head_role_tokens(3)}, {K::kHold}}, true, 200,
-       "bad/m", End::kErrorEvent, "upstream_timeout", "idle_timeout"},
-      {"stall-after-tokens-non-stream", Target::kScript, {{K::kSend, head_role_tokens(3)}, {K::kHold}},
-       false, 200, "good/m", End::kJson, "", "idle_timeout"},
-      {"cut-mid-event", Target::kScript,
-       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}}, true, 200,
-       "bad/m", End::kErrorEvent, "upstream_stream_truncated", "truncated"},
-      {"cut-mid-event-non-stream", Target::kScript,
-       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}}, false, 200,
-       "good/m", End::kJson, "", "truncated"},
-      {"cut-before-first-token", Target::kScript,
-       {{K::kSend, sse_head() + cut(chunk(testing::role_event()))}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "truncated"},
-      {"malformed-event-before-first-token", Target::kScript,
-       {{K::kSend, sse_head() + chunk("data: {not json\n\n")}, {K::kHold}}, true, 200, "good/m", End::kDone,
-       "", "malformed"},
-      {"malformed-event-after-first-token", Target::kScript,
-       {{K::kSend, head_role_tokens(1) + chunk("data: {not json\n\n")}, {K::kHold}}, true, 200, "bad/m",
-       End::kErrorEvent, "upstream_malformed_event", "malformed"},
-      {"event-too-large", Target::kScript,
-       {{K::kSend, sse_head() + chunk("data: {\"x\":\"" + std::string(kMaxEventBytes + 1, 'a') + "\"}\n\n")},
+      {"connect-refused",
+       Target::kRefused,
+       {},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "connect_error"},
+      {"connect-timeout",
+       Target::kBlackhole,
+       {},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "connect_error"},
+      {"tls-handshake-failure",
+       Target::kTlsToPlain,
+       {},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "connect_error"},
+      {"tls-wrong-host",
+       Target::kTlsWrongHost,
+       {},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "connect_error"},
+      {"reset-before-headers",
+       Target::kScript,
+       {{K::kReset}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "truncated"},
+      {"headers-then-silence",
+       Target::kScript,
+       {{K::kSend, sse_head()}, {K::kHold}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "ttft_timeout"},
+      {"role-chunk-then-silence",
+       Target::kScript,
+       {{K::kSend, sse_head() + chunk(testing::role_event())}, {K::kHold}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "ttft_timeout"},
+      {"stall-after-tokens",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(3)}, {K::kHold}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_timeout",
+       "idle_timeout"},
+      {"stall-after-tokens-non-stream",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(3)}, {K::kHold}},
+       false,
+       200,
+       "good/m",
+       End::kJson,
+       "",
+       "idle_timeout"},
+      {"cut-mid-event",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_stream_truncated",
+       "truncated"},
+      {"cut-mid-event-non-stream",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}},
+       false,
+       200,
+       "good/m",
+       End::kJson,
+       "",
+       "truncated"},
+      {"cut-before-first-token",
+       Target::kScript,
+       {{K::kSend, sse_head() + cut(chunk(testing::role_event()))}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "truncated"},
+      {"malformed-event-before-first-token",
+       Target::kScript,
+       {{K::kSend, sse_head() + chunk("data: {not json\n\n")}, {K::kHold}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "malformed"},
+      {"malformed-event-after-first-token",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(1) + chunk("data: {not json\n\n")}, {K::kHold}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_malformed_event",
+       "malformed"},
+      {"event-too-large",
+       Target::kScript,
+       {{K::kSend,
+         sse_head() + chunk("data: {\"x\":\"" + std::string(kMaxEventBytes + 1, 'a') + "\"}\n\n")},
         {K::kHold}},
-       true, 200, "good/m", End::kDone, "", "malformed"},
-      {"wrong-content-type", Target::kScript,
-       {{K::kSend, status_response(200, "", R"({"id":"x","object":"chat.completion","choices":[]})")},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "malformed"},
+      {"wrong-content-type",
+       Target::kScript,
+       {{K::kSend,
+         status_response(200, "", R"({"id":"x","object":"chat.completion","choices":[]})")},
         {K::kClose}},
-       true, 200, "good/m", End::kDone, "", "malformed"},
-      {"non-sse-body", Target::kScript,
-       {{K::kSend, sse_head() + chunk("<html><body>Bad gateway</body></html>\n") + testing::last_chunk()},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "malformed"},
+      {"non-sse-body",
+       Target::kScript,
+       {{K::kSend,
+         sse_head() + chunk("<html><body>Bad gateway</body></html>\n") + testing::last_chunk()},
         {K::kClose}},
-       true, 200, "good/m", End::kDone, "", "truncated"},
-      {"status-500", Target::kScript, {{K::kSend, status_response(500)}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "upstream_status"},
-      {"status-502", Target::kScript, {{K::kSend, status_response(502)}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "upstream_status"},
-      {"status-503", Target::kScript, {{K::kSend, status_response(503)}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "upstream_status"},
-      {"status-529", Target::kScript, {{K::kSend, status_response(529)}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "upstream_status"},
-      {"status-429-no-retry-after", Target::kScript, {{K::kSend, status_response(429)}, {K::kClose}}, true,
-       200, "good/m", End::kDone, "", "upstream_status",
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "truncated"},
+      {"status-500",
+       Target::kScript,
+       {{K::kSend, status_response(500)}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status"},
+      {"status-502",
+       Target::kScript,
+       {{K::kSend, status_response(502)}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status"},
+      {"status-503",
+       Target::kScript,
+       {{K::kSend, status_response(503)}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status"},
+      {"status-529",
+       Target::kScript,
+       {{K::kSend, status_response(529)}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status"},
+      {"status-429-no-retry-after",
+       Target::kScript,
+       {{K::kSend, status_response(429)}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status",
        [](Harness& h) {
          // No Retry-After: no cooldown; bad/m is tried again first.
          HttpClient c(h.port());
@@ -178,25 +330,71 @@ std::vector<UpstreamRow> upstream_rows() {
          EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
          EXPECT_EQ(h.upstream()->stats().requests, 2u);
        }},
-      {"status-429-retry-after-seconds", Target::kScript,
-       {{K::kSend, status_response(429, "retry-after: 30\r\n")}, {K::kClose}}, true, 200, "good/m",
-       End::kDone, "", "upstream_status", cooling},
-      {"status-429-retry-after-date", Target::kScript,
-       {{K::kSend, status_response(429, "retry-after: " + http_date_in(60s) + "\r\n")}, {K::kClose}}, true,
-       200, "good/m", End::kDone, "", "upstream_status", cooling},
-      {"status-400-not-retried", Target::kScript,
-       {{K::kSend, status_response(400, "", R"({"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"bad"}})")},
+      {"status-429-retry-after-seconds",
+       Target::kScript,
+       {{K::kSend, status_response(429, "retry-after: 30\r\n")}, {K::kClose}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status",
+       cooling},
+      {"status-429-retry-after-date",
+       Target::kScript,
+       {{K::kSend, status_response(429, "retry-after: " + http_date_in(60s) + "\r\n")},
         {K::kClose}},
-       true, 400, "bad/m", End::kJson, "bad", "client_error",
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "upstream_status",
+       cooling},
+      {"status-400-not-retried",
+       Target::kScript,
+       {{K::kSend,
+         status_response(
+             400, "",
+             R"({"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"bad"}})")},
+        {K::kClose}},
+       true,
+       400,
+       "bad/m",
+       End::kJson,
+       "bad",
+       "client_error",
        [](Harness& h) { EXPECT_EQ(h.good().stats().requests, 0u) << "a 400 must not be retried"; }},
-      {"trickle-before-first-token", Target::kScript, {{K::kTrickle, sse_head(), 100ms}, {K::kHold}}, true,
-       200, "good/m", End::kDone, "", "ttft_timeout"},
-      {"trickle-after-first-token", Target::kScript,
-       {{K::kSend, head_role_tokens(1)}, {K::kTrickle, testing::chunk(std::string(200, ' ')), 100ms}, {K::kHold}}, true, 200,
-       "bad/m", End::kErrorEvent, "upstream_timeout", "total_timeout"},
-      {"never-closes-after-done", Target::kScript,
-       {{K::kSend, head_role_tokens(2) + chunk(testing::finish_event() + testing::done_event())}, {K::kHold}},
-       true, 200, "bad/m", End::kDone, "", "success",
+      {"trickle-before-first-token",
+       Target::kScript,
+       {{K::kTrickle, sse_head(), 100ms}, {K::kHold}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "ttft_timeout"},
+      {"trickle-after-first-token",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(1)},
+        {K::kTrickle, testing::chunk(std::string(200, ' ')), 100ms},
+        {K::kHold}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_timeout",
+       "total_timeout"},
+      {"never-closes-after-done",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(2) + chunk(testing::finish_event() + testing::done_event())},
+        {K::kHold}},
+       true,
+       200,
+       "bad/m",
+       End::kDone,
+       "",
+       "success",
        [](Harness& h) {
          // The connection is not pooled half-read: the gateway closes it.
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
@@ -251,7 +449,7 @@ TEST_P(UpstreamFault, BehavesAsDocumented) {
   }
   auto m = h.metrics();
   EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
-                   "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
+                         "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
             1)
       << "no attempt on bad/m ended as " << row.bad_outcome;
   if (row.served_by == "good/m") {
@@ -266,7 +464,7 @@ INSTANTIATE_TEST_SUITE_P(Table, UpstreamFault, ::testing::ValuesIn(upstream_rows
 // ---- Client behaviours ---------------------------------------------------------
 
 struct ClientRow {
-  std::string id;  // as in docs/failure-semantics.md
+  std::string id;   // as in docs/failure-semantics.md
   Script upstream;  // what the bad/m upstream plays
   std::function<void(Harness&)> run;
   std::string limits_extra = "";  // Harness options
@@ -294,8 +492,10 @@ std::vector<ClientRow> client_rows() {
          {
            HttpClient c(h.port());
            RawClient raw(h.port());
-           ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: " +
-                                std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+           ASSERT_TRUE(
+               raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                        "application/json\r\ncontent-length: " +
+                        std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
            ASSERT_TRUE(eventually([&] { return h.upstream()->stats().requests == 1; }));
          }  // the client goes
          // The upstream is released because the client went, not at a
@@ -303,7 +503,8 @@ std::vector<ClientRow> client_rows() {
          // have ended it as ttft_timeout and moved on to good/m).
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
          EXPECT_TRUE(eventually([&] {
-           return metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
+           return metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                               "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
          }));
          EXPECT_EQ(h.good().stats().requests, 0u);
        }},
@@ -319,7 +520,8 @@ std::vector<ClientRow> client_rows() {
          // Released for the disconnect, not at the idle deadline (idle_timeout).
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
          EXPECT_TRUE(eventually([&] {
-           return metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
+           return metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                               "deployment=\"bad/m\",outcome=\"client_gone\"") == 1;
          }));
        }},
       {"slow-reader",
@@ -329,8 +531,10 @@ std::vector<ClientRow> client_rows() {
          // (backpressure), not buffer the flood, and give up after the idle
          // timeout, releasing both sides.
          RawClient raw(h.port(), /*rcvbuf=*/4096);
-         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: " +
-                              std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+         ASSERT_TRUE(
+             raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                      "application/json\r\ncontent-length: " +
+                      std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
          ASSERT_TRUE(eventually([&] { return h.upstream()->stats().flood_bytes > 0; }));
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }, 10s))
              << "the stalled relay never timed out";
@@ -343,7 +547,7 @@ std::vector<ClientRow> client_rows() {
          raw.read_all();
          EXPECT_TRUE(raw.eof());
          EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total",
-                          "deployment=\"bad/m\",outcome=\"client_gone\""),
+                                "deployment=\"bad/m\",outcome=\"client_gone\""),
                    1);
        }},
       {"keep-alive-after-stream", testing::healthy_stream(3),
@@ -361,8 +565,10 @@ std::vector<ClientRow> client_rows() {
       {"http-1.0", testing::healthy_stream(3),
        [](Harness& h) {
          RawClient raw(h.port());
-         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: " +
-                              std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
+         ASSERT_TRUE(
+             raw.send("POST /v1/chat/completions HTTP/1.0\r\ncontent-type: "
+                      "application/json\r\ncontent-length: " +
+                      std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
          std::string all = raw.read_all();
          EXPECT_EQ(all.rfind("HTTP/1.0 200", 0), 0u) << all.substr(0, 200);
          EXPECT_EQ(all.find("transfer-encoding"), std::string::npos);
@@ -372,8 +578,10 @@ std::vector<ClientRow> client_rows() {
        [](Harness& h) {
          RawClient raw(h.port());
          const std::string body = chat_body(false);
-         ASSERT_TRUE(raw.send("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: " +
-                              std::to_string(body.size()) + "\r\n\r\n"));
+         ASSERT_TRUE(raw.send(
+             "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: "
+             "application/json\r\nexpect: 100-continue\r\ncontent-length: " +
+             std::to_string(body.size()) + "\r\n\r\n"));
          // The interim response arrives before we send the body.
          std::string interim = raw.read_some();
          EXPECT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n", 0), 0u) << interim;
@@ -382,15 +590,18 @@ std::vector<ClientRow> client_rows() {
          EXPECT_NE(all.find("HTTP/1.1 200 OK"), std::string::npos) << all.substr(0, 200);
          EXPECT_NE(all.find("\"chat.completion\""), std::string::npos);
        }},
-      {"oversized-headers", {},
+      {"oversized-headers",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
-         auto r = c.request("POST", "/v1/chat/completions", chat_body(false),
-                            {{"content-type", "application/json"}, {"x-big", std::string(16 * 1024, 'a')}});
+         auto r = c.request(
+             "POST", "/v1/chat/completions", chat_body(false),
+             {{"content-type", "application/json"}, {"x-big", std::string(16 * 1024, 'a')}});
          EXPECT_EQ(r.status, 431);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "headers_too_large");
        }},
-      {"oversized-body", {},
+      {"oversized-body",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
          auto r = c.request("POST", "/v1/chat/completions",
@@ -398,28 +609,34 @@ std::vector<ClientRow> client_rows() {
          EXPECT_EQ(r.status, 413);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "request_too_large");
        }},
-      {"invalid-json", {},
+      {"invalid-json",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
          auto r = c.request("POST", "/v1/chat/completions", "{\"model\": \"chat\", ");
          EXPECT_EQ(r.status, 400);
          EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
        }},
-      {"invalid-utf8", {},
+      {"invalid-utf8",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
-         auto r = c.request("POST", "/v1/chat/completions",
-                            "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}");
+         auto r = c.request(
+             "POST", "/v1/chat/completions",
+             "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}");
          EXPECT_EQ(r.status, 400);
          EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
        }},
-      {"wrong-content-type", {},
+      {"wrong-content-type",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
-         auto r = c.request("POST", "/v1/chat/completions", chat_body(false), {{"content-type", "text/plain"}});
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false),
+                            {{"content-type", "text/plain"}});
          EXPECT_EQ(r.status, 415);
        }},
-      {"slowloris", {},
+      {"slowloris",
+       {},
        [](Harness& h) {
          // A head sent a byte at a time never completes within
          // client_header_timeout (1 s here): the connection is closed.
@@ -556,7 +773,8 @@ std::vector<ClientRow> limit_rows() {
        // A whole answer on a keep-alive connection, which the upstream then
        // leaves open: the gateway pools it, and must close it once it has
        // been idle for pool.idle_timeout, not keep it forever.
-       {{K::kSend, head_role_tokens(2) + testing::chunk(testing::finish_event() + testing::done_event()) +
+       {{K::kSend, head_role_tokens(2) +
+                       testing::chunk(testing::finish_event() + testing::done_event()) +
                        testing::last_chunk()},
         {K::kHold}},
        [](Harness& h) {
@@ -568,8 +786,12 @@ std::vector<ClientRow> limit_rows() {
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }, 5s))
              << "the idle pooled connection was never closed";
        },
-       "", "", "", ", pool: {idle_timeout: 300ms}"},
-      {"max-connections", {},
+       "",
+       "",
+       "",
+       ", pool: {idle_timeout: 300ms}"},
+      {"max-connections",
+       {},
        [](Harness& h) {
          HttpClient a(h.port()), b(h.port());
          ASSERT_EQ(a.request("GET", "/v1/models").status, 200);
@@ -609,12 +831,14 @@ testing::HttpResponse chat_with(Harness& h, const std::string& authorization,
   std::map<std::string, std::string> headers{{"content-type", "application/json"}};
   if (!authorization.empty()) headers["authorization"] = authorization;
   return c.request("POST", "/v1/chat/completions",
-                   R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}]})", headers);
+                   R"({"model":")" + model + R"(","messages":[{"role":"user","content":"hi"}]})",
+                   headers);
 }
 
 std::vector<ClientRow> key_rows() {
   return {
-      {"key-missing", {},
+      {"key-missing",
+       {},
        [](Harness& h) {
          auto r = chat_with(h, "");
          EXPECT_EQ(r.status, 401);
@@ -623,24 +847,35 @@ std::vector<ClientRow> key_rows() {
          EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
          EXPECT_EQ(h.upstream()->stats().requests, 0u);
        },
-       "", "", auth_yaml()},
-      {"key-wrong", {},
+       "",
+       "",
+       auth_yaml()},
+      {"key-wrong",
+       {},
        [](Harness& h) {
          auto r = chat_with(h, "Bearer sk-not-ours");
          EXPECT_EQ(r.status, 401);
          EXPECT_EQ(r.body.find("sk-not-ours"), std::string::npos) << "the error echoed the key";
-         EXPECT_EQ(metric_value(h.metrics(), "llmgate_auth_rejections_total", "reason=\"unauthenticated\""), 1);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_auth_rejections_total",
+                                "reason=\"unauthenticated\""),
+                   1);
        },
-       "", "", auth_yaml()},
-      {"key-model-not-allowed", {},
+       "",
+       "",
+       auth_yaml()},
+      {"key-model-not-allowed",
+       {},
        [](Harness& h) {
          auto r = chat_with(h, "Bearer sk-app", "solo");
          EXPECT_EQ(r.status, 403);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_allowed");
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
        },
-       "", "", "  - name: solo\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
-      {"key-request-rate-limit", {},
+       "",
+       "",
+       "  - name: solo\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
+      {"key-request-rate-limit",
+       {},
        [](Harness& h) {
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
          auto r = chat_with(h, "Bearer sk-app");
@@ -651,8 +886,11 @@ std::vector<ClientRow> key_rows() {
          EXPECT_EQ(e["code"], "rate_limit_exceeded");
          EXPECT_EQ(h.upstream()->stats().requests, 1u);
        },
-       "", "", auth_yaml(", requests_per_minute: 1")},
-      {"key-never-forwarded-or-logged", {},
+       "",
+       "",
+       auth_yaml(", requests_per_minute: 1")},
+      {"key-never-forwarded-or-logged",
+       {},
        [](Harness& h) {
          ::testing::internal::CaptureStderr();
          // The request line is logged just after the answer is written; a
@@ -667,21 +905,31 @@ std::vector<ClientRow> key_rows() {
          const std::string upstream = h.upstream()->last_request();
          EXPECT_NE(upstream.find("uthorization: Bearer key\r\n"), std::string::npos) << upstream;
          EXPECT_EQ(upstream.find("sk-app"), std::string::npos) << "the client's key went upstream";
-         EXPECT_NE(log.find("key=app"), std::string::npos) << log;  // the key's name, for attribution
+         EXPECT_NE(log.find("key=app"), std::string::npos)
+             << log;  // the key's name, for attribution
          EXPECT_EQ(log.find("sk-app"), std::string::npos) << "the key was logged";
        },
-       "", "", auth_yaml()},
-      {"admin-key-required", {},
+       "",
+       "",
+       auth_yaml()},
+      {"admin-key-required",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
          EXPECT_EQ(c.request("GET", "/admin/routes").status, 401);
-         EXPECT_EQ(c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-app"}}).status, 401);
-         EXPECT_EQ(c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-admin"}}).status, 200);
+         EXPECT_EQ(
+             c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-app"}}).status,
+             401);
+         EXPECT_EQ(
+             c.request("GET", "/admin/routes", "", {{"authorization", "Bearer sk-admin"}}).status,
+             200);
          // Probes and scrapes never need a key.
          EXPECT_EQ(c.request("GET", "/healthz").status, 200);
          EXPECT_EQ(c.request("GET", "/metrics").status, 200);
        },
-       "", "", auth_yaml()},
+       "",
+       "",
+       auth_yaml()},
   };
 }
 
@@ -752,27 +1000,35 @@ const std::string kOpenAi401 =
 
 std::vector<ClientRow> security_rows() {
   const Script fails{{K::kSend, testing::status_response(500)}, {K::kClose}};
-  const std::string two_keys = "auth:\n  keys:\n    - {name: app, sha256: " + gateway::sha256_hex("sk-app") +
-                               ", models: [chat, solo, pricey]}\n    - {name: ops, sha256: " +
-                               gateway::sha256_hex("sk-ops") + ", explain: true, allow_overrides: true}\n";
+  const std::string two_keys =
+      "auth:\n  keys:\n    - {name: app, sha256: " + gateway::sha256_hex("sk-app") +
+      ", models: [chat, solo, pricey]}\n    - {name: ops, sha256: " +
+      gateway::sha256_hex("sk-ops") + ", explain: true, allow_overrides: true}\n";
   return {
-      {"override-cannot-raise-price-cap", {},
+      {"override-cannot-raise-price-cap",
+       {},
        [](Harness& h) {
          // $1000/M asked, $10/M configured: the $500/M deployment stays out,
          // in the body and in the header alike.
-         auto r = post_as(h, "", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         auto r = post_as(
+             h, "", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
          EXPECT_EQ(r.status, 200) << r.body;
          EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
          HttpClient c(h.port());
-         r = c.request("POST", "/v1/chat/completions", model_body("pricey", R"({"order": ["bad"]})"),
+         r = c.request("POST", "/v1/chat/completions",
+                       model_body("pricey", R"({"order": ["bad"]})"),
                        {{"content-type", "application/json"}, {"x-llmgate-max-price", "1000"}});
          EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
          EXPECT_EQ(h.upstream()->stats().requests, 0u) << "the $500/M deployment was reached";
        },
-       "", "", kPricey},
+       "",
+       "",
+       kPricey},
       {"override-cannot-raise-max-attempts", fails,
        [](Harness& h) {
-         auto r = post_as(h, "", model_body("pricey", R"({"max_attempts": 10, "max_output_price_per_1m": 1000})"));
+         auto r = post_as(
+             h, "",
+             model_body("pricey", R"({"max_attempts": 10, "max_output_price_per_1m": 1000})"));
          // bad/m is out (price); good/m alone: one attempt. And on "chat"
          // (max_attempts 3 by default) a request may ask for fewer.
          EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
@@ -783,10 +1039,14 @@ std::vector<ClientRow> security_rows() {
          r = post_as(h, "", model_body("once", R"({"max_attempts": 10})"));
          EXPECT_EQ(r.status, 502) << r.body;
          EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
-         EXPECT_EQ(h.good().stats().requests, 1u) << "good/m was tried after the configured last attempt";
+         EXPECT_EQ(h.good().stats().requests, 1u)
+             << "good/m was tried after the configured last attempt";
        },
-       "", "", kPricey + "  - name: once\n    routing: {max_attempts: 1}\n    deployments: [{provider: bad, model: m}, {provider: good, model: m}]\n"},
-      {"override-cannot-enable-hedging", {{K::kSend, testing::sse_head()}, {K::kHold}},
+       "", "",
+       kPricey + "  - name: once\n    routing: {max_attempts: 1}\n    deployments: [{provider: "
+                 "bad, model: m}, {provider: good, model: m}]\n"},
+      {"override-cannot-enable-hedging",
+       {{K::kSend, testing::sse_head()}, {K::kHold}},
        [](Harness& h) {
          // Hedging is off, with a 50 ms delay configured: turned on, a hedge
          // would start after 50 ms and win long before bad/m's deadline.
@@ -795,20 +1055,29 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(r.header("x-llmgate-hedged"), "") << "a hedge ran";
          EXPECT_EQ(r.header("x-llmgate-failed"), "bad/m=ttft_timeout");  // waited out bad/m alone
        },
-       "", "",
+       "",
+       "",
        "  - name: nohedge\n    routing: {hedging: {enabled: false, delay: 50ms}}\n"
        "    deployments: [{provider: bad, model: m}, {provider: good, model: m}]\n"},
-      {"trusted-key-may-widen-overrides", {},
+      {"trusted-key-may-widen-overrides",
+       {},
        [](Harness& h) {
-         auto r = post_as(h, "sk-app", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         auto r = post_as(
+             h, "sk-app",
+             model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
          EXPECT_EQ(r.status, 200);
          EXPECT_EQ(h.upstream()->stats().requests, 0u);
-         r = post_as(h, "sk-ops", model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
+         r = post_as(
+             h, "sk-ops",
+             model_body("pricey", R"({"max_output_price_per_1m": 1000, "order": ["bad"]})"));
          EXPECT_EQ(r.status, 200);
          EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");  // allow_overrides: true
        },
-       "", "", kPricey + two_keys},
-      {"half-written-config-keeps-auth", {},
+       "",
+       "",
+       kPricey + two_keys},
+      {"half-written-config-keeps-auth",
+       {},
        [](Harness& h) {
          const std::string full = h.yaml();
          ConfigFile file(full.substr(0, full.find("auth:")));  // the part before auth:
@@ -816,15 +1085,19 @@ std::vector<ClientRow> security_rows() {
          EXPECT_FALSE(h.gateway().reload_from_file(file.path(), &why));
          EXPECT_NE(why.find("enabled: false"), std::string::npos) << why;
          EXPECT_EQ(post_as(h, "", model_body("chat")).status, 401) << "the API opened";
-         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""), 1);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""),
+                   1);
          EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_last_reload_successful"), 0);
          // Saying so explicitly is honoured.
          file.write(full.substr(0, full.find("auth:")) + "auth: {enabled: false}\n");
          EXPECT_TRUE(h.gateway().reload_from_file(file.path(), &why)) << why;
          EXPECT_EQ(post_as(h, "", model_body("chat")).status, 200);
        },
-       "", "", auth_yaml()},
-      {"empty-config-keeps-models-and-admin", {},
+       "",
+       "",
+       auth_yaml()},
+      {"empty-config-keeps-models-and-admin",
+       {},
        [](Harness& h) {
          ConfigFile empty("");
          std::string why;
@@ -834,13 +1107,18 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(post_as(h, "sk-app", model_body("chat")).status, 200);
          // A file with keys but no admin key, or no models section: refused too.
          const std::string full = h.yaml();
-         ConfigFile no_admin(std::regex_replace(full, std::regex("  admin_key_sha256: [0-9a-f]+\n"), ""));
+         ConfigFile no_admin(
+             std::regex_replace(full, std::regex("  admin_key_sha256: [0-9a-f]+\n"), ""));
          EXPECT_FALSE(h.gateway().reload_from_file(no_admin.path(), &why));
          EXPECT_NE(why.find("admin_open"), std::string::npos) << why;
-         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""), 2);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_config_reloads_total", "result=\"rejected\""),
+                   2);
        },
-       "", "", auth_yaml()},
-      {"upstream-error-text-not-forwarded", {{K::kSend, testing::status_response(401, "", kOpenAi401)}, {K::kClose}},
+       "",
+       "",
+       auth_yaml()},
+      {"upstream-error-text-not-forwarded",
+       {{K::kSend, testing::status_response(401, "", kOpenAi401)}, {K::kClose}},
        [](Harness& h) {
          ::testing::internal::CaptureStderr();
          auto r = post_as(h, "", model_body("solo"));
@@ -850,16 +1128,22 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(r.status, 502);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream_unavailable");
          for (const char* leak : {"sk-proj", "XYZ9", "Incorrect API key"}) {
-           EXPECT_EQ(r.body.find(leak), std::string::npos) << leak << " reached the client: " << r.body;
+           EXPECT_EQ(r.body.find(leak), std::string::npos)
+               << leak << " reached the client: " << r.body;
          }
          for (const char* secret : {"sk-proj", "XYZ9"}) {
            EXPECT_EQ(log.find(secret), std::string::npos) << secret << " was logged";
          }
          EXPECT_NE(log.find("Incorrect API key provided: [redacted]"), std::string::npos) << log;
        },
-       "", "", kPricey},
+       "",
+       "",
+       kPricey},
       {"client-error-body-scrubbed",
-       {{K::kSend, testing::status_response(400, "", R"j({"error":{"message":"tools[0] is invalid (request by key sk-abcdef1234567)","type":"invalid_request_error","param":"tools","code":null}})j")},
+       {{K::kSend,
+         testing::status_response(
+             400, "",
+             R"j({"error":{"message":"tools[0] is invalid (request by key sk-abcdef1234567)","type":"invalid_request_error","param":"tools","code":null}})j")},
         {K::kClose}},
        [](Harness& h) {
          auto r = post_as(h, "", model_body("chat"));
@@ -869,7 +1153,10 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(e["param"], "tools");
        }},
       {"in-band-error-text-not-forwarded",
-       {{K::kSend, head_role_tokens(1) + testing::chunk("data: {\"error\":{\"message\":\"internal error, key sk-leak1234567\"}}\n\n")},
+       {{K::kSend,
+         head_role_tokens(1) +
+             testing::chunk(
+                 "data: {\"error\":{\"message\":\"internal error, key sk-leak1234567\"}}\n\n")},
         {K::kHold}},
        [](Harness& h) {
          HttpClient c(h.port());
@@ -880,29 +1167,35 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(e["code"], "upstream_stream_error");
          EXPECT_EQ(events.back().find("sk-leak"), std::string::npos) << events.back();
        }},
-      {"transfer-encoding-not-chunked", {},
+      {"transfer-encoding-not-chunked",
+       {},
        [](Harness& h) {
          // The body would be a second request if it were taken for no body.
          for (const std::string te : {"identity", "xchunked", "chunked, identity"}) {
-           const std::string got = raw_exchange(
-               h, raw_post("Transfer-Encoding: " + te + "\r\n", "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+           const std::string got =
+               raw_exchange(h, raw_post("Transfer-Encoding: " + te + "\r\n",
+                                        "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
            EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << te << ": " << got.substr(0, 200);
-           EXPECT_EQ(got.find("\"list\""), std::string::npos) << te << ": the body ran as a request";
+           EXPECT_EQ(got.find("\"list\""), std::string::npos)
+               << te << ": the body ran as a request";
          }
        }},
-      {"chunk-size-overflow", {},
+      {"chunk-size-overflow",
+       {},
        [](Harness& h) {
-         const std::string got =
-             raw_exchange(h, raw_post("Transfer-Encoding: chunked\r\n", "fffffffffffffffffffff\r\nabc"));
+         const std::string got = raw_exchange(
+             h, raw_post("Transfer-Encoding: chunked\r\n", "fffffffffffffffffffff\r\nabc"));
          EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << got.substr(0, 200);
          EXPECT_NE(got.find("bad_http_request"), std::string::npos);
        }},
-      {"missing-host", {},
+      {"missing-host",
+       {},
        [](Harness& h) {
          const std::string got = raw_exchange(h, "GET /v1/models HTTP/1.1\r\n\r\n");
          EXPECT_EQ(got.rfind("HTTP/1.1 400 ", 0), 0u) << got.substr(0, 200);
        }},
-      {"second-instance-same-port", {},
+      {"second-instance-same-port",
+       {},
        [](Harness& h) {
          std::string yaml = h.yaml();
          yaml.replace(yaml.find("port: 0"), 7, "port: " + std::to_string(h.port()));
@@ -914,15 +1207,22 @@ std::vector<ClientRow> security_rows() {
            EXPECT_NE(std::string(e.what()).find("address in use"), std::string::npos) << e.what();
          }
        }},
-      {"expect-100-continue-checks-key-first", {},
+      {"expect-100-continue-checks-key-first",
+       {},
        [](Harness& h) {
          RawClient raw(h.port());
-         ASSERT_TRUE(raw.send(raw_post("Authorization: Bearer wrong\r\nExpect: 100-continue\r\nContent-Length: 100\r\n", "")));
+         ASSERT_TRUE(raw.send(raw_post(
+             "Authorization: Bearer wrong\r\nExpect: 100-continue\r\nContent-Length: 100\r\n",
+             "")));
          const std::string got = raw.read_some();
-         EXPECT_EQ(got.rfind("HTTP/1.1 401 ", 0), 0u) << "not 100 Continue first: " << got.substr(0, 100);
+         EXPECT_EQ(got.rfind("HTTP/1.1 401 ", 0), 0u)
+             << "not 100 Continue first: " << got.substr(0, 100);
        },
-       "", "", auth_yaml()},
-      {"keep-alive-head-header-timeout", {},
+       "",
+       "",
+       auth_yaml()},
+      {"keep-alive-head-header-timeout",
+       {},
        [](Harness& h) {
          // Idle between requests may last 30 s; a head that has started must
          // complete within client_header_timeout (1 s).
@@ -934,7 +1234,8 @@ std::vector<ClientRow> security_rows() {
              << "the stalled head was held to the idle timeout";
        },
        ", client_idle_timeout: 30s"},
-      {"content-encoding-refused", {},
+      {"content-encoding-refused",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
          auto r = c.request("POST", "/v1/chat/completions", chat_body(false),
@@ -947,30 +1248,40 @@ std::vector<ClientRow> security_rows() {
        [](Harness& h) {
          const std::string body = chat_body(false);
          RawClient raw(h.port());
-         ASSERT_TRUE(raw.send(raw_post("Connection: keep-alive\r\nConnection: x-hop, close\r\nX-Hop: secret\r\nContent-Length: " +
-                                           std::to_string(body.size()) + "\r\n",
-                                       body)));
+         ASSERT_TRUE(
+             raw.send(raw_post("Connection: keep-alive\r\nConnection: x-hop, close\r\nX-Hop: "
+                               "secret\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n",
+                               body)));
          const std::string got = raw.read_all();
          EXPECT_TRUE(raw.eof()) << "the second line's close was not honoured";
          EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got.substr(0, 300);
          const std::string upstream = h.upstream()->last_request();
          EXPECT_EQ(upstream.find("secret"), std::string::npos) << upstream;
        }},
-      {"via-loop-detected", {},
+      {"via-loop-detected",
+       {},
        [](Harness& h) {
          // A provider whose base_url is the gateway itself.
-         std::string yaml = h.yaml() + "  - name: loop\n    deployments: [{provider: self, model: m}, {provider: good, model: m}]\n";
-         yaml.replace(yaml.find("providers:\n"), 11,
-                      "providers:\n  - {name: self, base_url: \"http://127.0.0.1:" + std::to_string(h.port()) +
-                          "/v1\", pool: {idle_timeout: 200ms}}\n");  // its pooled connection to us goes soon
+         std::string yaml = h.yaml() +
+                            "  - name: loop\n    deployments: [{provider: self, model: m}, "
+                            "{provider: good, model: m}]\n";
+         yaml.replace(
+             yaml.find("providers:\n"), 11,
+             "providers:\n  - {name: self, base_url: \"http://127.0.0.1:" +
+                 std::to_string(h.port()) +
+                 "/v1\", pool: {idle_timeout: 200ms}}\n");  // its pooled connection to us goes soon
          ASSERT_TRUE(h.gateway().reload(config::parse_config(yaml, "loop.yaml")));
          auto r = post_as(h, "", model_body("loop"));
          EXPECT_EQ(r.status, 200) << r.body;
          EXPECT_EQ(r.header("x-llmgate-failed"), "self/m=upstream_status(508)");
-         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"self/m\""), 1)
+         EXPECT_EQ(
+             metric_value(h.metrics(), "llmgate_upstream_attempts_total", "deployment=\"self/m\""),
+             1)
              << "the request went round more than once";
        }},
-      {"models-list-filtered-by-key", {},
+      {"models-list-filtered-by-key",
+       {},
        [](Harness& h) {
          HttpClient c(h.port());
          auto r = c.request("GET", "/v1/models", "", {{"authorization", "Bearer sk-app"}});
@@ -980,13 +1291,16 @@ std::vector<ClientRow> security_rows() {
          for (const auto& m : list["data"]) ids.insert(m["id"].get<std::string>());
          EXPECT_EQ(ids, (std::set<std::string>{"chat"}));
        },
-       "", "", "  - name: hidden\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
+       "",
+       "",
+       "  - name: hidden\n    deployments: [{provider: good, model: m}]\n" + auth_yaml()},
       {"route-explanations-need-permission", fails,
        [](Harness& h) {
          // Key "app" may not see how it was routed, "ops" (explain: true) may.
          auto app = post_as(h, "sk-app", model_body("chat"));
          EXPECT_EQ(app.status, 200);
-         for (const char* header : {"x-llmgate-route", "x-llmgate-deployment", "x-llmgate-failed"}) {
+         for (const char* header :
+              {"x-llmgate-route", "x-llmgate-deployment", "x-llmgate-failed"}) {
            EXPECT_EQ(app.header(header), "") << header;
          }
          EXPECT_EQ(app.header("x-llmgate-attempts"), "2");

@@ -2,10 +2,10 @@
 // fuzzer may name any path as api_key_file or tls.ca_file, and reading the
 // real file system would make runs depend on the machine (or block on
 // /dev/stdin). A few fixed paths have contents; every other path is missing.
-#include "config/read_file.h"
-
 #include <stdexcept>
 #include <string>
+
+#include "config/read_file.h"
 
 namespace llmgate::config {
 

@@ -17,16 +17,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <typeinfo>
 #include <variant>
 
-#include <nlohmann/json.hpp>
-
 #include "gateway/chat_request.h"
-#include "providers/upstream_protocol.h"
 #include "providers/json_depth.h"
+#include "providers/upstream_protocol.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -16,11 +16,10 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "config/ascii.h"
 #include "config/config.h"
@@ -145,7 +144,8 @@ void check_applied(const config::Model& model, const routing::RouteOverride& o) 
     FUZZ_CHECK(!p.allow_fallbacks || base.allow_fallbacks);
     FUZZ_CHECK(!p.hedging.enabled || base.hedging.enabled);
     if (bc.max_output_price_per_1m) {
-      FUZZ_CHECK(pc.max_output_price_per_1m && *pc.max_output_price_per_1m <= *bc.max_output_price_per_1m);
+      FUZZ_CHECK(pc.max_output_price_per_1m &&
+                 *pc.max_output_price_per_1m <= *bc.max_output_price_per_1m);
     }
     if (bc.min_tps) FUZZ_CHECK(pc.min_tps && *pc.min_tps >= *bc.min_tps);
     if (bc.max_ttft) {
@@ -153,7 +153,8 @@ void check_applied(const config::Model& model, const routing::RouteOverride& o) 
       // percentile at least as high, or kept beside the request's.
       FUZZ_CHECK(pc.max_ttft);
       FUZZ_CHECK(*pc.max_ttft <= *bc.max_ttft);
-      FUZZ_CHECK(static_cast<int>(pc.max_ttft_percentile) >= static_cast<int>(bc.max_ttft_percentile));
+      FUZZ_CHECK(static_cast<int>(pc.max_ttft_percentile) >=
+                 static_cast<int>(bc.max_ttft_percentile));
     }
   }
 }

@@ -20,24 +20,23 @@
 // event nested past the depth limit.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "providers/chat_chunk.h"
-#include "providers/json_depth.h"
 #include "providers/completion_assembler.h"
+#include "providers/json_depth.h"
 #include "providers/sse_parser.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
-using nlohmann::json;
 using llmgate::providers::ChatChunk;
 using llmgate::providers::SseEvent;
 using llmgate::providers::SseParser;
+using nlohmann::json;
 
 struct Event {
   std::string raw, data, event, id;

@@ -1,5 +1,8 @@
 // The gateway and simulated providers, in-process on loopback port 0, driven
 // by a real HTTP client. These check behaviour, never tight timings.
+#include "gateway/gateway.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,21 +10,18 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "config/config.h"
-#include "gateway/gateway.h"
 #include "tests/support/http_client.h"
 #include "tools/sim/sim_server.h"
 
 namespace llmgate {
 namespace {
 
-using testing::HttpClient;
 using testing::eventually;
+using testing::HttpClient;
 using json = nlohmann::json;
 
 sim::Profile fast_profile(int tokens = 5) {
@@ -33,7 +33,8 @@ sim::Profile fast_profile(int tokens = 5) {
 }
 
 std::string chat_body(const std::string& model, bool stream, const std::string& extra = "") {
-  return R"({"model":")" + model + R"(","messages":[{"role":"user","content":"Say hello"}],"stream":)" +
+  return R"({"model":")" + model +
+         R"(","messages":[{"role":"user","content":"Say hello"}],"stream":)" +
          (stream ? "true" : "false") + extra + "}";
 }
 
@@ -75,11 +76,15 @@ class GatewayTest : public ::testing::Test {
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
-timeouts: {connect: )" + connect + ", ttft: " + ttft + ", idle: " + idle + R"(, total: 20s}
+timeouts: {connect: )" +
+                       connect + ", ttft: " + ttft + ", idle: " + idle + R"(, total: 20s}
 providers:
-  - {name: a, base_url: "http://127.0.0.1:)" + std::to_string(port_a_) +
-                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_A, region: eu)" + provider_a_extra + R"(}
-  - {name: b, base_url: "http://127.0.0.1:)" + std::to_string(port_b_) +
+  - {name: a, base_url: "http://127.0.0.1:)" +
+                       std::to_string(port_a_) +
+                       R"(/v1", api_key_env: LLMGATE_TEST_KEY_A, region: eu)" + provider_a_extra +
+                       R"(}
+  - {name: b, base_url: "http://127.0.0.1:)" +
+                       std::to_string(port_b_) +
                        R"(/v1", api_key_env: LLMGATE_TEST_KEY_B, region: us}
 models:
   - name: chat
@@ -154,8 +159,7 @@ TEST_F(GatewayTest, AssemblesANonStreamedCompletionWithExactUsage) {
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(j["usage"]["completion_tokens"], 12);
-  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
-            j["usage"]["prompt_tokens"].get<int>() + 12);
+  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(), j["usage"]["prompt_tokens"].get<int>() + 12);
   // 12 tokens of sim text, each a space-led word.
   std::string content = j["choices"][0]["message"]["content"];
   EXPECT_EQ(std::count(content.begin(), content.end(), ' '), 12);
@@ -168,8 +172,9 @@ TEST_F(GatewayTest, RewritesTheModelAndPassesOtherFieldsAndHeadersThrough) {
   HttpClient c(port_);
   auto r = c.request(
       "POST", "/v1/chat/completions",
-      chat_body("chat", false,
-                R"(,"temperature":0.25,"seed":42,"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"response_format":{"type":"text"})"),
+      chat_body(
+          "chat", false,
+          R"(,"temperature":0.25,"seed":42,"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"response_format":{"type":"text"})"),
       {{"content-type", "application/json"},
        {"authorization", "Bearer client-secret"},
        {"connection", "keep-alive, x-hop"},
@@ -419,7 +424,8 @@ TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
   EXPECT_EQ(sim_b_->stats().requests, 0u);
   // The caller's mistake, not the gateway's or the upstream's: counted apart.
   auto m = c.request("GET", "/metrics").body;
-  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="client_error"} 1)"), std::string::npos);
+  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="client_error"} 1)"),
+            std::string::npos);
   EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="error"} 0)"), std::string::npos);
 }
 
@@ -468,8 +474,10 @@ TEST_F(GatewayTest, BadRequestsGetOpenAiShapedErrors) {
   for (const Case& k : std::vector<Case>{
            {"{not json", "application/json", 400, ""},
            {R"({"messages":[{"role":"user","content":"x"}]})", "application/json", 400, "model"},
-           {R"({"model":"nope","messages":[{"role":"user","content":"x"}]})", "application/json", 404, "model"},
-           {R"({"model":"chat","messages":[{"role":"user","content":"x"}]})", "text/plain", 415, ""},
+           {R"({"model":"nope","messages":[{"role":"user","content":"x"}]})", "application/json",
+            404, "model"},
+           {R"({"model":"chat","messages":[{"role":"user","content":"x"}]})", "text/plain", 415,
+            ""},
        }) {
     auto r = c.request("POST", "/v1/chat/completions", k.body, {{"content-type", k.content_type}});
     EXPECT_EQ(r.status, k.status) << k.body;
@@ -477,7 +485,8 @@ TEST_F(GatewayTest, BadRequestsGetOpenAiShapedErrors) {
     EXPECT_FALSE(r.header("x-request-id").empty());
     auto j = json::parse(r.body);
     ASSERT_TRUE(j["error"].is_object()) << r.body;
-    for (const char* f : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(f)) << f;
+    for (const char* f : {"message", "type", "param", "code"})
+      EXPECT_TRUE(j["error"].contains(f)) << f;
     if (!k.param.empty()) {
       EXPECT_EQ(j["error"]["param"], k.param);
     }
@@ -496,7 +505,8 @@ TEST_F(GatewayTest, OversizedBodiesAndHeadersGet413And431) {
   std::string huge_content(5 * 1024 * 1024, 'a');  // over the 4 MiB default
   {
     HttpClient c(port_);
-    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false, ",\"pad\":\"" + huge_content + "\""));
+    auto r = c.request("POST", "/v1/chat/completions",
+                       chat_body("chat", false, ",\"pad\":\"" + huge_content + "\""));
     EXPECT_EQ(r.status, 413);
     EXPECT_EQ(json::parse(r.body)["error"]["code"], "request_too_large");
   }
@@ -645,8 +655,9 @@ TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
   EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
   EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=ttft_timeout");
   EXPECT_LT(took, std::chrono::seconds(10));  // behaviour, not timing: far below 20 s
-  EXPECT_NE(c.request("GET", "/metrics").body.find(R"(llmgate_fallbacks_total{reason="ttft_timeout"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      c.request("GET", "/metrics").body.find(R"(llmgate_fallbacks_total{reason="ttft_timeout"} 1)"),
+      std::string::npos);
   // Missing its own derived deadline makes a slow, not broken: five more in a
   // row (the ejection threshold) do not eject it.
   for (int i = 0; i < 5; ++i) {
@@ -724,20 +735,29 @@ TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
   auto m = c.request("GET", "/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_NE(m.body.find(R"(llmgate_requests_total{model="chat",outcome="success"} 1)"), std::string::npos)
+  EXPECT_NE(m.body.find(R"(llmgate_requests_total{model="chat",outcome="success"} 1)"),
+            std::string::npos)
       << m.body.substr(0, 2000);
-  EXPECT_NE(m.body.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="success"} 1)"),
-            std::string::npos);
-  EXPECT_NE(m.body.find(R"(gen_ai_server_time_to_first_token_seconds_count{deployment="a/model-a",gen_ai_provider_name="a",gen_ai_request_model="chat"} 1)"),
-            std::string::npos);
-  EXPECT_NE(m.body.find(R"(llmgate_router_deployment_state{deployment="a/model-a",state="healthy"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      m.body.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="success"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      m.body.find(
+          R"(gen_ai_server_time_to_first_token_seconds_count{deployment="a/model-a",gen_ai_provider_name="a",gen_ai_request_model="chat"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      m.body.find(R"(llmgate_router_deployment_state{deployment="a/model-a",state="healthy"} 1)"),
+      std::string::npos);
   EXPECT_NE(m.body.find("llmgate_requests_in_flight 0"), std::string::npos);
-  EXPECT_NE(m.body.find(R"(llmgate_route_decisions_total{deployment="a/model-a",model="chat",policy="ordered"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      m.body.find(
+          R"(llmgate_route_decisions_total{deployment="a/model-a",model="chat",policy="ordered"} 1)"),
+      std::string::npos);
   EXPECT_NE(m.body.find(R"(llmgate_tokens_total{type="output"} 5)"), std::string::npos);
-  EXPECT_NE(m.body.find(R"(gen_ai_client_token_usage_count{gen_ai_request_model="chat",gen_ai_token_type="output"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      m.body.find(
+          R"(gen_ai_client_token_usage_count{gen_ai_request_model="chat",gen_ai_token_type="output"} 1)"),
+      std::string::npos);
   EXPECT_EQ(m.body.find("llmgate_cost_usd_total 0\n"), std::string::npos);  // priced: a is not free
   // Every label value comes from config: an unknown model adds no series.
   c.request("POST", "/v1/chat/completions", chat_body("no-such-model", false));
@@ -762,7 +782,8 @@ TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
 }
 
 const std::string kHedgedRouting =
-    "routing: {exploration: 0, defaults: {policy: ordered, hedging: {enabled: true, delay: 100ms}}}\n";
+    "routing: {exploration: 0, defaults: {policy: ordered, hedging: {enabled: true, delay: "
+    "100ms}}}\n";
 
 TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
   sim::Profile stall = fast_profile();
@@ -788,8 +809,9 @@ TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
   EXPECT_EQ(gw_->routing().hedges_won.load(), 1u);
   auto m = c.request("GET", "/metrics").body;
   EXPECT_NE(m.find(R"(llmgate_hedges_total{result="won"} 1)"), std::string::npos);
-  EXPECT_NE(m.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="hedge_lost"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      m.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="hedge_lost"} 1)"),
+      std::string::npos);
 }
 
 TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {
@@ -812,11 +834,13 @@ TEST_F(GatewayTest, RouteOverridesAreAppliedAndNeverForwarded) {
   start_sims(fast_profile(), fast_profile());
   start_gateway();
   HttpClient c(port_);
-  auto r = c.request("POST", "/v1/chat/completions",
-                     chat_body("chat", false, R"(,"route":{"order":["b"],"allow_fallbacks":false})"));
+  auto r =
+      c.request("POST", "/v1/chat/completions",
+                chat_body("chat", false, R"(,"route":{"order":["b"],"allow_fallbacks":false})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
-  EXPECT_NE(r.header("x-llmgate-route").find("a/model-a=skip(not in route.order"), std::string::npos);
+  EXPECT_NE(r.header("x-llmgate-route").find("a/model-a=skip(not in route.order"),
+            std::string::npos);
   auto last = sim_b_->last_request();
   ASSERT_TRUE(last);
   EXPECT_FALSE(json::parse(last->body).contains("route"));

@@ -1,18 +1,17 @@
 // Lifecycle: graceful drain, hot reload under traffic, rejected reloads, the
 // admin listener. The gateway and simulated providers run in-process on
 // loopback port 0; real HTTP clients drive them. Behaviour only, no timings.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "gateway/gateway.h"
@@ -55,7 +54,8 @@ class LifecycleTest : public ::testing::Test {
     sim_b_.reset();
   }
 
-  static std::unique_ptr<sim::SimServer> start_sim(const std::string& model, const sim::Profile& p) {
+  static std::unique_ptr<sim::SimServer> start_sim(const std::string& model,
+                                                   const sim::Profile& p) {
     sim::SimOptions o;
     o.api_key = "key";
     o.profiles[model] = p;
@@ -75,7 +75,8 @@ server:
   listeners: [{address: 127.0.0.1, port: 0}]
   admin_listener: {address: 127.0.0.1, port: 0}
   workers: 2
-)" + server_extra + R"(
+)" + server_extra +
+           R"(
 timeouts: {connect: 1s, ttft: 2s, idle: 2s, total: 20s}
 providers:
   - {name: p, base_url: "http://127.0.0.1:)" +
@@ -201,9 +202,11 @@ TEST_F(LifecycleTest, ReloadUnderContinuousTrafficFailsNoRequest) {
   // upstreams: every request must still be answered in full.
   for (int i = 0; i < 12; ++i) {
     const int before = ok.load();
-    std::string extra = i % 3 == 0 ? "  - name: other\n    deployments: [{provider: p, model: a-model}]\n" : "";
+    std::string extra =
+        i % 3 == 0 ? "  - name: other\n    deployments: [{provider: p, model: a-model}]\n" : "";
     std::string err;
-    ASSERT_TRUE(gw_->reload(config::parse_config(yaml(i % 4 >= 2, std::to_string(i + 1), extra), "r.yaml"), &err))
+    ASSERT_TRUE(gw_->reload(
+        config::parse_config(yaml(i % 4 >= 2, std::to_string(i + 1), extra), "r.yaml"), &err))
         << err;
     ASSERT_TRUE(eventually([&] { return ok.load() >= before + 3; }));
   }
@@ -218,7 +221,8 @@ TEST_F(LifecycleTest, ReloadUnderContinuousTrafficFailsNoRequest) {
 TEST_F(LifecycleTest, LiveStatisticsSurviveAReloadForUnchangedDeploymentsOnly) {
   start(yaml(false));
   HttpClient c(port_);
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
   const auto samples = [&] { return gw_->stats().get_or_prior("p/a-model").ttft_samples; };
   ASSERT_EQ(samples(), 5u);
   // A price change leaves the deployment as it was measured.
@@ -288,14 +292,17 @@ TEST_F(LifecycleTest, TheAdminListenerServesProbesAndMetricsButNotTheApi) {
 TEST_F(LifecycleTest, RouterGaugesFollowTheConfigAcrossReloads) {
   start(yaml(false, "1", "  - name: other\n    deployments: [{provider: p, model: x-model}]\n"));
   auto m = scrape();
-  EXPECT_NE(m.find("llmgate_router_rank{deployment=\"p/x-model\",model=\"other\"}"), std::string::npos);
+  EXPECT_NE(m.find("llmgate_router_rank{deployment=\"p/x-model\",model=\"other\"}"),
+            std::string::npos);
   EXPECT_EQ(metric_value(m, "llmgate_router_rank", "deployment=\"p/a-model\",model=\"chat\""), 1);
   ASSERT_TRUE(gw_->reload(config::parse_config(yaml(false), "r.yaml")));
   m = scrape();
   // The removed deployment's router beliefs are gone; the counters stay.
   EXPECT_EQ(m.find("llmgate_router_rank{deployment=\"p/x-model\""), std::string::npos);
-  EXPECT_EQ(m.find("llmgate_router_ttft_estimate_seconds{deployment=\"p/x-model\""), std::string::npos);
-  EXPECT_NE(m.find("llmgate_router_ttft_estimate_seconds{deployment=\"p/a-model\"}"), std::string::npos);
+  EXPECT_EQ(m.find("llmgate_router_ttft_estimate_seconds{deployment=\"p/x-model\""),
+            std::string::npos);
+  EXPECT_NE(m.find("llmgate_router_ttft_estimate_seconds{deployment=\"p/a-model\"}"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // HTTPS upstreams: a real TLS handshake (tests/support/tls_relay) in front of
 // a simulated provider, with the gateway verifying certificate and hostname.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "config/config.h"
 #include "gateway/gateway.h"
@@ -52,9 +52,12 @@ server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
 timeouts: {connect: 2s, ttft: 2s, idle: 2s, total: 10s}
 providers:
   - name: secure
-    base_url: "https://)" + host + ":" + std::to_string(tls_port_) + R"(/v1"
-    tls: )" + tls_yaml + R"(
-  - {name: plain, base_url: "http://127.0.0.1:)" + std::to_string(sim_port_) + R"(/v1"}
+    base_url: "https://)" +
+                       host + ":" + std::to_string(tls_port_) + R"(/v1"
+    tls: )" + tls_yaml +
+                       R"(
+  - {name: plain, base_url: "http://127.0.0.1:)" +
+                       std::to_string(sim_port_) + R"(/v1"}
 models:
   - name: chat
     deployments: [{provider: secure, model: m}, {provider: plain, model: m}]

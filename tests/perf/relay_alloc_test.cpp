@@ -10,20 +10,19 @@
 //
 // Its own executable: replacing operator new affects the whole program.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "config/config.h"
 #include "gateway/gateway.h"
@@ -41,8 +40,9 @@ void* operator new(std::size_t n) {
 void* operator new[](std::size_t n) { return operator new(n); }
 void* operator new(std::size_t n, std::align_val_t a) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) &
-                                                                    ~(static_cast<std::size_t>(a) - 1))) {
+  if (void* p =
+          std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) &
+                                                              ~(static_cast<std::size_t>(a) - 1))) {
     return p;
   }
   throw std::bad_alloc();
@@ -64,7 +64,8 @@ using testing::ScriptedUpstream;
 
 // One streamed request on a fresh connection; returns the body bytes read
 // (until the terminating chunk). No allocation per read.
-std::size_t stream_once(std::uint16_t port, const char* request, std::size_t request_len, bool& saw_done) {
+std::size_t stream_once(std::uint16_t port, const char* request, std::size_t request_len,
+                        bool& saw_done) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -107,15 +108,18 @@ Measured relay(int tokens, int requests, int clients = 1) {
   const std::string yaml = R"(
 server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
 routing: {exploration: 0}
-providers: [{name: p, base_url: "http://127.0.0.1:)" + std::to_string(up) + R"(/v1"}]
+providers: [{name: p, base_url: "http://127.0.0.1:)" +
+                           std::to_string(up) + R"(/v1"}]
 models: [{name: m, deployments: [{provider: p, model: m}]}]
 )";
   gateway::Gateway gw(config::parse_config(yaml, "alloc.yaml"));
   const std::uint16_t port = gw.start().at(0);
-  const std::string body = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                              "Content-Type: application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body =
+      R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   Measured r;
   bool done = false;
   stream_once(port, request.data(), request.size(), done);  // warm-up: pools, metric children
@@ -152,8 +156,10 @@ void expect_no_allocation_per_event(int clients) {
   const double per_request_small = static_cast<double>(small.allocations) / kRequests;
   const double per_request_large = static_cast<double>(large.allocations) / kRequests;
   const double per_event = (per_request_large - per_request_small) / 380.0;
-  std::printf("%d client(s): allocations per request: %.1f with 20 events, %.1f with 400; per extra event: %.3f\n",
-              clients, per_request_small, per_request_large, per_event);
+  std::printf(
+      "%d client(s): allocations per request: %.1f with 20 events, %.1f with 400; per extra event: "
+      "%.3f\n",
+      clients, per_request_small, per_request_large, per_event);
   // Bigger answers may need a few more reads (and so a few buffer growths),
   // never one allocation per event.
   EXPECT_LT(per_event, 0.05);

@@ -149,7 +149,9 @@ std::vector<Probe> framing_probes() {
       {"absolute-form", "GET http://x/v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 200, false},
       {"authority-form", "CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
       {"relative-target", "GET v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 400},
-      {"control-byte-in-target", std::string("GET /v1/mo\x01" "dels HTTP/1.1\r\nHost: x\r\n\r\n"),
+      {"control-byte-in-target",
+       std::string("GET /v1/mo\x01"
+                   "dels HTTP/1.1\r\nHost: x\r\n\r\n"),
        400},
       {"space-in-target", "GET /v1/mo dels HTTP/1.1\r\nHost: x\r\n\r\n", 400},
       {"control-byte-in-header",

@@ -1,13 +1,12 @@
 #include "tests/support/http_client.h"
 
-#include <ctime>
-#include <stdexcept>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <ctime>
+#include <stdexcept>
 
 #include "providers/sse_parser.h"
 
@@ -59,7 +58,8 @@ struct HttpClient::Impl {
   }
 };
 
-HttpClient::HttpClient(std::uint16_t port, std::chrono::milliseconds timeout) : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(std::uint16_t port, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
   impl_->timeout = timeout;
   impl_->socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
   impl_->set_timeouts();

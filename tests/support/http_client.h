@@ -26,17 +26,20 @@ struct HttpResponse {
 
 class HttpClient {
  public:
-  explicit HttpClient(std::uint16_t port, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  explicit HttpClient(std::uint16_t port,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(10));
   ~HttpClient();
 
   // One whole request/response on this connection (kept alive if allowed).
   HttpResponse request(const std::string& method, const std::string& target,
                        const std::string& body = "",
-                       const std::map<std::string, std::string>& headers = {{"content-type", "application/json"}});
+                       const std::map<std::string, std::string>& headers = {
+                           {"content-type", "application/json"}});
 
   // Streaming: send a request and read only the response head.
   HttpResponse start(const std::string& method, const std::string& target, const std::string& body,
-                     const std::map<std::string, std::string>& headers = {{"content-type", "application/json"}});
+                     const std::map<std::string, std::string>& headers = {
+                         {"content-type", "application/json"}});
   // The next complete SSE event's data (raw "data:" payload), or nullopt at
   // the end of the body. Throws on timeout.
   std::optional<std::string> next_event();
@@ -44,7 +47,7 @@ class HttpClient {
   std::vector<std::string> rest_of_events();
   // Bytes of the raw stream body read so far.
   const std::string& raw_body() const;
-  void close();  // drop the connection abruptly
+  void close();            // drop the connection abruptly
   bool connection_open();  // false if the server closed it
 
  private:
@@ -59,7 +62,9 @@ bool eventually(Cond cond, std::chrono::milliseconds limit = std::chrono::second
   auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
     if (cond()) return true;
-    struct timespec ts {0, 5'000'000};
+    struct timespec ts {
+      0, 5'000'000
+    };
     nanosleep(&ts, nullptr);
   }
   return cond();

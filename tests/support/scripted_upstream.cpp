@@ -31,16 +31,19 @@ std::string last_chunk() { return "0\r\n\r\n"; }
 std::string event(const std::string& json) { return "data: " + json + "\n\n"; }
 
 std::string role_event() {
-  return event(R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
+  return event(
+      R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
 }
 
 std::string token_event(int i) {
-  return event(R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok)" +
-               std::to_string(i) + R"( "},"finish_reason":null}]})");
+  return event(
+      R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok)" +
+      std::to_string(i) + R"( "},"finish_reason":null}]})");
 }
 
 std::string finish_event() {
-  return event(R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
+  return event(
+      R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})");
 }
 
 std::string done_event() { return "data: [DONE]\n\n"; }

@@ -35,24 +35,25 @@ using Script = std::vector<Step>;
 
 // Script building blocks (an OpenAI-compatible chunked SSE response).
 std::string sse_head(const std::string& content_type = "text/event-stream");
-std::string chunk(const std::string& data);           // one HTTP/1.1 chunk
-std::string last_chunk();                             // "0\r\n\r\n"
-std::string event(const std::string& json);           // "data: <json>\n\n"
-std::string role_event();                             // the role-only first chunk
-std::string token_event(int i);                       // one content token
-std::string finish_event();                           // finish_reason "stop" + usage
-std::string done_event();                             // "data: [DONE]\n\n"
-std::string status_response(int status, const std::string& extra_headers = "",
-                            const std::string& body = R"({"error":{"message":"scripted","type":"x"}})");
+std::string chunk(const std::string& data);  // one HTTP/1.1 chunk
+std::string last_chunk();                    // "0\r\n\r\n"
+std::string event(const std::string& json);  // "data: <json>\n\n"
+std::string role_event();                    // the role-only first chunk
+std::string token_event(int i);              // one content token
+std::string finish_event();                  // finish_reason "stop" + usage
+std::string done_event();                    // "data: [DONE]\n\n"
+std::string status_response(
+    int status, const std::string& extra_headers = "",
+    const std::string& body = R"({"error":{"message":"scripted","type":"x"}})");
 // The whole of a healthy streamed answer of `tokens` tokens, then a clean end.
 Script healthy_stream(int tokens);
 
 struct ScriptedStats {
-  std::uint64_t connections = 0;    // accepted
-  std::uint64_t requests = 0;       // requests read
-  std::uint64_t peer_closed = 0;    // connections the gateway closed (EOF/reset seen)
-  std::uint64_t open = 0;           // connections open now
-  std::uint64_t flood_bytes = 0;    // bytes a kFlood step managed to write
+  std::uint64_t connections = 0;  // accepted
+  std::uint64_t requests = 0;     // requests read
+  std::uint64_t peer_closed = 0;  // connections the gateway closed (EOF/reset seen)
+  std::uint64_t open = 0;         // connections open now
+  std::uint64_t flood_bytes = 0;  // bytes a kFlood step managed to write
 };
 
 class ScriptedUpstream {

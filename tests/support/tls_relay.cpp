@@ -1,9 +1,5 @@
 #include "tests/support/tls_relay.h"
 
-#include <cstdlib>
-#include <mutex>
-#include <thread>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -12,6 +8,9 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
 
 namespace llmgate::testing {
 
@@ -26,8 +25,7 @@ bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
   key_file = dir + "/key.pem";
   std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + dns_name +
                     " -addext subjectAltName=" + (san.empty() ? "DNS:" + dns_name : san) +
-                    " -keyout " + key_file +
-                    " -out " + cert_file + " >/dev/null 2>&1";
+                    " -keyout " + key_file + " -out " + cert_file + " >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -65,11 +63,14 @@ struct TlsRelay::Impl {
         tcp::endpoint(net::ip::make_address("127.0.0.1"), target_port), kTuple);
     if (cec) co_return;
     // Each direction ends the other when it ends.
-    net::co_spawn(io, [tls, upstream]() -> net::awaitable<void> {
-      co_await pipe(*upstream, *tls);
-      boost::system::error_code ignored;
-      tls->next_layer().close(ignored);
-    }, net::detached);
+    net::co_spawn(
+        io,
+        [tls, upstream]() -> net::awaitable<void> {
+          co_await pipe(*upstream, *tls);
+          boost::system::error_code ignored;
+          tls->next_layer().close(ignored);
+        },
+        net::detached);
     co_await pipe(*tls, *upstream);
     boost::system::error_code ignored;
     upstream->close(ignored);

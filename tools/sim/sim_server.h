@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "tools/sim/sim_profile.h"
 
@@ -29,19 +28,19 @@ struct SimOptions {
   std::uint16_t port = 0;  // 0 = pick a free port
   unsigned threads = 1;
   std::uint64_t seed = 1;
-  std::string region;                  // default region for profiles without one
-  std::string api_key;                 // if set, requests need "Authorization: Bearer <key>"
-  Profile default_profile;             // for models with no profile of their own
+  std::string region;                       // default region for profiles without one
+  std::string api_key;                      // if set, requests need "Authorization: Bearer <key>"
+  Profile default_profile;                  // for models with no profile of their own
   std::map<std::string, Profile> profiles;  // by upstream model name
 };
 
 struct SimStats {
-  std::uint64_t requests = 0;          // chat completion requests received
-  std::uint64_t streams_completed = 0; // responses written to the end
-  std::uint64_t streams_aborted = 0;   // client went away before the end
+  std::uint64_t requests = 0;           // chat completion requests received
+  std::uint64_t streams_completed = 0;  // responses written to the end
+  std::uint64_t streams_aborted = 0;    // client went away before the end
   std::uint64_t in_flight = 0;
   std::uint64_t errors_injected = 0;
-  std::uint64_t streams_cut = 0;       // closed mid-event by cut_after_tokens
+  std::uint64_t streams_cut = 0;           // closed mid-event by cut_after_tokens
   std::uint64_t connections_accepted = 0;  // TCP connections (shows keep-alive reuse)
 };
 

@@ -1,9 +1,8 @@
 // API keys by reference: api_key_env and api_key_file. A key's value must
 // never appear in an error message.
-#include <sys/stat.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>

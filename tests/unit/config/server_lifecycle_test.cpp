@@ -12,8 +12,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::config_error;
-using testing::parse;
 using ::testing::HasSubstr;
+using testing::parse;
 
 std::string with_server(const std::string& server) {
   return "server:\n" + server + R"yaml(
@@ -95,7 +95,8 @@ providers:
 models:
   - name: m
     deployments:
-      - {provider: p, model: up)yaml" + deployment_extra + R"yaml(}
+      - {provider: p, model: up)yaml" +
+         deployment_extra + R"yaml(}
 )yaml";
 }
 
@@ -144,9 +145,10 @@ TEST(AuthConfig, IsOffUnlessKeysAreListed) {
 }
 
 TEST(AuthConfig, ReadsKeysWithTheirModelsAndRates) {
-  auto cfg = testing::parse(kModels + "auth:\n  admin_key_sha256: " + std::string(64, 'B') +
-                            "\n  keys:\n    - {name: app, sha256: " + kHash +
-                            ", models: [chat], requests_per_minute: 60, tokens_per_minute: 1000}\n");
+  auto cfg =
+      testing::parse(kModels + "auth:\n  admin_key_sha256: " + std::string(64, 'B') +
+                     "\n  keys:\n    - {name: app, sha256: " + kHash +
+                     ", models: [chat], requests_per_minute: 60, tokens_per_minute: 1000}\n");
   ASSERT_TRUE(cfg->auth.enabled());
   const auto& k = cfg->auth.keys[0];
   EXPECT_EQ(k.name, "app");
@@ -177,11 +179,13 @@ TEST(AuthConfig, ReadsPermissionsAndExplicitOpenness) {
   EXPECT_TRUE(testing::parse(kModels + "auth: {admin_open: true}\n")->auth.admin_declared_open);
 
   using ::testing::HasSubstr;
-  EXPECT_THAT(testing::config_error(kModels + "auth: {enabled: false, keys: [{name: a, sha256: " + kHash + "}]}\n"),
+  EXPECT_THAT(testing::config_error(
+                  kModels + "auth: {enabled: false, keys: [{name: a, sha256: " + kHash + "}]}\n"),
               HasSubstr("auth: enabled: false, yet keys are configured"));
   EXPECT_THAT(testing::config_error(kModels + "auth: {enabled: true}\n"),
               HasSubstr("auth: enabled: true needs at least one key"));
-  EXPECT_THAT(testing::config_error(kModels + "auth: {admin_open: true, admin_key_sha256: " + kHash + "}\n"),
+  EXPECT_THAT(testing::config_error(kModels +
+                                    "auth: {admin_open: true, admin_key_sha256: " + kHash + "}\n"),
               HasSubstr("admin_open: true, yet admin_key_sha256 is set"));
   EXPECT_THAT(testing::config_error(kModels + "server: {explain: some}\n"),
               HasSubstr("server.explain: expected \"all\" or \"keys\""));
@@ -191,13 +195,15 @@ TEST(AuthConfig, RejectsPlainKeysUnknownModelsAndDuplicates) {
   using ::testing::HasSubstr;
   EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n"),
               HasSubstr("auth.keys[0].sha256: expected the key's SHA-256 as 64 hex digits"));
-  EXPECT_EQ(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n").find("sk-live"),
+  EXPECT_EQ(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: sk-live-123}]}\n")
+                .find("sk-live"),
             std::string::npos)
       << "the error echoed what may be a key";
-  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash + ", models: [gpt]}]}\n"),
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash +
+                                    ", models: [gpt]}]}\n"),
               HasSubstr("auth.keys[0].models[0]: unknown model \"gpt\""));
-  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash + "}, {name: a, sha256: " +
-                                    std::string(64, 'c') + "}]}\n"),
+  EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash +
+                                    "}, {name: a, sha256: " + std::string(64, 'c') + "}]}\n"),
               HasSubstr("duplicate key name \"a\""));
   EXPECT_THAT(testing::config_error(kModels + "auth: {keys: [{name: a, sha256: " + kHash +
                                     ", requests_per_minute: 0}]}\n"),

@@ -3,9 +3,9 @@
 // client should learn things (nothing about models before a valid key).
 #include "gateway/admission.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace llmgate::gateway {
 namespace {
@@ -35,7 +35,8 @@ auth:
   return c;
 }
 
-constexpr std::string_view kBody = R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})";
+constexpr std::string_view kBody =
+    R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})";
 
 RequestHead head(std::string_view authorization = "Bearer sk-app",
                  std::vector<std::string_view> via = {},
@@ -71,31 +72,33 @@ TEST(Admission, AMissingOrWrongKeyIsA401BeforeAnythingElse) {
   const Refusal r = refusal(admit(chat_completions_api(), head(""), "not json", *cfg(), keys, "v"));
   EXPECT_EQ(r.error.status, 401);
   EXPECT_EQ(r.auth, AuthRejection::kUnauthenticated);
-  const Refusal w = refusal(admit(chat_completions_api(), head("Bearer sk-wrong"), kBody, *cfg(), keys, "v"));
+  const Refusal w =
+      refusal(admit(chat_completions_api(), head("Bearer sk-wrong"), kBody, *cfg(), keys, "v"));
   EXPECT_EQ(w.error.status, 401);
   EXPECT_EQ(w.error.message.find("sk-wrong"), std::string::npos);
 }
 
 TEST(Admission, OurOwnViaNameIsARequestLoop) {
   KeyStore keys(cfg()->auth);
-  const Refusal r = refusal(
-      admit(chat_completions_api(), head("Bearer sk-app", {"1.1 proxy", "1.1 llmgate-abc"}), kBody, *cfg(), keys,
-            "llmgate-abc"));
+  const Refusal r =
+      refusal(admit(chat_completions_api(), head("Bearer sk-app", {"1.1 proxy", "1.1 llmgate-abc"}),
+                    kBody, *cfg(), keys, "llmgate-abc"));
   EXPECT_EQ(r.error.status, 508);
   EXPECT_EQ(r.error.code, "loop_detected");
   EXPECT_NE(r.log.find("llmgate-abc"), std::string::npos);
   // Another gateway's name is not a loop.
-  auto ok = admit(chat_completions_api(), head("Bearer sk-app", {"1.1 llmgate-def"}), kBody, *cfg(), keys,
-                  "llmgate-abc");
+  auto ok = admit(chat_completions_api(), head("Bearer sk-app", {"1.1 llmgate-def"}), kBody, *cfg(),
+                  keys, "llmgate-abc");
   EXPECT_TRUE(std::holds_alternative<Admitted>(ok));
 }
 
 TEST(Admission, ABadBodyIsA400AndAnUnknownModelA404) {
   KeyStore keys(config::Auth{});
-  EXPECT_EQ(refusal(admit(chat_completions_api(), head(""), "{", *cfg(), keys, "v")).error.status, 400);
+  EXPECT_EQ(refusal(admit(chat_completions_api(), head(""), "{", *cfg(), keys, "v")).error.status,
+            400);
   const Refusal r = refusal(admit(chat_completions_api(), head(""),
-                                R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})", *cfg(), keys,
-                                "v"));
+                                  R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})",
+                                  *cfg(), keys, "v"));
   EXPECT_EQ(r.error.status, 404);
   EXPECT_EQ(r.error.code, "model_not_found");
   EXPECT_FALSE(r.auth);
@@ -103,12 +106,13 @@ TEST(Admission, ABadBodyIsA400AndAnUnknownModelA404) {
 
 TEST(Admission, AKeyMayUseOnlyItsModelsAndItsRate) {
   KeyStore keys(cfg()->auth);
-  const Refusal r = refusal(admit(chat_completions_api(), head(),
-                                R"({"model":"other","messages":[{"role":"user","content":"hi"}]})", *cfg(), keys,
-                                "v"));
+  const Refusal r = refusal(
+      admit(chat_completions_api(), head(),
+            R"({"model":"other","messages":[{"role":"user","content":"hi"}]})", *cfg(), keys, "v"));
   EXPECT_EQ(r.error.status, 403);
   EXPECT_EQ(r.auth, AuthRejection::kModelNotAllowed);
-  ASSERT_TRUE(std::holds_alternative<Admitted>(admit(chat_completions_api(), head(), kBody, *cfg(), keys, "v")));
+  ASSERT_TRUE(std::holds_alternative<Admitted>(
+      admit(chat_completions_api(), head(), kBody, *cfg(), keys, "v")));
   const Refusal limited = refusal(admit(chat_completions_api(), head(), kBody, *cfg(), keys, "v"));
   EXPECT_EQ(limited.error.status, 429);  // requests_per_minute: 1
   EXPECT_EQ(limited.auth, AuthRejection::kRateLimited);
@@ -116,12 +120,14 @@ TEST(Admission, AKeyMayUseOnlyItsModelsAndItsRate) {
 
 TEST(Admission, ABadRoutingOverrideIsA400NamingTheRoute) {
   KeyStore keys(config::Auth{});
-  const Refusal r = refusal(admit(chat_completions_api(), head("", {}, {{"x-llmgate-policy", "fastest-please"}}), kBody,
-                                *cfg(), keys, "v"));
+  const Refusal r =
+      refusal(admit(chat_completions_api(), head("", {}, {{"x-llmgate-policy", "fastest-please"}}),
+                    kBody, *cfg(), keys, "v"));
   EXPECT_EQ(r.error.status, 400);
   EXPECT_EQ(r.error.param, "route");
   EXPECT_EQ(r.error.code, "invalid_route");
-  auto ok = admit(chat_completions_api(), head("", {}, {{"x-llmgate-policy", "cost"}}), kBody, *cfg(), keys, "v");
+  auto ok = admit(chat_completions_api(), head("", {}, {{"x-llmgate-policy", "cost"}}), kBody,
+                  *cfg(), keys, "v");
   ASSERT_TRUE(std::holds_alternative<Admitted>(ok));
   EXPECT_EQ(std::get<Admitted>(ok).route.policy, config::Policy::kCost);
 }

@@ -9,7 +9,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = KeyStore::Clock;
 
-config::Auth auth_with(std::optional<double> rpm = std::nullopt, std::optional<double> tpm = std::nullopt) {
+config::Auth auth_with(std::optional<double> rpm = std::nullopt,
+                       std::optional<double> tpm = std::nullopt) {
   config::Auth a;
   a.keys.push_back({"team-a", sha256_hex("sk-team-a"), {"chat"}, rpm, tpm});
   a.keys.push_back({"team-b", sha256_hex("sk-team-b"), {}, std::nullopt, std::nullopt});
@@ -30,13 +31,15 @@ TEST(KeyStore, AuthenticatesBearerKeysByTheirHash) {
   auto ok = ks.authenticate("Bearer sk-team-a");
   ASSERT_TRUE(std::holds_alternative<const config::GatewayKey*>(ok));
   EXPECT_EQ(std::get<const config::GatewayKey*>(ok)->name, "team-a");
-  EXPECT_TRUE(std::holds_alternative<const config::GatewayKey*>(ks.authenticate("bearer  sk-team-b ")));
+  EXPECT_TRUE(
+      std::holds_alternative<const config::GatewayKey*>(ks.authenticate("bearer  sk-team-b ")));
   for (const char* bad : {"", "Bearer ", "Basic c2stdGVhbS1h", "Bearer sk-team-c", "sk-team-a"}) {
     auto r = ks.authenticate(bad);
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
     EXPECT_EQ(std::get<ApiError>(r).status, 401);
     EXPECT_EQ(std::get<ApiError>(r).code, "invalid_api_key");
-    EXPECT_EQ(std::get<ApiError>(r).message.find("sk-"), std::string::npos) << "an error echoed the key";
+    EXPECT_EQ(std::get<ApiError>(r).message.find("sk-"), std::string::npos)
+        << "an error echoed the key";
   }
 }
 

@@ -1,9 +1,9 @@
 #include "gateway/chat_request.h"
-#include "providers/upstream_protocol.h"
 
 #include <gtest/gtest.h>
 
 #include "gateway/headers.h"
+#include "providers/upstream_protocol.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -13,15 +13,17 @@ const ApiError& error_of(const std::variant<ChatRequest, ApiError>& v) {
 }
 
 TEST(ChatRequest, AcceptsAMinimalRequest) {
-  auto r = parse_chat_request("application/json", R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  auto r = parse_chat_request("application/json",
+                              R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
   ASSERT_TRUE(std::holds_alternative<ChatRequest>(r));
   EXPECT_EQ(std::get<ChatRequest>(r).model, "m");
   EXPECT_FALSE(std::get<ChatRequest>(r).stream);
 }
 
 TEST(ChatRequest, ReadsStreamAndIncludeUsage) {
-  auto r = parse_chat_request("application/json; charset=utf-8",
-                              R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}})");
+  auto r = parse_chat_request(
+      "application/json; charset=utf-8",
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_TRUE(std::holds_alternative<ChatRequest>(r));
   EXPECT_TRUE(std::get<ChatRequest>(r).stream);
   EXPECT_TRUE(std::get<ChatRequest>(r).include_usage);
@@ -35,38 +37,59 @@ TEST(ChatRequest, RejectsInvalidJsonWith400) {
 }
 
 TEST(ChatRequest, RejectsInvalidUtf8) {
-  auto e = error_of(parse_chat_request("application/json",
-                                       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}"));
+  auto e = error_of(parse_chat_request(
+      "application/json",
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}"));
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.code, "invalid_json");
 }
 
 TEST(ChatRequest, NamesTheMissingModelParameter) {
-  auto e = error_of(parse_chat_request("application/json", R"({"messages":[{"role":"user","content":"x"}]})"));
+  auto e = error_of(
+      parse_chat_request("application/json", R"({"messages":[{"role":"user","content":"x"}]})"));
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "model");
 }
 
 TEST(ChatRequest, RejectsMissingOrEmptyMessages) {
   EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m"})")).param, "messages");
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m","messages":[]})")).param, "messages");
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m","messages":[{"content":"x"}]})")).param,
+  EXPECT_EQ(
+      error_of(parse_chat_request("application/json", R"({"model":"m","messages":[]})")).param,
+      "messages");
+  EXPECT_EQ(error_of(parse_chat_request("application/json",
+                                        R"({"model":"m","messages":[{"content":"x"}]})"))
+                .param,
             "messages[0].role");
 }
 
 TEST(ChatRequest, RejectsWrongTypes) {
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":5,"messages":[{"role":"user"}]})")).param, "model");
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})")).param,
-            "stream");
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})")).param,
-            "max_tokens");
-  EXPECT_EQ(error_of(parse_chat_request("application/json", R"({"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":true}})")).param,
-            "stream_options");
+  EXPECT_EQ(error_of(parse_chat_request("application/json",
+                                        R"({"model":5,"messages":[{"role":"user"}]})"))
+                .param,
+            "model");
+  EXPECT_EQ(
+      error_of(parse_chat_request("application/json",
+                                  R"({"model":"m","messages":[{"role":"user"}],"stream":"yes"})"))
+          .param,
+      "stream");
+  EXPECT_EQ(
+      error_of(parse_chat_request("application/json",
+                                  R"({"model":"m","messages":[{"role":"user"}],"max_tokens":-1})"))
+          .param,
+      "max_tokens");
+  EXPECT_EQ(
+      error_of(
+          parse_chat_request(
+              "application/json",
+              R"({"model":"m","messages":[{"role":"user"}],"stream_options":{"include_usage":true}})"))
+          .param,
+      "stream_options");
   EXPECT_EQ(error_of(parse_chat_request("application/json", R"([1])")).status, 400);
 }
 
 TEST(ChatRequest, RejectsANonJsonContentTypeWith415) {
-  auto e = error_of(parse_chat_request("text/plain", R"({"model":"m","messages":[{"role":"user"}]})"));
+  auto e =
+      error_of(parse_chat_request("text/plain", R"({"model":"m","messages":[{"role":"user"}]})"));
   EXPECT_EQ(e.status, 415);
 }
 
@@ -77,7 +100,8 @@ TEST(ChatRequest, UpstreamBodyRewritesModelForcesStreamingAndKeepsEverythingElse
           "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
           "tool_choice":"auto","response_format":{"type":"json_object"},"n":1,"logprobs":true,
           "stream_options":null})"));
-  auto up = nlohmann::json::parse(providers::openai_chat_protocol().body(r.body, "llama-3.3-70b-versatile"));
+  auto up = nlohmann::json::parse(
+      providers::openai_chat_protocol().body(r.body, "llama-3.3-70b-versatile"));
   EXPECT_EQ(up["model"], "llama-3.3-70b-versatile");
   EXPECT_EQ(up["stream"], true);
   EXPECT_EQ(up["stream_options"]["include_usage"], true);
@@ -139,8 +163,9 @@ TEST(Headers, ParsesRetryAfterSecondsAndHttpDate) {
 // Found by fuzz_chat_request (tests/fuzz/findings): a number no double holds
 // made nlohmann throw out_of_range, which escaped and dropped the connection.
 TEST(ChatRequestHardening, ANumberBeyondADoubleIsA400NotAnEscapedException) {
-  auto r = parse_chat_request("application/json",
-                              R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1e400})");
+  auto r = parse_chat_request(
+      "application/json",
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1e400})");
   ASSERT_TRUE(std::holds_alternative<ApiError>(r));
   EXPECT_EQ(std::get<ApiError>(r).status, 400);
   EXPECT_EQ(std::get<ApiError>(r).code, "invalid_json");
@@ -155,8 +180,9 @@ TEST(ChatRequestHardening, DeepNestingIsRefusedBeforeParsing) {
   ASSERT_TRUE(std::holds_alternative<ApiError>(r));
   EXPECT_EQ(std::get<ApiError>(r).status, 400);
   // Brackets inside strings do not count; real nesting of a few levels passes.
-  std::string fine = R"({"model":"m","messages":[{"role":"user","content":")" + std::string(500, '[') +
-                     R"("}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","items":{"type":"object"}}}}}}]})";
+  std::string fine =
+      R"({"model":"m","messages":[{"role":"user","content":")" + std::string(500, '[') +
+      R"("}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","items":{"type":"object"}}}}}}]})";
   EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request("application/json", fine)));
 }
 

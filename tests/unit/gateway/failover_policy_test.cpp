@@ -52,13 +52,15 @@ INSTANTIATE_TEST_SUITE_P(
         BeforeRow{"trickle-before-first-token", Fault::kHeadTimeout, AttemptOutcome::kTtftTimeout},
         BeforeRow{"cut-before-first-token", Fault::kCut, AttemptOutcome::kTruncated},
         BeforeRow{"non-sse-body", Fault::kEndedWithoutFinish, AttemptOutcome::kTruncated},
-        BeforeRow{"malformed-event-before-first-token", Fault::kMalformedEvent, AttemptOutcome::kMalformed},
+        BeforeRow{"malformed-event-before-first-token", Fault::kMalformedEvent,
+                  AttemptOutcome::kMalformed},
         BeforeRow{"event-too-large", Fault::kEventTooLarge, AttemptOutcome::kMalformed},
         BeforeRow{"wrong-content-type", Fault::kNotEventStream, AttemptOutcome::kMalformed},
         BeforeRow{"in-band-error", Fault::kInBandError, AttemptOutcome::kMalformed}),
     [](const auto& info) {
       std::string s = info.param.id;
-      for (char& c : s) if (c == '-') c = '_';
+      for (char& c : s)
+        if (c == '-') c = '_';
       return s;
     });
 
@@ -85,20 +87,22 @@ TEST_P(AfterFirstToken, EndsTheStreamWithThisErrorEvent) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rows, AfterFirstToken,
-    ::testing::Values(
-        AfterRow{"stall-after-tokens", Fault::kReadTimeout, AttemptOutcome::kIdleTimeout, 504, "upstream_timeout"},
-        AfterRow{"cut-mid-event", Fault::kCut, AttemptOutcome::kTruncated, 502, "upstream_stream_truncated"},
-        AfterRow{"ended-early", Fault::kEndedWithoutFinish, AttemptOutcome::kTruncated, 502,
-                 "upstream_stream_truncated"},
-        AfterRow{"malformed-event-after-first-token", Fault::kMalformedEvent, AttemptOutcome::kMalformed, 502,
-                 "upstream_malformed_event"},
-        AfterRow{"event-too-large-after", Fault::kEventTooLarge, AttemptOutcome::kMalformed, 502,
-                 "upstream_event_too_large"},
-        AfterRow{"in-band-error-after", Fault::kInBandError, AttemptOutcome::kMalformed, 502,
-                 "upstream_stream_error"}),
+    ::testing::Values(AfterRow{"stall-after-tokens", Fault::kReadTimeout,
+                               AttemptOutcome::kIdleTimeout, 504, "upstream_timeout"},
+                      AfterRow{"cut-mid-event", Fault::kCut, AttemptOutcome::kTruncated, 502,
+                               "upstream_stream_truncated"},
+                      AfterRow{"ended-early", Fault::kEndedWithoutFinish,
+                               AttemptOutcome::kTruncated, 502, "upstream_stream_truncated"},
+                      AfterRow{"malformed-event-after-first-token", Fault::kMalformedEvent,
+                               AttemptOutcome::kMalformed, 502, "upstream_malformed_event"},
+                      AfterRow{"event-too-large-after", Fault::kEventTooLarge,
+                               AttemptOutcome::kMalformed, 502, "upstream_event_too_large"},
+                      AfterRow{"in-band-error-after", Fault::kInBandError,
+                               AttemptOutcome::kMalformed, 502, "upstream_stream_error"}),
     [](const auto& info) {
       std::string s = info.param.id;
-      for (char& c : s) if (c == '-') c = '_';
+      for (char& c : s)
+        if (c == '-') c = '_';
       return s;
     });
 
@@ -119,11 +123,14 @@ TEST(FailoverPolicy, TheUpstreamsOwnWordsNeverReachTheClient) {
 }
 
 TEST(FailoverPolicy, DetailsNameTheDeadlineThatWasMissed) {
-  EXPECT_EQ(judge(Fault::kReadTimeout, false).detail, "no first token within the TTFT deadline of 600ms");
+  EXPECT_EQ(judge(Fault::kReadTimeout, false).detail,
+            "no first token within the TTFT deadline of 600ms");
   EXPECT_EQ(judge(Fault::kReadTimeout, true).detail, "stream stalled: no data for 600ms");
-  EXPECT_EQ(judge(Fault::kHeadTimeout, false).detail, "no response within the TTFT deadline of 600ms");
-  EXPECT_EQ(judge(Fault::kNotEventStream, false, "application/json").detail,
-            "upstream answered 200 with Content-Type \"application/json\" instead of text/event-stream");
+  EXPECT_EQ(judge(Fault::kHeadTimeout, false).detail,
+            "no response within the TTFT deadline of 600ms");
+  EXPECT_EQ(
+      judge(Fault::kNotEventStream, false, "application/json").detail,
+      "upstream answered 200 with Content-Type \"application/json\" instead of text/event-stream");
 }
 
 // --- Statuses ---------------------------------------------------------------
@@ -131,7 +138,8 @@ TEST(FailoverPolicy, StatusesAboutTheDeploymentFailOverStatusesAboutTheRequestDo
   for (int s : {408, 429, 500, 502, 503, 504, 529, 401, 403, 404}) {
     EXPECT_EQ(judge_status(s), StatusVerdict::kFailOver) << s;
   }
-  for (int s : {400, 409, 413, 415, 422}) EXPECT_EQ(judge_status(s), StatusVerdict::kReturnToClient) << s;
+  for (int s : {400, 409, 413, 415, 422})
+    EXPECT_EQ(judge_status(s), StatusVerdict::kReturnToClient) << s;
   EXPECT_TRUE(needs_operator(401));
   EXPECT_TRUE(needs_operator(403));
   EXPECT_TRUE(needs_operator(404));
@@ -166,20 +174,27 @@ AttemptRecord record(AttemptOutcome o, int status = 200) {
 }
 
 TEST(FailoverPolicy, TheClientsDoingAndLostHedgesSayNothingAboutTheDeployment) {
-  for (auto o : {AttemptOutcome::kClientGone, AttemptOutcome::kClientError, AttemptOutcome::kHedgeLost}) {
-    EXPECT_EQ(effects_of(record(o), 600ms, 600ms).health, HealthEffect::kNone) << routing::to_string(o);
+  for (auto o :
+       {AttemptOutcome::kClientGone, AttemptOutcome::kClientError, AttemptOutcome::kHedgeLost}) {
+    EXPECT_EQ(effects_of(record(o), 600ms, 600ms).health, HealthEffect::kNone)
+        << routing::to_string(o);
   }
-  EXPECT_EQ(effects_of(record(AttemptOutcome::kSuccess), 600ms, 600ms).health, HealthEffect::kSuccess);
-  for (auto o : {AttemptOutcome::kConnectError, AttemptOutcome::kUpstreamStatus, AttemptOutcome::kTruncated,
-                 AttemptOutcome::kMalformed, AttemptOutcome::kIdleTimeout, AttemptOutcome::kTotalTimeout}) {
-    EXPECT_EQ(effects_of(record(o), 600ms, 600ms).health, HealthEffect::kFailure) << routing::to_string(o);
+  EXPECT_EQ(effects_of(record(AttemptOutcome::kSuccess), 600ms, 600ms).health,
+            HealthEffect::kSuccess);
+  for (auto o :
+       {AttemptOutcome::kConnectError, AttemptOutcome::kUpstreamStatus, AttemptOutcome::kTruncated,
+        AttemptOutcome::kMalformed, AttemptOutcome::kIdleTimeout, AttemptOutcome::kTotalTimeout}) {
+    EXPECT_EQ(effects_of(record(o), 600ms, 600ms).health, HealthEffect::kFailure)
+        << routing::to_string(o);
   }
 }
 
 TEST(FailoverPolicy, MissingALiveDeadlineIsSlowMissingTheConfiguredOneIsAFailure) {
   // The router planned 200 ms from the deployment's own p95; the provider's timeout is 600 ms.
-  EXPECT_EQ(effects_of(record(AttemptOutcome::kTtftTimeout), 200ms, 600ms).health, HealthEffect::kNone);
-  EXPECT_EQ(effects_of(record(AttemptOutcome::kTtftTimeout), 600ms, 600ms).health, HealthEffect::kFailure);
+  EXPECT_EQ(effects_of(record(AttemptOutcome::kTtftTimeout), 200ms, 600ms).health,
+            HealthEffect::kNone);
+  EXPECT_EQ(effects_of(record(AttemptOutcome::kTtftTimeout), 600ms, 600ms).health,
+            HealthEffect::kFailure);
 }
 
 TEST(FailoverPolicy, RetryAfterOn429Or503StartsACooldown) {
@@ -194,7 +209,8 @@ TEST(FailoverPolicy, RetryAfterOn429Or503StartsACooldown) {
 }
 
 // --- The final error ----------------------------------------------------------
-AttemptRecord failed(const char* dep, AttemptOutcome o, int status = 0, std::optional<int> retry_after = {}) {
+AttemptRecord failed(const char* dep, AttemptOutcome o, int status = 0,
+                     std::optional<int> retry_after = {}) {
   AttemptRecord r = record(o, status);
   r.deployment = dep;
   r.detail = "the upstream said sk-secret";
@@ -209,10 +225,13 @@ TEST(FailoverPolicy, AllFailedIsA502NamingOutcomesNotUpstreamWords) {
   ApiError e = s.final_error("chat", 2, /*explain=*/false, false);
   EXPECT_EQ(e.status, 502);
   EXPECT_EQ(e.code, "upstream_unavailable");
-  EXPECT_EQ(e.message, "all 2 upstream attempt(s) for model \"chat\" failed (connect_error, upstream_status(500))");
+  EXPECT_EQ(
+      e.message,
+      "all 2 upstream attempt(s) for model \"chat\" failed (connect_error, upstream_status(500))");
   EXPECT_EQ(e.message.find("sk-secret"), std::string::npos);
   EXPECT_EQ(s.final_error("chat", 2, /*explain=*/true, false).message,
-            "all 2 upstream attempt(s) for model \"chat\" failed (a/m=connect_error, b/m=upstream_status(500))");
+            "all 2 upstream attempt(s) for model \"chat\" failed (a/m=connect_error, "
+            "b/m=upstream_status(500))");
   EXPECT_EQ(s.header(), "a/m=connect_error, b/m=upstream_status(500)");
   EXPECT_EQ(s.log_field(), "a/m=connect_error,b/m=upstream_status(500)");
   EXPECT_EQ(s.detail(), "a/m: the upstream said sk-secret; b/m: the upstream said sk-secret");
@@ -266,7 +285,8 @@ TEST(FailoverPolicy, AnExhaustedRetryBudgetIsSaid) {
 
 TEST(FailoverPolicy, TheFailedHeaderStaysShort) {
   FailureSummary s;
-  for (int i = 0; i < 100; ++i) s.failed(failed("provider-with-a-long-name/model", AttemptOutcome::kConnectError));
+  for (int i = 0; i < 100; ++i)
+    s.failed(failed("provider-with-a-long-name/model", AttemptOutcome::kConnectError));
   EXPECT_LE(s.header().size(), 560u);
 }
 

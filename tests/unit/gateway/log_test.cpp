@@ -2,6 +2,7 @@
 #include "gateway/log.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace llmgate::gateway {

@@ -16,7 +16,8 @@ const Clock::time_point kT0{std::chrono::seconds(1000)};
 struct Events {
   std::vector<std::unique_ptr<std::string>> store;
   providers::SseEvent data(std::string_view json) {
-    auto& s = *store.emplace_back(std::make_unique<std::string>("data: " + std::string(json) + "\n\n"));
+    auto& s =
+        *store.emplace_back(std::make_unique<std::string>("data: " + std::string(json) + "\n\n"));
     providers::SseEvent ev;
     ev.raw = s;
     ev.data = std::string_view(s).substr(6, json.size());
@@ -54,7 +55,8 @@ struct Fixture {
   RelayState state;
   Events ev;
   explicit Fixture(ChatRequest r)
-      : req(std::move(r)), state(chat_completions_api(), providers::openai_chat_protocol(), req, rec) {}
+      : req(std::move(r)),
+        state(chat_completions_api(), providers::openai_chat_protocol(), req, rec) {}
 };
 
 TEST(RelayState, TheRoleChunkIsHeldAndIsNotAFirstToken) {
@@ -103,7 +105,7 @@ TEST(RelayState, AStreamEndsWithItsOwnDoneOrOneAdded) {
   EXPECT_TRUE(g.state.stopped());
   g.state.outbox().clear();
   g.state.end_stream();
-  EXPECT_TRUE(g.state.outbox().empty());  // not twice
+  EXPECT_TRUE(g.state.outbox().empty());            // not twice
   g.state.on_event(g.ev.data(kHello), kT0 + 20ms);  // after the end: ignored
   EXPECT_TRUE(g.state.outbox().empty());
 }
@@ -123,7 +125,8 @@ TEST(RelayState, TheUsageChunkTheClientDidNotAskForIsDropped) {
 TEST(RelayState, UsageOnAContentChunkIsStrippedNotTheContent) {
   Fixture f(request(true));
   f.state.on_event(
-      f.ev.data(R"({"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}})"),
+      f.ev.data(
+          R"({"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}})"),
       kT0);
   const std::string out = f.state.outbox().str();
   EXPECT_EQ(out.find("usage"), std::string::npos);

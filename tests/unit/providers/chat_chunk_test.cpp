@@ -13,7 +13,8 @@ namespace llmgate::providers {
 namespace {
 
 TEST(ChatChunk, RoleOnlyChunkIsNotTheFirstToken) {
-  auto c = inspect_chunk(R"({"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
+  auto c = inspect_chunk(
+      R"({"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
   EXPECT_EQ(c.kind, ChatChunk::Kind::kChunk);
   EXPECT_FALSE(c.has_output);
   EXPECT_FALSE(c.has_finish);
@@ -24,18 +25,21 @@ TEST(ChatChunk, ContentToolCallsAndReasoningAreOutput) {
   EXPECT_TRUE(inspect_chunk(R"({"choices":[{"delta":{"reasoning_content":"hmm"}}]})").has_output);
   EXPECT_TRUE(inspect_chunk(R"({"choices":[{"delta":{"reasoning":"hmm"}}]})").has_output);
   EXPECT_TRUE(inspect_chunk(R"({"choices":[{"delta":{"refusal":"no"}}]})").has_output);
-  EXPECT_TRUE(inspect_chunk(
-      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]})")
-                  .has_output);
+  EXPECT_TRUE(
+      inspect_chunk(
+          R"({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]})")
+          .has_output);
   EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"tool_calls":[]}}]})").has_output);
 }
 
 TEST(ChatChunk, RecognisesTheUsageOnlyChunk) {
-  auto c = inspect_chunk(R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}})");
+  auto c = inspect_chunk(
+      R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}})");
   EXPECT_TRUE(c.usage_only);
   ASSERT_TRUE(c.usage);
   EXPECT_EQ(c.usage->completion_tokens, 7);
-  EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"content":"a"}}],"usage":null})").usage.has_value());
+  EXPECT_FALSE(
+      inspect_chunk(R"({"choices":[{"delta":{"content":"a"}}],"usage":null})").usage.has_value());
 }
 
 TEST(ChatChunk, ClassifiesDoneErrorAndMalformed) {
@@ -54,14 +58,15 @@ TEST(ChatChunk, FinishReasonIsSeen) {
 
 TEST(CompletionAssembler, JoinsContentToolCallsAndUsage) {
   CompletionAssembler a;
-  for (const char* c : {
-           R"({"id":"chatcmpl-1","created":10,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
-           R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Hel"}}]})",
-           R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"lo"}}]})",
-           R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":"{\"a\""}}]}}]})",
-           R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]})",
-           R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})",
-           R"({"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}})"}) {
+  for (
+      const char* c :
+      {R"({"id":"chatcmpl-1","created":10,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
+       R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Hel"}}]})",
+       R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"lo"}}]})",
+       R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":"{\"a\""}}]}}]})",
+       R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]})",
+       R"({"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})",
+       R"({"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}})"}) {
     a.add(nlohmann::json::parse(c));
   }
   auto r = a.result();
@@ -83,8 +88,10 @@ TEST(CompletionAssembler, JoinsContentToolCallsAndUsage) {
 
 TEST(CompletionAssembler, KeepsChoicesApartByIndex) {
   CompletionAssembler a;
-  a.add(nlohmann::json::parse(R"({"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]})"));
-  a.add(nlohmann::json::parse(R"({"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]})"));
+  a.add(nlohmann::json::parse(
+      R"({"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]})"));
+  a.add(nlohmann::json::parse(
+      R"({"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]})"));
   auto r = a.result();
   ASSERT_EQ(r["choices"].size(), 2u);
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Aa");
@@ -100,7 +107,8 @@ TEST(ChatChunkHardening, ImplausibleUsageCountsReadAsZeroAndNeverOverflow) {
   ASSERT_TRUE(c.usage.has_value());
   EXPECT_EQ(c.usage->prompt_tokens, 0);
   EXPECT_EQ(c.usage->completion_tokens, 0);
-  auto neg = inspect_chunk(R"({"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":18446744073709551615}})");
+  auto neg = inspect_chunk(
+      R"({"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":18446744073709551615}})");
   ASSERT_TRUE(neg.usage.has_value());
   EXPECT_EQ(neg.usage->prompt_tokens, 0);
   EXPECT_EQ(neg.usage->completion_tokens, 0);
@@ -115,7 +123,8 @@ TEST(ChatChunkHardening, AnEventWithANulByteIsMalformed) {
 }
 
 TEST(ChatChunkHardening, ADeeplyNestedEventIsMalformedNotAStackOverflow) {
-  auto c = inspect_chunk(R"({"choices":)" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
+  auto c =
+      inspect_chunk(R"({"choices":)" + std::string(200'000, '[') + std::string(200'000, ']') + "}");
   EXPECT_EQ(c.kind, ChatChunk::Kind::kMalformed);
 }
 
@@ -162,16 +171,17 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       R"({"choices":[{"delta":{"content":"\u0041\u00e9\u20AC\uFFFF"}}]})",
       R"({"choices":[{"delta":{"content":"\ud83d\ude00"}}]})",
       R"({"choices":[{"delta":{"content":"\uDBFF\uDFFF\u0000"}}]})",
-      R"({"choices":[{"delta":{"content":"\ud83d"}}]})",         // lone high surrogate
-      R"({"choices":[{"delta":{"content":"\ude00"}}]})",         // lone low surrogate
-      R"({"choices":[{"delta":{"content":"\ud83d\u0041"}}]})",   // high + non-low
+      R"({"choices":[{"delta":{"content":"\ud83d"}}]})",        // lone high surrogate
+      R"({"choices":[{"delta":{"content":"\ude00"}}]})",        // lone low surrogate
+      R"({"choices":[{"delta":{"content":"\ud83d\u0041"}}]})",  // high + non-low
       R"({"choices":[{"delta":{"content":"\ud83d\n"}}]})",
       R"({"choices":[{"delta":{"content":"\u12"}}]})",
       R"({"choices":[{"delta":{"content":"\u12G4"}}]})",
       R"({"choices":[{"delta":{"content":"\x41"}}]})",
       R"({"choices":[{"delta":{"content":"\'"}}]})",
       // Raw UTF-8, well-formed and not.
-      "{\"choices\":[{\"delta\":{\"content\":\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF\"}}]}",
+      "{\"choices\":[{\"delta\":{\"content\":"
+      "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF\"}}]}",
       "{\"choices\":[{\"delta\":{\"content\":\"\xC3\"}}]}",              // truncated sequence
       "{\"choices\":[{\"delta\":{\"content\":\"\xC0\xAF\"}}]}",          // overlong
       "{\"choices\":[{\"delta\":{\"content\":\"\xE0\x80\x80\"}}]}",      // overlong
@@ -179,8 +189,8 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       "{\"choices\":[{\"delta\":{\"content\":\"\xF4\x90\x80\x80\"}}]}",  // past U+10FFFF
       "{\"choices\":[{\"delta\":{\"content\":\"\xF5\x80\x80\x80\"}}]}",
       "{\"choices\":[{\"delta\":{\"content\":\"\x80\"}}]}",
-      "{\"choices\":[{\"delta\":{\"content\":\"a\x7F\"}}]}",              // DEL is allowed
-      "{\"choices\":[{\"delta\":{\"content\":\"a\x1F\"}}]}",              // raw control character
+      "{\"choices\":[{\"delta\":{\"content\":\"a\x7F\"}}]}",  // DEL is allowed
+      "{\"choices\":[{\"delta\":{\"content\":\"a\x1F\"}}]}",  // raw control character
       "{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
       "{\"choices\":[{\"delta\":{\"content\":\"\xFF\"}}]}",
       "\xEF\xBB\xBF{\"choices\":[]}",  // nlohmann skips a leading BOM
@@ -225,7 +235,8 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       R"({"choices":[],"x":NaN})",
       R"({"choices":[],"x":0x10})",
       // Whitespace: space, tab, CR, LF only.
-      " \t\r\n{ \"choices\" :\n[ { \"delta\" : { \"content\" : \"a\" } , \"finish_reason\" : \"stop\" } ] }\r\n",
+      " \t\r\n{ \"choices\" :\n[ { \"delta\" : { \"content\" : \"a\" } , \"finish_reason\" : "
+      "\"stop\" } ] }\r\n",
       "{\"choices\":[]}\f",
       "{\"choices\":[]}\v",
       "\xC2\xA0{\"choices\":[]}",
@@ -262,7 +273,8 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       "[1,2]",
       R"("choices")",
       "{not json",
-      R"({"choices":[]})" "x",
+      R"({"choices":[]})"
+      "x",
       R"({"choices":[]} {})",
       R"({"choices":[]}})",
       R"({"choices":[],})",
@@ -279,13 +291,17 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       "{\"choices\":[{\"delta\":{\"content\":\"a\0b\"}}]}"s,
       "\0{\"choices\":[]}"s,
       // Nesting around the limit.
-      R"({"choices":)" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}",
+      R"({"choices":)" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') +
+          "}",
       R"({"choices":)" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}",
-      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}",
-      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}",
+      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth - 1, '[') +
+          std::string(kMaxJsonDepth - 1, ']') + "}",
+      R"({"choices":[],"x":)" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') +
+          "}",
       nested_objects(kMaxJsonDepth),
       nested_objects(kMaxJsonDepth + 1),
-      R"({"choices":[{"delta":{"tool_calls":)" + std::string(50'000, '[') + std::string(50'000, ']') + "}}]}",
+      R"({"choices":[{"delta":{"tool_calls":)" + std::string(50'000, '[') +
+          std::string(50'000, ']') + "}}]}",
       R"({"choices":[],"x":)" + std::string(50'000, '[') + "}",
   };
   static_assert(std::size(inputs) >= 60);
@@ -295,10 +311,12 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
 TEST(ChatChunkScanner, AgreesWithTheReferenceOnEveryTruncation) {
   const std::string chunks[] = {
       R"({"id":"c","choices":[{"index":0,"delta":{"content":"h\u00e9\ud83d\ude00 \"q\"","tool_calls":[{"index":0}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3e0,"total_tokens":-1}})",
-      "\xEF\xBB\xBF {\"choices\" : [ { \"delta\" : { \"reasoning\" : \"\xF0\x9F\x98\x80\" } } ] , \"error\" : null }\r\n",
+      "\xEF\xBB\xBF {\"choices\" : [ { \"delta\" : { \"reasoning\" : \"\xF0\x9F\x98\x80\" } } ] , "
+      "\"error\" : null }\r\n",
   };
   for (const std::string& chunk : chunks) {
-    for (std::size_t n = 0; n <= chunk.size(); ++n) ExpectSameAsReference(std::string_view(chunk).substr(0, n));
+    for (std::size_t n = 0; n <= chunk.size(); ++n)
+      ExpectSameAsReference(std::string_view(chunk).substr(0, n));
   }
 }
 
@@ -333,7 +351,8 @@ TEST(ChatChunkScanner, ClassifiesTheCommonChunksWithoutParsing) {
   EXPECT_TRUE(usage.json.is_null());
 
   // parse_chunk is the one that keeps the document.
-  auto parsed = parse_chunk(R"({"choices":[{"delta":{"content":"Hello"}}],"usage":{"prompt_tokens":1}})");
+  auto parsed =
+      parse_chunk(R"({"choices":[{"delta":{"content":"Hello"}}],"usage":{"prompt_tokens":1}})");
   ASSERT_TRUE(parsed.json.is_object());
   EXPECT_EQ(parsed.json["choices"][0]["delta"]["content"], "Hello");
 }

@@ -1,10 +1,10 @@
 // The non-streamed answer's fast path: plain content chunks are appended
 // without being parsed, and the assembled completion is the same as when
 // every chunk is parsed.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
@@ -45,10 +45,12 @@ TEST(CompletionAssemblerPlain, OnlyContentChunksArePlain) {
   EXPECT_EQ(inspect_chunk(kStream[1]).content, "Hello");
   EXPECT_FALSE(inspect_chunk(kStream[4]).plain);  // finish_reason
   EXPECT_FALSE(inspect_chunk(kStream[5]).plain);  // usage
-  EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]})").plain);
+  EXPECT_FALSE(
+      inspect_chunk(R"({"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]})").plain);
   EXPECT_FALSE(inspect_chunk(R"({"choices":[{"index":1,"delta":{"content":"a"}}]})").plain);
   EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"content":"a","tool_calls":[]}}]})").plain);
-  EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"content":"a"},"logprobs":{"content":[]}}]})").plain);
+  EXPECT_FALSE(
+      inspect_chunk(R"({"choices":[{"delta":{"content":"a"},"logprobs":{"content":[]}}]})").plain);
   EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"content":null}}]})").plain);
   EXPECT_FALSE(parse_chunk(kStream[1]).plain);  // the reference never sets it
 }

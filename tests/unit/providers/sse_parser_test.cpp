@@ -1,10 +1,10 @@
 #include "providers/sse_parser.h"
 
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace llmgate::providers {
 namespace {

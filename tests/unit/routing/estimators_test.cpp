@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
-
-#include <gtest/gtest.h>
 
 #include "routing/failure_tracker.h"
 #include "routing/peak_ewma.h"
@@ -171,7 +171,6 @@ TEST(WindowedQuantiles, WithoutCensoringKaplanMeierIsTheNearestRank) {
 
 }  // namespace
 }  // namespace llmgate::routing
-
 
 namespace llmgate::routing {
 namespace {

@@ -1,9 +1,9 @@
 #include "routing/health.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace llmgate::routing {
 namespace {

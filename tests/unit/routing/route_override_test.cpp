@@ -1,8 +1,8 @@
 #include "routing/route_override.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace llmgate::routing {
 namespace {
@@ -359,7 +359,8 @@ TEST(RouteOverride, TtftLimitsCombineToTheStricter) {
   config::RoutingPolicy base = base_policy();
   base.constraints.max_ttft = 800ms;
   base.constraints.max_ttft_percentile = config::Percentile::kP95;
-  auto with = [&](std::optional<std::chrono::milliseconds> ms, std::optional<config::Percentile> at) {
+  auto with = [&](std::optional<std::chrono::milliseconds> ms,
+                  std::optional<config::Percentile> at) {
     RouteOverride o;
     o.max_ttft = ms;
     o.ttft_percentile = at;
@@ -384,8 +385,10 @@ TEST(RouteOverride, TtftLimitsCombineToTheStricter) {
   EXPECT_EQ(c.extra_max_ttft, 300ms);
   EXPECT_EQ(c.extra_max_ttft_percentile, config::Percentile::kP50);
   // A percentile alone only moves the configured limit up the tail.
-  EXPECT_EQ(with(std::nullopt, config::Percentile::kP50).max_ttft_percentile, config::Percentile::kP95);
-  EXPECT_EQ(with(std::nullopt, config::Percentile::kP99).max_ttft_percentile, config::Percentile::kP99);
+  EXPECT_EQ(with(std::nullopt, config::Percentile::kP50).max_ttft_percentile,
+            config::Percentile::kP95);
+  EXPECT_EQ(with(std::nullopt, config::Percentile::kP99).max_ttft_percentile,
+            config::Percentile::kP99);
   // No configured limit: the request's applies.
   base.constraints.max_ttft.reset();
   c = with(300ms, config::Percentile::kP50);

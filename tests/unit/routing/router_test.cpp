@@ -1,8 +1,8 @@
 #include "routing/router.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace llmgate::routing {
 namespace {
@@ -70,7 +70,7 @@ TEST(Router, LatencyOrdersByExpectedTtftAndKeepsConfigOrderOnTies) {
 
 TEST(Router, LatencyWeighsInTheAttemptsStillAwaitingAFirstToken) {
   Fixture f({100, 150});
-  f.views[0].stats.in_flight = 9;  // decoding streams do not count
+  f.views[0].stats.in_flight = 9;             // decoding streams do not count
   f.views[0].stats.awaiting_first_token = 1;  // 100 x (1 + 0.25) = 125 < 150
   auto d = f.decide(Policy::kLatency);
   EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
@@ -83,9 +83,9 @@ TEST(Router, LatencyWeighsInTheAttemptsStillAwaitingAFirstToken) {
 
 TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
   Fixture f({100, 100, 100, 100, 100});
-  f.views[0].stats.ttft_p95_ms = 150;    // 450 ms
-  f.views[1].stats.ttft_p95_ms = 20;     // 60 ms, raised to the 250 ms floor
-  f.views[2].stats.ttft_p95_ms = 9000;   // 27 s, capped at the configured 10 s
+  f.views[0].stats.ttft_p95_ms = 150;             // 450 ms
+  f.views[1].stats.ttft_p95_ms = 20;              // 60 ms, raised to the 250 ms floor
+  f.views[2].stats.ttft_p95_ms = 9000;            // 27 s, capped at the configured 10 s
   f.model->deployments[3].expected_ttft = 200ms;  // no p95 yet: 600 ms from the expectation
   auto d = f.decide(Policy::kOrdered);
   EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 450ms);
@@ -121,9 +121,9 @@ TEST(Router, HedgeDelayIsALivePercentileOrTheFixedDelayWithAFloor) {
   // the p99 of all would be "beyond the deadline" and no hedge would start.
   f.views[0].stats.ttft_answered_p99_ms = 180.2;
   f.views[0].stats.ttft_answered_p90_ms = 150;
-  f.views[0].stats.ttft_p99_ms = 2000;  // Kaplan-Meier, with stalls
+  f.views[0].stats.ttft_p99_ms = 2000;         // Kaplan-Meier, with stalls
   f.views[1].stats.ttft_answered_p99_ms = 10;  // under the 50 ms floor
-  auto d = f.decide(Policy::kOrdered);  // default: the live p99
+  auto d = f.decide(Policy::kOrdered);         // default: the live p99
   EXPECT_EQ(d.candidates[0].hedge_delay, 181ms);
   EXPECT_EQ(d.candidates[1].hedge_delay, 50ms);
   EXPECT_EQ(d.candidates[2].hedge_delay, 400ms);  // no p99: the estimate
@@ -175,7 +175,9 @@ TEST(Router, RandomPicksUniformly) {
   std::map<std::string, int> first;
   const int n = 30000;
   for (int i = 0; i < n; ++i) {
-    ++first[decide(r, f.views, f.options, f.now, 0, rng).candidates.front().candidate.deployment->provider];
+    ++first[decide(r, f.views, f.options, f.now, 0, rng)
+                .candidates.front()
+                .candidate.deployment->provider];
   }
   for (const char* p : {"p0", "p1", "p2"}) EXPECT_NEAR(first[p] / double(n), 1.0 / 3, 0.014) << p;
 }
@@ -260,7 +262,7 @@ TEST(Router, ARequestsTtftLimitAtAnotherPercentileHoldsBesideTheConfiguredOne) {
   f.views[0].stats.ttft_p95_ms = 1200;  // fails the configured p95 limit
   f.views[1].stats.ttft_p95_ms = 500;
   f.views[2].stats.ttft_p95_ms = 700;
-  f.views[1].stats.ttft_p50_ms = 400;   // fails the request's p50 limit
+  f.views[1].stats.ttft_p50_ms = 400;  // fails the request's p50 limit
   f.views[2].stats.ttft_p50_ms = 150;
   auto r = f.request();
   r.policy.constraints.max_ttft = 800ms;
@@ -274,7 +276,7 @@ TEST(Router, ARequestsTtftLimitAtAnotherPercentileHoldsBesideTheConfiguredOne) {
 
 TEST(Router, BalancedIsTheDocumentedWeightedScore) {
   Fixture f({100, 300, 200});
-  f.views[0].stats.tps_estimate = 20;   // fastest TTFT, slowest output, priciest
+  f.views[0].stats.tps_estimate = 20;  // fastest TTFT, slowest output, priciest
   f.views[1].stats.tps_estimate = 120;
   f.views[2].stats.tps_estimate = 70;
   f.model->deployments[0].price.output_per_1m = 10;
@@ -309,8 +311,9 @@ TEST(Router, RegionsAreAHardFilterThatIsNeverRelaxed) {
   d = f.decide(r);
   EXPECT_TRUE(d.candidates.empty());
   EXPECT_EQ(d.error_status, 503);
-  EXPECT_NE(d.error_message.find("p0/m: region us-east not allowed; p1/m: region eu-west not allowed"),
-            std::string::npos)
+  EXPECT_NE(
+      d.error_message.find("p0/m: region us-east not allowed; p1/m: region eu-west not allowed"),
+      std::string::npos)
       << d.error_message;
 }
 
@@ -394,8 +397,9 @@ TEST(Router, ExplainShowsTheScoreTheLoadAndTheMeasuredMedian) {
   Fixture f({100, 300});
   f.views[0].stats.awaiting_first_token = 2;  // x1.5 with load_factor 0.25
   f.views[0].stats.ttft_p50_ms = 90;
-  EXPECT_EQ(explain(f.decide(Policy::kLatency)),
-            "p0/m=#1(score 150ms = est 100ms x1.50 load; p50 90ms), p1/m=#2(score 300ms = est 300ms)");
+  EXPECT_EQ(
+      explain(f.decide(Policy::kLatency)),
+      "p0/m=#1(score 150ms = est 100ms x1.50 load; p50 90ms), p1/m=#2(score 300ms = est 300ms)");
   // e2e: the score, and the speed in the unit the score used.
   f.views[0].stats.awaiting_first_token = 0;
   f.views[1].stats.tps_estimate = 100;
@@ -444,7 +448,8 @@ TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
     EXPECT_TRUE(d.candidates[0].capped);
     // The best other candidate starts beside it after its median TTFT.
     EXPECT_EQ(d.candidates[0].hedge_delay, 120ms) << config::to_string(p);
-    EXPECT_EQ(d.candidates[0].candidate.timeouts.connect, std::min(f.cfg.timeouts.connect, kMinCappedConnect));
+    EXPECT_EQ(d.candidates[0].candidate.timeouts.connect,
+              std::min(f.cfg.timeouts.connect, kMinCappedConnect));
   }
   // A single-attempt plan does not probe first: the client would pay alone.
   Fixture f({100, 900});

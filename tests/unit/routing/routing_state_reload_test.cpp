@@ -1,12 +1,11 @@
 // RoutingState across a hot reload: what the router has learnt carries over
 // for unchanged deployments, and only for them.
-#include "routing/routing_state.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "config/config.h"
+#include "routing/routing_state.h"
 
 namespace llmgate::routing {
 namespace {
@@ -15,16 +14,19 @@ using namespace std::chrono_literals;
 
 std::shared_ptr<const config::Config> cfg(const std::string& b_url, const std::string& tau = "10s",
                                           unsigned eject_after = 5) {
-  return config::parse_config(R"(
-routing: {estimator: {ttft_tau: )" + tau + "}, ejection: {consecutive_failures: " + std::to_string(eject_after) + R"(}}
+  return config::parse_config(
+      R"(
+routing: {estimator: {ttft_tau: )" +
+          tau + "}, ejection: {consecutive_failures: " + std::to_string(eject_after) + R"(}}
 providers:
   - {name: a, base_url: "http://127.0.0.1:9001/v1"}
-  - {name: b, base_url: ")" + b_url + R"("}
+  - {name: b, base_url: ")" +
+          b_url + R"("}
 models:
   - name: m
     deployments: [{provider: a, model: x}, {provider: b, model: y}]
 )",
-                              "test.yaml");
+      "test.yaml");
 }
 
 AttemptRecord ok(const std::string& id, Clock::time_point t0) {

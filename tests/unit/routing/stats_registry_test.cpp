@@ -1,8 +1,8 @@
 #include "routing/stats_registry.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace llmgate::routing {
 namespace {
@@ -178,7 +178,8 @@ TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
 TEST(StatsRegistry, TimeoutsAreCensoredSoTheWindowSeesASlowdown) {
   // 150 ms for a while; then every attempt misses its 450 ms deadline.
   StatsRegistry reg;
-  for (int i = 0; i < 40; ++i) reg.record(success(t0 + i * 100ms, 150ms, 20, 200ms, 80), t0 + i * 100ms + 300ms);
+  for (int i = 0; i < 40; ++i)
+    reg.record(success(t0 + i * 100ms, 150ms, 20, 200ms, 80), t0 + i * 100ms + 300ms);
   const auto slow = t0 + 5s;
   for (int i = 0; i < 40; ++i) {
     reg.record(failure(slow + i * 100ms, AttemptOutcome::kTtftTimeout), slow + i * 100ms + 450ms);
@@ -199,7 +200,8 @@ TEST(StatsRegistry, AFirstTokenAfterFailuresReplacesTheirPenalties) {
   // Down (penalties of 2 s), then back at 150 ms: the first answer is what
   // the estimate reads, not a slow decay out of the penalties.
   StatsRegistry reg;
-  for (int i = 0; i < 3; ++i) reg.record(failure(t0 + i * 1s, AttemptOutcome::kConnectError), t0 + i * 1s + 5ms);
+  for (int i = 0; i < 3; ++i)
+    reg.record(failure(t0 + i * 1s, AttemptOutcome::kConnectError), t0 + i * 1s + 5ms);
   ASSERT_GT(reg.get("p/m", t0 + 3s)->ttft_estimate_ms, 1500);
   reg.record_first_token("p/m", 150ms, t0 + 4s);
   EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 4s)->ttft_estimate_ms, 150);

@@ -1,10 +1,10 @@
 #include "routing/token_budget.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace llmgate::routing {
 namespace {

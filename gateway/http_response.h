@@ -1,0 +1,45 @@
+// The client request and response types, the per-request context and the
+// helpers every handler answers with (OpenAI-shaped errors, x-request-id,
+// a write deadline). Includes Beast: include only from gateway .cpp files.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "gateway/api_error.h"
+
+namespace llmgate::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+
+struct RequestContext {
+  std::string request_id;
+  unsigned version = 11;  // client's HTTP version: 10 or 11
+  bool keep_alive = true;
+  std::chrono::steady_clock::time_point received{};  // the whole request was read
+};
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+// A JSON response carrying x-request-id; keep-alive as the request allows.
+Response make_json_response(const RequestContext& rc, http::status status, std::string body);
+Response make_error_response(const RequestContext& rc, const ApiError& error);
+
+// Writes a whole response with a write deadline. Returns false if the client
+// is gone (the caller closes the connection).
+net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,
+                                    std::chrono::milliseconds timeout);
+
+}  // namespace llmgate::gateway
