@@ -70,8 +70,6 @@ constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
 
 using UpstreamParser = http::response_parser<http::buffer_body>;
 
-Clock::time_point earliest(Clock::time_point a, Clock::time_point b) { return a < b ? a : b; }
-
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -139,7 +137,10 @@ class ChatProxy {
   net::awaitable<beast::error_code> read_events(RelayIo& io);
   net::awaitable<AttemptResult> finish_relay(RelayIo& io);
   net::awaitable<AttemptResult> end_with_error(RelayIo& io, const ApiError& error);
-  failover::FaultReport judge(RelayIo& io, failover::Fault f, std::string_view text) const;
+  // Records what `f` makes of the attempt in `rec` (outcome, detail) and
+  // returns the judgement (failover_policy.h).
+  failover::FaultReport judge(const routing::Candidate& c, AttemptRecord& rec, failover::Fault f,
+                              std::string_view text) const;
   void commit(RelayIo& io);
   bool claim_output(RelayIo& io);
   void note_first_token_relayed(RelayIo& io);
@@ -340,8 +341,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // connect timeout), or move on without contacting it — not an attempt.
   ConcurrencyLimiter::Slot slot;
   if (auto it = snapshot_.limiters.find(c.deployment->id()); it != snapshot_.limiters.end()) {
-    const auto deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
-    ConcurrencyLimiter::Acquired got = co_await it->second->acquire(deadline);
+    ConcurrencyLimiter::Acquired got = co_await it->second->acquire(
+        failover::Deadlines(c.timeouts, total_deadline_).connect(Clock::now()));
     if (got.result != ConcurrencyLimiter::Result::kGranted) {
       if (LLMGATE_CANCELLED()) co_return AttemptResult{};
       const bool full = got.result == ConcurrencyLimiter::Result::kQueueFull;
@@ -361,8 +362,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // next candidate (then 503 + Retry-After when every one was saturated).
   auto& pool = worker_.pools->get(*c.provider, snapshot_.tls);
   if (!pool.has_room()) {
-    const bool room =
-        co_await pool.wait_for_room(earliest(Clock::now() + c.timeouts.connect, total_deadline_));
+    const bool room = co_await pool.wait_for_room(
+        failover::Deadlines(c.timeouts, total_deadline_).connect(Clock::now()));
     if (!room) {
       if (LLMGATE_CANCELLED()) co_return AttemptResult{};
       failures_.saturated(c.deployment->id(), "this gateway's connection pool to provider \"" +
@@ -521,18 +522,18 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
   // A reused keep-alive connection may have been closed by the peer just as we
   // took it; that failure says nothing about the deployment, so the request
   // is sent once more on a fresh connection. Only while no response byte came.
+  const failover::Deadlines deadlines(c.timeouts, total_deadline_);
   for (int round = 0; round < 2; ++round) {
-    auto connect_deadline = earliest(Clock::now() + c.timeouts.connect, total_deadline_);
     const auto acquire_start = Clock::now();
     providers::AcquireResult acq =
-        co_await pool.acquire(connect_deadline, /*allow_reuse=*/round == 0);
+        co_await pool.acquire(deadlines.connect(acquire_start), /*allow_reuse=*/round == 0);
     const auto acquire_time = Clock::now() - acquire_start;
     if (!acq.lease) co_return fail(rec, AttemptOutcome::kConnectError, acq.error);
     providers::Lease& lease = acq.lease;
     rec.reused_connection = lease.reused();
     auto& tcp = lease->stream.tcp();
 
-    tcp.expires_at(earliest(Clock::now() + c.timeouts.connect + c.timeouts.ttft, total_deadline_));
+    tcp.expires_at(deadlines.write(Clock::now()));
     auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
     if (wec) {
       if (lease.reused() && round == 0) continue;
@@ -546,7 +547,7 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
       metrics_.shared().on_overhead(OverheadPhase::kAdmission,
                                     rec.request_sent - rc_.received - acquire_time);
     }
-    auto ttft_deadline = earliest(rec.request_sent + c.timeouts.ttft, total_deadline_);
+    auto ttft_deadline = deadlines.first_token(rec.request_sent);
 
     UpstreamParser parser;
     parser.body_limit(boost::none);  // events are bounded one by one instead
@@ -564,14 +565,11 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
                    (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
                     hec == net::error::eof);
       if (stale) continue;
-      if (hec == beast::error::timeout) {
-        bool total = Clock::now() >= total_deadline_;
-        co_return fail(rec, total ? AttemptOutcome::kTotalTimeout : AttemptOutcome::kTtftTimeout,
-                       "no response within the TTFT deadline of " +
-                           std::to_string(c.timeouts.ttft.count()) + "ms");
-      }
-      co_return fail(rec, AttemptOutcome::kTruncated,
-                     "connection failed before response headers: " + hec.message());
+      judge(
+          c, rec,
+          hec == beast::error::timeout ? failover::Fault::kHeadTimeout : failover::Fault::kHeadCut,
+          hec.message());
+      co_return AttemptResult{};
     }
     rec.http_status = static_cast<int>(parser.get().result_int());
     if (rec.http_status != 200) {
@@ -579,9 +577,8 @@ net::awaitable<AttemptResult> ChatProxy::attempt(const routing::Candidate& c, At
     }
     auto ct = parser.get()[http::field::content_type];
     if (ct.substr(0, 17) != "text/event-stream") {
-      co_return fail(rec, AttemptOutcome::kMalformed,
-                     "upstream answered 200 with Content-Type \"" + std::string(ct.substr(0, 100)) +
-                         "\" instead of text/event-stream");
+      judge(c, rec, failover::Fault::kNotEventStream, std::string_view(ct.data(), ct.size()));
+      co_return AttemptResult{};
     }
     co_return co_await relay(c, rec, lease, parser, branch);
   }
@@ -665,14 +662,14 @@ net::awaitable<AttemptResult> ChatProxy::end_with_error(RelayIo& io, const ApiEr
   co_return AttemptResult{true, ok && io.out.chunked() && rc_.keep_alive};
 }
 
-failover::FaultReport ChatProxy::judge(RelayIo& io, failover::Fault f,
-                                       std::string_view text) const {
-  const failover::Deadlines d(io.c.timeouts, total_deadline_);
-  failover::FaultReport r = failover::judge_fault(
-      f, failover::FaultContext{d, Clock::now(), io.rec.first_token.has_value(),
-                                cfg_.server.limits.max_event_bytes, text});
-  io.rec.outcome = r.outcome;
-  io.rec.detail = r.detail;
+failover::FaultReport ChatProxy::judge(const routing::Candidate& c, AttemptRecord& rec,
+                                       failover::Fault f, std::string_view text) const {
+  const failover::Deadlines d(c.timeouts, total_deadline_);
+  failover::FaultReport r =
+      failover::judge_fault(f, failover::FaultContext{d, Clock::now(), rec.first_token.has_value(),
+                                                      cfg_.server.limits.max_event_bytes, text});
+  rec.outcome = r.outcome;
+  rec.detail = r.detail;
   return r;
 }
 
@@ -760,7 +757,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
     }
     // Before the commit any fault fails the attempt over: nothing was sent.
     if (fault && !io.state.committed()) {
-      judge(io, *fault, fault_text);
+      judge(io.c, io.rec, *fault, fault_text);
       co_return AttemptResult{};
     }
     if (!claim_output(io))
@@ -781,7 +778,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
       fault = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
       fault_text = ec.message();
       if (!io.state.committed()) {
-        judge(io, *fault, fault_text);
+        judge(io.c, io.rec, *fault, fault_text);
         co_return AttemptResult{};
       }
       break;
@@ -789,7 +786,7 @@ net::awaitable<AttemptResult> ChatProxy::relay(const routing::Candidate& c, Atte
   }
   if (!fault && !io.state.complete()) fault = failover::Fault::kEndedWithoutFinish;
   if (fault) {
-    failover::FaultReport r = judge(io, *fault, fault_text);
+    failover::FaultReport r = judge(io.c, io.rec, *fault, fault_text);
     if (!io.state.committed()) co_return AttemptResult{};
     co_return co_await end_with_error(io, r.client_error);
   }

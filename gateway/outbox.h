@@ -16,11 +16,6 @@ namespace llmgate::gateway {
 class Outbox {
  public:
   bool empty() const { return segs_.empty(); }
-  std::size_t size() const {
-    std::size_t n = 0;
-    for (const auto& s : segs_) n += s.len;
-    return n;
-  }
   // Bytes that stay valid until the next hold() (the parser's buffer).
   void view(std::string_view v) {
     if (v.empty()) return;
