@@ -19,10 +19,9 @@ bool is_json_content_type(std::string_view ct) {
   return lower == "application/json";
 }
 
-}  // namespace
-
-std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
-                                                       std::string_view body) {
+// A JSON object from the request's body, or why it is none.
+std::optional<ApiError> parse_json_object(std::string_view content_type, std::string_view body,
+                                          nlohmann::json& out) {
   if (!content_type.empty() && !is_json_content_type(content_type)) {
     ApiError e = invalid_request("Content-Type must be application/json, got \"" +
                                  std::string(content_type.substr(0, 100)) + "\"");
@@ -42,17 +41,20 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
                                std::to_string(providers::kMaxJsonDepth) + " levels deep",
                            std::nullopt, "invalid_json");
   }
-  ChatRequest r;
   try {
-    r.body = nlohmann::json::parse(body);
+    out = nlohmann::json::parse(body);
   } catch (const nlohmann::json::exception& e) {
     // parse_error, and out_of_range for a number no double holds (1e400).
     // nlohmann rejects ill-formed UTF-8 here too.
     return invalid_request(std::string("request body is not valid JSON: ") + e.what(), std::nullopt,
                            "invalid_json");
   }
-  if (!r.body.is_object()) return invalid_request("request body must be a JSON object");
+  if (!out.is_object()) return invalid_request("request body must be a JSON object");
+  return std::nullopt;
+}
 
+// `model` and `messages`, which every chat request has.
+std::optional<ApiError> read_model_and_messages(ChatRequest& r) {
   auto model = r.body.find("model");
   if (model == r.body.end() || model->is_null()) {
     return invalid_request("you must provide a model parameter", "model",
@@ -80,7 +82,11 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
       return invalid_request(param + ".role must be a string", param + ".role", "invalid_type");
     }
   }
+  return std::nullopt;
+}
 
+// `stream`, `stream_options` and the token limits.
+std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
   if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
     if (!s->is_boolean())
       return invalid_request("stream must be a boolean", "stream", "invalid_type");
@@ -111,6 +117,17 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
       if (std::string_view(key) != "n") r.max_tokens = it->get<std::int64_t>();
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
+                                                       std::string_view body) {
+  ChatRequest r;
+  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = read_model_and_messages(r)) return std::move(*e);
+  if (auto e = read_stream_and_limits(r)) return std::move(*e);
   // The gateway's own routing override: never forwarded upstream.
   if (auto route = r.body.find("route"); route != r.body.end()) {
     r.route = std::move(*route);

@@ -209,10 +209,31 @@ struct Gateway::Impl {
                        std::chrono::milliseconds limit = std::chrono::seconds(10));
 
   net::awaitable<void> accept_loop(WorkerThread& w, tcp::acceptor& acceptor, bool admin);
+  class SessionTracker;
   net::awaitable<void> session(WorkerThread& w, tcp::socket socket, bool admin);
+  bool over_connection_limit(WorkerThread& w);
+  // Reads and answers one request: whether the connection goes on.
+  net::awaitable<bool> serve_request(WorkerThread& w, beast::tcp_stream& stream,
+                                     beast::flat_buffer& buffer, SessionTracker& tracked,
+                                     bool first, bool admin);
+  // The head (or the body) read whole, else answered when the client is
+  // still there, and false: the connection closes.
+  static net::awaitable<bool> read_request_head(beast::tcp_stream& stream,
+                                                beast::flat_buffer& buffer,
+                                                http::request_parser<http::string_body>& parser,
+                                                const RequestContext& rc,
+                                                const config::ServerLimits& limits);
+  static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,
+                                                beast::flat_buffer& buffer,
+                                                http::request_parser<http::string_body>& parser,
+                                                const RequestContext& rc,
+                                                const config::ServerLimits& limits);
   static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
                                 RequestContext& rc, bool admin);
+  std::optional<ApiError> admin_refusal(const Snapshot& snap, const Request& req, bool admin) const;
+  Response models_response(const Snapshot& snap, const Request& req,
+                           const RequestContext& rc) const;
   Response simple_response(const Snapshot& snap, const Request& req, std::string_view path,
                            const RequestContext& rc, bool admin) const;
   std::optional<ApiError> rejected_before_body(const Snapshot& snap, const Request& head,
@@ -551,188 +572,121 @@ net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& 
   }
 }
 
+// Beast reads at most the buffer's free capacity (at least 512 bytes) per
+// call, and an empty buffer never grows past 512: each request is read with
+// 4 KiB reserved (one or two reads for a typical request), and the buffer is
+// freed while the request is served (a long stream should not keep it:
+// memory per open stream, bench/scale).
+constexpr std::size_t kRequestBuffer = 4096;
+
+// An API connection is known to the drain from its accept to its close.
+class Gateway::Impl::SessionTracker {
+ public:
+  SessionTracker(Impl& impl, WorkerThread& w, beast::tcp_stream* s, bool admin)
+      : impl_(impl), w_(w) {
+    if (admin) return;
+    it_ = w.sessions.insert(w.sessions.end(), Session{s});
+    std::lock_guard lock(impl.sessions_mu);
+    ++impl.api_sessions;
+  }
+  SessionTracker(const SessionTracker&) = delete;
+  SessionTracker& operator=(const SessionTracker&) = delete;
+  ~SessionTracker() {
+    if (!it_) return;
+    w_.sessions.erase(*it_);
+    std::lock_guard lock(impl_.sessions_mu);
+    if (--impl_.api_sessions == 0) impl_.sessions_cv.notify_all();
+  }
+  // A request has begun (the drain lets it finish), or the session waits.
+  void busy(bool b) {
+    if (it_) (*it_)->busy = b;
+  }
+
+ private:
+  Impl& impl_;
+  WorkerThread& w_;
+  std::optional<std::list<Session>::iterator> it_;
+};
+
+namespace {
+
+// What a request head that could not be read gets (nullopt: the client went
+// away or stalled, and only closing is left).
+std::optional<ApiError> head_error(beast::error_code ec, bool new_version,
+                                   const config::ServerLimits& limits) {
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+      ec == net::error::connection_reset || ec == net::error::eof ||
+      ec == net::error::operation_aborted) {
+    return std::nullopt;
+  }
+  // Beast checks Content-Length against the body limit with the head.
+  if (ec == http::error::header_limit) {
+    return ApiError{431,          "invalid_request_error", "request headers are too large",
+                    std::nullopt, "headers_too_large",     std::nullopt};
+  }
+  if (ec == http::error::body_limit) return body_too_large(limits);
+  if (ec == http::error::bad_version && new_version) {
+    return ApiError{505,
+                    "invalid_request_error",
+                    "HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)",
+                    std::nullopt,
+                    "http_version_not_supported",
+                    std::nullopt};
+  }
+  return invalid_request("malformed HTTP request: " + ec.message(), std::nullopt,
+                         "bad_http_request");
+}
+
+// What a body that could not be read whole gets: too large, or malformed (a
+// bad chunk size, say). Nullopt when the client went away or stalled past
+// the deadline: it just loses the connection.
+std::optional<ApiError> body_error(beast::error_code ec, const config::ServerLimits& limits) {
+  if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
+      ec == http::error::partial_message || ec == net::error::eof ||
+      ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+    return std::nullopt;
+  }
+  if (ec == http::error::body_limit) return body_too_large(limits);
+  return invalid_request("malformed HTTP request body: " + ec.message(), std::nullopt,
+                         "bad_http_request");
+}
+
+// Answers `error` and marks the connection for closing.
+net::awaitable<void> answer_and_close(beast::tcp_stream& stream, const RequestContext& rc,
+                                      const ApiError& error) {
+  Response res = make_error_response(rc, error);
+  res.keep_alive(false);
+  co_await write_response(stream, res, kWriteTimeout);
+}
+
+}  // namespace
+
 net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket, bool admin) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
-  // Beast reads at most the buffer's free capacity (at least 512 bytes) per
-  // call, and an empty buffer never grows past 512: each request is read
-  // with 4 KiB reserved (one or two reads for a typical request), and the
-  // buffer is freed while the request is served (a long stream should not
-  // keep it: memory per open stream, bench/scale).
-  constexpr std::size_t kRequestBuffer = 4096;
-  // An API connection is known to the drain from here to its close.
-  struct Tracked {
-    Impl& impl;
-    WorkerThread& w;
-    std::optional<std::list<Session>::iterator> it;
-    Tracked(Impl& i, WorkerThread& wt, beast::tcp_stream* s, bool admin) : impl(i), w(wt) {
-      if (admin) return;
-      it = w.sessions.insert(w.sessions.end(), Session{s});
-      std::lock_guard lock(impl.sessions_mu);
-      ++impl.api_sessions;
-    }
-    void busy(bool b) {
-      if (it) (*it)->busy = b;
-    }
-    ~Tracked() {
-      if (!it) return;
-      w.sessions.erase(*it);
-      std::lock_guard lock(impl.sessions_mu);
-      if (--impl.api_sessions == 0) impl.sessions_cv.notify_all();
-    }
-  } tracked(*this, w, &stream, admin);
-  if (!admin) {
+  SessionTracker tracked(*this, w, &stream, admin);
+  if (!admin && over_connection_limit(w)) {
+    // Shed load with an answer, not a silent close: the client can retry.
     const std::size_t max = w.worker.snapshot->config->server.limits.max_connections;
-    bool over;
-    {
-      std::lock_guard lock(sessions_mu);
-      over = api_sessions > max;
-    }
-    if (over) {
-      // Shed load with an answer, not a silent close: the client can retry.
-      RequestContext rc{new_request_id(), 11, false};
-      Response res = make_error_response(
-          rc, ApiError{503, "service_unavailable",
-                       "too many connections (server.limits.max_connections is " +
-                           std::to_string(max) + "); retry shortly",
-                       std::nullopt, "too_many_connections", 1});
-      co_await write_response(stream, res, kWriteTimeout);
-      co_await lingering_close(stream);
-      co_return;
-    }
+    RequestContext rc{new_request_id(), 11, false};
+    Response res =
+        make_error_response(rc, ApiError{503, "service_unavailable",
+                                         "too many connections (server.limits.max_connections is " +
+                                             std::to_string(max) + "); retry shortly",
+                                         std::nullopt, "too_many_connections", 1});
+    co_await write_response(stream, res, kWriteTimeout);
+    co_await lingering_close(stream);
+    co_return;
   }
-  bool first = true;
   try {
-    for (;;) {
-      // Limits as the current config has them (a reload may change them).
-      const auto snap = w.worker.snapshot;
-      const auto& limits = snap->config->server.limits;
-      http::request_parser<http::string_body> parser;
-      parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-      parser.body_limit(limits.max_body_bytes);
+    for (bool first = true;; first = false) {
       // The drain closed the listeners: no new request on an API connection.
       // (Checked right before the read, with no suspension between, so the
       // drain's cancellation of idle sessions cannot miss this one.)
       if (!admin && closing.load()) break;
       tracked.busy(false);
-      if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
-      if (!first && buffer.size() == 0) {
-        // Keep-alive: the wait for the next request is bounded by the idle
-        // timeout; from its first byte on, the head by the header timeout.
-        stream.expires_after(limits.client_idle_timeout);
-        auto [iec, in] = co_await stream.async_read_some(buffer.prepare(kRequestBuffer), kUseTuple);
-        if (iec) break;
-        buffer.commit(in);
-      }
-      first = false;
-      tracked.busy(true);  // a request has begun: the drain lets it finish
-      stream.expires_after(limits.client_header_timeout);  // the slowloris guard
-      // The whole head is in the buffer before Beast parses it, so that what
-      // Beast would quietly normalise (obs-fold) can be refused first.
-      beast::error_code hec = co_await read_head_bytes(stream, buffer, limits.max_header_bytes);
-      // Checked before the parser consumes the head: a 505 rather than a 400.
-      const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
-      const bool folded = !hec && has_obs_fold(buffered(buffer));
-      if (!hec && !folded)
-        std::tie(hec, std::ignore) =
-            co_await http::async_read_header(stream, buffer, parser, kUseTuple);
-      RequestContext rc{new_request_id(), 11, false};
-      if (folded) {
-        Response res = make_error_response(
-            rc, invalid_request("obsolete line folding in the request head is not accepted",
-                                std::nullopt, "bad_http_request"));
-        res.keep_alive(false);
-        co_await write_response(stream, res, kWriteTimeout);
-        break;
-      }
-      if (hec) {
-        if (hec == http::error::end_of_stream || hec == beast::error::timeout ||
-            hec == net::error::connection_reset || hec == net::error::eof ||
-            hec == net::error::operation_aborted) {
-          break;
-        }
-        // Beast checks Content-Length against the body limit with the head.
-        ApiError e =
-            hec == http::error::header_limit
-                ? ApiError{431,          "invalid_request_error", "request headers are too large",
-                           std::nullopt, "headers_too_large",     std::nullopt}
-            : hec == http::error::body_limit ? body_too_large(limits)
-            : hec == http::error::bad_version && new_version
-                ? ApiError{505,
-                           "invalid_request_error",
-                           "HTTP version not supported (llmgate speaks HTTP/1.1 and HTTP/1.0)",
-                           std::nullopt,
-                           "http_version_not_supported",
-                           std::nullopt}
-                : invalid_request("malformed HTTP request: " + hec.message(), std::nullopt,
-                                  "bad_http_request");
-        Response res = make_error_response(rc, e);
-        res.keep_alive(false);
-        co_await write_response(stream, res, kWriteTimeout);
-        break;
-      }
-      auto& head = parser.get();
-      rc.version = head.version() == 10 ? 10 : 11;
-      // While draining, answer and close: clients reconnect to another replica.
-      std::vector<std::string> connection;  // every Connection line counts
-      for (const auto& f : head) {
-        if (f.name() != http::field::connection) continue;
-        for (auto& t : connection_tokens(f.value())) connection.push_back(std::move(t));
-      }
-      rc.keep_alive = wants_keep_alive(rc.version, connection) && !(draining.load() && !admin);
-      if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
-      if (auto e = framing_error(head)) {
-        // The request's extent is unknown or ambiguous: answer, then close
-        // (whatever follows on the connection is never read as a request).
-        Response res = make_error_response(rc, *e);
-        res.keep_alive(false);
-        co_await write_response(stream, res, kWriteTimeout);
-        break;
-      }
-      if (auto e = rejected_before_body(*snap, head, admin)) {
-        // A caller without a valid key cannot make the gateway read (or, with
-        // Expect: 100-continue, ask for) a body.
-        Response res = make_error_response(rc, *e);
-        const bool body_unread = !parser.is_done();
-        res.keep_alive(rc.keep_alive && !body_unread);
-        const bool written = co_await write_response(stream, res, kWriteTimeout);
-        if (!written || body_unread || !rc.keep_alive) break;
-        continue;
-      }
-
-      if (beast::iequals(head[http::field::expect], "100-continue")) {
-        http::response<http::empty_body> cont{http::status::continue_, rc.version};
-        stream.expires_after(kWriteTimeout);
-        auto [cec, cn] = co_await http::async_write(stream, cont, kUseTuple);
-        if (cec) break;
-      }
-      stream.expires_after(limits.client_header_timeout);
-      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
-      stream.expires_never();
-      if (bec) {
-        // A body that cannot be read whole: too large, or malformed (a bad
-        // chunk size, say) gets its answer before the close; a client that
-        // went away or stalled past the deadline just loses the connection.
-        const bool gone = bec == beast::error::timeout || bec == http::error::end_of_stream ||
-                          bec == http::error::partial_message || bec == net::error::eof ||
-                          bec == net::error::connection_reset ||
-                          bec == net::error::operation_aborted;
-        if (!gone) {
-          Response res = make_error_response(
-              rc, bec == http::error::body_limit
-                      ? body_too_large(limits)
-                      : invalid_request("malformed HTTP request body: " + bec.message(),
-                                        std::nullopt, "bad_http_request"));
-          res.keep_alive(false);
-          co_await write_response(stream, res, kWriteTimeout);
-        }
-        break;
-      }
-      rc.received = std::chrono::steady_clock::now();
-      if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
-      Request req = parser.release();
-      bool keep = co_await dispatch(w, stream, req, rc, admin);
-      if (!keep || !rc.keep_alive) break;
+      const bool more = co_await serve_request(w, stream, buffer, tracked, first, admin);
+      if (!more) break;
     }
   } catch (const boost::system::system_error& e) {
     // Cancellation of an operation: the connection goes.
@@ -742,6 +696,116 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
     log_line(LogLevel::kError, std::string("session aborted by exception: ") + e.what());
   }
   co_await lingering_close(stream);
+}
+
+bool Gateway::Impl::over_connection_limit(WorkerThread& w) {
+  const std::size_t max = w.worker.snapshot->config->server.limits.max_connections;
+  std::lock_guard lock(sessions_mu);
+  return api_sessions > max;
+}
+
+net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_stream& stream,
+                                                  beast::flat_buffer& buffer,
+                                                  SessionTracker& tracked, bool first, bool admin) {
+  // Limits as the current config has them (a reload may change them).
+  const auto snap = w.worker.snapshot;
+  const auto& limits = snap->config->server.limits;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+  parser.body_limit(limits.max_body_bytes);
+  if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
+  if (!first && buffer.size() == 0) {
+    // Keep-alive: the wait for the next request is bounded by the idle
+    // timeout; from its first byte on, the head by the header timeout.
+    stream.expires_after(limits.client_idle_timeout);
+    auto [iec, in] = co_await stream.async_read_some(buffer.prepare(kRequestBuffer), kUseTuple);
+    if (iec) co_return false;
+    buffer.commit(in);
+  }
+  tracked.busy(true);  // a request has begun: the drain lets it finish
+  RequestContext rc{new_request_id(), 11, false};
+  const bool head_read = co_await read_request_head(stream, buffer, parser, rc, limits);
+  if (!head_read) co_return false;
+  auto& head = parser.get();
+  rc.version = head.version() == 10 ? 10 : 11;
+  // While draining, answer and close: clients reconnect to another replica.
+  std::vector<std::string> connection;  // every Connection line counts
+  for (const auto& f : head) {
+    if (f.name() != http::field::connection) continue;
+    for (auto& t : connection_tokens(f.value())) connection.push_back(std::move(t));
+  }
+  rc.keep_alive = wants_keep_alive(rc.version, connection) && !(draining.load() && !admin);
+  if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
+  if (auto e = framing_error(head)) {
+    // The request's extent is unknown or ambiguous: answer, then close
+    // (whatever follows on the connection is never read as a request).
+    co_await answer_and_close(stream, rc, *e);
+    co_return false;
+  }
+  if (auto e = rejected_before_body(*snap, head, admin)) {
+    // A caller without a valid key cannot make the gateway read (or, with
+    // Expect: 100-continue, ask for) a body.
+    Response res = make_error_response(rc, *e);
+    const bool body_unread = !parser.is_done();
+    res.keep_alive(rc.keep_alive && !body_unread);
+    const bool written = co_await write_response(stream, res, kWriteTimeout);
+    co_return written && !body_unread && rc.keep_alive;
+  }
+  const bool body_read = co_await read_request_body(stream, buffer, parser, rc, limits);
+  if (!body_read) co_return false;
+  rc.received = std::chrono::steady_clock::now();
+  if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
+  Request req = parser.release();
+  const bool keep = co_await dispatch(w, stream, req, rc, admin);
+  co_return keep&& rc.keep_alive;
+}
+
+net::awaitable<bool> Gateway::Impl::read_request_head(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    http::request_parser<http::string_body>& parser, const RequestContext& rc,
+    const config::ServerLimits& limits) {
+  stream.expires_after(limits.client_header_timeout);  // the slowloris guard
+  // The whole head is in the buffer before Beast parses it, so that what
+  // Beast would quietly normalise (obs-fold) can be refused first.
+  beast::error_code hec = co_await read_head_bytes(stream, buffer, limits.max_header_bytes);
+  // Checked before the parser consumes the head: a 505 rather than a 400.
+  const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
+  const bool folded = !hec && has_obs_fold(buffered(buffer));
+  if (folded) {
+    co_await answer_and_close(
+        stream, rc,
+        invalid_request("obsolete line folding in the request head is not accepted", std::nullopt,
+                        "bad_http_request"));
+    co_return false;
+  }
+  if (!hec)
+    std::tie(hec, std::ignore) =
+        co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+  if (!hec) co_return true;
+  if (std::optional<ApiError> e = head_error(hec, new_version, limits)) {
+    co_await answer_and_close(stream, rc, *e);
+  }
+  co_return false;
+}
+
+net::awaitable<bool> Gateway::Impl::read_request_body(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    http::request_parser<http::string_body>& parser, const RequestContext& rc,
+    const config::ServerLimits& limits) {
+  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    http::response<http::empty_body> cont{http::status::continue_, rc.version};
+    stream.expires_after(kWriteTimeout);
+    auto [cec, cn] = co_await http::async_write(stream, cont, kUseTuple);
+    if (cec) co_return false;
+  }
+  stream.expires_after(limits.client_header_timeout);
+  auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+  stream.expires_never();
+  if (!bec) co_return true;
+  if (std::optional<ApiError> e = body_error(bec, limits)) {
+    co_await answer_and_close(stream, rc, *e);
+  }
+  co_return false;
 }
 
 // Half-close, then read and discard what the client is still sending (an
@@ -823,6 +887,44 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
   co_return co_await write_response(stream, res, kWriteTimeout);
 }
 
+// With an admin listener, /admin/* is served there only; an admin key, if
+// configured, is needed on any listener.
+std::optional<ApiError> Gateway::Impl::admin_refusal(const Snapshot& snap, const Request& req,
+                                                     bool admin) const {
+  if (!admin && snap.config->server.admin_listener) {
+    return ApiError{404,
+                    "invalid_request_error",
+                    "/admin/* is served on the admin listener only (server.admin_listener)",
+                    std::nullopt,
+                    "unknown_url",
+                    std::nullopt};
+  }
+  if (snap.keys->admin_allowed(req[http::field::authorization])) return std::nullopt;
+  metrics->on_auth_rejected(AuthRejection::kAdminUnauthenticated);
+  return ApiError{401,
+                  "invalid_request_error",
+                  "/admin/* needs the admin key (auth.admin_key_sha256) as "
+                  "'Authorization: Bearer <key>'",
+                  std::nullopt,
+                  "invalid_api_key",
+                  std::nullopt};
+}
+
+// GET /v1/models: the models the caller's key may use.
+Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req,
+                                        const RequestContext& rc) const {
+  const config::GatewayKey* key = nullptr;
+  if (snap.keys->enabled()) {
+    auto a = snap.keys->authenticate(req[http::field::authorization]);
+    if (auto* e = std::get_if<ApiError>(&a)) {
+      metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
+      return make_error_response(rc, *e);
+    }
+    key = std::get<const config::GatewayKey*>(a);
+  }
+  return make_json_response(rc, http::status::ok, models_body(*snap.config, key));
+}
+
 Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req,
                                         std::string_view path, const RequestContext& rc,
                                         bool admin) const {
@@ -855,17 +957,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   }
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
-    if (!get) return wrong_method("GET");
-    const config::GatewayKey* key = nullptr;
-    if (snap.keys->enabled()) {
-      auto a = snap.keys->authenticate(req[http::field::authorization]);
-      if (auto* e = std::get_if<ApiError>(&a)) {
-        metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
-        return make_error_response(rc, *e);
-      }
-      key = std::get<const config::GatewayKey*>(a);
-    }
-    return make_json_response(rc, http::status::ok, models_body(cfg, key));
+    return get ? models_response(snap, req, rc) : wrong_method("GET");
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");
@@ -879,22 +971,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                : wrong_method("GET");
   }
   if (path.substr(0, 7) == "/admin/") {
-    // With an admin listener, /admin/* is served there only; an admin key,
-    // if configured, is needed on any listener.
-    if (!admin && cfg.server.admin_listener) {
-      return make_error_response(
-          rc, ApiError{404, "invalid_request_error",
-                       "/admin/* is served on the admin listener only (server.admin_listener)",
-                       std::nullopt, "unknown_url", std::nullopt});
-    }
-    if (!snap.keys->admin_allowed(req[http::field::authorization])) {
-      metrics->on_auth_rejected(AuthRejection::kAdminUnauthenticated);
-      return make_error_response(rc,
-                                 ApiError{401, "invalid_request_error",
-                                          "/admin/* needs the admin key (auth.admin_key_sha256) as "
-                                          "'Authorization: Bearer <key>'",
-                                          std::nullopt, "invalid_api_key", std::nullopt});
-    }
+    if (auto e = admin_refusal(snap, req, admin)) return make_error_response(rc, *e);
   }
   if (path == "/admin/routes") {
     // Live per-deployment measurements: why routes are chosen.

@@ -87,12 +87,28 @@ void raise_descriptor_limit(const llmgate::config::Config& cfg) {
   }
 }
 
-}  // namespace
+// --hash-key: the SHA-256 of the key on standard input, for auth.keys.
+int hash_key_from_stdin() {
+  std::string key;
+  std::getline(std::cin, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) {
+    std::cerr << "llmgate: --hash-key reads the key on standard input; got nothing\n";
+    return 2;
+  }
+  std::cout << llmgate::gateway::sha256_hex(key) << "\n";
+  return 0;
+}
 
-int main(int argc, char** argv) {
-  using namespace llmgate;
+struct Options {
   std::string config_path, check_path, port_file;
   std::chrono::milliseconds watch_interval{2000};
+};
+
+// Reads the command line into `o`; an exit code when the process is done
+// (help, --hash-key, a usage error).
+std::optional<int> parse_args(int argc, char** argv, Options& o) {
+  using namespace llmgate;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -102,16 +118,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--config")
-      config_path = value();
-    else if (a == "--check-config")
-      check_path = value();
-    else if (a == "--port-file")
-      port_file = value();
-    else if (a == "--watch-interval") {
+    if (a == "--config") {
+      o.config_path = value();
+    } else if (a == "--check-config") {
+      o.check_path = value();
+    } else if (a == "--port-file") {
+      o.port_file = value();
+    } else if (a == "--watch-interval") {
       std::string v = value();
       try {
-        watch_interval = v == "0" ? std::chrono::milliseconds(0) : config::parse_duration(v);
+        o.watch_interval = v == "0" ? std::chrono::milliseconds(0) : config::parse_duration(v);
       } catch (const std::exception&) {
         std::cerr << "llmgate: --watch-interval takes a duration such as 2s or 500ms, or 0\n";
         return 2;
@@ -133,15 +149,7 @@ int main(int argc, char** argv) {
       }
       gateway::set_log_level(level);
     } else if (a == "--hash-key") {
-      std::string key;
-      std::getline(std::cin, key);
-      while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
-      if (key.empty()) {
-        std::cerr << "llmgate: --hash-key reads the key on standard input; got nothing\n";
-        return 2;
-      }
-      std::cout << gateway::sha256_hex(key) << "\n";
-      return 0;
+      return hash_key_from_stdin();
     } else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
@@ -150,28 +158,28 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!check_path.empty()) {
-    try {
-      auto cfg = config::load_config(check_path);
-      std::size_t deployments = 0;
-      for (const auto& m : cfg->models) deployments += m.deployments.size();
-      std::cout << check_path << ": OK (" << cfg->providers.size() << " providers, "
-                << cfg->models.size() << " models, " << deployments << " deployments)\n";
-      return 0;
-    } catch (const std::exception& e) {
-      std::cerr << e.what() << "\n";
-      return 1;
-    }
-  }
-  if (config_path.empty()) {
-    std::cerr << kUsage;
-    return 2;
-  }
+  return std::nullopt;
+}
 
-  // Signals are taken synchronously on a dedicated thread, which also
-  // watches the config file. Blocked before any thread starts, so every
-  // thread inherits the mask; blocked signals also reach us as PID 1 in a
-  // container, where unhandled ones would be ignored.
+int check_config(const std::string& path) {
+  try {
+    auto cfg = llmgate::config::load_config(path);
+    std::size_t deployments = 0;
+    for (const auto& m : cfg->models) deployments += m.deployments.size();
+    std::cout << path << ": OK (" << cfg->providers.size() << " providers, " << cfg->models.size()
+              << " models, " << deployments << " deployments)\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}
+
+// Signals are taken synchronously on a dedicated thread, which also watches
+// the config file. Blocked before any thread starts, so every thread
+// inherits the mask; blocked signals also reach us as PID 1 in a container,
+// where unhandled ones would be ignored.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -180,80 +188,111 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGUSR2);  // internal: wakes the signal thread to exit
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
+void warn_about(const llmgate::config::Config& cfg) {
+  using namespace llmgate;
+  for (const auto& warning : cfg.warnings) {
+    gateway::log_line(gateway::LogLevel::kWarn, "config: " + warning);
+  }
+  if (cfg.auth.enabled()) return;
+  for (const auto& l : cfg.server.listeners) {
+    if (l.address.rfind("127.", 0) == 0 || l.address == "::1") continue;
+    gateway::log_line(gateway::LogLevel::kWarn,
+                      "the API on " + l.address + ":" + std::to_string(l.port) +
+                          " needs no key (no auth.keys): anyone who can reach it may use every "
+                          "model; see docs/security.md");
+  }
+}
+
+// The signal thread: SIGTERM/SIGINT drain, SIGHUP reloads, and the config
+// file is reloaded when what its path reads changes (a ConfigMap update
+// swaps a symlink). Returns when draining starts or `done` is set.
+void handle_signals(llmgate::gateway::Gateway& gw, const sigset_t& signals, const Options& o,
+                    const std::optional<std::string>& config_text, const std::atomic<bool>& done) {
+  using namespace llmgate;
+  using std::chrono::milliseconds;
+  // A changed file is reloaded once it reads the same for kSettle (a file
+  // being written is never taken half-way); meanwhile it is polled every
+  // kSettlePoll.
+  constexpr milliseconds kSettle{500}, kSettlePoll{100};
+  gateway::ConfigWatch watch(config_text, kSettle);
+  for (;;) {
+    milliseconds poll = o.watch_interval.count() > 0 ? o.watch_interval : milliseconds(1000);
+    if (watch.settling()) poll = std::min(poll, kSettlePoll);
+    timespec ts{static_cast<time_t>(poll.count() / 1000),
+                static_cast<long>(poll.count() % 1000) * 1'000'000};
+    int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (done.load()) return;
+    if (sig == SIGTERM || sig == SIGINT) {
+      gateway::log_line(gateway::LogLevel::kInfo,
+                        std::string("received ") + strsignal(sig) + ", draining");
+      gw.drain();
+      return;
+    }
+    if (sig == SIGHUP) {
+      gateway::log_line(gateway::LogLevel::kInfo, "received SIGHUP, reloading " + o.config_path);
+      watch.applied(read_whole_file(o.config_path));
+      gw.reload_from_file(o.config_path);
+      continue;
+    }
+    if (sig < 0 && o.watch_interval.count() > 0 &&
+        watch.observe(read_whole_file(o.config_path), std::chrono::steady_clock::now())) {
+      gateway::log_line(gateway::LogLevel::kInfo, o.config_path + " changed, reloading");
+      gw.reload_from_file(o.config_path);
+    }
+  }
+}
+
+// Runs the gateway on `cfg` until it has drained and stopped.
+void serve(std::shared_ptr<const llmgate::config::Config> cfg, const Options& o,
+           const sigset_t& signals, const std::optional<std::string>& config_text) {
+  using namespace llmgate;
+  gateway::Gateway gw(cfg);
+  auto ports = gw.start();
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    std::cout << "llmgate listening on " << cfg->server.listeners[i].address << ":" << ports[i]
+              << std::endl;
+  }
+  if (auto admin = gw.admin_port()) {
+    std::cout << "llmgate admin listener on " << cfg->server.admin_listener->address << ":"
+              << *admin << std::endl;
+  }
+  if (!o.port_file.empty() && !ports.empty()) write_port_file(o.port_file, ports[0]);
+  std::atomic<bool> done{false};
+  std::thread signal_thread([&] { handle_signals(gw, signals, o, config_text, done); });
+  gw.wait();
+  // Wake the signal thread if stop came from elsewhere.
+  done = true;
+  pthread_kill(signal_thread.native_handle(), SIGUSR2);
+  signal_thread.join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace llmgate;
+  Options o;
+  if (std::optional<int> exit_code = parse_args(argc, argv, o)) return *exit_code;
+  if (!o.check_path.empty()) return check_config(o.check_path);
+  if (o.config_path.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const sigset_t signals = block_signals();
   std::shared_ptr<const config::Config> cfg;
-  std::optional<std::string> config_text = read_whole_file(config_path);
+  std::optional<std::string> config_text = read_whole_file(o.config_path);
   try {
-    cfg = config::load_config(config_path);
+    cfg = config::load_config(o.config_path);
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
   raise_descriptor_limit(*cfg);
-  for (const auto& warning : cfg->warnings) {
-    gateway::log_line(gateway::LogLevel::kWarn, "config: " + warning);
-  }
-  if (!cfg->auth.enabled()) {
-    for (const auto& l : cfg->server.listeners) {
-      if (l.address.rfind("127.", 0) == 0 || l.address == "::1") continue;
-      gateway::log_line(gateway::LogLevel::kWarn,
-                        "the API on " + l.address + ":" + std::to_string(l.port) +
-                            " needs no key (no auth.keys): anyone who can reach it may use every "
-                            "model; see docs/security.md");
-    }
-  }
+  warn_about(*cfg);
   try {
-    gateway::Gateway gw(cfg);
-    auto ports = gw.start();
-    for (std::size_t i = 0; i < ports.size(); ++i) {
-      std::cout << "llmgate listening on " << cfg->server.listeners[i].address << ":" << ports[i]
-                << std::endl;
-    }
-    if (auto admin = gw.admin_port()) {
-      std::cout << "llmgate admin listener on " << cfg->server.admin_listener->address << ":"
-                << *admin << std::endl;
-    }
-    if (!port_file.empty() && !ports.empty()) write_port_file(port_file, ports[0]);
-    std::atomic<bool> done{false};
-    std::thread signal_thread([&] {
-      using std::chrono::milliseconds;
-      // A changed file is reloaded once it reads the same for kSettle (a
-      // file being written is never taken half-way); meanwhile it is polled
-      // every kSettlePoll.
-      constexpr milliseconds kSettle{500}, kSettlePoll{100};
-      gateway::ConfigWatch watch(config_text, kSettle);
-      for (;;) {
-        milliseconds poll = watch_interval.count() > 0 ? watch_interval : milliseconds(1000);
-        if (watch.settling()) poll = std::min(poll, kSettlePoll);
-        timespec ts{static_cast<time_t>(poll.count() / 1000),
-                    static_cast<long>(poll.count() % 1000) * 1'000'000};
-        int sig = sigtimedwait(&signals, nullptr, &ts);
-        if (done.load()) return;
-        if (sig == SIGTERM || sig == SIGINT) {
-          gateway::log_line(gateway::LogLevel::kInfo,
-                            std::string("received ") + strsignal(sig) + ", draining");
-          gw.drain();
-          return;
-        }
-        if (sig == SIGHUP) {
-          gateway::log_line(gateway::LogLevel::kInfo, "received SIGHUP, reloading " + config_path);
-          watch.applied(read_whole_file(config_path));
-          gw.reload_from_file(config_path);
-          continue;
-        }
-        // A ConfigMap update swaps a symlink: compare what the path reads now.
-        if (sig < 0 && watch_interval.count() > 0 &&
-            watch.observe(read_whole_file(config_path), std::chrono::steady_clock::now())) {
-          gateway::log_line(gateway::LogLevel::kInfo, config_path + " changed, reloading");
-          gw.reload_from_file(config_path);
-        }
-      }
-    });
-    gw.wait();
-    // Wake the signal thread if stop came from elsewhere.
-    done = true;
-    pthread_kill(signal_thread.native_handle(), SIGUSR2);
-    signal_thread.join();
+    serve(cfg, o, signals, config_text);
   } catch (const std::exception& e) {
     std::cerr << "llmgate: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,52 @@
+#include "gateway/attempt_context.h"
+
+#include "gateway/relay_state.h"
+
+namespace llmgate::gateway {
+
+std::string_view RouteTrace::hedged() const {
+  if (race == nullptr || !race->hedge_started()) return {};
+  return race->winner() == 1 ? "hedge-won" : "primary-won";
+}
+
+void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
+                             const routing::AttemptRecord* rec) const {
+  h.set("x-request-id", request_id);
+  h.set("x-llmgate-policy", config::to_string(decision.policy));
+  h.set("x-llmgate-attempts", std::to_string(attempts));
+  if (auto hedge = hedged(); !hedge.empty()) {
+    h.set("x-llmgate-hedged", beast::string_view(hedge.data(), hedge.size()));
+  }
+  if (rec) {
+    if (auto t = rec->ttft()) {
+      h.set("x-llmgate-ttft-ms",
+            format_decimal(std::chrono::duration<double, std::milli>(*t).count()));
+    }
+  }
+  if (!explain) return;  // which deployments, prices and exclusions: not for this client
+  if (auto route = routing::explain(decision); !route.empty()) h.set("x-llmgate-route", route);
+  if (rec) h.set("x-llmgate-deployment", rec->deployment);
+  if (!failures.empty()) h.set("x-llmgate-failed", failures.header());
+}
+
+failover::FaultReport AttemptContext::judge(const routing::Candidate& c,
+                                            routing::AttemptRecord& rec, failover::Fault f,
+                                            std::string_view text) const {
+  failover::FaultReport r = failover::judge_fault(
+      f,
+      failover::FaultContext{deadlines(c), std::chrono::steady_clock::now(),
+                             rec.first_token.has_value(), cfg.server.limits.max_event_bytes, text});
+  rec.outcome = r.outcome;
+  rec.detail = r.detail;
+  return r;
+}
+
+std::vector<std::string> AttemptContext::provider_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& p : cfg.providers) {
+    if (!p.api_key.empty()) keys.push_back(p.api_key);
+  }
+  return keys;
+}
+
+}  // namespace llmgate::gateway

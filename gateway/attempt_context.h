@@ -1,0 +1,72 @@
+// What an upstream attempt and its relay know of their request: the client's
+// connection and head, the admitted request, the config snapshot, the total
+// deadline, the route so far (for the response headers) and the hedge race
+// it may be in — not the proxy that orchestrates the attempts.
+// Includes Beast: include only from gateway .cpp files.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/chat_request.h"
+#include "gateway/failover_policy.h"
+#include "gateway/http_response.h"
+#include "gateway/race.h"
+#include "gateway/snapshot.h"
+#include "gateway/worker.h"
+#include "routing/attempt_record.h"
+#include "routing/router.h"
+
+namespace llmgate::gateway {
+
+// How the request has been routed so far: the plan, the failures, the
+// attempts, the race. The response headers and the request log say it.
+struct RouteTrace {
+  routing::RouteDecision decision;
+  failover::FailureSummary failures;
+  int attempts = 0;
+  Race* race = nullptr;  // the hedge race running now, if any
+  // The client may see how it was routed: deployments, prices, exclusions
+  // (server.explain). The log always has it.
+  bool explain = false;
+
+  // x-request-id, the policy, the attempts and the hedge; the TTFT of `rec`;
+  // and, with `explain`, the route, the deployment and the failures.
+  void add_headers(http::fields& h, const std::string& request_id,
+                   const routing::AttemptRecord* rec) const;
+  // "hedge-won" / "primary-won" when a hedge started, else empty.
+  std::string_view hedged() const;
+};
+
+struct AttemptContext {
+  Worker& worker;
+  const Snapshot& snapshot;
+  const config::Config& cfg;
+  beast::tcp_stream& client;
+  const Request& client_request;
+  const RequestContext& rc;
+  ChatRequest& req;  // its body is rewritten for each upstream request
+  RouteTrace& trace;
+  std::chrono::steady_clock::time_point total_deadline{};
+  bool stream_committed = false;     // a streaming response head went to the client
+  bool client_write_failed = false;  // a client write failed or was cut part-way
+  bool admission_measured = false;   // the admission overhead metric was observed
+
+  // The attempt on `branch` has output and takes the client; false when the
+  // other side of a hedge race already has.
+  bool claim(int branch) { return trace.race == nullptr || trace.race->claim(branch); }
+  // The deadlines of an attempt on `c`.
+  failover::Deadlines deadlines(const routing::Candidate& c) const {
+    return failover::Deadlines(c.timeouts, total_deadline);
+  }
+  // Records what fault `f` makes of the attempt in `rec` (outcome, detail)
+  // and returns the judgement (failover_policy.h).
+  failover::FaultReport judge(const routing::Candidate& c, routing::AttemptRecord& rec,
+                              failover::Fault f, std::string_view text) const;
+  // The configured provider keys, for redact_secrets (failure paths only).
+  std::vector<std::string> provider_keys() const;
+};
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,259 @@
+// The relay of one attempt (relay.h): upstream reads into the SSE parser,
+// each event through RelayState (hold, commit, strip, assemble), the
+// committed stream to the client as gathered writes.
+#include "gateway/relay.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "gateway/client_api.h"
+#include "gateway/client_stream.h"
+#include "gateway/redact.h"
+#include "gateway/relay_state.h"
+#include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
+
+namespace llmgate::gateway {
+namespace {
+
+using routing::AttemptOutcome;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+
+// Upstream body bytes per read (the SSE parser's buffer grows past it only
+// for an event that does not fit).
+constexpr std::size_t kReadChunk = 4096;
+constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
+
+class Relay {
+ public:
+  Relay(AttemptContext& ctx, const RelayUpstream& up)
+      : ctx_(ctx),
+        up_(up),
+        state_(chat_completions_api(), providers::openai_chat_protocol(), ctx.req, up.rec),
+        out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
+        sse_(ctx.cfg.server.limits.max_event_bytes) {}
+
+  net::awaitable<AttemptResult> run();
+
+ private:
+  // What ended the loop of reads: a fault (then `fault_` is set), the end of
+  // the stream, or a response already given (client gone, hedge lost).
+  std::optional<AttemptResult> on_read();
+  // The read failed (after its events were relayed): a cut or a stall.
+  std::optional<AttemptResult> on_read_error(beast::error_code ec);
+  net::awaitable<beast::error_code> read_events();
+  // What the reads made of the committed stream is due to the client (with
+  // the head, the first events).
+  bool flush_due() {
+    return state_.committed() && (!state_.outbox().empty() || !first_token_relayed_);
+  }
+  net::awaitable<AttemptResult> finish();
+  net::awaitable<AttemptResult> end_with_error(const ApiError& error);
+  net::awaitable<void> drain_for_reuse();
+  void commit();
+  bool claim_output();
+  void note_first_token_relayed();
+  AttemptResult client_gone(const char* detail) {
+    up_.rec.outcome = AttemptOutcome::kClientGone;
+    up_.rec.detail = detail;
+    return AttemptResult{true, false};
+  }
+
+  AttemptContext& ctx_;
+  RelayUpstream up_;  // references into the attempt
+  RelayState state_;
+  ClientStream out_;
+  providers::SseParser sse_;
+  std::optional<failover::Fault> fault_;
+  std::string fault_text_;
+  bool claimed_ = false;
+  bool first_token_relayed_ = false;  // for the gateway-overhead metric
+};
+
+// Reads once from the upstream into the SSE parser and feeds the events to
+// the relay's state. Returns the read's error (need_buffer cleared).
+net::awaitable<beast::error_code> Relay::read_events() {
+  up_.lease->stream.tcp().expires_at(ctx_.deadlines(up_.c).next_read(
+      Clock::now(), up_.rec.request_sent, up_.rec.first_token.has_value()));
+  state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
+  std::span<char> space = sse_.prepare(kReadChunk / 2);  // all the free space, at least this
+  up_.parser.get().body().data = space.data();
+  up_.parser.get().body().size = space.size();
+  auto [ec, n] =
+      co_await http::async_read_some(up_.lease->stream, up_.lease->buffer, up_.parser, kUseTuple);
+  if (ec == http::error::need_buffer) ec = {};
+  if (std::size_t got = space.size() - up_.parser.get().body().size; got > 0) {
+    sse_.commit(got);
+    const auto now = Clock::now();
+    auto on_event = [&](const providers::SseEvent& ev) { state_.on_event(ev, now); };
+    if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
+      state_.on_event_too_large();
+    if (auto speed = state_.take_speed_sample())
+      ctx_.snapshot.routing->stats.record_speed(up_.rec.deployment, *speed, now);
+  }
+  co_return ec;
+}
+
+// After a read: the fault its events revealed, the claim and the commit at
+// the first output. A result when the attempt is over before its end.
+std::optional<AttemptResult> Relay::on_read() {
+  if (auto f = state_.fault()) {
+    fault_ = f;
+    fault_text_ = *f == failover::Fault::kInBandError
+                      ? redact_secrets(state_.fault_text(), ctx_.provider_keys())
+                      : state_.fault_text();
+  }
+  // Before the commit any fault fails the attempt over: nothing was sent.
+  if (fault_ && !state_.committed()) {
+    ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+    return AttemptResult{};
+  }
+  if (!claim_output()) {
+    up_.rec.outcome = AttemptOutcome::kHedgeLost;
+    up_.rec.detail = "a hedge produced output first";
+    return AttemptResult{};
+  }
+  if (state_.should_commit()) commit();
+  return std::nullopt;
+}
+
+std::optional<AttemptResult> Relay::on_read_error(beast::error_code ec) {
+  fault_ = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
+  fault_text_ = ec.message();
+  if (state_.committed()) return std::nullopt;  // the client gets an error event
+  ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+  return AttemptResult{};
+}
+
+net::awaitable<AttemptResult> Relay::run() {
+  while (!up_.parser.is_done()) {
+    beast::error_code ec = co_await read_events();
+    if (LLMGATE_CANCELLED()) co_return client_gone("client disconnected");
+    if (std::optional<AttemptResult> over = on_read()) co_return *over;
+    // The end of the stream goes out with its last events, in one write.
+    if (state_.done() || fault_) break;
+    if (flush_due()) {
+      if (!co_await out_.write(state_.outbox().pieces()))
+        co_return client_gone("client went away mid-stream");
+      state_.outbox().clear();
+      note_first_token_relayed();
+    }
+    if (ec) {
+      if (std::optional<AttemptResult> over = on_read_error(ec)) co_return *over;
+      break;
+    }
+  }
+  if (!fault_ && !state_.complete()) fault_ = failover::Fault::kEndedWithoutFinish;
+  if (fault_) {
+    failover::FaultReport r = ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+    if (!state_.committed()) co_return AttemptResult{};
+    co_return co_await end_with_error(r.client_error);
+  }
+  co_return co_await finish();
+}
+
+// Ends a committed stream: what was relayed before the failure, the error
+// as an event, then a clean chunked end, and no [DONE] — a client can never
+// mistake it for a complete answer.
+net::awaitable<AttemptResult> Relay::end_with_error(const ApiError& error) {
+  if (!state_.outbox().empty() && !co_await out_.write(state_.outbox().pieces())) {
+    co_return AttemptResult{true, false};
+  }
+  const std::string event = chat_completions_api().error_event(error);
+  const bool ok = co_await out_.write(event, /*last=*/true);
+  co_return AttemptResult{true, ok && out_.chunked() && ctx_.rc.keep_alive};
+}
+
+void Relay::commit() {
+  state_.mark_committed();
+  ctx_.stream_committed = true;
+  http::response<http::empty_body> res{http::status::ok, ctx_.rc.version};
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  res.set("x-accel-buffering", "no");
+  ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
+  if (out_.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
+  out_.set_head(res);  // sent with the first events, in one write
+}
+
+// The first output: this attempt takes the client (a hedge race ends here).
+// False when the other branch already has.
+bool Relay::claim_output() {
+  if (claimed_ || !state_.has_output()) return true;
+  if (!ctx_.claim(up_.branch)) return false;
+  claimed_ = true;
+  up_.in_flight.first_token();
+  if (auto t = up_.rec.ttft()) {
+    ctx_.snapshot.routing->stats.record_first_token(up_.rec.deployment, *t);
+    up_.rec.ttft_recorded = true;
+  }
+  return true;
+}
+
+void Relay::note_first_token_relayed() {
+  if (first_token_relayed_ || !up_.rec.first_token) return;
+  first_token_relayed_ = true;
+  ctx_.snapshot.metrics->shared().on_overhead(OverheadPhase::kFirstToken,
+                                              Clock::now() - *up_.rec.first_token);
+}
+
+// A complete answer: the stream's last bytes and trailers, or the assembled
+// non-streamed body; then the upstream connection is kept if it can be.
+net::awaitable<AttemptResult> Relay::finish() {
+  up_.rec.outcome = AttemptOutcome::kSuccess;
+  AttemptResult result{true, ctx_.rc.keep_alive};
+  if (ctx_.req.stream) {
+    state_.end_stream();
+    if (!state_.committed()) commit();
+    const std::string trailers = state_.trailers();
+    const bool ok = co_await out_.write(state_.outbox().pieces(), /*last=*/true, trailers);
+    state_.outbox().clear();
+    if (ok) note_first_token_relayed();
+    result.keep_alive = ok && out_.chunked() && ctx_.rc.keep_alive;
+  } else {
+    Response res = make_json_response(ctx_.rc, http::status::ok, state_.completion());
+    ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
+    if (up_.rec.output_tokens)
+      res.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
+    if (auto tps = up_.rec.tps()) res.set("x-llmgate-tps", format_decimal(*tps));
+    const bool ok = co_await write_response(ctx_.client, res, up_.c.timeouts.idle);
+    result.keep_alive = ok && ctx_.rc.keep_alive;
+  }
+  co_await drain_for_reuse();
+  co_return result;
+}
+
+// Keeps the upstream connection if its response ends promptly after [DONE].
+net::awaitable<void> Relay::drain_for_reuse() {
+  if (!up_.parser.is_done()) {
+    up_.lease->stream.tcp().expires_after(kDrainForReuse);
+    while (!up_.parser.is_done()) {
+      std::span<char> sink = sse_.prepare(kReadChunk / 2);  // discarded: after [DONE]
+      up_.parser.get().body().data = sink.data();
+      up_.parser.get().body().size = sink.size();
+      auto [ec, n] = co_await http::async_read_some(up_.lease->stream, up_.lease->buffer,
+                                                    up_.parser, kUseTuple);
+      if (ec && ec != http::error::need_buffer) break;
+    }
+  }
+  if (up_.parser.is_done() && up_.parser.keep_alive()) {
+    up_.lease->stream.tcp().expires_never();
+    up_.lease.give_back();
+  }
+}
+
+}  // namespace
+
+net::awaitable<AttemptResult> relay(AttemptContext& ctx, RelayUpstream up) {
+  Relay r(ctx, up);
+  co_return co_await r.run();
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,297 @@
+// One upstream attempt (upstream_attempt.h): connect or reuse, write, read
+// the head; a non-200 is judged by the failover policy (the next candidate,
+// or the caller's own error passed through), a 200 event stream is relayed.
+#include "gateway/upstream_attempt.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gateway/headers.h"
+#include "gateway/log.h"
+#include "gateway/redact.h"
+#include "gateway/relay.h"
+#include "providers/upstream_protocol.h"
+
+namespace llmgate::gateway {
+namespace {
+
+using routing::AttemptOutcome;
+using routing::AttemptRecord;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+
+constexpr std::size_t kMaxErrorBody = 64 * 1024;
+constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
+
+AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
+  rec.outcome = o;
+  rec.detail = std::move(detail);
+  return AttemptResult{};
+}
+
+// What an upstream's error body says: its message (else its first bytes),
+// and whether it is already an OpenAI error object.
+struct ErrorBody {
+  std::string message;
+  bool openai_shaped = false;
+};
+
+ErrorBody read_error_body(const std::string& body) {
+  ErrorBody out;
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  const nlohmann::json* error = nullptr;
+  if (auto it = j.find("error"); j.is_object() && it != j.end() && it->is_object()) error = &*it;
+  out.openai_shaped = error != nullptr;
+  if (error) {
+    if (auto m = error->find("message"); m != error->end() && m->is_string()) {
+      out.message = m->get<std::string>();
+      return out;
+    }
+  }
+  out.message = body.substr(0, 200);
+  return out;
+}
+
+class UpstreamAttempt {
+ public:
+  UpstreamAttempt(AttemptContext& ctx, const routing::Candidate& c, AttemptRecord& rec, int branch,
+                  routing::StatsRegistry::InFlight& in_flight)
+      : ctx_(ctx), c_(c), rec_(rec), branch_(branch), in_flight_(in_flight) {}
+
+  net::awaitable<AttemptResult> run();
+
+ private:
+  // One try on one connection; nullopt when a reused connection turned out
+  // closed before any response byte (the request is sent again, once).
+  net::awaitable<std::optional<AttemptResult>> exchange(providers::Lease& lease,
+                                                        const http::request<http::string_body>& up,
+                                                        bool may_retry,
+                                                        Clock::duration acquire_time);
+  net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
+                                        Clock::time_point ttft_deadline);
+  net::awaitable<AttemptResult> pass_through_status(providers::Lease& lease, UpstreamParser& parser,
+                                                    Clock::time_point deadline);
+  // The caller's own error as the upstream said it: `openai_body` as it came
+  // (scrubbed), else an OpenAI-shaped error carrying `detail`.
+  net::awaitable<bool> respond_client_error(const std::string& openai_body,
+                                            const std::string& detail);
+  http::request<http::string_body> upstream_request();
+  void measure_admission(Clock::duration acquire_time);
+
+  AttemptContext& ctx_;
+  const routing::Candidate& c_;
+  AttemptRecord& rec_;
+  const int branch_;
+  routing::StatsRegistry::InFlight& in_flight_;
+};
+
+net::awaitable<AttemptResult> UpstreamAttempt::run() {
+  auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
+  const auto up = upstream_request();
+  // A reused keep-alive connection may have been closed by the peer just as we
+  // took it; that failure says nothing about the deployment, so the request
+  // is sent once more on a fresh connection. Only while no response byte came.
+  for (int round = 0; round < 2; ++round) {
+    const auto acquire_start = Clock::now();
+    providers::AcquireResult acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
+                                                         /*allow_reuse=*/round == 0);
+    if (!acq.lease) co_return fail(rec_, AttemptOutcome::kConnectError, acq.error);
+    rec_.reused_connection = acq.lease.reused();
+    const auto acquire_time = Clock::now() - acquire_start;
+    std::optional<AttemptResult> r = co_await exchange(acq.lease, up, round == 0, acquire_time);
+    if (r) co_return *r;
+  }
+  co_return fail(rec_, AttemptOutcome::kConnectError, "connection closed by upstream");
+}
+
+// The gateway's own share of getting the request out: parsing, routing,
+// building the upstream request — not the upstream connect.
+void UpstreamAttempt::measure_admission(Clock::duration acquire_time) {
+  if (ctx_.admission_measured || ctx_.rc.received == Clock::time_point{}) return;
+  ctx_.admission_measured = true;
+  ctx_.snapshot.metrics->shared().on_overhead(OverheadPhase::kAdmission,
+                                              rec_.request_sent - ctx_.rc.received - acquire_time);
+}
+
+net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
+    providers::Lease& lease, const http::request<http::string_body>& up, bool may_retry,
+    Clock::duration acquire_time) {
+  const failover::Deadlines deadlines = ctx_.deadlines(c_);
+  auto& tcp = lease->stream.tcp();
+  tcp.expires_at(deadlines.write(Clock::now()));
+  auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
+  if (wec) {
+    if (lease.reused() && may_retry) co_return std::nullopt;
+    co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
+  }
+  rec_.request_sent = Clock::now();
+  measure_admission(acquire_time);
+  const auto ttft_deadline = deadlines.first_token(rec_.request_sent);
+
+  UpstreamParser parser;
+  parser.body_limit(boost::none);  // events are bounded one by one instead
+  parser.header_limit(kMaxUpstreamHeader);
+  tcp.expires_at(ttft_deadline);
+  const std::size_t buffered_before = lease->buffer.size();
+  auto [hec, hn] =
+      co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
+  if (LLMGATE_CANCELLED()) {
+    rec_.detail = "client disconnected";
+    co_return AttemptResult{true, false};
+  }
+  if (hec) {
+    const bool stale = lease.reused() && may_retry && buffered_before == 0 && hn == 0 &&
+                       (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
+                        hec == net::error::eof);
+    if (stale) co_return std::nullopt;
+    ctx_.judge(
+        c_, rec_,
+        hec == beast::error::timeout ? failover::Fault::kHeadTimeout : failover::Fault::kHeadCut,
+        hec.message());
+    co_return AttemptResult{};
+  }
+  AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
+  co_return r;
+}
+
+net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
+                                                       UpstreamParser& parser,
+                                                       Clock::time_point ttft_deadline) {
+  rec_.http_status = static_cast<int>(parser.get().result_int());
+  if (rec_.http_status != 200) {
+    AttemptResult r = co_await pass_through_status(lease, parser, ttft_deadline);
+    co_return r;
+  }
+  auto ct = parser.get()[http::field::content_type];
+  if (ct.substr(0, 17) != "text/event-stream") {
+    ctx_.judge(c_, rec_, failover::Fault::kNotEventStream, std::string_view(ct.data(), ct.size()));
+    co_return AttemptResult{};
+  }
+  AttemptResult r =
+      co_await relay(ctx_, RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_});
+  co_return r;
+}
+
+net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Lease& lease,
+                                                                   UpstreamParser& parser,
+                                                                   Clock::time_point deadline) {
+  const int status = rec_.http_status;
+  auto ra = parser.get()[http::field::retry_after];
+  if (!ra.empty()) {
+    int s = parse_retry_after(ra, std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count());
+    if (s >= 0) rec_.retry_after_s = s;
+  }
+  // Read the (small) error body so the message can be reported or returned.
+  std::string body;
+  char buf[4096];
+  lease->stream.tcp().expires_at(deadline);
+  while (!parser.is_done() && body.size() < kMaxErrorBody) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    body.append(buf, sizeof buf - parser.get().body().size);
+    if (ec && ec != http::error::need_buffer) break;
+  }
+  if (parser.is_done() && parser.keep_alive()) lease.give_back();
+
+  // Whatever an upstream says is scrubbed of anything that looks like a key
+  // before it is kept anywhere: a provider's 401 quotes the operator's key.
+  body = redact_secrets(body, ctx_.provider_keys());
+  const ErrorBody said = read_error_body(body);
+  const std::string detail =
+      "HTTP " + std::to_string(status) + (said.message.empty() ? "" : ": " + said.message);
+  if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
+    // A provider refusing our own key or config needs the operator.
+    log_line(failover::needs_operator(status) ? LogLevel::kWarn : LogLevel::kDebug,
+             "request " + ctx_.rc.request_id + ": " + rec_.deployment + " answered " + detail);
+    co_return fail(rec_, AttemptOutcome::kUpstreamStatus, detail);
+  }
+  // The caller's fault (400, 413, 422...): the next deployment would say the
+  // same. Return it as the upstream said it (scrubbed), in OpenAI's shape.
+  if (!ctx_.claim(branch_))
+    co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
+  rec_.outcome = AttemptOutcome::kClientError;
+  rec_.detail = detail;
+  if (!said.openai_shaped) body.clear();
+  const bool ok = co_await respond_client_error(body, detail);
+  co_return AttemptResult{true, ok && ctx_.rc.keep_alive};
+}
+
+net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& openai_body,
+                                                           const std::string& detail) {
+  Response res;
+  if (!openai_body.empty()) {
+    res = make_json_response(ctx_.rc, static_cast<http::status>(rec_.http_status), openai_body);
+  } else {
+    res = make_error_response(
+        ctx_.rc, ApiError{rec_.http_status, "invalid_request_error", detail, std::nullopt,
+                          "upstream_rejected_request", std::nullopt});
+  }
+  ctx_.trace.add_headers(res, ctx_.rc.request_id, &rec_);
+  const bool ok = co_await write_response(ctx_.client, res, ctx_.cfg.timeouts.idle);
+  co_return ok;
+}
+
+http::request<http::string_body> UpstreamAttempt::upstream_request() {
+  const auto& url = c_.provider->base_url;
+  const auto& protocol = providers::openai_chat_protocol();
+  http::request<http::string_body> up{http::verb::post,
+                                      url.path_prefix + std::string(protocol.path()), 11};
+  // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
+  // those the Connection header names, and the client's credentials do not.
+  // Every Connection line counts (a second one must not smuggle a header
+  // past the hop-by-hop filter), and so does every Via line.
+  std::vector<std::string> hop;
+  std::string via;
+  for (const auto& f : ctx_.client_request) {
+    if (f.name() == http::field::connection) {
+      for (auto& t : connection_tokens(f.value())) hop.push_back(std::move(t));
+    } else if (f.name() == http::field::via) {
+      via.append(via.empty() ? "" : ", ").append(f.value());
+    }
+  }
+  for (const auto& f : ctx_.client_request) {
+    if (is_hop_by_hop(f.name_string(), hop) || is_gateway_owned(f.name_string()) ||
+        f.name() == http::field::via) {
+      continue;
+    }
+    up.insert(f.name_string(), f.value());
+  }
+  up.set(http::field::via, via.append(via.empty() ? "" : ", ")
+                               .append(ctx_.rc.version == 10 ? "1.0 " : "1.1 ")
+                               .append(ctx_.worker.via_name));
+  up.set(http::field::host, url.authority());
+  up.set(http::field::content_type, "application/json");
+  up.set(http::field::accept, "text/event-stream");
+  up.set(http::field::user_agent, "llmgate/0.1");
+  up.set("x-request-id", ctx_.rc.request_id);  // the client's own, or the one we made
+  if (!c_.provider->api_key.empty()) {
+    auto [name, value] = protocol.credential(c_.provider->api_key);
+    up.set(beast::string_view(name.data(), name.size()), value);
+  }
+  for (const auto& [name, value] : c_.provider->headers) up.set(name, value);
+  up.keep_alive(true);
+  up.body() = protocol.body(ctx_.req.body, c_.deployment->model);
+  up.prepare_payload();
+  return up;
+}
+
+}  // namespace
+
+net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
+                                                   AttemptRecord& rec, int branch,
+                                                   routing::StatsRegistry::InFlight& in_flight) {
+  UpstreamAttempt attempt(ctx, c, rec, branch, in_flight);
+  AttemptResult r = co_await attempt.run();
+  co_return r;
+}
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,22 @@
+// One attempt on one deployment (upstream_attempt.cpp): take a connection
+// from the worker's pool (or open one), send the request, read the response
+// head under the TTFT deadline; then pass an error status through or fail
+// over, or hand the event stream to the relay (relay.h).
+// Includes Beast: include only from gateway .cpp files.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include "gateway/attempt_context.h"
+#include "gateway/attempt_result.h"
+#include "routing/stats_registry.h"
+
+namespace llmgate::gateway {
+
+// The attempt's outcome and detail are left in `rec` on every path; the
+// caller records them (statistics, health, metrics) when the attempt ends.
+net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
+                                                   routing::AttemptRecord& rec, int branch,
+                                                   routing::StatsRegistry::InFlight& in_flight);
+
+}  // namespace llmgate::gateway
