@@ -142,7 +142,8 @@ class ChatProxy {
   const config::Config& cfg_;
   routing::RoutingState& rs_;
   Metrics& metrics_;
-  const config::GatewayKey* key_;  // the caller's gateway key, if keys are configured
+  const config::GatewayKey* key_;         // the caller's gateway key, if keys are configured
+  const config::Model* model_ = nullptr;  // the requested model, once run() starts
   ChatRequest req_;
   routing::RouteOverride route_;
   RouteTrace trace_;
@@ -154,6 +155,7 @@ class ChatProxy {
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
+  model_ = &model;
   const auto now = Clock::now();
   const auto scope = key_ && key_->allow_overrides ? routing::OverrideScope::kWiden
                                                    : routing::OverrideScope::kNarrow;
@@ -172,7 +174,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rs_.retries.deposit(now);
   if (trace_.decision.candidates.empty()) co_return co_await respond_no_route();
 
-  metrics_.on_route(model.name, trace_.decision.candidates.front().candidate.deployment->id(),
+  metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
                     trace_.decision.policy);
   ctx_.total_deadline = start_ + cfg_.timeouts.total;
   std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging.enabled);
@@ -281,7 +283,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   }
   const auto now = Clock::now();
   const auto recorded = rs_.stats.record(rec, now);
-  metrics_.on_attempt(req_.model, rec);
+  metrics_.on_attempt(*model_, *pc.candidate.deployment, rec);
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
   const failover::Effects fx = failover::effects_of(rec, pc.candidate.timeouts.ttft,
@@ -310,7 +312,7 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c,
           c.deployment->id(),
           "at its max_concurrent (" + std::to_string(it->second->in_use()) + " in flight), " +
               (full ? "wait queue full" : "no slot within the connect timeout"));
-      metrics_.on_saturated(c.deployment->id(),
+      metrics_.on_saturated(*model_, *c.deployment,
                             full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
       co_return false;
     }
@@ -328,7 +330,7 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c,
                             "this gateway's connection pool to provider \"" + c.provider->name +
                                 "\" is full (" + std::to_string(c.provider->pool.max_connections) +
                                 " connections per worker, pool.max_connections)");
-  metrics_.on_saturated(c.deployment->id(), Saturation::kPoolFull);
+  metrics_.on_saturated(*model_, *c.deployment, Saturation::kPoolFull);
   co_return false;
 }
 
@@ -479,7 +481,7 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   struct Count {
     Metrics& m;
     const ChatProxy& proxy;
-    const std::string& model;
+    const config::Model& model;
     KeyStore& keys;
     const config::GatewayKey* key;
     ~Count() {
@@ -487,7 +489,7 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
       m.shared().request_finished();
       if (key) keys.charge_tokens(*key, proxy.tokens_used());
     }
-  } count{*snapshot->metrics, proxy, model->name, *snapshot->keys, key};
+  } count{*snapshot->metrics, proxy, *model, *snapshot->keys, key};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

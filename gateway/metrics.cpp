@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -59,6 +60,15 @@ constexpr std::array kOutcomes = {
 constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthState::kEjected,
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
 constexpr std::array kWindowPercentiles = {"p50", "p95", "p99"};
+
+// The position of `e` in `all` (N when absent).
+template <typename Enum, std::size_t N>
+std::size_t enum_index(Enum e, const std::array<Enum, N>& all) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (all[i] == e) return i;
+  }
+  return N;
+}
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -172,7 +182,7 @@ struct MetricsRegistry::Impl {
 
   Gauge& in_flight = in_flight_family.Add({});
   Gauge& draining = draining_family.Add({});
-  std::map<routing::AttemptOutcome, Counter*> fallbacks_by;
+  std::array<Counter*, kOutcomes.size()> fallbacks_by{};   // by AttemptOutcome (kOutcomes)
   std::array<Counter*, kHedgeResults.size()> hedges_by{};  // by HedgeResult
   Counter& input_tokens = tokens.Add({{"type", "input"}});
   Counter& output_tokens = tokens.Add({{"type", "output"}});
@@ -204,7 +214,8 @@ struct MetricsRegistry::Impl {
   std::map<std::pair<std::string, std::string>, RankGauges> rank_gauges;  // (model, deployment)
 
   Impl() {
-    for (auto o : kOutcomes) fallbacks_by[o] = &fallbacks.Add({{"reason", routing::to_string(o)}});
+    for (std::size_t i = 0; i < kOutcomes.size(); ++i)
+      fallbacks_by[i] = &fallbacks.Add({{"reason", routing::to_string(kOutcomes[i])}});
     for (auto r : kHedgeResults) hedges_by[index_of(r)] = &hedges.Add({{"result", to_string(r)}});
     overhead_by[static_cast<int>(OverheadPhase::kAdmission)] =
         &overhead.Add({{"phase", "admission"}}, kOverheadBuckets);
@@ -292,8 +303,8 @@ void MetricsRegistry::request_started() { impl_->in_flight.Increment(); }
 void MetricsRegistry::request_finished() { impl_->in_flight.Decrement(); }
 
 void MetricsRegistry::on_fallback(routing::AttemptOutcome reason) {
-  if (auto it = impl_->fallbacks_by.find(reason); it != impl_->fallbacks_by.end())
-    it->second->Increment();
+  if (const std::size_t i = enum_index(reason, kOutcomes); i < kOutcomes.size())
+    impl_->fallbacks_by[i]->Increment();
 }
 
 void MetricsRegistry::on_hedge(HedgeResult result) {
@@ -369,130 +380,150 @@ std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingS
 
 // ---- Metrics: one config snapshot's series ------------------------------------
 
-struct Metrics::Impl {
-  std::map<std::pair<std::string, std::string>, Histogram*> ttft_by;  // (model, deployment)
-  std::map<std::pair<std::string, std::string>, Histogram*> tpot_by;
-  std::map<std::pair<std::string, std::string>, Histogram*> duration_by;
-  std::map<std::pair<std::string, routing::AttemptOutcome>, Counter*> attempts_by;
-  std::map<std::pair<std::string, bool>, Counter*> upstream_requests_by;  // (deployment, reused)
-  std::map<std::string, std::array<Counter*, kRequestOutcomes.size()>>
-      requests_by;  // model, by RequestOutcome
-  std::map<std::tuple<std::string, std::string, config::Policy>, Counter*> routes_by;
-  std::map<std::pair<std::string, std::string>, Histogram*> usage_by;  // (model, input|output)
-  std::map<std::string, config::Price> price_by;                       // deployment id
-  std::map<std::string, std::array<Counter*, kSaturations.size()>>
-      saturated_by;  // deployment, by Saturation
+// Every series a request touches, resolved when the snapshot is built and
+// indexed as the config is (models, then each model's deployments) and by
+// the vocabularies' enums: nothing on the request path looks a name up.
+struct DeploymentSeries {
+  Histogram* ttft = nullptr;
+  Histogram* tpot = nullptr;
+  Histogram* duration = nullptr;
+  std::array<Counter*, kOutcomes.size()> attempts{};           // by AttemptOutcome
+  std::array<Counter*, 2> upstream_requests{};                 // new, reused connection
+  std::array<Counter*, config::kAllPolicies.size()> routes{};  // by Policy
+  std::array<Counter*, kSaturations.size()> saturated{};       // by Saturation (null: n/a)
+  config::Price price;
 };
+
+struct ModelSeries {
+  std::array<Counter*, kRequestOutcomes.size()> requests{};  // by RequestOutcome
+  Histogram* input_usage = nullptr;
+  Histogram* output_usage = nullptr;
+  std::vector<DeploymentSeries> deployments;  // as config::Model::deployments
+};
+
+struct Metrics::Impl {
+  const config::Config* cfg = nullptr;
+  std::vector<ModelSeries> models;  // as config::Config::models
+
+  // The position of `x` in `v` (v.size() when it is not an element of `v`:
+  // compared as addresses, never subtracted across arrays).
+  template <typename T>
+  static std::size_t position(const T& x, const std::vector<T>& v) {
+    const auto at = reinterpret_cast<std::uintptr_t>(&x);
+    const auto begin = reinterpret_cast<std::uintptr_t>(v.data());
+    if (at < begin || at >= begin + v.size() * sizeof(T)) return v.size();
+    return (at - begin) / sizeof(T);
+  }
+  ModelSeries* model(const config::Model& m) {
+    const std::size_t i = position(m, cfg->models);
+    return i < models.size() ? &models[i] : nullptr;  // a model of another config: none
+  }
+  DeploymentSeries* deployment(const config::Model& m, const config::Deployment& d) {
+    ModelSeries* ms = model(m);
+    if (!ms) return nullptr;
+    const std::size_t i = position(d, m.deployments);
+    return i < ms->deployments.size() ? &ms->deployments[i] : nullptr;
+  }
+};
+
+namespace {
+
+DeploymentSeries deployment_series(MetricsRegistry::Impl& f, const config::Model& m,
+                                   const config::Deployment& d) {
+  DeploymentSeries s;
+  const std::string id = d.id();
+  s.price = d.price;
+  for (std::size_t i = 0; i < config::kAllPolicies.size(); ++i) {
+    const auto p = config::kAllPolicies[i];
+    s.routes[i] =
+        &f.routes.Add({{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
+  }
+  const prometheus::Labels genai{
+      {"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}};
+  s.ttft = &f.ttft.Add(genai, kTtftBuckets);
+  s.tpot = &f.tpot.Add(genai, kTpotBuckets);
+  s.duration = &f.duration.Add(genai, kDurationBuckets);
+  // pool_full: this worker's connection pool to the provider stayed full
+  // (any deployment); queue_*: the deployment's own max_concurrent.
+  for (auto r : kSaturations) {
+    if (r != Saturation::kPoolFull && !d.max_concurrent) continue;
+    s.saturated[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});
+  }
+  for (bool reused : {false, true}) {
+    s.upstream_requests[reused ? 1 : 0] =
+        &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
+  }
+  for (std::size_t i = 0; i < kOutcomes.size(); ++i) {
+    s.attempts[i] =
+        &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(kOutcomes[i])}});
+  }
+  return s;
+}
+
+}  // namespace
 
 Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
     : registry_(registry), impl_(std::make_unique<Impl>()) {
   auto& f = *registry.impl_;
-  auto& m_ = *impl_;
+  impl_->cfg = &cfg;
   for (const auto& m : cfg.models) {
+    ModelSeries& ms = impl_->models.emplace_back();
     for (auto o : kRequestOutcomes) {
-      m_.requests_by[m.name][index_of(o)] =
-          &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
+      ms.requests[index_of(o)] = &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
     }
-    for (const char* type : {"input", "output"}) {
-      m_.usage_by[{m.name, type}] = &f.usage.Add(
-          {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", type}}, kTokenBuckets);
-    }
-    for (const auto& d : m.deployments) {
-      const std::string id = d.id();
-      m_.price_by[id] = d.price;
-      for (auto p : config::kAllPolicies) {
-        m_.routes_by[{m.name, id, p}] = &f.routes.Add(
-            {{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
-      }
-      const prometheus::Labels genai{{"gen_ai_request_model", m.name},
-                                     {"gen_ai_provider_name", d.provider},
-                                     {"deployment", id}};
-      m_.ttft_by[{m.name, id}] = &f.ttft.Add(genai, kTtftBuckets);
-      m_.tpot_by[{m.name, id}] = &f.tpot.Add(genai, kTpotBuckets);
-      m_.duration_by[{m.name, id}] = &f.duration.Add(genai, kDurationBuckets);
-      // pool_full: this worker's connection pool to the provider stayed full
-      // (any deployment); queue_*: the deployment's own max_concurrent.
-      auto& sat = m_.saturated_by[id];
-      sat.fill(nullptr);
-      for (auto r : kSaturations) {
-        if (r != Saturation::kPoolFull && !d.max_concurrent) continue;
-        sat[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});
-      }
-      for (bool reused : {false, true}) {
-        m_.upstream_requests_by[{id, reused}] = &f.upstream_requests.Add(
-            {{"deployment", id}, {"connection", reused ? "reused" : "new"}});
-      }
-      for (auto o : kOutcomes) {
-        if (!m_.attempts_by.count({id, o})) {
-          m_.attempts_by[{id, o}] =
-              &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(o)}});
-        }
-      }
-    }
+    ms.input_usage = &f.usage.Add(
+        {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", "input"}}, kTokenBuckets);
+    ms.output_usage = &f.usage.Add(
+        {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", "output"}}, kTokenBuckets);
+    for (const auto& d : m.deployments) ms.deployments.push_back(deployment_series(f, m, d));
   }
 }
 
 Metrics::~Metrics() = default;
 
-void Metrics::on_attempt(const std::string& model, const routing::AttemptRecord& rec) {
-  auto& m = *impl_;
-  if (auto it = m.attempts_by.find({rec.deployment, rec.outcome}); it != m.attempts_by.end()) {
-    it->second->Increment();
-  }
+void Metrics::on_attempt(const config::Model& model, const config::Deployment& d,
+                         const routing::AttemptRecord& rec) {
+  ModelSeries* ms = impl_->model(model);
+  DeploymentSeries* s = impl_->deployment(model, d);
+  if (!ms || !s) return;
+  if (const std::size_t o = enum_index(rec.outcome, kOutcomes); o < kOutcomes.size())
+    s->attempts[o]->Increment();
   if (rec.request_sent != routing::Clock::time_point{}) {
-    auto it = m.upstream_requests_by.find({rec.deployment, rec.reused_connection});
-    if (it != m.upstream_requests_by.end()) it->second->Increment();
+    s->upstream_requests[rec.reused_connection ? 1 : 0]->Increment();
   }
-  if (auto t = rec.ttft()) {
-    if (auto it = m.ttft_by.find({model, rec.deployment}); it != m.ttft_by.end()) {
-      it->second->Observe(std::chrono::duration<double>(*t).count());
-    }
-  }
+  if (auto t = rec.ttft()) s->ttft->Observe(std::chrono::duration<double>(*t).count());
   if (rec.outcome != routing::AttemptOutcome::kSuccess) return;
-  if (auto tps = rec.tps(); tps && *tps > 0) {
-    if (auto it = m.tpot_by.find({model, rec.deployment}); it != m.tpot_by.end()) {
-      it->second->Observe(1.0 / *tps);
-    }
-  }
+  if (auto tps = rec.tps(); tps && *tps > 0) s->tpot->Observe(1.0 / *tps);
   if (rec.request_sent != routing::Clock::time_point{}) {
-    if (auto it = m.duration_by.find({model, rec.deployment}); it != m.duration_by.end()) {
-      it->second->Observe(
-          std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
-    }
+    s->duration->Observe(
+        std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
   }
   auto& f = *registry_.impl_;
   const double in = static_cast<double>(std::max<std::int64_t>(0, rec.input_tokens.value_or(0)));
   const double out = static_cast<double>(std::max<std::int64_t>(0, rec.output_tokens.value_or(0)));
   f.input_tokens.Increment(in);
   f.output_tokens.Increment(out);
-  if (auto it = m.usage_by.find({model, "input"}); it != m.usage_by.end() && rec.input_tokens) {
-    it->second->Observe(in);
-  }
-  if (auto it = m.usage_by.find({model, "output"}); it != m.usage_by.end() && rec.output_tokens) {
-    it->second->Observe(out);
-  }
-  if (auto it = m.price_by.find(rec.deployment); it != m.price_by.end()) {
-    f.cost_total.Increment((in * it->second.input_per_1m + out * it->second.output_per_1m) / 1e6);
-  }
+  if (rec.input_tokens) ms->input_usage->Observe(in);
+  if (rec.output_tokens) ms->output_usage->Observe(out);
+  f.cost_total.Increment((in * s->price.input_per_1m + out * s->price.output_per_1m) / 1e6);
 }
 
-void Metrics::on_route(const std::string& model, const std::string& deployment,
+void Metrics::on_route(const config::Model& model, const config::Deployment& d,
                        config::Policy policy) {
-  if (auto it = impl_->routes_by.find({model, deployment, policy}); it != impl_->routes_by.end()) {
-    it->second->Increment();
+  const std::size_t i = enum_index(policy, config::kAllPolicies);
+  if (DeploymentSeries* s = impl_->deployment(model, d); s && i < s->routes.size())
+    s->routes[i]->Increment();
+}
+
+void Metrics::on_saturated(const config::Model& model, const config::Deployment& d,
+                           Saturation reason) {
+  if (DeploymentSeries* s = impl_->deployment(model, d)) {
+    if (Counter* c = s->saturated[index_of(reason)]) c->Increment();
   }
 }
 
-void Metrics::on_saturated(const std::string& deployment, Saturation reason) {
-  if (auto it = impl_->saturated_by.find(deployment); it != impl_->saturated_by.end()) {
-    if (Counter* c = it->second[index_of(reason)]) c->Increment();
-  }
-}
-
-void Metrics::on_request(const std::string& model, RequestOutcome outcome) {
-  if (auto it = impl_->requests_by.find(model); it != impl_->requests_by.end()) {
-    it->second[index_of(outcome)]->Increment();
-  }
+void Metrics::on_request(const config::Model& model, RequestOutcome outcome) {
+  if (ModelSeries* ms = impl_->model(model)) ms->requests[index_of(outcome)]->Increment();
 }
 
 }  // namespace llmgate::gateway

@@ -77,14 +77,19 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // One finished upstream attempt of a request for public model `model`.
-  void on_attempt(const std::string& model, const routing::AttemptRecord& rec);
+  // Models and deployments are those of the config this object was built
+  // for (by address: each series is resolved once, when the snapshot is
+  // built, never looked up by name per request); others are ignored.
+  //
+  // One finished upstream attempt on `d` for a request of `model`.
+  void on_attempt(const config::Model& model, const config::Deployment& d,
+                  const routing::AttemptRecord& rec);
   // One finished request of a configured model.
-  void on_request(const std::string& model, RequestOutcome outcome);
+  void on_request(const config::Model& model, RequestOutcome outcome);
   // The router's first choice for a request.
-  void on_route(const std::string& model, const std::string& deployment, config::Policy policy);
+  void on_route(const config::Model& model, const config::Deployment& d, config::Policy policy);
   // A candidate passed over without an attempt.
-  void on_saturated(const std::string& deployment, Saturation reason);
+  void on_saturated(const config::Model& model, const config::Deployment& d, Saturation reason);
 
   MetricsRegistry& shared() { return registry_; }
 

@@ -6,10 +6,14 @@
 #include <limits>
 #include <numeric>
 
+#include "routing/decide_stages.h"
+
 namespace llmgate::routing {
 namespace {
 
 using config::Policy;
+using stages::SoftResult;
+using stages::Working;
 using std::chrono::milliseconds;
 
 std::string fmt(const char* format, double v) {
@@ -82,12 +86,6 @@ std::vector<double> normalised(const std::vector<double>& v) {
   return out;
 }
 
-struct Working {
-  PlannedCandidate pc;
-  const DeploymentView* view;
-  std::optional<std::chrono::milliseconds> missed_ttft_limit;  // left out by this TTFT limit
-};
-
 }  // namespace
 
 double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
@@ -102,7 +100,7 @@ double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
   return static_cast<double>(base.count()) + extra;
 }
 
-namespace {
+namespace stages {
 
 // Stage 1, candidates under the hard constraints and health: the request's
 // provider, region, price and order filters, then what health allows. Every
@@ -262,11 +260,6 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
 // Stage 4, soft constraints (min TPS, TTFT limits on recent evidence): the
 // candidates that meet them (all, relaxed, when none does) and at most one
 // due re-check of a deployment they left out or know only from failures.
-struct SoftResult {
-  std::vector<Working> cands;
-  std::optional<Working> recheck;
-  std::optional<Skipped> recheck_skip;
-};
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
                             Clock::time_point now, RouteDecision& out) {
   SoftResult r;
@@ -538,20 +531,20 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   }
 }
 
-}  // namespace
+}  // namespace stages
 
 RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentView>& views,
                      const RouterOptions& options, Clock::time_point now, std::uint64_t rr_counter,
                      std::mt19937_64& rng) {
   RouteDecision out;
   out.policy = request.policy.policy;
-  std::vector<Working> hard_ok = eligible(request, views, now, out);
+  std::vector<Working> hard_ok = stages::eligible(request, views, now, out);
   if (hard_ok.empty()) return out;
-  estimate(hard_ok, request.policy, options);
-  charge_timeouts(hard_ok);
-  SoftResult soft = soft_constraints(hard_ok, request.policy.constraints, now, out);
-  score(soft.cands, request, rr_counter, rng, out);
-  order(soft.cands, std::move(soft.recheck), soft.recheck_skip, request, options, rng, out);
+  stages::estimate(hard_ok, request.policy, options);
+  stages::charge_timeouts(hard_ok);
+  SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out);
+  stages::score(soft.cands, request, rr_counter, rng, out);
+  stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip, request, options, rng, out);
   return out;
 }
 

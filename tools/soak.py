@@ -154,32 +154,16 @@ def gateway_config(sim_ports: dict[str, int]) -> str:
 _child_setup = harness.die_with_parent
 
 
-class Procs:
+class Procs(harness.Processes):
     def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self.procs: dict[str, subprocess.Popen] = {}
+        super().__init__(workdir, SoakError)
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        with open(self.workdir / f"{name}.log", "wb") as out:
-            try:
-                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_child_setup,
-                                     cwd=str(self.workdir), close_fds=True)
-            except OSError as e:
-                raise SoakError(f"cannot start {name} ({argv[0]}): {e}")
-        self.procs[name] = p
-        return p
-
-    def log_tail(self, name: str, limit: int = 4000) -> str:
-        try:
-            text = (self.workdir / f"{name}.log").read_text(errors="replace")
-        except OSError:
-            return ""
-        return text if len(text) <= limit else "...\n" + text[-limit:]
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:  # type: ignore[override]
+        return super().start(name, argv).proc
 
     def wait_port(self, name: str, path: Path, timeout: float = 15.0) -> int:
         deadline = time.monotonic() + timeout
-        p = self.procs[name]
+        p = self.children[name].proc
         while time.monotonic() < deadline:
             if p.poll() is not None:
                 raise SoakError(f"{name} exited with status {p.returncode} before listening:\n"
@@ -192,21 +176,6 @@ class Procs:
                 pass
             time.sleep(0.02)
         raise SoakError(f"{name} wrote no port file within {timeout:.0f} s")
-
-    def stop_all(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                try:
-                    p.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 5
-        for p in self.procs.values():
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def http_get(port: int, path: str, timeout: float = 3.0) -> bytes:

@@ -16,7 +16,6 @@ Python 3.9+ standard library plus PyYAML.
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime as dt
 import fnmatch
 import grp
@@ -75,98 +74,31 @@ log = harness.log
 # Ctrl-C reaches only us; we stop them, by pid (and their own process group,
 # for nginx workers), on every way out.
 
-def _preexec(cpus: Optional[set[int]]) -> Callable[[], None]:
-    return harness.child_setup(cpus, NOFILE)
-
-
 def nofile_limit() -> int:
     """The RLIMIT_NOFILE a child surely gets: NOFILE, or the hard limit if lower."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return NOFILE if hard == resource.RLIM_INFINITY else min(hard, NOFILE)
 
 
-@dataclass
-class Child:
-    name: str
-    proc: subprocess.Popen
-    logpath: Path
+Child = harness.Child
 
 
-_LIVE: dict[int, Child] = {}
+class Procs(harness.Processes):
+    """Children with NOFILE descriptors on the given CPUs; a child that exits
+    during a run is EXIT_DIED."""
 
-
-class Procs:
     def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self.children: dict[str, Child] = {}
+        super().__init__(workdir, BenchError)
 
-    def start(self, name: str, argv: list[str], cpus: Optional[set[int]], env: Optional[dict] = None) -> Child:
-        logpath = self.workdir / f"{name}.log"
-        with open(logpath, "wb") as out:
-            try:
-                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_preexec(cpus),
-                                     cwd=str(self.workdir), env=env)
-            except OSError as e:
-                raise BenchError(f"cannot start {name} ({argv[0]}): {e}")
-        c = Child(name, p, logpath)
-        self.children[name] = c
-        _LIVE[p.pid] = c
-        return c
+    def start(self, name: str, argv: list[str], cpus: Optional[set[int]] = None,
+              nofile: Optional[int] = NOFILE, env: Optional[dict] = None) -> Child:
+        return super().start(name, argv, cpus, nofile, env)
 
-    def log_tail(self, name: str, limit: int = 4000) -> str:
-        c = self.children.get(name)
-        if c is None:
-            return ""
-        try:
-            text = c.logpath.read_text(errors="replace")
-        except OSError:
-            return ""
-        return text if len(text) <= limit else "...\n" + text[-limit:]
-
-    def check_alive(self) -> None:
-        for c in self.children.values():
-            if c.proc.poll() is not None:
-                raise BenchError(f"{c.name} exited with status {c.proc.returncode}; its output:\n"
-                                 f"{self.log_tail(c.name)}", EXIT_DIED)
-
-    def stop(self, name: str, timeout: float = 5.0) -> None:
-        c = self.children.pop(name, None)
-        if c is not None:
-            _stop_child(c, timeout)
-
-    def stop_all(self) -> None:
-        for name in list(reversed(self.children)):
-            self.stop(name)
+    def check_alive(self, code: int = EXIT_DIED) -> None:
+        super().check_alive(code)
 
 
-def _stop_child(c: Child, timeout: float = 5.0) -> None:
-    p = c.proc
-    if p.poll() is None:
-        try:
-            p.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    # The process group is the child's own (start_new_session): whatever it
-    # forked (nginx workers) and left behind goes too.
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _LIVE.pop(p.pid, None)
-
-
-def _kill_leftovers() -> None:
-    for c in list(_LIVE.values()):
-        _stop_child(c, timeout=2.0)
-
-
-atexit.register(_kill_leftovers)
+_kill_leftovers = harness.stop_leftovers
 
 
 def _on_signal(signum, frame):  # SIGTERM/SIGHUP behave like Ctrl-C: unwind, clean up
@@ -777,7 +709,7 @@ def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
     timeout = args.warmup + args.duration + 90
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                           preexec_fn=_preexec({args.loadgen_cpu}))
+                           preexec_fn=harness.child_setup({args.loadgen_cpu}, NOFILE))
     except subprocess.TimeoutExpired:
         raise BenchError(f"{pt.id}: the load generator did not finish within {timeout:.0f} s")
     wall = time.monotonic() - t0

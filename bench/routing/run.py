@@ -63,67 +63,23 @@ log = harness.log
 # Child processes: always cleaned up, also on Ctrl-C, SIGTERM or a crash of
 # this script (children get SIGTERM from the kernel when we die: PDEATHSIG).
 
-_child_setup = harness.die_with_parent
-
-
-class ProcGroup:
+class ProcGroup(harness.Processes):
     """The processes of one run. stop() ends exactly those, by pid."""
 
     def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self.procs: list[tuple[str, subprocess.Popen, Path]] = []
+        super().__init__(workdir, BenchError)
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        errpath = self.workdir / f"{name}.log"
-        out = open(errpath, "wb")
-        try:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True,  # Ctrl-C reaches us, not them: we stop them
-                                 preexec_fn=_child_setup, cwd=str(self.workdir))
-        except OSError as e:
-            out.close()
-            raise BenchError(f"cannot start {name} ({argv[0]}): {e}")
-        out.close()
-        self.procs.append((name, p, errpath))
-        _LIVE.add(p)
-        return p
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:  # type: ignore[override]
+        return super().start(name, argv).proc
 
     def log_of(self, name: str, limit: int = 8000) -> str:
-        for n, _, path in self.procs:
-            if n == name:
-                try:
-                    text = path.read_text(errors="replace")
-                except OSError:
-                    return ""
-                return text if len(text) <= limit else "...\n" + text[-limit:]
-        return ""
+        return self.log_tail(name, limit)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        for _, p, _ in reversed(self.procs):
-            if p.poll() is None:
-                try:
-                    p.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + timeout
-        for _, p, _ in self.procs:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            _LIVE.discard(p)
+    def stop(self, timeout: float = 5.0) -> None:  # type: ignore[override]
+        self.stop_all(timeout)
 
 
-_LIVE: set[subprocess.Popen] = set()
-
-
-def _kill_leftovers() -> None:
-    for p in list(_LIVE):
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    _LIVE.clear()
+_kill_leftovers = harness.stop_leftovers
 
 
 async def wait_port_file(path: Path, proc: subprocess.Popen, what: str, timeout: float = 15.0) -> int:

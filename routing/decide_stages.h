@@ -1,0 +1,62 @@
+// The stages of routing::decide (router.cpp), in the order it runs them.
+// Internal to the router: exposed so that each stage has its own unit tests
+// (tests/unit/routing/decide_stages_test.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "routing/router.h"
+
+namespace llmgate::routing::stages {
+
+// A candidate as the stages build it up.
+struct Working {
+  PlannedCandidate pc;
+  const DeploymentView* view;
+  std::optional<std::chrono::milliseconds> missed_ttft_limit;  // left out by this TTFT limit
+};
+
+// 1. Candidates under the hard constraints and health: the request's
+// provider, region, price and order filters, then what health allows. Every
+// other deployment is in out.skipped with why; none left sets out's error
+// (429 when only Retry-After cooldowns stand in the way, else 503).
+std::vector<Working> eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
+                              Clock::time_point now, RouteDecision& out);
+
+// 2. Estimates: each candidate's expected TTFT (estimate, lower bound from
+// attempts in flight, load), speed, TTFT deadline and hedge delay.
+void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy,
+              const RouterOptions& options);
+
+// 3. A candidate whose estimate is at or past its own TTFT deadline will
+// time out: its expected TTFT becomes the deadline plus the best other
+// candidate's, and it is marked times_out.
+void charge_timeouts(std::vector<Working>& hard_ok);
+
+// 4. Soft constraints (min TPS, TTFT limits on recent evidence): the
+// candidates that meet them (all, relaxed, when none does) and at most one
+// due re-check of a deployment they left out or know only from failures.
+struct SoftResult {
+  std::vector<Working> cands;
+  std::optional<Working> recheck;
+  std::optional<Skipped> recheck_skip;
+};
+SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
+                            Clock::time_point now, RouteDecision& out);
+
+// 5. Scores under the policy: lower is better.
+void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64_t rr_counter,
+           std::mt19937_64& rng, RouteDecision& out);
+
+// 6. Ordering: by score, route.order first, then what this request learns (a
+// re-check, exploration or a probe goes first, capped and hedged), cut to
+// max_attempts; the last candidate keeps the configured TTFT timeout.
+void order(std::vector<Working>& cands, std::optional<Working> recheck,
+           const std::optional<Skipped>& recheck_skip, const RouteRequest& request,
+           const RouterOptions& options, std::mt19937_64& rng, RouteDecision& out);
+
+}  // namespace llmgate::routing::stages
