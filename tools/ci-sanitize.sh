@@ -7,7 +7,7 @@
 #   tsan  g++ TSan build in build-tsan/, integration_tests and conformance_tests
 #         under it (halt_on_error=1; the conformance suite's many-idle-
 #         connections row opens 2,000 sockets)
-#   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (45) s,
+#   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (30) s,
 #         after replaying the seeds (with the regression-* seeds of the fixed
 #         findings, tests/fuzz/findings/README.md)
 #
@@ -23,7 +23,7 @@ set -euo pipefail
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
-FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-45}
+FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-30}
 FUZZ_TARGETS=5  # tests/fuzz: chat_request, sse_parser, route_override, redact, config
 
 phase_asan() {
