@@ -29,6 +29,17 @@ void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
   if (!failures.empty()) h.set("x-llmgate-failed", failures.header());
 }
 
+void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+                            bool with_retry_after) {
+  for (const auto& f : upstream) {
+    const beast::string_view name = f.name_string();
+    const bool relayed = (name.size() > 12 && beast::iequals(name.substr(0, 12), "x-ratelimit-")) ||
+                         beast::iequals(name, "openai-processing-ms") ||
+                         (with_retry_after && f.name() == http::field::retry_after);
+    if (relayed) out.set(name, f.value());
+  }
+}
+
 failover::FaultReport AttemptContext::judge(const routing::Candidate& c,
                                             routing::AttemptRecord& rec, failover::Fault f,
                                             std::string_view text) const {

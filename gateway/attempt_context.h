@@ -40,6 +40,12 @@ struct RouteTrace {
   std::string_view hedged() const;
 };
 
+// The headers of the upstream's answer a client relies on, copied to the
+// client's response: `x-ratelimit-*` and `openai-processing-ms` (and, for an
+// error passed through, `retry-after`).
+void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+                            bool with_retry_after = false);
+
 struct AttemptContext {
   Worker& worker;
   const Snapshot& snapshot;
@@ -49,17 +55,22 @@ struct AttemptContext {
   const RequestContext& rc;
   ChatRequest& req;  // its body is rewritten for each upstream request
   RouteTrace& trace;
-  std::chrono::steady_clock::time_point total_deadline{};
-  bool stream_committed = false;     // a streaming response head went to the client
-  bool client_write_failed = false;  // a client write failed or was cut part-way
-  bool admission_measured = false;   // the admission overhead metric was observed
+  std::chrono::steady_clock::time_point start{};  // the request's arrival at the proxy
+  bool stream_committed = false;                  // a streaming response head went to the client
+  bool client_write_failed = false;               // a client write failed or was cut part-way
+  bool admission_measured = false;                // the admission overhead metric was observed
 
   // The attempt on `branch` has output and takes the client; false when the
   // other side of a hedge race already has.
   bool claim(int branch) { return trace.race == nullptr || trace.race->claim(branch); }
+  // The request's end on `c`: its provider's timeouts.total (else the
+  // global one) from the start.
+  std::chrono::steady_clock::time_point total_deadline(const routing::Candidate& c) const {
+    return start + c.timeouts.total;
+  }
   // The deadlines of an attempt on `c`.
   failover::Deadlines deadlines(const routing::Candidate& c) const {
-    return failover::Deadlines(c.timeouts, total_deadline);
+    return failover::Deadlines(c.timeouts, total_deadline(c));
   }
   // Records what fault `f` makes of the attempt in `rec` (outcome, detail)
   // and returns the judgement (failover_policy.h).

@@ -150,6 +150,7 @@ class ChatProxy {
   AttemptContext ctx_;
   Clock::time_point start_ = Clock::now();
   std::optional<AttemptRecord> last_failed_;
+  bool total_expired_ = false;  // a candidate was passed over for its timeouts.total
   std::int64_t tokens_used_ = 0;
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
 };
@@ -176,7 +177,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 
   metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
                     trace_.decision.policy);
-  ctx_.total_deadline = start_ + cfg_.timeouts.total;
+  ctx_.start = start_;
   std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging.enabled);
   if (answered) co_return *answered;
   if (LLMGATE_CANCELLED()) co_return false;
@@ -187,13 +188,17 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
   const auto& candidates = trace_.decision.candidates;
   std::size_t next = 0;
   while (next < candidates.size()) {
-    if (Clock::now() >= ctx_.total_deadline) break;
+    const auto& pc = candidates[next];
+    if (Clock::now() >= ctx_.total_deadline(pc.candidate)) {
+      total_expired_ = true;  // this provider's timeouts.total; another's may be longer
+      ++next;
+      continue;
+    }
     if (trace_.attempts > 0 && !rs_.retries.try_spend(Clock::now())) {
       // Retries would multiply an outage: stop here (docs/routing.md).
       trace_.failures.budget_exhausted();
       break;
     }
-    const auto& pc = candidates[next];
     if (!trace_.failures.outcomes().empty())
       metrics_.shared().on_fallback(trace_.failures.outcomes().back());
     AttemptResult r;
@@ -243,12 +248,16 @@ net::awaitable<bool> ChatProxy::respond_no_route() {
 
 net::awaitable<bool> ChatProxy::respond_all_failed() {
   outcome_ = RequestOutcome::kError;
-  ApiError e = trace_.failures.final_error(req_.model, trace_.attempts, trace_.explain,
-                                           Clock::now() >= ctx_.total_deadline);
+  ApiError e =
+      trace_.failures.final_error(req_.model, trace_.attempts, trace_.explain,
+                                  total_expired_ || Clock::now() >= start_ + cfg_.timeouts.total);
   log_line(LogLevel::kWarn, "request " + ctx_.rc.request_id + ": every attempt failed: " +
                                 redact_secrets(trace_.failures.detail(), ctx_.provider_keys()));
   Response res = make_error_response(ctx_.rc, e);
   trace_.add_headers(res, ctx_.rc.request_id, nullptr);
+  // Every candidate was tried: the SDK's own retries (2 by default) would
+  // only repeat them. Unless the answer names a wait (saturation, limits).
+  if (!e.retry_after_s) res.set("x-should-retry", "false");
   log_request(last_failed_ ? &*last_failed_ : nullptr);
   const bool ok = co_await write_response(ctx_.client, res, cfg_.timeouts.idle);
   co_return ok&& ctx_.rc.keep_alive;

@@ -138,7 +138,12 @@ Response make_json_response(const RequestContext& rc, http::status status, std::
 
 Response make_error_response(const RequestContext& rc, const ApiError& error) {
   Response res = make_json_response(rc, static_cast<http::status>(error.status), error.body());
-  if (error.retry_after_s) res.set(http::field::retry_after, std::to_string(*error.retry_after_s));
+  if (error.retry_after_s) {
+    // The OpenAI SDKs retry on this header: a wait that ends (saturation, a
+    // rate limit, a drain) is worth their retry.
+    res.set(http::field::retry_after, std::to_string(*error.retry_after_s));
+    res.set("x-should-retry", "true");
+  }
   return res;
 }
 
@@ -232,8 +237,8 @@ struct Gateway::Impl {
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
                                 RequestContext& rc, bool admin);
   std::optional<ApiError> admin_refusal(const Snapshot& snap, const Request& req, bool admin) const;
-  Response models_response(const Snapshot& snap, const Request& req,
-                           const RequestContext& rc) const;
+  Response models_response(const Snapshot& snap, const Request& req, const RequestContext& rc,
+                           const std::string* id = nullptr) const;
   Response simple_response(const Snapshot& snap, const Request& req, std::string_view path,
                            const RequestContext& rc, bool admin) const;
   std::optional<ApiError> rejected_before_body(const Snapshot& snap, const Request& head,
@@ -829,16 +834,65 @@ net::awaitable<void> Gateway::Impl::lingering_close(beast::tcp_stream& stream) {
 namespace {
 
 // The models `key` may use (every model without keys).
+// When this process started (Unix seconds): a model's stable `created`.
+std::int64_t process_start_unix() {
+  static const std::int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+  return t;
+}
+
+bool key_allows(const config::GatewayKey* key, const std::string& model) {
+  return !key || key->models.empty() ||
+         std::find(key->models.begin(), key->models.end(), model) != key->models.end();
+}
+
+// A model as OpenAI lists it; `owned_by` names the providers that serve it.
+nlohmann::json model_object(const config::Model& m) {
+  std::vector<std::string> providers;
+  for (const auto& d : m.deployments) {
+    if (std::find(providers.begin(), providers.end(), d.provider) == providers.end())
+      providers.push_back(d.provider);
+  }
+  std::string owners;
+  for (const auto& p : providers) owners.append(owners.empty() ? "" : ",").append(p);
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", process_start_unix()},
+          {"owned_by", owners.empty() ? std::string("llmgate") : owners}};
+}
+
 std::string models_body(const config::Config& cfg, const config::GatewayKey* key) {
   nlohmann::json data = nlohmann::json::array();
   for (const auto& m : cfg.models) {
-    if (key && !key->models.empty() &&
-        std::find(key->models.begin(), key->models.end(), m.name) == key->models.end()) {
-      continue;
-    }
-    data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "llmgate"}});
+    if (key_allows(key, m.name)) data.push_back(model_object(m));
   }
   return nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump();
+}
+
+// "/v1/models/ID" (or "/models/ID"): the percent-decoded ID, else nullopt.
+std::optional<std::string> model_path_id(std::string_view path) {
+  for (std::string_view prefix : {"/v1/models/", "/models/"}) {
+    if (path.substr(0, prefix.size()) != prefix) continue;
+    std::string_view raw = path.substr(prefix.size());
+    std::string id;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      auto hex = [](char c) {
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
+      };
+      if (raw[i] == '%' && i + 2 < raw.size() && hex(raw[i + 1]) >= 0 && hex(raw[i + 2]) >= 0) {
+        id.push_back(static_cast<char>(hex(raw[i + 1]) * 16 + hex(raw[i + 2])));
+        i += 2;
+      } else {
+        id.push_back(raw[i]);
+      }
+    }
+    return id;
+  }
+  return std::nullopt;
 }
 
 bool is_admin_path(std::string_view path) {
@@ -910,9 +964,10 @@ std::optional<ApiError> Gateway::Impl::admin_refusal(const Snapshot& snap, const
                   std::nullopt};
 }
 
-// GET /v1/models: the models the caller's key may use.
+// GET /v1/models: the models the caller's key may use; GET /v1/models/{id}:
+// one of them (404 for any other, as OpenAI answers).
 Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req,
-                                        const RequestContext& rc) const {
+                                        const RequestContext& rc, const std::string* id) const {
   const config::GatewayKey* key = nullptr;
   if (snap.keys->enabled()) {
     auto a = snap.keys->authenticate(req[http::field::authorization]);
@@ -922,7 +977,15 @@ Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req
     }
     key = std::get<const config::GatewayKey*>(a);
   }
-  return make_json_response(rc, http::status::ok, models_body(*snap.config, key));
+  if (!id) return make_json_response(rc, http::status::ok, models_body(*snap.config, key));
+  const config::Model* m = snap.config->find_model(*id);
+  if (!m || !key_allows(key, m->name)) {
+    return make_error_response(rc, ApiError{404, "invalid_request_error",
+                                            "The model '" + id->substr(0, 200) +
+                                                "' does not exist or you do not have access to it.",
+                                            std::nullopt, "model_not_found", std::nullopt});
+  }
+  return make_json_response(rc, http::status::ok, model_object(*m).dump());
 }
 
 Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req,
@@ -958,6 +1021,9 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
     return get ? models_response(snap, req, rc) : wrong_method("GET");
+  }
+  if (auto id = model_path_id(path)) {
+    return get ? models_response(snap, req, rc, &*id) : wrong_method("GET");
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET");

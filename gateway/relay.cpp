@@ -179,6 +179,7 @@ void Relay::commit() {
   res.set(http::field::cache_control, "no-cache");
   res.set("x-accel-buffering", "no");
   ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
+  relay_upstream_headers(up_.parser.get(), res);
   if (out_.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
   out_.set_head(res);  // sent with the first events, in one write
 }
@@ -220,6 +221,7 @@ net::awaitable<AttemptResult> Relay::finish() {
   } else {
     Response res = make_json_response(ctx_.rc, http::status::ok, state_.completion());
     ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
+    relay_upstream_headers(up_.parser.get(), res);
     if (up_.rec.output_tokens)
       res.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
     if (auto tps = up_.rec.tps()) res.set("x-llmgate-tps", format_decimal(*tps));

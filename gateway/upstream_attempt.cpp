@@ -80,7 +80,8 @@ class UpstreamAttempt {
   // The caller's own error as the upstream said it: `openai_body` as it came
   // (scrubbed), else an OpenAI-shaped error carrying `detail`.
   net::awaitable<bool> respond_client_error(const std::string& openai_body,
-                                            const std::string& detail);
+                                            const std::string& detail,
+                                            const http::fields& upstream_head);
   http::request<http::string_body> upstream_request();
   void measure_admission(Clock::duration acquire_time);
 
@@ -221,12 +222,13 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   rec_.outcome = AttemptOutcome::kClientError;
   rec_.detail = detail;
   if (!said.openai_shaped) body.clear();
-  const bool ok = co_await respond_client_error(body, detail);
+  const bool ok = co_await respond_client_error(body, detail, parser.get());
   co_return AttemptResult{true, ok && ctx_.rc.keep_alive};
 }
 
 net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& openai_body,
-                                                           const std::string& detail) {
+                                                           const std::string& detail,
+                                                           const http::fields& upstream_head) {
   Response res;
   if (!openai_body.empty()) {
     res = make_json_response(ctx_.rc, static_cast<http::status>(rec_.http_status), openai_body);
@@ -236,6 +238,7 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
                           "upstream_rejected_request", std::nullopt});
   }
   ctx_.trace.add_headers(res, ctx_.rc.request_id, &rec_);
+  relay_upstream_headers(upstream_head, res, /*with_retry_after=*/true);
   const bool ok = co_await write_response(ctx_.client, res, ctx_.cfg.timeouts.idle);
   co_return ok;
 }

@@ -21,11 +21,6 @@ std::size_t text_size(const nlohmann::json& delta, const char* key) {
   return it->get_ref<const std::string&>().size();
 }
 
-bool non_empty_array(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_array() && !it->empty();
-}
-
 // ---------------------------------------------------------------------------
 // inspect_chunk's scanner: one pass over the text, no allocation. It accepts
 // exactly the documents nlohmann::json::parse accepts (RFC 8259; a leading
@@ -57,11 +52,18 @@ class ChunkScanner {
 
  private:
   struct Value {
-    enum class Type { kNull, kString, kArray, kNumber, kOther };
+    enum class Type { kNull, kString, kArray, kObject, kNumber, kOther };
     Type type = Type::kOther;
-    std::size_t size = 0;    // kString: decoded bytes; kArray: elements
+    std::size_t size = 0;    // kString: decoded bytes; kArray: elements; kObject: members
     std::int64_t count = 0;  // kNumber: the value as usage_of reads it
   };
+
+  // A string, array or object with something in it.
+  static bool non_empty(const Value& v) {
+    return (v.type == Value::Type::kString || v.type == Value::Type::kArray ||
+            v.type == Value::Type::kObject) &&
+           v.size > 0;
+  }
 
   // Sets `bit` in `seen`; false if it was set (a repeated key).
   static bool once(unsigned& seen, unsigned bit) {
@@ -365,8 +367,10 @@ bool ChunkScanner::value(int depth, Value& v) {
   switch (*p_) {
     case '{':
       ++p_;
-      v.type = Value::Type::kOther;
+      v.type = Value::Type::kObject;
+      v.size = 0;
       return members<false>(depth + 1, [&](std::string_view) {
+        ++v.size;
         Value inner;
         return value(depth + 1, inner);
       });
@@ -483,11 +487,11 @@ bool ChunkScanner::choice(int depth, ChatChunk& c) {
       if (!value(depth, v)) return false;
       if (std::string_view(at, static_cast<std::size_t>(p_ - at)) != "0") plain_ = false;
       return true;
-    } else if (is(key, "logprobs")) {
-      if (p_ != end_ && *p_ == '{') plain_ = false;
     }
     Value v;
-    return value(depth, v);
+    if (!value(depth, v)) return false;
+    if (v.type != Value::Type::kNull) plain_ = false;  // logprobs, content filters...: kept
+    return true;
   });
   if (!has_delta) plain_ = false;
   return ok;
@@ -513,10 +517,12 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
       what = kFunctionCall, bit = 32;
     }
     if (bit && !once(seen, bit)) return false;
-    if (bit > 1 || is(key, "role")) plain_ = false;  // the assembler reads more than content
+    const bool role = is(key, "role");
     const char* at = p_;
     Value v;
     if (!value(depth, v)) return false;
+    // The assembler reads more than content (a null adds nothing).
+    if (bit != 1 && v.type != Value::Type::kNull) plain_ = false;
     if (bit == 1) {
       if (v.type == Value::Type::kString) {
         content_ = at + 1;
@@ -532,6 +538,8 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
       c.has_output = true;
     } else if (what == kFunctionCall && v.type != Value::Type::kNull) {
       c.has_output = true;
+    } else if (what == kOther && !role && non_empty(v)) {
+      c.has_output = true;  // audio, annotations, a field of tomorrow: output all the same
     }
     return true;
   });
@@ -595,7 +603,11 @@ bool ChunkScanner::scan(ChatChunk& c) {
       }
     }
     Value v;
-    return value(1, v);
+    if (!value(1, v)) return false;
+    // Anything else the assembler keeps (a stream's own `obfuscation` aside).
+    if (v.type != Value::Type::kNull && !is(key, "object") && !is(key, "obfuscation"))
+      plain_ = false;
+    return true;
   });
   if (!ok) return false;
   ws();
@@ -692,9 +704,15 @@ ChatChunk parse_chunk(std::string_view data) {
     std::size_t chars = text_size(*delta, "content") + text_size(*delta, "refusal") +
                         text_size(*delta, "reasoning_content") + text_size(*delta, "reasoning");
     c.output_chars += chars;
-    if (chars > 0 || non_empty_array(*delta, "tool_calls") ||
-        (delta->contains("function_call") && !(*delta)["function_call"].is_null())) {
-      c.has_output = true;
+    for (const auto& [key, value] : delta->items()) {
+      if (key == "role") continue;
+      // Any text, tool call, audio or field of tomorrow with something in it.
+      const bool text = value.is_string() && !value.get_ref<const std::string&>().empty();
+      if (text || ((value.is_array() || value.is_object()) && !value.empty())) {
+        c.has_output = true;
+      } else if (key == "function_call" && !value.is_null()) {
+        c.has_output = true;
+      }
     }
   }
   return c;

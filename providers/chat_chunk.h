@@ -27,8 +27,10 @@ struct ChatChunk {
     kMalformed,  // not JSON, or JSON that is not a chunk
   };
   Kind kind = Kind::kMalformed;
-  // Carries output: delta content, refusal, reasoning or a tool call. This is
-  // the "first token" event; a role-only or empty delta is not.
+  // Carries output: a delta field other than `role` with something in it
+  // (content, refusal, reasoning, tool or function calls, audio, annotations,
+  // and fields not known today). This is the "first token" event; a
+  // role-only or empty delta (nulls, "", [], {}) is not.
   bool has_output = false;
   bool has_finish = false;       // some choice has a non-null finish_reason
   bool usage_only = false;       // "choices": [] with usage: the include_usage chunk

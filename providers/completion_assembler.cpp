@@ -1,20 +1,73 @@
 #include "providers/completion_assembler.h"
 
+#include <algorithm>
+
 #include "providers/utf8.h"
 
 namespace llmgate::providers {
 namespace {
 
-void append_text(std::optional<std::string>& dst, const nlohmann::json& delta, const char* key) {
-  auto it = delta.find(key);
-  if (it == delta.end() || !it->is_string()) return;
-  if (!dst) dst.emplace();
-  dst->append(it->get_ref<const std::string&>());
+// A value that says nothing yet: null, "", 0 (Azure's first chunk has
+// `"id": ""`, `"created": 0`).
+bool empty_value(const nlohmann::json& v) {
+  return v.is_null() || (v.is_string() && v.get_ref<const std::string&>().empty()) ||
+         (v.is_number() && v == 0);
 }
 
 void keep_first(nlohmann::json& dst, const nlohmann::json& src, const char* key) {
-  if (!dst.is_null()) return;
-  if (auto it = src.find(key); it != src.end()) dst = *it;
+  if (!empty_value(dst)) return;
+  if (auto it = src.find(key); it != src.end() && !empty_value(*it)) dst = *it;
+}
+
+// Fields that identify an item rather than carry its text.
+bool identity_key(std::string_view key) { return key == "id" || key == "type" || key == "index"; }
+
+// Merges one streamed delta value into what was assembled so far: strings
+// concatenated, objects merged key by key (identities replaced), arrays of
+// objects with an "index" merged element by element and others appended,
+// anything else replaced; null changes nothing.
+void merge_delta(nlohmann::json& into, const nlohmann::json& d, int depth = 0) {
+  if (d.is_null()) return;
+  if (into.is_null() || depth > 32) {
+    into = d;
+    return;
+  }
+  if (into.is_string() && d.is_string()) {
+    into.get_ref<std::string&>() += d.get_ref<const std::string&>();
+  } else if (into.is_object() && d.is_object()) {
+    for (const auto& [key, value] : d.items()) {
+      if (identity_key(key)) {
+        if (!value.is_null()) into[key] = value;
+      } else {
+        merge_delta(into[key], value, depth + 1);
+      }
+    }
+  } else if (into.is_array() && d.is_array()) {
+    for (const auto& item : d) {
+      auto index = item.is_object() ? item.find("index") : item.end();
+      if (index == item.end()) {
+        into.push_back(item);
+        continue;
+      }
+      auto same = std::find_if(into.begin(), into.end(), [&](const nlohmann::json& e) {
+        return e.is_object() && e.contains("index") && e["index"] == *index;
+      });
+      if (same == into.end())
+        into.push_back(item);
+      else
+        merge_delta(*same, item, depth + 1);
+    }
+  } else {
+    into = d;
+  }
+}
+
+// Top-level chunk fields the assembler handles itself, or that only a stream
+// has (OpenAI's `obfuscation` padding).
+bool chunk_key(std::string_view key) {
+  return key == "id" || key == "object" || key == "created" || key == "model" || key == "choices" ||
+         key == "usage" || key == "system_fingerprint" || key == "service_tier" ||
+         key == "obfuscation";
 }
 
 unsigned hex4(std::string_view s) {
@@ -73,9 +126,9 @@ void append_unescaped(std::string& out, std::string_view s) {
 
 bool CompletionAssembler::add_plain(std::string_view escaped_content, unsigned meta_keys) {
   unsigned missing = 0;
-  if (id_.is_null()) missing |= ChatChunk::kMetaId;
-  if (created_.is_null()) missing |= ChatChunk::kMetaCreated;
-  if (model_.is_null()) missing |= ChatChunk::kMetaModel;
+  if (empty_value(id_)) missing |= ChatChunk::kMetaId;
+  if (empty_value(created_)) missing |= ChatChunk::kMetaCreated;
+  if (empty_value(model_)) missing |= ChatChunk::kMetaModel;
   if (system_fingerprint_.is_null()) missing |= ChatChunk::kMetaSystemFingerprint;
   if (service_tier_.is_null()) missing |= ChatChunk::kMetaServiceTier;
   if (meta_keys & missing) return false;
@@ -86,6 +139,7 @@ bool CompletionAssembler::add_plain(std::string_view escaped_content, unsigned m
 }
 
 void CompletionAssembler::add(const nlohmann::json& chunk) {
+  if (!chunk.is_object()) return;
   keep_first(id_, chunk, "id");
   keep_first(created_, chunk, "created");
   keep_first(model_, chunk, "model");
@@ -95,48 +149,86 @@ void CompletionAssembler::add(const nlohmann::json& chunk) {
     raw_usage_ = *u;
     usage_ = usage_of(chunk);
   }
+  for (const auto& [key, value] : chunk.items()) {
+    if (!chunk_key(key) && !value.is_null()) fields_[key] = value;
+  }
   auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array()) return;
   for (const auto& ch : *choices) {
-    if (!ch.is_object()) continue;
-    int index = ch.value("index", 0);
-    Choice& out = choices_[index];
-    if (auto fr = ch.find("finish_reason"); fr != ch.end() && !fr->is_null())
-      out.finish_reason = *fr;
-    if (auto lp = ch.find("logprobs"); lp != ch.end() && lp->is_object()) {
-      for (const char* key : {"content", "refusal"}) {
-        auto part = lp->find(key);
-        if (part == lp->end() || !part->is_array()) continue;
-        if (out.logprobs.is_null()) out.logprobs = nlohmann::json::object();
-        auto& dst = out.logprobs[key];
-        if (!dst.is_array()) dst = nlohmann::json::array();
-        for (const auto& item : *part) dst.push_back(item);
-      }
-    }
-    auto delta = ch.find("delta");
-    if (delta == ch.end() || !delta->is_object()) continue;
-    if (auto r = delta->find("role"); r != delta->end() && r->is_string())
-      out.role = r->get<std::string>();
-    append_text(out.content, *delta, "content");
-    append_text(out.refusal, *delta, "refusal");
-    append_text(out.reasoning_content, *delta, "reasoning_content");
-    append_text(out.reasoning_content, *delta, "reasoning");
-    if (auto tcs = delta->find("tool_calls"); tcs != delta->end() && tcs->is_array()) {
-      for (const auto& tc : *tcs) {
-        if (!tc.is_object()) continue;
-        ToolCall& t = out.tool_calls[tc.value("index", 0)];
-        if (auto id = tc.find("id"); id != tc.end() && !id->is_null()) t.id = *id;
-        if (auto ty = tc.find("type"); ty != tc.end() && !ty->is_null()) t.type = *ty;
-        if (auto fn = tc.find("function"); fn != tc.end() && fn->is_object()) {
-          if (auto n = fn->find("name"); n != fn->end() && n->is_string())
-            t.name += n->get<std::string>();
-          if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
-            t.arguments += a->get<std::string>();
-          }
-        }
-      }
+    if (ch.is_object()) add_choice(ch);
+  }
+}
+
+void CompletionAssembler::add_choice(const nlohmann::json& ch) {
+  const auto index_it = ch.find("index");
+  const int index =
+      index_it != ch.end() && index_it->is_number_integer() ? index_it->get<int>() : 0;
+  Choice& out = choices_[index];
+  for (const auto& [key, value] : ch.items()) {
+    if (value.is_null() || key == "index" || key == "delta") continue;
+    if (key == "finish_reason") {
+      out.finish_reason = value;
+    } else if (key == "logprobs") {
+      add_logprobs(out, value);
+    } else {
+      out.fields[key] = value;
     }
   }
+  auto delta = ch.find("delta");
+  if (delta == ch.end() || !delta->is_object()) return;
+  for (const auto& [key, value] : delta->items()) {
+    if (value.is_null()) continue;
+    if (key == "role") {
+      if (value.is_string()) out.role = value.get<std::string>();
+    } else if (key == "content" && value.is_string()) {
+      if (!out.content) out.content.emplace();
+      out.content->append(value.get_ref<const std::string&>());
+    } else if (key == "refusal" && value.is_string()) {
+      if (!out.refusal) out.refusal.emplace();
+      out.refusal->append(value.get_ref<const std::string&>());
+    } else if (key == "tool_calls" && value.is_array()) {
+      merge_delta(out.tool_calls, value);
+    } else {
+      merge_delta(out.delta_fields[key], value);
+    }
+  }
+}
+
+void CompletionAssembler::add_logprobs(Choice& out, const nlohmann::json& lp) {
+  if (!lp.is_object()) return;
+  for (const char* key : {"content", "refusal"}) {
+    auto part = lp.find(key);
+    if (part == lp.end() || !part->is_array()) continue;
+    if (out.logprobs.is_null()) out.logprobs = nlohmann::json::object();
+    auto& dst = out.logprobs[key];
+    if (!dst.is_array()) dst = nlohmann::json::array();
+    for (const auto& item : *part) dst.push_back(item);
+  }
+}
+
+nlohmann::json CompletionAssembler::message(const Choice& c) {
+  nlohmann::json msg = nlohmann::json::object();
+  msg["role"] = c.role;
+  // A tool call, a function call or audio with no text: null, as OpenAI's
+  // non-streamed answer has it (a stream often opens with "content": "").
+  const bool other_output = !c.tool_calls.empty() || c.delta_fields.contains("function_call") ||
+                            c.delta_fields.contains("audio");
+  if (c.content && !(c.content->empty() && other_output))
+    msg["content"] = *c.content;
+  else
+    msg["content"] = nullptr;
+  msg["refusal"] = c.refusal ? nlohmann::json(*c.refusal) : nlohmann::json(nullptr);
+  for (const auto& [key, value] : c.delta_fields.items()) msg[key] = value;
+  if (!c.tool_calls.empty()) {
+    nlohmann::json calls = c.tool_calls;
+    for (auto& call : calls) {
+      if (!call.is_object()) continue;
+      call.erase("index");  // a stream's position marker; not in a message
+      if (!call.contains("type")) call["type"] = "function";
+    }
+    msg["tool_calls"] = std::move(calls);
+  }
+  return msg;
 }
 
 nlohmann::json CompletionAssembler::result() const {
@@ -147,32 +239,18 @@ nlohmann::json CompletionAssembler::result() const {
   out["model"] = model_;
   nlohmann::json choices = nlohmann::json::array();
   for (const auto& [index, c] : choices_) {
-    nlohmann::json msg = nlohmann::json::object();
-    msg["role"] = c.role;
-    msg["content"] = c.content ? nlohmann::json(*c.content) : nlohmann::json(nullptr);
-    if (c.refusal)
-      msg["refusal"] = *c.refusal;
-    else
-      msg["refusal"] = nullptr;
-    if (c.reasoning_content) msg["reasoning_content"] = *c.reasoning_content;
-    if (!c.tool_calls.empty()) {
-      nlohmann::json calls = nlohmann::json::array();
-      for (const auto& [i, t] : c.tool_calls) {
-        calls.push_back({{"id", t.id},
-                         {"type", t.type.is_null() ? nlohmann::json("function") : t.type},
-                         {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
-      }
-      msg["tool_calls"] = std::move(calls);
-    }
-    choices.push_back({{"index", index},
-                       {"message", std::move(msg)},
-                       {"logprobs", c.logprobs},
-                       {"finish_reason", c.finish_reason}});
+    nlohmann::json choice = {{"index", index},
+                             {"message", message(c)},
+                             {"logprobs", c.logprobs},
+                             {"finish_reason", c.finish_reason}};
+    for (const auto& [key, value] : c.fields.items()) choice[key] = value;
+    choices.push_back(std::move(choice));
   }
   out["choices"] = std::move(choices);
   out["usage"] = raw_usage_.is_null() ? nlohmann::json(nullptr) : raw_usage_;
   if (!system_fingerprint_.is_null()) out["system_fingerprint"] = system_fingerprint_;
   if (!service_tier_.is_null()) out["service_tier"] = service_tier_;
+  for (const auto& [key, value] : fields_.items()) out[key] = value;
   return out;
 }
 

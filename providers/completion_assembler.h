@@ -1,6 +1,15 @@
 // Builds one non-streamed `chat.completion` from the streamed chunks of an
 // upstream response (the gateway always streams upstream, so TTFT is measured
 // even when the client asked for a single JSON body).
+//
+// Nothing the upstream sent is dropped: every delta field is kept under the
+// name it came with and merged by the streaming rules (strings concatenated,
+// objects merged key by key, arrays of objects with an "index" merged element
+// by element and others appended, other values replaced; `id` and `type`
+// are identities, never concatenated), so the assembled answer equals the
+// upstream's own non-streamed one. Fields of the chunk and of each choice
+// outside the delta keep their last non-null value; `id`, `created` and
+// `model` their first non-empty one (Azure's first chunk has them empty).
 #pragma once
 
 #include <map>
@@ -25,19 +34,22 @@ class CompletionAssembler {
   const std::optional<Usage>& usage() const { return usage_; }
 
  private:
-  struct ToolCall {
-    nlohmann::json id, type;
-    std::string name, arguments;
-  };
   struct Choice {
     std::string role = "assistant";
-    std::optional<std::string> content, refusal, reasoning_content;
-    std::map<int, ToolCall> tool_calls;
-    nlohmann::json finish_reason;  // null until seen
-    nlohmann::json logprobs;       // null or {"content":[...]}
+    std::optional<std::string> content, refusal;
+    nlohmann::json delta_fields = nlohmann::json::object();  // every other delta field, merged
+    nlohmann::json tool_calls = nlohmann::json::array();     // merged by "index"
+    nlohmann::json finish_reason;                            // null until seen
+    nlohmann::json logprobs;                                 // null or {"content":[...]}
+    nlohmann::json fields = nlohmann::json::object();        // other choice fields: the last
   };
 
+  void add_choice(const nlohmann::json& choice);
+  static void add_logprobs(Choice& out, const nlohmann::json& logprobs);
+  static nlohmann::json message(const Choice& c);
+
   nlohmann::json id_, created_, model_, system_fingerprint_, service_tier_;
+  nlohmann::json fields_ = nlohmann::json::object();  // other top-level fields: the last
   std::map<int, Choice> choices_;
   std::optional<Usage> usage_;
   nlohmann::json raw_usage_;

@@ -1325,6 +1325,165 @@ TEST_P(Security, BehavesAsDocumented) { run_row(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Table, Security, ::testing::ValuesIn(security_rows()), row_name);
 
+// ---- Real providers ------------------------------------------------------------
+
+// A chunked SSE head with extra header lines ("name: value\r\n"...).
+std::string sse_head_with(const std::string& lines) {
+  return "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + lines +
+         "transfer-encoding: chunked\r\n\r\n";
+}
+
+// One chat.completion.chunk event with `delta` for choice 0 (and `top`
+// members added to the chunk, e.g. R"("x_provider":{"id":"r1"},)").
+std::string delta_event(const std::string& delta, const std::string& finish = "null",
+                        const std::string& top = "", const std::string& id = "c1") {
+  return testing::event(
+      R"({)" + top + R"("id":")" + id +
+      R"(","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":)" +
+      delta + R"(,"finish_reason":)" + finish + "}]}");
+}
+
+Script one_stream(const std::string& head, const std::vector<std::string>& events) {
+  std::string body;
+  for (const auto& e : events) body += e;
+  return {{K::kSend, head + testing::chunk(body) + testing::last_chunk()}};
+}
+
+std::vector<ClientRow> provider_rows() {
+  return {
+      {"audio-is-a-first-token",
+       // Audio only: no text at all, and the stream still commits at its
+       // first audio delta (the TTFT is measured there).
+       one_stream(testing::sse_head(),
+                  {testing::role_event(), delta_event(R"({"audio":{"id":"au_1","data":"UklG"}})"),
+                   delta_event(R"({"audio":{"data":"RiQA","transcript":"hi"}})"),
+                   delta_event("{}", R"("stop")"), testing::done_event()}),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+         ASSERT_EQ(head.status, 200);
+         EXPECT_EQ(head.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_FALSE(head.header("x-llmgate-ttft-ms").empty());
+         auto events = c.rest_of_events();
+         ASSERT_FALSE(events.empty());
+         EXPECT_EQ(events.back(), "[DONE]");
+         EXPECT_NE(events[1].find("UklG"), std::string::npos) << events[1];
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                                "deployment=\"bad/m\",outcome=\"success\""),
+                   1);
+       }},
+      {"assembly-keeps-every-field",
+       // Reasoning under the upstream's own name, a tool call with content
+       // null, annotations, a field no one knows yet, and Azure's empty first
+       // chunk: the non-streamed answer keeps them all as the upstream would.
+       one_stream(
+           testing::sse_head(),
+           {testing::event(
+                R"({"id":"","object":"","created":0,"model":"","choices":[],"prompt_filter_results":[{"prompt_index":0}]})"),
+            delta_event(R"({"role":"assistant","content":""})"),
+            delta_event(R"({"reasoning":"think"})"), delta_event(R"({"reasoning":"ing"})"),
+            delta_event(
+                R"({"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]})"),
+            delta_event(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]})"),
+            delta_event(R"({"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]})"),
+            delta_event(R"({"annotations":[{"type":"url_citation","url_citation":{"url":"u"}}]})"),
+            delta_event(R"({"x_future":{"text":"a","level":2}})"),
+            delta_event(R"({"x_future":{"text":"b"}})"),
+            delta_event("{}", R"("tool_calls")",
+                        R"("usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7},)"),
+            testing::done_event()}),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         auto j = json::parse(r.body);
+         EXPECT_EQ(j["id"], "c1");
+         EXPECT_EQ(j["model"], "m");
+         EXPECT_EQ(j["created"], 1);
+         EXPECT_EQ(j["prompt_filter_results"], json::parse(R"([{"prompt_index":0}])"));
+         const auto& msg = j["choices"][0]["message"];
+         EXPECT_TRUE(msg["content"].is_null()) << msg;
+         EXPECT_EQ(msg["reasoning"], "thinking");
+         EXPECT_FALSE(msg.contains("reasoning_content"));
+         EXPECT_EQ(
+             msg["tool_calls"],
+             json::parse(
+                 R"([{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}])"));
+         EXPECT_EQ(msg["annotations"][0]["url_citation"]["url"], "u");
+         EXPECT_EQ(msg["x_future"], json::parse(R"({"text":"ab","level":2})"));
+         EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+         EXPECT_EQ(j["usage"]["total_tokens"], 7);
+       }},
+      {"rate-limit-headers-relayed",
+       // The x-ratelimit-* and openai-processing-ms of the attempt that
+       // answered reach the client (stream and non-stream).
+       one_stream(sse_head_with("x-ratelimit-remaining-requests: 99\r\nx-ratelimit-reset-tokens: "
+                                "6ms\r\nopenai-processing-ms: 12\r\nx-internal: no\r\n"),
+                  {testing::role_event(), testing::token_event(0), testing::finish_event(),
+                   testing::done_event()}),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-ratelimit-remaining-requests"), "99");
+         EXPECT_EQ(r.header("x-ratelimit-reset-tokens"), "6ms");
+         EXPECT_EQ(r.header("openai-processing-ms"), "12");
+         EXPECT_EQ(r.header("x-internal"), "");
+       }},
+      {"should-retry-after-all-failed",
+       // Every candidate failed: the SDK is told not to retry on its own.
+       {{K::kSend, testing::status_response(502)}, {K::kClose}},
+       [](Harness& h) {
+         sim::Profile broken;
+         broken.error_rate = 1;
+         broken.error_status = 503;
+         h.good().set_profile("m", broken);
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 502) << r.body;
+         EXPECT_EQ(r.header("x-should-retry"), "false");
+       }},
+      {"models-retrieve",
+       // GET /v1/models/{id} (the SDK's models.retrieve): the model, or 404.
+       {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("GET", "/v1/models/chat");
+         ASSERT_EQ(r.status, 200) << r.body;
+         auto j = json::parse(r.body);
+         EXPECT_EQ(j["id"], "chat");
+         EXPECT_EQ(j["object"], "model");
+         EXPECT_EQ(j["owned_by"], "bad,good");
+         EXPECT_GT(j["created"].get<std::int64_t>(), 1'600'000'000);
+         auto missing = c.request("GET", "/v1/models/nope");
+         EXPECT_EQ(missing.status, 404);
+         EXPECT_EQ(json::parse(missing.body)["error"]["code"], "model_not_found");
+       }},
+      {"provider-total-timeout",
+       // A provider's own timeouts.total ends its attempt: the next one answers.
+       {{K::kSend, head_role_tokens(0)}, {K::kHold}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                                "deployment=\"bad/m\",outcome=\"total_timeout\""),
+                   1);
+       },
+       "",
+       "",
+       "",
+       ", timeouts: {total: 200ms}"},
+  };
+}
+
+class RealProviders : public ClientBehaviour {};
+
+TEST_P(RealProviders, BehaveAsDocumented) { run_row(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Table, RealProviders, ::testing::ValuesIn(provider_rows()), row_name);
+
 // ---- The document and the table agree ------------------------------------------
 
 std::set<std::string> documented_rows(const std::string& section) {
@@ -1354,6 +1513,7 @@ TEST(FailureSemanticsDoc, EveryTableListsTheTestedRowsAndNoOther) {
   EXPECT_EQ(documented_rows("Limits"), ids(limit_rows()));
   EXPECT_EQ(documented_rows("Gateway keys"), ids(key_rows()));
   EXPECT_EQ(documented_rows("Security"), ids(security_rows()));
+  EXPECT_EQ(documented_rows("Real providers"), ids(provider_rows()));
 }
 
 }  // namespace

@@ -166,6 +166,65 @@ TEST_F(GatewayTest, AssemblesANonStreamedCompletionWithExactUsage) {
   EXPECT_EQ(r.header("x-llmgate-output-tokens"), "12");
 }
 
+// A non-streamed answer through the gateway (assembled from the stream it
+// always asks for) is the simulator's own non-streamed answer, field for
+// field, for every output kind the simulator plays: reasoning then text, a
+// tool call, audio. Only what differs per request (ids, created) is set aside.
+TEST_F(GatewayTest, AnAssembledAnswerIsTheProvidersOwnNonStreamedAnswer) {
+  auto comparable = [](json j) {
+    j.erase("id");
+    j.erase("created");
+    auto& msg = j["choices"][0]["message"];
+    if (msg.contains("tool_calls")) msg["tool_calls"][0].erase("id");
+    if (msg.contains("audio")) msg["audio"].erase("id");
+    return j;
+  };
+  for (const char* kind : {"text", "tool_call", "audio"}) {
+    sim::Profile p = fast_profile(6);
+    p.output = std::string(kind) == "tool_call" ? sim::Profile::Output::kToolCall
+               : std::string(kind) == "audio"   ? sim::Profile::Output::kAudio
+                                                : sim::Profile::Output::kText;
+    p.reasoning_tokens = 3;
+    start_sims(p, fast_profile());
+    start_gateway();
+    HttpClient c(port_);
+    auto via = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(via.status, 200) << via.body;
+    HttpClient direct(port_a_);
+    auto own =
+        direct.request("POST", "/v1/chat/completions", chat_body("model-a", false),
+                       {{"content-type", "application/json"}, {"authorization", "Bearer key-a"}});
+    ASSERT_EQ(own.status, 200) << own.body;
+    EXPECT_EQ(comparable(json::parse(via.body)), comparable(json::parse(own.body))) << kind;
+    const auto msg = json::parse(via.body)["choices"][0]["message"];
+    EXPECT_EQ(msg["reasoning_content"], " lorem ipsum dolor") << kind;
+    EXPECT_EQ(json::parse(via.body)["usage"]["completion_tokens_details"]["reasoning_tokens"], 3);
+    gw_.reset();
+    sim_a_.reset();
+    sim_b_.reset();
+  }
+}
+
+// A stream whose answer is a tool call commits at its first tool-call delta,
+// and the provider's rate-limit headers reach the client.
+TEST_F(GatewayTest, AToolCallStreamCommitsAtItsFirstOutputWithTheProvidersRateLimitHeaders) {
+  sim::Profile p = fast_profile(4);
+  p.output = sim::Profile::Output::kToolCall;
+  p.ratelimit_headers = true;
+  start_sims(p, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_FALSE(head.header("x-llmgate-ttft-ms").empty());
+  EXPECT_EQ(head.header("x-ratelimit-remaining-requests"), "9999");
+  EXPECT_FALSE(head.header("openai-processing-ms").empty());
+  auto events = parse_events(c.rest_of_events());
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_TRUE(events[1]["choices"][0]["delta"].contains("tool_calls")) << events[1];
+  EXPECT_EQ(events[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "lookup");
+}
+
 TEST_F(GatewayTest, RewritesTheModelAndPassesOtherFieldsAndHeadersThrough) {
   start_sims(fast_profile(), fast_profile());
   start_gateway();

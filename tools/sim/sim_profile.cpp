@@ -171,6 +171,23 @@ Profile profile_from_json(const json& j, const Profile& base) {
     } else if (key == "region") {
       if (!v.is_string()) fail(key, "must be a string");
       p.region = v.get<std::string>();
+    } else if (key == "output") {
+      const std::string o = v.is_string() ? v.get<std::string>() : "";
+      if (o == "text") {
+        p.output = Profile::Output::kText;
+      } else if (o == "tool_call") {
+        p.output = Profile::Output::kToolCall;
+      } else if (o == "audio") {
+        p.output = Profile::Output::kAudio;
+      } else {
+        fail(key, "must be \"text\", \"tool_call\" or \"audio\"");
+      }
+    } else if (key == "reasoning_tokens") {
+      p.reasoning_tokens = read_int(v, key);
+      if (p.reasoning_tokens < 0) fail(key, "must be >= 0");
+    } else if (key == "ratelimit_headers") {
+      if (!v.is_boolean()) fail(key, "must be true or false");
+      p.ratelimit_headers = v.get<bool>();
     } else {
       fail(key, "unknown key \"" + key + "\"");
     }
@@ -196,7 +213,22 @@ json profile_to_json(const Profile& p) {
       {"cut_after_tokens", p.cut_after_tokens},
       {"malformed_after_tokens", p.malformed_after_tokens},
       {"region", p.region},
+      {"output", to_string(p.output)},
+      {"reasoning_tokens", p.reasoning_tokens},
+      {"ratelimit_headers", p.ratelimit_headers},
   };
+}
+
+std::string_view to_string(Profile::Output output) {
+  switch (output) {
+    case Profile::Output::kToolCall:
+      return "tool_call";
+    case Profile::Output::kAudio:
+      return "audio";
+    case Profile::Output::kText:
+      break;
+  }
+  return "text";
 }
 
 double sample(const Distribution& d, Rng& rng) {

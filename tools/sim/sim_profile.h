@@ -39,6 +39,14 @@ struct Profile {
   int cut_after_tokens = -1;             // after N tokens close the connection mid-event
   int malformed_after_tokens = -1;       // after N tokens send an event that is not JSON
   std::string region;                    // echoed in x-sim-region
+  // What real providers send besides plain text (docs/providers.md):
+  enum class Output { kText, kToolCall, kAudio };
+  Output output = Output::kText;  // the answer: text, one tool call, or audio
+  // The first N output tokens are reasoning (`delta.reasoning_content`, and
+  // usage.completion_tokens_details.reasoning_tokens), then the answer.
+  int reasoning_tokens = 0;
+  // x-ratelimit-* and openai-processing-ms on every answer, as OpenAI sends.
+  bool ratelimit_headers = false;
 };
 
 // Reads a profile from JSON, starting from `base`: keys that are absent keep
@@ -53,11 +61,14 @@ struct Profile {
 //   error_rate [0,1], error_status [400,599], retry_after_s (int | null),
 //   stall_before_first_token_ms, stall_after_tokens, stall_ms,
 //   cut_after_tokens, malformed_after_tokens (int, < 0 disables),
-//   fault_rate [0,1], region.
+//   fault_rate [0,1], region,
+//   output ("text" | "tool_call" | "audio"), reasoning_tokens (int >= 0),
+//   ratelimit_headers (bool).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 
 std::string_view to_string(Distribution::Kind kind);
+std::string_view to_string(Profile::Output output);
 
 // ---------------------------------------------------------------------------
 // Sampling. Every draw takes the generator explicitly so that a fixed seed

@@ -174,6 +174,11 @@ ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng)
   plan.tokens_per_second = sample_tokens_per_second(profile, rng);
   plan.completion_tokens = sample_output_tokens(profile, rng);
   plan.faults = sample_faults(profile, rng);
+  // Reasoning comes on top of the answer and counts against max_tokens, as
+  // max_completion_tokens does for OpenAI's reasoning models.
+  plan.output = profile.output;
+  plan.reasoning_tokens = profile.reasoning_tokens;
+  plan.completion_tokens += profile.reasoning_tokens;
   if (request.max_tokens && plan.completion_tokens > *request.max_tokens) {
     plan.completion_tokens = static_cast<int>(*request.max_tokens);
     plan.capped = true;
@@ -218,13 +223,53 @@ void ChunkFormatter::content(std::string& out, std::string_view text) const {
   out += "}\n\n";
 }
 
+void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
+  std::string delta;
+  const int j = k - a.reasoning;  // the answer's own token index
+  if (j < 0) {
+    delta = "{\"reasoning_content\":";
+    append_json_string(delta, token_text(static_cast<std::size_t>(k)));
+    delta += "}";
+  } else if (a.output == Profile::Output::kText) {
+    content(out, token_text(static_cast<std::size_t>(k)));
+    return;
+  } else if (a.output == Profile::Output::kToolCall) {
+    std::string piece = j == 0 ? "{\"query\":\"" : "";
+    piece += token_text(static_cast<std::size_t>(k));
+    if (j == a.answer_tokens() - 1) piece += "\"}";
+    delta = "{\"tool_calls\":[{\"index\":0,";
+    if (j == 0) {
+      delta += "\"id\":";
+      append_json_string(delta, a.call_id);
+      delta += ",\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"arguments\":";
+    } else {
+      delta += "\"function\":{\"arguments\":";
+    }
+    append_json_string(delta, piece);
+    delta += "}}]}";
+  } else {  // audio: 4 base64 characters and a word of transcript per token
+    delta = "{\"audio\":{";
+    if (j == 0) {
+      delta += "\"id\":";
+      append_json_string(delta, a.call_id);
+      delta += ",";
+    }
+    delta += "\"data\":\"UklG\",\"transcript\":";
+    append_json_string(delta, token_text(static_cast<std::size_t>(k)));
+    delta += "}}";
+  }
+  choice(out, delta, "null");
+}
+
 void ChunkFormatter::finish(std::string& out, std::string_view finish_reason) const {
-  std::string_view quoted = finish_reason == "length" ? "\"length\"" : "\"stop\"";
+  std::string_view quoted = finish_reason == "length"       ? "\"length\""
+                            : finish_reason == "tool_calls" ? "\"tool_calls\""
+                                                            : "\"stop\"";
   choice(out, "{}", quoted);
 }
 
 void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
-                           std::int64_t completion_tokens) const {
+                           std::int64_t completion_tokens, std::int64_t reasoning_tokens) const {
   out += head_;
   out += "\"choices\":[],\"usage\":{\"prompt_tokens\":";
   append_int(out, prompt_tokens);
@@ -232,7 +277,38 @@ void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
   append_int(out, completion_tokens);
   out += ",\"total_tokens\":";
   append_int(out, prompt_tokens + completion_tokens);
+  if (reasoning_tokens > 0) {
+    out += ",\"completion_tokens_details\":{\"reasoning_tokens\":";
+    append_int(out, reasoning_tokens);
+    out += "}";
+  }
   out += "}}\n\n";
+}
+
+Answer::Answer(const ChatPlan& plan, std::string id)
+    : output(plan.output),
+      tokens(plan.completion_tokens),
+      reasoning(std::min(plan.reasoning_tokens, plan.completion_tokens)),
+      call_id(std::move(id)) {}
+
+std::string Answer::reasoning_text() const {
+  std::string s;
+  for (int k = 0; k < reasoning; ++k) s += token_text(static_cast<std::size_t>(k));
+  return s;
+}
+
+std::string Answer::answer_text() const {
+  std::string s;
+  for (int k = reasoning; k < tokens; ++k) s += token_text(static_cast<std::size_t>(k));
+  return s;
+}
+
+std::string Answer::tool_arguments() const { return "{\"query\":\"" + answer_text() + "\"}"; }
+
+std::string Answer::audio_data() const {
+  std::string s;
+  for (int k = reasoning; k < tokens; ++k) s += "UklG";
+  return s;
 }
 
 void ChunkFormatter::done(std::string& out) { out += "data: [DONE]\n\n"; }
@@ -241,19 +317,17 @@ void ChunkFormatter::truncated(std::string& out) { out += "data: {\"id\":\"chatc
 
 void ChunkFormatter::malformed(std::string& out) { out += "data: {not json\n\n"; }
 
-std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
-                            std::string_view content, std::string_view finish_reason,
-                            std::int64_t prompt_tokens, std::int64_t completion_tokens) {
-  // ordered_json keeps OpenAI's field order, which makes captures easy to diff.
-  using ojson = nlohmann::ordered_json;
-  ojson message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// ordered_json keeps OpenAI's field order, which makes captures easy to diff.
+std::string completion_json(std::string_view id, std::int64_t created, std::string_view model,
+                            ojson message, std::string_view finish_reason, ojson usage) {
   ojson choice = {{"index", 0},
                   {"message", std::move(message)},
                   {"logprobs", nullptr},
                   {"finish_reason", finish_reason}};
-  ojson usage = {{"prompt_tokens", prompt_tokens},
-                 {"completion_tokens", completion_tokens},
-                 {"total_tokens", prompt_tokens + completion_tokens}};
   ojson body = {{"id", id},
                 {"object", "chat.completion"},
                 {"created", created},
@@ -262,6 +336,53 @@ std::string completion_body(std::string_view id, std::int64_t created, std::stri
                 {"choices", ojson::array({std::move(choice)})},
                 {"usage", std::move(usage)}};
   return body.dump();
+}
+
+}  // namespace
+
+std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
+                            std::string_view content, std::string_view finish_reason,
+                            std::int64_t prompt_tokens, std::int64_t completion_tokens) {
+  ojson message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+  ojson usage = {{"prompt_tokens", prompt_tokens},
+                 {"completion_tokens", completion_tokens},
+                 {"total_tokens", prompt_tokens + completion_tokens}};
+  return completion_json(id, created, model, std::move(message), finish_reason, std::move(usage));
+}
+
+std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
+                            const Answer& a, std::string_view finish_reason,
+                            std::int64_t prompt_tokens) {
+  ojson message = {{"role", "assistant"}, {"content", nullptr}, {"refusal", nullptr}};
+  if (a.reasoning > 0) message["reasoning_content"] = a.reasoning_text();
+  switch (a.output) {
+    case Profile::Output::kText:
+      message["content"] = a.answer_text();
+      break;
+    case Profile::Output::kToolCall:
+      if (a.answer_tokens() > 0) {
+        message["tool_calls"] =
+            ojson::array({{{"id", a.call_id},
+                           {"type", "function"},
+                           {"function", {{"name", "lookup"}, {"arguments", a.tool_arguments()}}}}});
+      } else {
+        message["content"] = "";
+      }
+      break;
+    case Profile::Output::kAudio:
+      if (a.answer_tokens() > 0) {
+        message["audio"] = {
+            {"id", a.call_id}, {"data", a.audio_data()}, {"transcript", a.answer_text()}};
+      } else {
+        message["content"] = "";
+      }
+      break;
+  }
+  ojson usage = {{"prompt_tokens", prompt_tokens},
+                 {"completion_tokens", a.tokens},
+                 {"total_tokens", prompt_tokens + a.tokens}};
+  if (a.reasoning > 0) usage["completion_tokens_details"] = {{"reasoning_tokens", a.reasoning}};
+  return completion_json(id, created, model, std::move(message), finish_reason, std::move(usage));
 }
 
 }  // namespace llmgate::sim

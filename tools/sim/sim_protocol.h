@@ -52,7 +52,28 @@ struct ChatPlan {
   int completion_tokens = 0;
   bool capped = false;  // max_tokens cut the sampled length: finish_reason "length"
   bool faults = true;   // the profile's faults apply to this request (Profile::fault_rate)
-  std::string_view finish_reason() const { return capped ? "length" : "stop"; }
+  Profile::Output output = Profile::Output::kText;
+  int reasoning_tokens = 0;  // the first ones of completion_tokens
+  std::string_view finish_reason() const {
+    return capped ? "length" : output == Profile::Output::kToolCall ? "tool_calls" : "stop";
+  }
+};
+
+// The shape of one answer, token by token: tokens [0, reasoning) are
+// reasoning, the rest the answer in the plan's output kind. A streamed and a
+// non-streamed answer of the same plan say exactly the same thing.
+struct Answer {
+  Profile::Output output = Profile::Output::kText;
+  int tokens = 0;       // all output tokens
+  int reasoning = 0;    // the first ones, reasoning
+  std::string call_id;  // the tool call's or the audio's id
+
+  Answer(const ChatPlan& plan, std::string call_id);
+  int answer_tokens() const { return tokens - reasoning; }
+  std::string reasoning_text() const;  // tokens [0, reasoning)
+  std::string answer_text() const;     // tokens [reasoning, tokens)
+  std::string tool_arguments() const;  // {"query":"<answer text>"}
+  std::string audio_data() const;      // base64, 4 characters per answer token
 };
 
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng);
@@ -67,8 +88,12 @@ class ChunkFormatter {
 
   void role(std::string& out) const;  // delta {"role":"assistant",...}
   void content(std::string& out, std::string_view text) const;
+  // Output token `k` of `a`: reasoning, text, a piece of the tool call's
+  // arguments (the first with its id and name) or of the audio.
+  void output(std::string& out, const Answer& a, int k) const;
   void finish(std::string& out, std::string_view finish_reason) const;  // delta {}
-  void usage(std::string& out, std::int64_t prompt_tokens, std::int64_t completion_tokens) const;
+  void usage(std::string& out, std::int64_t prompt_tokens, std::int64_t completion_tokens,
+             std::int64_t reasoning_tokens = 0) const;
   static void done(std::string& out);  // data: [DONE]
   // A prefix of a content event, cut mid-way (the cut_after_tokens fault).
   static void truncated(std::string& out);
@@ -86,6 +111,10 @@ class ChunkFormatter {
 std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
                             std::string_view content, std::string_view finish_reason,
                             std::int64_t prompt_tokens, std::int64_t completion_tokens);
+// The same for `answer` (reasoning, tool call or audio as its plan says).
+std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
+                            const Answer& answer, std::string_view finish_reason,
+                            std::int64_t prompt_tokens);
 
 // Appends `s` as a JSON string literal (quotes included).
 void append_json_string(std::string& out, std::string_view s);

@@ -236,6 +236,7 @@ struct SimServer::Impl {
     bool keep_alive = true;
     std::string id;
     std::string request_id;
+    std::string call_id;  // a tool call's or an audio answer's id
     std::int64_t created = 0;
     std::string region;
     ChatRequest chat;
@@ -454,6 +455,7 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
   const std::uint64_t n = next_id.fetch_add(1) + 1;
   ex.id = "chatcmpl-sim-" + std::to_string(n);
   ex.request_id = "req_sim_" + std::to_string(n);
+  ex.call_id = "call_sim_" + std::to_string(n);
   ex.created = unix_now();
   ex.version = req.version();
   ex.keep_alive = req.keep_alive();
@@ -494,6 +496,19 @@ void SimServer::Impl::count(Outcome outcome) {
   }
 }
 
+// OpenAI's rate-limit headers (docs: "Rate limits"), with numbers that say
+// plenty is left, and its processing time.
+template <class Fields>
+void set_ratelimit_headers(Fields& res, double processing_ms) {
+  res.set("x-ratelimit-limit-requests", "10000");
+  res.set("x-ratelimit-remaining-requests", "9999");
+  res.set("x-ratelimit-reset-requests", "6ms");
+  res.set("x-ratelimit-limit-tokens", "1000000");
+  res.set("x-ratelimit-remaining-tokens", "999000");
+  res.set("x-ratelimit-reset-tokens", "60ms");
+  res.set("openai-processing-ms", std::to_string(static_cast<long>(processing_ms)));
+}
+
 // Streams one completion: headers and the role chunk at once (real providers
 // send headers long before the first token), then one event per token on
 // absolute deadlines, with the profile's faults at their token positions.
@@ -506,6 +521,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");
   res.set("x-request-id", ex.request_id);
+  if (ex.profile.ratelimit_headers) set_ratelimit_headers(res, ex.plan.ttft_ms);
   if (!ex.region.empty()) res.set("x-sim-region", ex.region);
   res.keep_alive(ex.keep_alive && chunked);
   if (chunked) res.chunked(true);
@@ -517,6 +533,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
   }
 
   const ChunkFormatter format(ex.id, ex.created, ex.chat.model, ex.chat.include_usage);
+  const Answer answer(ex.plan, ex.call_id);
   std::string event;  // reused for every event of the stream
   event.reserve(512);
   format.role(event);
@@ -555,7 +572,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
       co_return Outcome::kCut;
     }
     if (k == tokens) break;
-    format.content(event, token_text(static_cast<std::size_t>(k)));
+    format.output(event, answer, k);
     if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
   }
 
@@ -574,7 +591,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
   };
   append([&] { format.finish(event, ex.plan.finish_reason()); });
   if (ex.chat.include_usage) {
-    append([&] { format.usage(event, ex.chat.prompt_tokens, tokens); });
+    append([&] { format.usage(event, ex.chat.prompt_tokens, tokens, answer.reasoning); });
   }
   append([&] { ChunkFormatter::done(event); });
   if (chunked) tail += "0\r\n\r\n";
@@ -601,12 +618,13 @@ net::awaitable<Outcome> SimServer::Impl::answer_chat(beast::tcp_stream& stream,
   std::string body =
       within(p.malformed_after_tokens)
           ? std::string("{not json")
-          : completion_body(ex.id, ex.created, ex.chat.model, completion_text(tokens),
-                            ex.plan.finish_reason(), ex.chat.prompt_tokens, tokens);
+          : completion_body(ex.id, ex.created, ex.chat.model, Answer(ex.plan, ex.call_id),
+                            ex.plan.finish_reason(), ex.chat.prompt_tokens);
   http::response<http::empty_body> res{http::status::ok, ex.version};
   res.set(http::field::server, "llmgate-sim");
   res.set(http::field::content_type, "application/json");
   res.set("x-request-id", ex.request_id);
+  if (ex.profile.ratelimit_headers) set_ratelimit_headers(res, ex.plan.ttft_ms);
   if (!ex.region.empty()) res.set("x-sim-region", ex.region);
   res.keep_alive(ex.keep_alive);
   res.content_length(body.size());
