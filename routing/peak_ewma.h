@@ -6,6 +6,7 @@
 //   - a sample below it decays in with weight 1 - exp(-dt/tau), where dt is
 //     the time since the previous sample (so a burst of fast samples in one
 //     instant cannot erase a recent slow one);
+//   - a few samples in a row far below it (a recovery) restart it from them;
 //   - with no samples at all the estimate is the prior (never "no data = fast");
 //   - while no samples arrive the estimate relaxes toward the prior with its
 //     own time constant, so a deployment that was slow an hour ago is tried
@@ -34,11 +35,35 @@ class PeakEwma {
       : prior_(prior), tau_(tau.count()), relax_tau_(relax_tau.count()) {}
 
   void observe(double sample, TimePoint now) {
-    // Above what is read now (the peak rule): replaces it. Below: decays in.
-    if (measured_ && sample < estimate(now)) return observe_decayed(sample, now);
+    // Above what is read now (the peak rule): replaces it. Below: decays in,
+    // unless it is the kRecoveryRun-th sample in a row under half the
+    // estimate: a deployment that recovered (900 ms, then 150, 150, 150)
+    // reads as it is now after a few answers, not after tau of decay.
+    const double current = estimate(now);
+    if (measured_ && sample < current) {
+      if (sample < current * kRecoveryRatio) {
+        if (low_run_ == 0) low_since_ = now;
+        low_sum_ += sample;
+        // Spread over time (tau / 20), so that a burst of answers in one
+        // instant still cannot erase a recent slow one.
+        const double span = std::chrono::duration<double>(now - low_since_).count();
+        if (++low_run_ >= kRecoveryRun && span >= tau_ / 20) {
+          restart(low_sum_ / low_run_, now);
+          return;
+        }
+      } else {
+        reset_run();
+      }
+      return observe_decayed(sample, now);
+    }
+    reset_run();
     value_ = sample;
     mark(now);
   }
+
+  // Samples in a row under kRecoveryRatio x the estimate that restart it.
+  static constexpr int kRecoveryRun = 3;
+  static constexpr double kRecoveryRatio = 0.5;
 
   // A sample that decays in whichever side of the estimate it falls (no peak
   // rule): for evidence that should move the estimate gradually. It mixes
@@ -58,6 +83,7 @@ class PeakEwma {
   // whose estimate holds only the penalties of its latest failures, not a
   // measurement of what it is now.
   void restart(double sample, TimePoint now) {
+    reset_run();
     value_ = sample;
     mark(now);
   }
@@ -89,6 +115,10 @@ class PeakEwma {
   double prior_;
   double tau_;        // seconds
   double relax_tau_;  // seconds
+  void reset_run() {
+    low_run_ = 0;
+    low_sum_ = 0;
+  }
   void mark(TimePoint now) {
     last_ = now;
     measured_ = true;
@@ -101,6 +131,9 @@ class PeakEwma {
   TimePoint last_{};
   bool measured_ = false;
   std::uint64_t samples_ = 0;
+  int low_run_ = 0;  // consecutive samples under kRecoveryRatio x the estimate
+  double low_sum_ = 0;
+  TimePoint low_since_{};  // the first of them
 };
 
 }  // namespace llmgate::routing

@@ -30,7 +30,7 @@ function start(cmd, args, portFile) {
   });
 }
 
-let client, noRetry;
+let client, noRetry, simURL;
 
 before(async () => {
   const fast = { ttft_ms: 5, tps: 2000, output_tokens: 8 };
@@ -39,7 +39,10 @@ before(async () => {
     "--model", `good=${JSON.stringify(fast)}`,
     "--model", `cut=${JSON.stringify({ ...fast, output_tokens: 10, cut_after_tokens: 3 })}`,
     "--model", `down=${JSON.stringify({ ...fast, error_rate: 1, error_status: 503 })}`,
+    "--model", `tools=${JSON.stringify({ ...fast, output: "tool_call", ratelimit_headers: true })}`,
+    "--model", `thinker=${JSON.stringify({ ...fast, reasoning_tokens: 4 })}`,
   ], join(dir, "sim.port"));
+  simURL = `http://127.0.0.1:${simPort}`;
   const config = `
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
@@ -55,6 +58,10 @@ models:
     deployments: [{provider: sim, model: cut}]
   - name: down-chat
     deployments: [{provider: sim, model: down}]
+  - name: tools-chat
+    deployments: [{provider: sim, model: tools}]
+  - name: thinker-chat
+    deployments: [{provider: sim, model: thinker}]
 `;
   writeFileSync(join(dir, "llmgate.yaml"), config);
   process.env.E2E_SIM_KEY = "sim-key";
@@ -167,4 +174,58 @@ test("a stream cut upstream is an error in the SDK, never a clean end", async ()
     (err) => err instanceof OpenAI.APIError && /truncated|cut/.test(err.message),
   );
   assert.ok(chunks >= 3, `saw ${chunks} chunks before the error`);
+});
+
+// An error's headers: a Headers object (SDK v5) or a plain record (v4).
+function header(headers, name) {
+  return typeof headers?.get === "function" ? headers.get(name) : headers?.[name];
+}
+
+async function simRequests() {
+  const r = await fetch(`${simURL}/admin/stats`, { headers: { authorization: "Bearer sim-key" } });
+  return (await r.json()).requests;
+}
+
+test("when every candidate failed, the SDK's own retries do not repeat them", async () => {
+  const before = await simRequests();
+  await assert.rejects(
+    client.chat.completions.create({ model: "down-chat", messages: [{ role: "user", content: "x" }] }),
+    (err) => err instanceof OpenAI.InternalServerError && header(err.headers, "x-should-retry") === "false",
+  );
+  // The default client would retry twice: one call, one upstream attempt.
+  assert.equal((await simRequests()) - before, 1);
+});
+
+test("a tool-call stream: TTFT at the first tool-call delta, the provider's rate-limit headers", async () => {
+  const { data: stream, response } = await client.chat.completions
+    .create({ model: "tools-chat", stream: true, messages: [{ role: "user", content: "look it up" }] })
+    .withResponse();
+  assert.ok(Number(response.headers.get("x-llmgate-ttft-ms")) >= 0);
+  assert.equal(response.headers.get("x-ratelimit-remaining-requests"), "9999");
+  const firstOutput = [];
+  let args = "";
+  for await (const chunk of stream) {
+    const d = chunk.choices[0]?.delta ?? {};
+    if (d.tool_calls || d.content) firstOutput.push(d);
+    if (d.tool_calls) args += d.tool_calls[0].function?.arguments ?? "";
+  }
+  // The first event with output (the one the TTFT was measured at) is the tool call's first delta.
+  assert.equal(firstOutput[0].tool_calls[0].function.name, "lookup");
+  assert.equal(JSON.parse(args).query.length > 0, true);
+});
+
+test("a non-streamed answer is the provider's own, field for field", async () => {
+  for (const [model, upstream] of [["tools-chat", "tools"], ["thinker-chat", "thinker"]]) {
+    const via = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }] });
+    const direct = new OpenAI({ baseURL: `${simURL}/v1`, apiKey: "sim-key" });
+    const own = await direct.chat.completions.create({ model: upstream, messages: [{ role: "user", content: "hi" }] });
+    const comparable = (c) => {
+      const out = structuredClone(c);
+      delete out.id;
+      delete out.created;
+      for (const ch of out.choices) for (const t of ch.message.tool_calls ?? []) delete t.id;
+      return out;
+    };
+    assert.deepEqual(comparable(via), comparable(own), model);
+  }
 });

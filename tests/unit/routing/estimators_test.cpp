@@ -83,6 +83,30 @@ TEST(PeakEwma, ABurstOfFastSamplesInOneInstantDoesNotEraseASlowOne) {
   EXPECT_DOUBLE_EQ(e.estimate(t0), 1000);
 }
 
+TEST(PeakEwma, ARecoveryReadsAsItIsAfterAFewAnswersNotAfterTau) {
+  auto e = ttft();
+  e.observe(900, t0);  // slow, then recovered: 150 ms answers a second apart
+  e.observe(150, t0 + 1s);
+  e.observe(150, t0 + 2s);
+  EXPECT_GT(e.estimate(t0 + 2s), 600);  // two are not yet a recovery
+  e.observe(160, t0 + 3s);
+  EXPECT_NEAR(e.estimate(t0 + 3s), (150 + 150 + 160) / 3.0, 1e-9);
+}
+
+TEST(PeakEwma, AnswersNearTheEstimateOrAnOutlierDoNotRestartIt) {
+  auto e = ttft();
+  e.observe(300, t0);
+  for (int i = 1; i <= 5; ++i) e.observe(200, t0 + i * 1s);  // above half: decay only
+  EXPECT_GT(e.estimate(t0 + 5s), 200);
+  auto f = ttft();
+  f.observe(900, t0);
+  f.observe(100, t0 + 1s);
+  f.observe(100, t0 + 2s);
+  f.observe(800, t0 + 3s);  // the run is broken
+  f.observe(100, t0 + 4s);
+  EXPECT_GT(f.estimate(t0 + 4s), 600);
+}
+
 TEST(PeakEwma, StaleEstimatesRelaxTowardThePrior) {
   auto e = ttft();
   e.observe(2000, t0);
