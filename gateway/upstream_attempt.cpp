@@ -16,6 +16,8 @@
 #include "gateway/log.h"
 #include "gateway/redact.h"
 #include "gateway/relay.h"
+#include "providers/chat_chunk.h"
+#include "providers/completion_assembler.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::gateway {
@@ -28,6 +30,7 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
+constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 
 AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;
@@ -75,6 +78,10 @@ class UpstreamAttempt {
                                                         Clock::duration acquire_time);
   net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
                                         Clock::time_point ttft_deadline);
+  // A 200 with a JSON body to a stream request: a chat.completion is the
+  // answer (synthesised into a stream for a stream client; no TTFT is
+  // measured), anything else fails the attempt over.
+  net::awaitable<AttemptResult> json_answer(providers::Lease& lease, UpstreamParser& parser);
   net::awaitable<AttemptResult> pass_through_status(providers::Lease& lease, UpstreamParser& parser,
                                                     Clock::time_point deadline);
   // The caller's own error as the upstream said it: `openai_body` as it came
@@ -170,6 +177,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
     co_return r;
   }
   auto ct = parser.get()[http::field::content_type];
+  if (ct.substr(0, 16) == "application/json") {
+    // Some OpenAI-compatible servers ignore "stream": the whole answer as JSON.
+    AttemptResult r = co_await json_answer(lease, parser);
+    co_return r;
+  }
   if (ct.substr(0, 17) != "text/event-stream") {
     ctx_.judge(c_, rec_, failover::Fault::kNotEventStream, std::string_view(ct.data(), ct.size()));
     co_return AttemptResult{};
@@ -177,6 +189,61 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
   AttemptResult r =
       co_await relay(ctx_, RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_});
   co_return r;
+}
+
+net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lease,
+                                                           UpstreamParser& parser) {
+  std::string body;
+  char buf[16384];
+  lease->stream.tcp().expires_at(ctx_.total_deadline(c_));
+  beast::error_code ec;
+  while (!parser.is_done() && body.size() <= kMaxJsonAnswer) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [read_ec, n] =
+        co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    body.append(buf, sizeof buf - parser.get().body().size);
+    ec = read_ec == http::error::need_buffer ? beast::error_code{} : read_ec;
+    if (ec) break;
+  }
+  if (LLMGATE_CANCELLED()) co_return AttemptResult{true, false};
+  if (!parser.is_done()) {
+    const bool timeout = ec == beast::error::timeout;
+    ctx_.judge(c_, rec_, timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut,
+               body.size() > kMaxJsonAnswer ? "JSON answer over 16 MiB" : ec.message());
+    co_return AttemptResult{};
+  }
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto choices = j.is_object() ? j.find("choices") : j.end();
+  if (!j.is_object() || choices == j.end() || !choices->is_array() || choices->empty() ||
+      j.contains("error")) {
+    ctx_.judge(c_, rec_, failover::Fault::kNotEventStream,
+               "application/json that is not a chat.completion");
+    co_return AttemptResult{};
+  }
+  if (!ctx_.claim(branch_))
+    co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
+  in_flight_.first_token();
+  if (auto u = providers::usage_of(j)) {
+    rec_.input_tokens = u->prompt_tokens;
+    rec_.output_tokens = u->completion_tokens;
+  }
+  rec_.outcome = AttemptOutcome::kSuccess;
+  rec_.detail = "answered with JSON to a stream request (no TTFT measured)";
+  if (parser.keep_alive()) lease.give_back();
+  Response res = ctx_.req.stream ? make_json_response(
+                                       ctx_.rc, http::status::ok,
+                                       providers::stream_of_completion(j, ctx_.req.include_usage))
+                                 : make_json_response(ctx_.rc, http::status::ok, std::move(body));
+  if (ctx_.req.stream) {
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+  }
+  ctx_.trace.add_headers(res, ctx_.rc.request_id, &rec_);
+  relay_upstream_headers(parser.get(), res);
+  if (rec_.output_tokens) res.set("x-llmgate-output-tokens", std::to_string(*rec_.output_tokens));
+  const bool ok = co_await write_response(ctx_.client, res, ctx_.cfg.timeouts.idle);
+  co_return AttemptResult{true, ok && ctx_.rc.keep_alive};
 }
 
 net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Lease& lease,

@@ -705,12 +705,20 @@ ChatChunk parse_chunk(std::string_view data) {
                         text_size(*delta, "reasoning_content") + text_size(*delta, "reasoning");
     c.output_chars += chars;
     for (const auto& [key, value] : delta->items()) {
-      if (key == "role") continue;
-      // Any text, tool call, audio or field of tomorrow with something in it.
+      // As the scanner reads it: text fields when they are non-empty strings,
+      // tool calls as a non-empty array, a function call when not null, and
+      // any other field but `role` (audio, annotations, a field of tomorrow)
+      // when it is a non-empty string, array or object.
       const bool text = value.is_string() && !value.get_ref<const std::string&>().empty();
-      if (text || ((value.is_array() || value.is_object()) && !value.empty())) {
-        c.has_output = true;
-      } else if (key == "function_call" && !value.is_null()) {
+      if (key == "role") continue;
+      if (key == "content" || key == "refusal" || key == "reasoning_content" ||
+          key == "reasoning") {
+        if (text) c.has_output = true;
+      } else if (key == "tool_calls") {
+        if (value.is_array() && !value.empty()) c.has_output = true;
+      } else if (key == "function_call") {
+        if (!value.is_null()) c.has_output = true;
+      } else if (text || ((value.is_array() || value.is_object()) && !value.empty())) {
         c.has_output = true;
       }
     }

@@ -254,4 +254,70 @@ nlohmann::json CompletionAssembler::result() const {
   return out;
 }
 
+std::string stream_of_completion(const nlohmann::json& completion, bool include_usage) {
+  std::string out;
+  auto emit = [&](const nlohmann::json& chunk) {
+    out.append("data: ")
+        .append(chunk.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+        .append("\n\n");
+  };
+  // The chunk envelope: the completion's own fields but its choices and usage.
+  nlohmann::json head = nlohmann::json::object();
+  for (const auto& [key, value] : completion.items()) {
+    if (key != "choices" && key != "usage") head[key] = value;
+  }
+  head["object"] = "chat.completion.chunk";
+  auto chunk = [&](nlohmann::json choice) {
+    nlohmann::json c = head;
+    c["choices"] = nlohmann::json::array({std::move(choice)});
+    return c;
+  };
+  const auto choices = completion.find("choices");
+  if (choices != completion.end() && choices->is_array()) {
+    for (const auto& ch : *choices) {
+      if (!ch.is_object()) continue;
+      const nlohmann::json index = ch.value("index", nlohmann::json(0));
+      nlohmann::json msg = ch.value("message", nlohmann::json::object());
+      if (!msg.is_object()) msg = nlohmann::json::object();  // no message: an empty one
+      emit(chunk({{"index", index},
+                  {"delta",
+                   {{"role", msg.contains("role") && msg["role"].is_string()
+                                 ? msg["role"]
+                                 : nlohmann::json("assistant")}}},
+                  {"finish_reason", nullptr}}));
+      nlohmann::json delta = nlohmann::json::object();
+      for (const auto& [key, value] : msg.items()) {
+        if (key == "role" || value.is_null()) continue;
+        delta[key] = value;
+      }
+      if (auto calls = delta.find("tool_calls"); calls != delta.end() && calls->is_array()) {
+        for (std::size_t i = 0; i < calls->size(); ++i) {
+          if ((*calls)[i].is_object()) (*calls)[i]["index"] = i;
+        }
+      }
+      nlohmann::json body = {
+          {"index", index}, {"delta", std::move(delta)}, {"finish_reason", nullptr}};
+      if (auto lp = ch.find("logprobs"); lp != ch.end() && !lp->is_null()) body["logprobs"] = *lp;
+      emit(chunk(std::move(body)));
+      nlohmann::json finish = {{"index", index},
+                               {"delta", nlohmann::json::object()},
+                               {"finish_reason", ch.value("finish_reason", nlohmann::json())}};
+      for (const auto& [key, value] : ch.items()) {
+        if (key != "index" && key != "message" && key != "logprobs" && key != "finish_reason")
+          finish[key] = value;
+      }
+      emit(chunk(std::move(finish)));
+    }
+  }
+  if (auto usage = completion.find("usage");
+      include_usage && usage != completion.end() && usage->is_object()) {
+    nlohmann::json c = head;
+    c["choices"] = nlohmann::json::array();
+    c["usage"] = *usage;
+    emit(c);
+  }
+  out.append("data: [DONE]\n\n");
+  return out;
+}
+
 }  // namespace llmgate::providers

@@ -55,4 +55,11 @@ class CompletionAssembler {
   nlohmann::json raw_usage_;
 };
 
+// The inverse: a non-streamed chat.completion as the events of a stream
+// ("data: ...\n\n" each, then "data: [DONE]\n\n"): per choice a role chunk,
+// one chunk with the rest of the message (tool calls indexed) and a finish
+// chunk; the usage chunk when `include_usage`. Assembling them gives the
+// completion back. For an upstream that answered a stream request with JSON.
+std::string stream_of_completion(const nlohmann::json& completion, bool include_usage);
+
 }  // namespace llmgate::providers

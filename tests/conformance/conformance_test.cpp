@@ -1443,6 +1443,46 @@ std::vector<ClientRow> provider_rows() {
          EXPECT_EQ(r.status, 502) << r.body;
          EXPECT_EQ(r.header("x-should-retry"), "false");
        }},
+      {"json-answer-to-stream-request",
+       // An OpenAI-compatible server that ignores "stream": its JSON is the answer.
+       {{K::kSend,
+         testing::status_response(
+             200, "",
+             R"({"id":"c9","object":"chat.completion","created":5,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"whole answer","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4}})")},
+        {K::kClose}},
+       [](Harness& h) {
+         {
+           HttpClient c(h.port());
+           auto head = c.start("POST", "/v1/chat/completions",
+                               chat_body(true, R"(,"stream_options":{"include_usage":true})"));
+           ASSERT_EQ(head.status, 200);
+           EXPECT_EQ(head.header("x-llmgate-deployment"), "bad/m");
+           EXPECT_EQ(head.header("content-type"), "text/event-stream");
+           EXPECT_EQ(head.header("x-llmgate-ttft-ms"), "");  // not measured
+           auto events = c.rest_of_events();
+           ASSERT_GE(events.size(), 4u);
+           EXPECT_EQ(events.back(), "[DONE]");
+           std::string text;
+           for (const auto& e : events) {
+             if (e == "[DONE]") continue;
+             auto j = json::parse(e);
+             EXPECT_EQ(j["object"], "chat.completion.chunk");
+             if (!j["choices"].empty()) text += j["choices"][0]["delta"].value("content", "");
+             if (j["choices"].empty()) {
+               EXPECT_EQ(j["usage"]["total_tokens"], 4);
+             }
+           }
+           EXPECT_EQ(text, "whole answer");
+         }
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                                "deployment=\"bad/m\",outcome=\"success\""),
+                   1);
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "whole answer");
+         EXPECT_EQ(json::parse(r.body)["id"], "c9");
+       }},
       {"models-retrieve",
        // GET /v1/models/{id} (the SDK's models.retrieve): the model, or 404.
        {},

@@ -15,6 +15,10 @@
 // cannot overflow. And through inspect_chunk (the relay's allocation-free
 // scanner), which must agree with parse_chunk on every field but `json`.
 //
+// Each chunk, its choices read as messages, also goes through
+// stream_of_completion (an upstream JSON answer made a stream): every event it
+// makes is a chunk the relay accepts.
+//
 // Regression seeds (corpus/fuzz_sse_parser/regression-*) replay the fixed
 // findings in tests/fuzz/findings/: a usage total that overflowed, and an
 // event nested past the depth limit.
@@ -159,6 +163,30 @@ void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
   if (c.plain) check_plain(c, ref);
 }
 
+// An upstream's JSON answer turned into a stream (stream_of_completion: the
+// chunk's choices read as messages): every event is a chunk the relay
+// accepts, and the stream ends with [DONE].
+void check_streamed_completion(const json& chunk) {
+  json completion = chunk;
+  for (auto& ch : completion["choices"]) {
+    if (!ch.is_object()) continue;
+    if (auto d = ch.find("delta"); d != ch.end()) {
+      ch["message"] = *d;
+      ch.erase("delta");
+    }
+  }
+  const std::string sse = llmgate::providers::stream_of_completion(completion, true);
+  FUZZ_CHECK(sse.size() >= 14 && sse.compare(sse.size() - 14, 14, "data: [DONE]\n\n") == 0);
+  for (std::size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = sse.find("\n\n", at);
+    FUZZ_CHECK(end != std::string::npos);
+    const std::string data = sse.substr(at + 6, end - at - 6);
+    at = end + 2;
+    if (data == "[DONE]" || llmgate::providers::json_too_deep(data)) continue;
+    FUZZ_CHECK(llmgate::providers::parse_chunk(data).kind == ChatChunk::Kind::kChunk);
+  }
+}
+
 void check_chunk(std::string_view data) {
   const ChatChunk c = llmgate::providers::parse_chunk(data);
   using Kind = ChatChunk::Kind;
@@ -175,6 +203,7 @@ void check_chunk(std::string_view data) {
       FUZZ_CHECK(c.output_chars == 0 || c.has_output);
       FUZZ_CHECK(c.output_chars <= data.size());
       check_usage(c);
+      check_streamed_completion(c.json);
       break;
     case Kind::kError:
       FUZZ_CHECK(c.json.is_object());

@@ -226,6 +226,27 @@ TEST(CompletionAssemblerProperty, TheAssembledAnswerIsTheUpstreamsOwnNonStreamed
   }
 }
 
+TEST(CompletionAssemblerProperty, ACompletionStreamedByTheGatewayAssemblesBackToItself) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    const json reference = generate(seed).reference;
+    const std::string sse = stream_of_completion(reference, /*include_usage=*/true);
+    CompletionAssembler a;
+    std::size_t events = 0;
+    for (std::size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+      const std::size_t end = sse.find("\n\n", at);
+      const std::string data = sse.substr(at + 6, end - at - 6);
+      at = end + 2;
+      ++events;
+      if (data == "[DONE]") continue;
+      const ChatChunk c = inspect_chunk(data);
+      ASSERT_EQ(c.kind, ChatChunk::Kind::kChunk) << data;
+      a.add(parse_chunk(data).json);
+    }
+    EXPECT_GE(events, 4u);
+    ASSERT_EQ(a.result(), reference) << "seed " << seed << "\n" << sse;
+  }
+}
+
 TEST(CompletionAssemblerProperty, EveryOutputKindIsAFirstToken) {
   for (const char* delta :
        {R"({"content":"x"})", R"({"refusal":"no"})", R"({"reasoning":"hm"})",
@@ -238,9 +259,12 @@ TEST(CompletionAssemblerProperty, EveryOutputKindIsAFirstToken) {
     EXPECT_TRUE(inspect_chunk(data).has_output) << delta;
     EXPECT_TRUE(parse_chunk(data).has_output) << delta;
   }
-  for (const char* delta : {R"({"role":"assistant"})", R"({"role":"assistant","content":""})",
-                            R"({"content":null})", R"({"tool_calls":[]})", R"({"audio":{}})",
-                            R"({"reasoning_content":null,"content":""})", R"({})"}) {
+  for (const char* delta :
+       {R"({"role":"assistant"})", R"({"role":"assistant","content":""})", R"({"content":null})",
+        R"({"tool_calls":[]})", R"({"audio":{}})", R"({"reasoning_content":null,"content":""})",
+        R"({})",
+        // Not the shape of their field: no text, no calls.
+        R"({"reasoning":{"name":"f"}})", R"({"content":["x"]})", R"({"tool_calls":{"index":0}})"}) {
     const std::string data = std::string(R"({"id":"c","choices":[{"index":0,"delta":)") + delta +
                              R"(,"finish_reason":null}]})";
     EXPECT_FALSE(inspect_chunk(data).has_output) << delta;
