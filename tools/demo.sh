@@ -50,7 +50,8 @@ llmgate is listening on http://127.0.0.1:$PORT in front of three simulated provi
   together-sim  us-west  TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
   euro-sim      eu-west  TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
 Public models: fast-chat (all three, latency policy with hedging), cheap-chat (cost policy,
-p95 TTFT under 1.5 s), eu-chat (euro-sim only).
+p95 TTFT under 1.5 s), eu-chat (euro-sim only), reasoning-chat (together-sim playing a
+reasoning model: reasoning first, then the answer).
 
 == A streamed request (response headers show the deployment, attempts and TTFT) ==
 MSG
@@ -61,6 +62,10 @@ curl -sS -N -D - "http://127.0.0.1:$PORT/v1/chat/completions" \
 echo "== A non-streamed request =="
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"eu-chat","max_tokens":12,"messages":[{"role":"user","content":"Say hello"}]}'
+echo; echo
+echo "== A reasoning model: message.reasoning_content, usage.completion_tokens_details =="
+curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"reasoning-chat","max_tokens":40,"messages":[{"role":"user","content":"Think, then say hello"}]}'
 echo; echo
 echo "== Twelve requests to fast-chat, then the router's live table =="
 for i in $(seq 1 12); do
