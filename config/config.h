@@ -137,6 +137,9 @@ struct Provider {
   TimeoutOverrides timeouts;
   Tls tls;
   std::map<std::string, std::string> headers;  // extra headers sent upstream
+  // Send stream_options.include_usage upstream (some OpenAI-compatible
+  // servers refuse it with a 400; the gateway also learns that on its own).
+  bool stream_options = true;
   // Same endpoint, credentials and settings: a hot reload keeps its pooled
   // connections (and TLS context) only then.
   bool operator==(const Provider&) const = default;

@@ -210,6 +210,7 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
       provider.tls = read_tls(*tls);
     }
     m.read("headers", provider.headers, read_headers);
+    m.read("stream_options", provider.stream_options, &ConfigNode::boolean);
   });
   return provider;
 }

@@ -188,6 +188,7 @@ struct Gateway::Impl {
   // request that comes back with it has looped through a base_url that
   // points at the gateway itself.
   const std::string via_name = "llmgate-" + new_request_id().substr(0, 12);
+  providers::WireQuirks quirks;  // learnt per deployment, for the gateway's lifetime
   mutable std::mutex snapshot_mu;
   std::shared_ptr<const Snapshot> current;  // snapshot_mu
   std::mutex reload_mu;                     // one reload at a time
@@ -366,8 +367,12 @@ std::vector<std::uint16_t> Gateway::start() {
     auto w = std::make_unique<Impl::WorkerThread>();
     w->pools = std::make_unique<providers::UpstreamPools>(w->io.get_executor());
     w->pools->retain(snap->config);
-    w->worker = Worker{snap, w->pools.get(), &w->shutdown, std::mt19937_64(0x9e3779b9u + i),
-                       impl_->via_name};
+    w->worker = Worker{snap,
+                       w->pools.get(),
+                       &w->shutdown,
+                       std::mt19937_64(0x9e3779b9u + i),
+                       impl_->via_name,
+                       &impl_->quirks};
     for (std::size_t l = 0; l < listeners.size(); ++l) {
       const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads

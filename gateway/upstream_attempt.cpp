@@ -97,23 +97,38 @@ class UpstreamAttempt {
   AttemptRecord& rec_;
   const int branch_;
   routing::StatsRegistry::InFlight& in_flight_;
+  bool stream_options_ = true;                 // sent in this attempt's request
+  bool retry_without_stream_options_ = false;  // the upstream refused them: once more without
 };
 
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
-  const auto up = upstream_request();
+  stream_options_ =
+      c_.provider->stream_options &&
+      !(ctx_.worker.quirks && ctx_.worker.quirks->rejects_stream_options(rec_.deployment));
+  auto up = upstream_request();
   // A reused keep-alive connection may have been closed by the peer just as we
   // took it; that failure says nothing about the deployment, so the request
   // is sent once more on a fresh connection. Only while no response byte came.
-  for (int round = 0; round < 2; ++round) {
+  // And a 400 refusing stream_options is tried once more without them.
+  bool may_retry_stale = true;
+  for (int round = 0; round < 3; ++round) {
     const auto acquire_start = Clock::now();
     providers::AcquireResult acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
-                                                         /*allow_reuse=*/round == 0);
+                                                         /*allow_reuse=*/may_retry_stale);
     if (!acq.lease) co_return fail(rec_, AttemptOutcome::kConnectError, acq.error);
     rec_.reused_connection = acq.lease.reused();
     const auto acquire_time = Clock::now() - acquire_start;
-    std::optional<AttemptResult> r = co_await exchange(acq.lease, up, round == 0, acquire_time);
+    std::optional<AttemptResult> r =
+        co_await exchange(acq.lease, up, may_retry_stale, acquire_time);
     if (r) co_return *r;
+    if (retry_without_stream_options_) {
+      retry_without_stream_options_ = false;
+      stream_options_ = false;
+      up = upstream_request();
+      continue;
+    }
+    may_retry_stale = false;
   }
   co_return fail(rec_, AttemptOutcome::kConnectError, "connection closed by upstream");
 }
@@ -165,6 +180,7 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
     co_return AttemptResult{};
   }
   AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
+  if (retry_without_stream_options_) co_return std::nullopt;
   co_return r;
 }
 
@@ -276,6 +292,17 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   const ErrorBody said = read_error_body(body);
   const std::string detail =
       "HTTP " + std::to_string(status) + (said.message.empty() ? "" : ": " + said.message);
+  if (status == 400 && stream_options_ && body.find("stream_options") != std::string::npos) {
+    // An OpenAI-compatible server that refuses stream_options (older
+    // Ollama, LM Studio, TGI...): the same request without them, and none
+    // for this deployment from now on.
+    if (ctx_.worker.quirks && ctx_.worker.quirks->learn_no_stream_options(rec_.deployment)) {
+      log_line(LogLevel::kWarn, rec_.deployment + " refuses stream_options (" + detail +
+                                    "): sending none to it from now on");
+    }
+    retry_without_stream_options_ = true;
+    co_return AttemptResult{};
+  }
   if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
     // A provider refusing our own key or config needs the operator.
     log_line(failover::needs_operator(status) ? LogLevel::kWarn : LogLevel::kDebug,
@@ -349,7 +376,7 @@ http::request<http::string_body> UpstreamAttempt::upstream_request() {
   }
   for (const auto& [name, value] : c_.provider->headers) up.set(name, value);
   up.keep_alive(true);
-  up.body() = protocol.body(ctx_.req.body, c_.deployment->model);
+  up.body() = protocol.body(ctx_.req.body, c_.deployment->model, stream_options_);
   up.prepare_payload();
   return up;
 }

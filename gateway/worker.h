@@ -13,6 +13,7 @@
 
 #include "gateway/snapshot.h"
 #include "providers/upstream_pool.h"
+#include "providers/wire_quirks.h"
 
 namespace llmgate::gateway {
 
@@ -29,8 +30,9 @@ struct Worker {
   // Never expires; cancelled when a drain runs out of time, which ends the
   // requests still in flight (wait_for_shutdown).
   net::steady_timer* shutdown = nullptr;
-  std::mt19937_64 rng{1};     // this worker's: exploration, random policy
-  std::string_view via_name;  // the gateway's Via pseudonym (loop detection)
+  std::mt19937_64 rng{1};                   // this worker's: exploration, random policy
+  std::string_view via_name;                // the gateway's Via pseudonym (loop detection)
+  providers::WireQuirks* quirks = nullptr;  // what deployments were found to refuse
 };
 
 }  // namespace llmgate::gateway

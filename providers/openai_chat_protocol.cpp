@@ -11,9 +11,14 @@ class OpenAiChat final : public UpstreamProtocol {
   std::string_view name() const override { return "openai"; }
   std::string_view path() const override { return "/chat/completions"; }
 
-  std::string body(nlohmann::json& out, const std::string& upstream_model) const override {
+  std::string body(nlohmann::json& out, const std::string& upstream_model,
+                   bool stream_options) const override {
     out["model"] = upstream_model;
     out["stream"] = true;
+    if (!stream_options) {
+      out.erase("stream_options");
+      return out.dump();
+    }
     auto& so = out["stream_options"];
     if (!so.is_object()) so = nlohmann::json::object();
     so["include_usage"] = true;

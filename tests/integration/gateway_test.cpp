@@ -225,6 +225,28 @@ TEST_F(GatewayTest, AToolCallStreamCommitsAtItsFirstOutputWithTheProvidersRateLi
   EXPECT_EQ(events[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "lookup");
 }
 
+// A server that refuses stream_options with a 400: the same attempt goes
+// again without them (no failover, no client error), and the deployment is
+// sent none from then on.
+TEST_F(GatewayTest, ADeploymentThatRefusesStreamOptionsIsAnsweredWithoutThem) {
+  sim::Profile refuses = fast_profile();
+  refuses.reject_stream_options = true;
+  start_sims(refuses, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(sim_a_->stats().requests, 2u);  // refused, then answered
+  EXPECT_EQ(sim_b_->stats().requests, 0u);
+  auto third = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(third.status, 200) << third.body;
+  EXPECT_EQ(sim_a_->stats().requests, 3u);  // learnt: straight through, no refusal first
+  auto sent = json::parse(sim_a_->last_request()->body);
+  EXPECT_FALSE(sent.contains("stream_options")) << sent;
+}
+
 TEST_F(GatewayTest, RewritesTheModelAndPassesOtherFieldsAndHeadersThrough) {
   start_sims(fast_profile(), fast_profile());
   start_gateway();

@@ -188,6 +188,9 @@ Profile profile_from_json(const json& j, const Profile& base) {
     } else if (key == "ratelimit_headers") {
       if (!v.is_boolean()) fail(key, "must be true or false");
       p.ratelimit_headers = v.get<bool>();
+    } else if (key == "reject_stream_options") {
+      if (!v.is_boolean()) fail(key, "must be true or false");
+      p.reject_stream_options = v.get<bool>();
     } else {
       fail(key, "unknown key \"" + key + "\"");
     }
@@ -216,6 +219,7 @@ json profile_to_json(const Profile& p) {
       {"output", to_string(p.output)},
       {"reasoning_tokens", p.reasoning_tokens},
       {"ratelimit_headers", p.ratelimit_headers},
+      {"reject_stream_options", p.reject_stream_options},
   };
 }
 

@@ -47,6 +47,9 @@ struct Profile {
   int reasoning_tokens = 0;
   // x-ratelimit-* and openai-processing-ms on every answer, as OpenAI sends.
   bool ratelimit_headers = false;
+  // A 400 to any request that names stream_options (servers that do not
+  // know it).
+  bool reject_stream_options = false;
 };
 
 // Reads a profile from JSON, starting from `base`: keys that are absent keep
@@ -63,7 +66,7 @@ struct Profile {
 //   cut_after_tokens, malformed_after_tokens (int, < 0 disables),
 //   fault_rate [0,1], region,
 //   output ("text" | "tool_call" | "audio"), reasoning_tokens (int >= 0),
-//   ratelimit_headers (bool).
+//   ratelimit_headers (bool), reject_stream_options (bool).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 

@@ -152,6 +152,7 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       return invalid("Invalid type for 'stream_options': expected an object.", "stream_options",
                      "invalid_type");
     }
+    r.has_stream_options = true;
     if (auto usage = options->find("include_usage"); usage != options->end()) {
       if (!usage->is_boolean()) {
         return invalid("Invalid type for 'stream_options.include_usage': expected a boolean.",
@@ -163,6 +164,11 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   if (auto e = read_token_cap(j, "max_tokens", r.max_tokens)) return *e;
   if (auto e = read_token_cap(j, "max_completion_tokens", r.max_tokens)) return *e;
   return r;
+}
+
+ApiError stream_options_refused() {
+  return ApiError{400, "Unrecognized request argument supplied: stream_options",
+                  "invalid_request_error", std::string("stream_options"), std::nullopt};
 }
 
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng) {

@@ -31,11 +31,16 @@ std::string error_body(const ApiError& e);
 // code follow what OpenAI sends for that status (429 -> rate_limit_error, ...).
 ApiError injected_error(int status);
 
+// What servers that do not know stream_options answer (older Ollama, TGI...):
+// a 400 naming the argument (Profile::reject_stream_options).
+ApiError stream_options_refused();
+
 // What the simulator needs from a chat completion request.
 struct ChatRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
+  bool has_stream_options = false;         // the request names stream_options
   std::optional<std::int64_t> max_tokens;  // min of max_tokens, max_completion_tokens
   std::int64_t prompt_tokens = 1;
 };

@@ -449,6 +449,10 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
   }
   ex.chat = std::move(std::get<ChatRequest>(parsed));
   ex.profile = profile_for(ex.chat.model);
+  if (ex.profile.reject_stream_options && ex.chat.has_stream_options) {
+    Response refused = make_error(req, stream_options_refused());
+    co_return co_await write_response(stream, std::move(refused));
+  }
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
