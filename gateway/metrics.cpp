@@ -61,14 +61,19 @@ constexpr std::array kStates = {routing::HealthState::kHealthy, routing::HealthS
                                 routing::HealthState::kProbing, routing::HealthState::kCoolingDown};
 constexpr std::array kWindowPercentiles = {"p50", "p95", "p99"};
 
-// The position of `e` in `all` (N when absent).
+// Series arrays are indexed with index_of (vocabulary.h): the kXxx arrays
+// they are built from list every value in declaration order.
 template <typename Enum, std::size_t N>
-std::size_t enum_index(Enum e, const std::array<Enum, N>& all) {
+constexpr bool in_declaration_order(const std::array<Enum, N>& all) {
   for (std::size_t i = 0; i < N; ++i) {
-    if (all[i] == e) return i;
+    if (index_of(all[i]) != i) return false;
   }
-  return N;
+  return true;
 }
+static_assert(in_declaration_order(kOutcomes) &&
+              kOutcomes.back() == routing::AttemptOutcome::kHedgeLost);
+static_assert(in_declaration_order(config::kAllPolicies) &&
+              config::kAllPolicies.back() == config::Policy::kRandom);
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -303,8 +308,7 @@ void MetricsRegistry::request_started() { impl_->in_flight.Increment(); }
 void MetricsRegistry::request_finished() { impl_->in_flight.Decrement(); }
 
 void MetricsRegistry::on_fallback(routing::AttemptOutcome reason) {
-  if (const std::size_t i = enum_index(reason, kOutcomes); i < kOutcomes.size())
-    impl_->fallbacks_by[i]->Increment();
+  impl_->fallbacks_by[index_of(reason)]->Increment();
 }
 
 void MetricsRegistry::on_hedge(HedgeResult result) {
@@ -486,8 +490,7 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
   ModelSeries* ms = impl_->model(model);
   DeploymentSeries* s = impl_->deployment(model, d);
   if (!ms || !s) return;
-  if (const std::size_t o = enum_index(rec.outcome, kOutcomes); o < kOutcomes.size())
-    s->attempts[o]->Increment();
+  s->attempts[index_of(rec.outcome)]->Increment();
   if (rec.request_sent != routing::Clock::time_point{}) {
     s->upstream_requests[rec.reused_connection ? 1 : 0]->Increment();
   }
@@ -510,9 +513,7 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
 
 void Metrics::on_route(const config::Model& model, const config::Deployment& d,
                        config::Policy policy) {
-  const std::size_t i = enum_index(policy, config::kAllPolicies);
-  if (DeploymentSeries* s = impl_->deployment(model, d); s && i < s->routes.size())
-    s->routes[i]->Increment();
+  if (DeploymentSeries* s = impl_->deployment(model, d)) s->routes[index_of(policy)]->Increment();
 }
 
 void Metrics::on_saturated(const config::Model& model, const config::Deployment& d,

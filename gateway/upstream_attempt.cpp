@@ -32,6 +32,22 @@ constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
 constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 
+// Reads the rest of a (non-event-stream) response body into `body` while it
+// holds fewer than `limit` bytes, under the deadline already set on the
+// connection. Returns the read's error, if one ended it.
+net::awaitable<beast::error_code> read_body(providers::Lease& lease, UpstreamParser& parser,
+                                            std::string& body, std::size_t limit) {
+  char buf[4096];
+  while (!parser.is_done() && body.size() < limit) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    body.append(buf, sizeof buf - parser.get().body().size);
+    if (ec && ec != http::error::need_buffer) co_return ec;
+  }
+  co_return beast::error_code{};
+}
+
 AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;
   rec.detail = std::move(detail);
@@ -70,8 +86,9 @@ class UpstreamAttempt {
   net::awaitable<AttemptResult> run();
 
  private:
-  // One try on one connection; nullopt when a reused connection turned out
-  // closed before any response byte (the request is sent again, once).
+  // One try on one connection; nullopt when it is to be made again: a reused
+  // connection turned out closed before any response byte (once), or the
+  // upstream refused stream_options (once, without them).
   net::awaitable<std::optional<AttemptResult>> exchange(providers::Lease& lease,
                                                         const http::request<http::string_body>& up,
                                                         bool may_retry,
@@ -210,18 +227,9 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
 net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lease,
                                                            UpstreamParser& parser) {
   std::string body;
-  char buf[16384];
   lease->stream.tcp().expires_at(ctx_.total_deadline(c_));
-  beast::error_code ec;
-  while (!parser.is_done() && body.size() <= kMaxJsonAnswer) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    auto [read_ec, n] =
-        co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    body.append(buf, sizeof buf - parser.get().body().size);
-    ec = read_ec == http::error::need_buffer ? beast::error_code{} : read_ec;
-    if (ec) break;
-  }
+  // One byte past the limit tells a body over it from one exactly at it.
+  const beast::error_code ec = co_await read_body(lease, parser, body, kMaxJsonAnswer + 1);
   if (LLMGATE_CANCELLED()) co_return AttemptResult{true, false};
   if (!parser.is_done()) {
     const bool timeout = ec == beast::error::timeout;
@@ -275,15 +283,8 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   }
   // Read the (small) error body so the message can be reported or returned.
   std::string body;
-  char buf[4096];
   lease->stream.tcp().expires_at(deadline);
-  while (!parser.is_done() && body.size() < kMaxErrorBody) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    body.append(buf, sizeof buf - parser.get().body().size);
-    if (ec && ec != http::error::need_buffer) break;
-  }
+  co_await read_body(lease, parser, body, kMaxErrorBody);
   if (parser.is_done() && parser.keep_alive()) lease.give_back();
 
   // Whatever an upstream says is scrubbed of anything that looks like a key

@@ -4,6 +4,7 @@
 // gateway; thread-safe.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,9 +17,13 @@ class WireQuirks {
   // (for a log line once).
   bool learn_no_stream_options(const std::string& deployment) {
     std::lock_guard lock(mu_);
-    return no_stream_options_.insert(deployment).second;
+    const bool first = no_stream_options_.insert(deployment).second;
+    any_.store(true, std::memory_order_release);
+    return first;
   }
+  // Asked on every attempt: no lock while nothing was ever learnt.
   bool rejects_stream_options(const std::string& deployment) const {
+    if (!any_.load(std::memory_order_acquire)) return false;
     std::lock_guard lock(mu_);
     return no_stream_options_.count(deployment) != 0;
   }
@@ -26,6 +31,7 @@ class WireQuirks {
  private:
   mutable std::mutex mu_;
   std::set<std::string> no_stream_options_;
+  std::atomic<bool> any_{false};
 };
 
 }  // namespace llmgate::providers

@@ -229,6 +229,10 @@ void ChunkFormatter::content(std::string& out, std::string_view text) const {
   out += "}\n\n";
 }
 
+// The audio of one answer token, base64 (what its stream and its
+// non-streamed answer both carry, token by token).
+constexpr std::string_view kAudioPerToken = "UklG";
+
 void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
   std::string delta;
   const int j = k - a.reasoning;  // the answer's own token index
@@ -260,7 +264,9 @@ void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
       append_json_string(delta, a.call_id);
       delta += ",";
     }
-    delta += "\"data\":\"UklG\",\"transcript\":";
+    delta += "\"data\":";
+    append_json_string(delta, kAudioPerToken);
+    delta += ",\"transcript\":";
     append_json_string(delta, token_text(static_cast<std::size_t>(k)));
     delta += "}}";
   }
@@ -313,7 +319,7 @@ std::string Answer::tool_arguments() const { return "{\"query\":\"" + answer_tex
 
 std::string Answer::audio_data() const {
   std::string s;
-  for (int k = reasoning; k < tokens; ++k) s += "UklG";
+  for (int k = reasoning; k < tokens; ++k) s += kAudioPerToken;
   return s;
 }
 
