@@ -8,6 +8,7 @@
 // Nothing here knows about sockets or Beast.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -137,9 +138,24 @@ struct Provider {
   TimeoutOverrides timeouts;
   Tls tls;
   std::map<std::string, std::string> headers;  // extra headers sent upstream
+  // Values of `headers` read from env/file: secrets, scrubbed like api_key.
+  std::vector<std::string> header_secrets;
+  // The key's header: "" = "Authorization: Bearer <key>"; another name (Azure
+  // OpenAI's "api-key") carries the key alone.
+  std::string api_key_header;
+  // The chat request target below base_url's path ("" = the protocol's,
+  // "/chat/completions"); "{model}" becomes the deployment's upstream model
+  // (Azure OpenAI: "/deployments/{model}/chat/completions").
+  std::string chat_path;
+  // Query parameters on every upstream request, encoded once: "api-version=2024-10-21".
+  std::string query;
   // Send stream_options.include_usage upstream (some OpenAI-compatible
   // servers refuse it with a 400; the gateway also learns that on its own).
   bool stream_options = true;
+  // Ask the upstream for a stream. false: every attempt is non-streamed (no
+  // TTFT measured; a stream client gets the answer as events). A deployment
+  // may override it; a 400 naming `stream` teaches it on its own.
+  bool stream = true;
   // Same endpoint, credentials and settings: a hot reload keeps its pooled
   // connections (and TLS context) only then.
   bool operator==(const Provider&) const = default;
@@ -148,6 +164,21 @@ struct Provider {
 struct Price {
   double input_per_1m = 0;   // USD per 1M input tokens
   double output_per_1m = 0;  // USD per 1M output tokens
+  // USD per 1M input tokens read from the provider's prompt cache
+  // (usage.prompt_tokens_details.cached_tokens); unset: input_per_1m.
+  std::optional<double> cached_input_per_1m;
+  // USD for an answer's usage; `cached` of the `input` tokens at the cached
+  // price. Negative counts read as 0.
+  double cost_usd(std::int64_t input, std::int64_t cached, std::int64_t output) const {
+    input = std::max<std::int64_t>(0, input);
+    cached = std::clamp<std::int64_t>(cached, 0, input);
+    const double full = static_cast<double>(input - cached) * input_per_1m;
+    const double from_cache =
+        static_cast<double>(cached) * cached_input_per_1m.value_or(input_per_1m);
+    return (full + from_cache +
+            static_cast<double>(std::max<std::int64_t>(0, output)) * output_per_1m) /
+           1e6;
+  }
 };
 
 struct Deployment {
@@ -166,6 +197,15 @@ struct Deployment {
   // A deployment listed by several models shares one limit (the smallest).
   std::optional<unsigned> max_concurrent;
   unsigned max_queue = 0;
+  // Wire: a stream from the upstream or not (unset: the provider's `stream`).
+  std::optional<bool> stream;
+  // The first-token deadline of this deployment (a reasoning model thinks
+  // before its first visible token): a longer one, or none at all
+  // (`ttft_timeout: none`: the response head must still come within the
+  // provider's ttft timeout; then only the request's total deadline and the
+  // idle timeout apply). Unset: the provider's timeouts and the live deadline.
+  std::optional<Duration> ttft_timeout;
+  bool first_token_deadline = true;
   std::string id() const { return provider + "/" + model; }
 };
 
@@ -220,6 +260,10 @@ struct Hedging {
   Percentile delay_percentile = Percentile::kP99;
   Duration min_delay{50};        // floor for the live delay
   double max_extra_ratio = 0.1;  // at most this share of extra upstream requests
+  // With hedging off: an attempt past its hedge delay is hedged anyway when
+  // another attempt at the same deployment has waited as long (a stall or a
+  // slowdown in progress, not one slow request). Spends the retry budget.
+  bool on_stall = true;
 };
 
 // What a public model's requests are routed by. routing.defaults gives the
@@ -350,6 +394,17 @@ struct Config {
   const Model* find_model(const std::string& name) const;
   // Provider timeouts merged over the defaults.
   Timeouts timeouts_for(const Provider& p) const { return p.timeouts.apply_to(timeouts); }
+  // The same, with the deployment's own first-token deadline: its
+  // ttft_timeout, or none at all (the request's total) for `ttft_timeout: none`.
+  Timeouts timeouts_for(const Provider& p, const Deployment& d) const {
+    Timeouts t = timeouts_for(p);
+    if (!d.first_token_deadline) {
+      t.ttft = t.total;
+    } else if (d.ttft_timeout) {
+      t.ttft = *d.ttft_timeout;
+    }
+    return t;
+  }
 };
 
 // Thrown at start-up only. what() is "<origin>: <key path>: <problem>", e.g.

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "config/ascii.h"
 #include "config/quoting.h"
 #include "config/sections.h"
 
@@ -24,6 +25,7 @@ Price read_price(const ConfigNode& node) {
   node.read_map([&](ConfigMap& m) {
     m.read("input_per_1m", price.input_per_1m, read_non_negative);
     m.read("output_per_1m", price.output_per_1m, read_non_negative);
+    m.read("cached_input_per_1m", price.cached_input_per_1m, read_non_negative);
   });
   return price;
 }
@@ -43,6 +45,17 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
     m.read("expected_tps", deployment.expected_tps, read_tokens_per_second);
     m.read("max_concurrent", deployment.max_concurrent, integer_in<unsigned>(1, 1'000'000));
     m.read("max_queue", deployment.max_queue, integer_in<unsigned>(0, 1'000'000));
+    m.read("stream", deployment.stream, &ConfigNode::boolean);
+    if (auto t = m.optional("ttft_timeout")) {
+      const std::string text = t->string();
+      if (text == "none") {
+        deployment.first_token_deadline = false;
+      } else if (text.empty() || !is_ascii_digit(text.front())) {
+        t->fail("expected a duration (250ms, 2s, 1m) or none, got " + quote(text));
+      } else {
+        deployment.ttft_timeout = t->duration();
+      }
+    }
   });
   if (deployment.max_queue > 0 && !deployment.max_concurrent) {
     node.fail("max_queue needs max_concurrent");

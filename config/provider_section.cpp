@@ -159,27 +159,94 @@ Tls read_tls(const ConfigNode& node) {
   return tls;
 }
 
-std::map<std::string, std::string> read_headers(const ConfigNode& node) {
-  std::map<std::string, std::string> headers;
+// A header value: the text itself, or a secret read like api_key
+// ({env: NAME} or {file: PATH}), which is then scrubbed like the key.
+struct HeaderValue {
+  std::string text;
+  bool secret = false;
+};
+
+HeaderValue read_header_value(const ConfigNode& node, EnvLookup env) {
+  if (node.is_map()) {
+    HeaderValue out{"", true};
+    node.read_map([&](ConfigMap& m) {
+      const auto from_env = m.optional("env");
+      const auto from_file = m.optional("file");
+      if (from_env.has_value() == from_file.has_value()) node.fail("set one of env and file");
+      out.text = (from_env ? key_from_env(*from_env, env) : key_from_file(*from_file)).value;
+    });
+    return out;
+  }
+  std::string value = node.string();
+  // The value is not echoed: extra headers often carry credentials.
+  const bool safe = std::all_of(value.begin(), value.end(), [](char c) {
+    return c == '\t' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  });
+  if (!safe) node.fail("header value contains control characters");
+  return {std::move(value), false};
+}
+
+// A header name the gateway may send: a token, not one it manages itself.
+void check_header_name(const ConfigNode& where, const std::string& name) {
+  const std::string lower = ascii_lowercase(name);
+  if (!is_token(name)) where.fail("invalid header name " + quote(name));
+  if (std::find(std::begin(kReservedHeaders), std::end(kReservedHeaders), lower) !=
+      std::end(kReservedHeaders)) {
+    where.fail("header " + quote(name) + " is managed by the gateway and cannot be set" +
+               (lower == "authorization" ? "; use api_key_env or api_key_file" : ""));
+  }
+}
+
+void read_headers(const ConfigNode& node, EnvLookup env, Provider& provider) {
   std::set<std::string> seen;  // lower-cased: header names are case-insensitive
   for (const auto& [name, value_node] : node.entries()) {
-    const std::string lower = ascii_lowercase(name);
-    if (!is_token(name)) value_node.fail("invalid header name " + quote(name));
-    if (std::find(std::begin(kReservedHeaders), std::end(kReservedHeaders), lower) !=
-        std::end(kReservedHeaders)) {
-      value_node.fail("header " + quote(name) + " is managed by the gateway and cannot be set" +
-                      (lower == "authorization" ? "; use api_key_env or api_key_file" : ""));
-    }
-    if (!seen.insert(lower).second) value_node.fail("duplicate header " + quote(name));
-    std::string value = value_node.string();
-    // The value is not echoed: extra headers often carry credentials.
-    const bool safe = std::all_of(value.begin(), value.end(), [](char c) {
-      return c == '\t' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
-    });
-    if (!safe) value_node.fail("header value contains control characters");
-    headers.emplace(name, std::move(value));
+    check_header_name(value_node, name);
+    if (!seen.insert(ascii_lowercase(name)).second)
+      value_node.fail("duplicate header " + quote(name));
+    HeaderValue value = read_header_value(value_node, env);
+    if (value.secret) provider.header_secrets.push_back(value.text);
+    provider.headers.emplace(name, std::move(value.text));
   }
-  return headers;
+}
+
+// A path below base_url: "/..." with no query or fragment; "{model}" allowed.
+std::string read_chat_path(const ConfigNode& node) {
+  std::string path = node.string();
+  const bool ok =
+      !path.empty() && path.front() == '/' && std::all_of(path.begin(), path.end(), [](char c) {
+        return c > 0x20 && c < 0x7f && c != '?' && c != '#' && c != '%';
+      });
+  if (!ok) node.fail("expected a path starting with '/' (no query, no spaces), got " + quote(path));
+  return path;
+}
+
+// RFC 3986 unreserved characters stay; everything else is %-encoded.
+std::string percent_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (is_ascii_alnum(static_cast<char>(c)) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// {name: value, ...} in document order, encoded once: "a=b&c=d".
+std::string read_query(const ConfigNode& node) {
+  std::string query;
+  for (const auto& [name, value] : node.entries()) {
+    if (name.empty()) value.fail("empty query parameter name");
+    query.append(query.empty() ? "" : "&")
+        .append(percent_encode(name))
+        .append("=")
+        .append(percent_encode(value.string()));
+  }
+  return query;
 }
 
 Provider read_provider(const ConfigNode& node, EnvLookup env,
@@ -209,8 +276,23 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
       if (!provider.base_url.tls) tls->fail("base_url is http://; tls settings need https://");
       provider.tls = read_tls(*tls);
     }
-    m.read("headers", provider.headers, read_headers);
+    if (auto headers = m.optional("headers")) read_headers(*headers, env, provider);
+    if (auto header = m.optional("api_key_header")) {
+      const std::string name = header->string();
+      const std::string lower = ascii_lowercase(name);
+      if (lower != "authorization") {  // that one is the default: "Bearer <key>"
+        check_header_name(*header, name);
+        provider.api_key_header = name;
+      }
+      for (const auto& [other, value] : provider.headers) {
+        if (ascii_lowercase(other) == lower)
+          header->fail("header " + quote(name) + " is also set in headers");
+      }
+    }
+    m.read("chat_path", provider.chat_path, read_chat_path);
+    m.read("query", provider.query, read_query);
     m.read("stream_options", provider.stream_options, &ConfigNode::boolean);
+    m.read("stream", provider.stream, &ConfigNode::boolean);
   });
   return provider;
 }

@@ -168,6 +168,7 @@ Hedging read_hedging(const ConfigNode& node, const Hedging& base) {
     if (auto delay = m.optional("delay")) read_hedging_delay(*delay, hedging);
     m.read("min_delay", hedging.min_delay, &ConfigNode::duration);
     m.read("max_extra_ratio", hedging.max_extra_ratio, number_in(0, 1));
+    m.read("on_stall", hedging.on_stall, &ConfigNode::boolean);
   });
   return hedging;
 }

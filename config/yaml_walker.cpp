@@ -136,6 +136,8 @@ const std::string& ConfigNode::plain_scalar(std::string_view expected) const {
 
 std::string ConfigNode::string() const { return scalar("a string"); }
 
+bool ConfigNode::is_map() const { return node_.IsMap(); }
+
 bool ConfigNode::boolean() const {
   const std::string& text = plain_scalar("true or false");
   if (text == "true" || text == "True" || text == "TRUE") return true;

@@ -53,6 +53,7 @@ class ConfigNode {
   // Keys must be unique; element "k" has the path "<path>.k".
   std::vector<std::pair<std::string, ConfigNode>> entries() const;
 
+  bool is_map() const;         // a mapping (else a scalar or a list)
   std::string string() const;  // any scalar, as written
   bool boolean() const;        // true / false
   std::int64_t integer(std::int64_t min, std::int64_t max) const;

@@ -24,9 +24,48 @@ std::string fmt(const char* f, double v) {
 
 std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? fmt(f, *v) : "-"; }
 
+// The TTFT columns both tables share.
+nlohmann::json ttft_json(const routing::DeploymentStats& s) {
+  return {{"estimate", s.ttft_estimate_ms},
+          {"prior", s.ttft_prior_ms},
+          {"p50", opt(s.ttft_p50_ms)},
+          {"p90", opt(s.ttft_p90_ms)},
+          {"p95", opt(s.ttft_p95_ms)},
+          {"p99", opt(s.ttft_p99_ms)},
+          {"samples", s.ttft_samples},
+          // Of those, unstreamed answers: the time to the whole answer.
+          {"unstreamed_samples", s.unstreamed_samples},
+          // Attempts that gave up waiting for a first token in the window:
+          // their TTFT is known only to exceed the wait (Kaplan-Meier
+          // percentiles above).
+          {"censored", s.ttft_censored},
+          {"percentiles_are_lower_bounds", s.ttft_quantile_lower_bound},
+          {"recent_p95", opt(s.ttft_recent_p95_ms)},
+          {"awaiting_first_token", s.awaiting_first_token},
+          {"awaiting_lower_bound", s.awaiting_lower_bound_ms}};
+}
+
+// How the gateway talks to the deployment: configured, and learnt from its
+// answers (a 400 naming stream_options or stream).
+nlohmann::json wire_json(const config::Deployment& d, const config::Provider* p,
+                         const providers::WireQuirks* quirks) {
+  const unsigned learnt = quirks ? quirks->learnt(d.id()) : 0;
+  const bool no_stream = learnt & static_cast<unsigned>(providers::Quirk::kNoStream);
+  const bool no_options = learnt & static_cast<unsigned>(providers::Quirk::kNoStreamOptions);
+  nlohmann::json learnt_list = nlohmann::json::array();
+  if (no_stream) learnt_list.push_back("refuses stream");
+  if (no_options) learnt_list.push_back("refuses stream_options");
+  const bool stream = d.stream.value_or(p ? p->stream : true) && !no_stream;
+  return {{"stream", stream},
+          {"stream_options", stream && (p ? p->stream_options : true) && !no_options},
+          {"first_token_deadline", d.first_token_deadline},
+          {"learnt", std::move(learnt_list)}};
+}
+
 }  // namespace
 
-std::string routes_json(const config::Config& cfg, routing::RoutingState& state) {
+std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
+                        const providers::WireQuirks* quirks) {
   auto now = routing::Clock::now();
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : cfg.models) {
@@ -45,21 +84,7 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
       row["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
       row["score"] = r.rank ? nlohmann::json(r.score) : nlohmann::json(nullptr);
       if (!r.skipped.empty()) row["skipped"] = r.skipped;
-      row["ttft_ms"] = {{"estimate", s.ttft_estimate_ms},
-                        {"prior", s.ttft_prior_ms},
-                        {"p50", opt(s.ttft_p50_ms)},
-                        {"p90", opt(s.ttft_p90_ms)},
-                        {"p95", opt(s.ttft_p95_ms)},
-                        {"p99", opt(s.ttft_p99_ms)},
-                        {"samples", s.ttft_samples},
-                        // Attempts that gave up waiting for a first token in
-                        // the window: their TTFT is known only to exceed the
-                        // wait (Kaplan-Meier percentiles above).
-                        {"censored", s.ttft_censored},
-                        {"percentiles_are_lower_bounds", s.ttft_quantile_lower_bound},
-                        {"recent_p95", opt(s.ttft_recent_p95_ms)},
-                        {"awaiting_first_token", s.awaiting_first_token},
-                        {"awaiting_lower_bound", s.awaiting_lower_bound_ms}};
+      row["ttft_ms"] = ttft_json(s);
       row["tps"] = {{"estimate", s.tps_estimate}, {"p50", opt(s.tps_p50)}};
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);
       row["error_rate"] = s.error_rate;
@@ -71,6 +96,18 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
       row["failures"] = s.failures;
       row["last_outcome"] = s.last_outcome ? nlohmann::json(routing::to_string(*s.last_outcome))
                                            : nlohmann::json(nullptr);
+      row["wire"] = wire_json(*r.d, r.p, quirks);
+      // Requests at a reasoning effort, measured apart (the row above is
+      // the deployment's other traffic).
+      nlohmann::json efforts = nlohmann::json::object();
+      for (const auto& [effort, es] : state.stats.efforts_of(r.d->id(), now)) {
+        efforts[effort] = {{"ttft_ms", ttft_json(es)},
+                           {"tps", {{"estimate", es.tps_estimate}, {"p50", opt(es.tps_p50)}}},
+                           {"error_rate", es.error_rate},
+                           {"in_flight", es.in_flight},
+                           {"attempts", es.attempts}};
+      }
+      row["by_reasoning_effort"] = std::move(efforts);
       deployments.push_back(std::move(row));
     }
     models.push_back({{"model", m.name},
@@ -87,7 +124,8 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state)
   return out.dump(2);
 }
 
-std::string routes_text(const config::Config& cfg, routing::RoutingState& state) {
+std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
+                        const providers::WireQuirks* quirks) {
   auto now = routing::Clock::now();
   std::string out;
   char line[512];
@@ -120,6 +158,25 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state)
           (r.p && !r.p->region.empty() ? r.p->region : std::string("-")).c_str(),
           r.rank ? fmt("%.3f", r.score).c_str() : ("(" + r.skipped + ")").c_str());
       out += line;
+      for (const auto& [effort, es] : state.stats.efforts_of(r.d->id(), now)) {
+        std::snprintf(
+            line, sizeof line, "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s\n", "",
+            ("  reasoning=" + effort).c_str(), "", fmt("%.0f", es.ttft_estimate_ms).c_str(),
+            fmt_opt("%.0f", es.ttft_p50_ms).c_str(),
+            ((es.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", es.ttft_p95_ms)).c_str(),
+            ((es.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", es.ttft_p99_ms)).c_str(),
+            es.ttft_censored, fmt_opt("%.1f", es.tps_p50).c_str());
+        out += line;
+      }
+      if (const unsigned learnt = quirks ? quirks->learnt(r.d->id()) : 0) {
+        out +=
+            std::string("       learnt: ") +
+            (learnt & static_cast<unsigned>(providers::Quirk::kNoStream) ? "refuses stream " : "") +
+            (learnt & static_cast<unsigned>(providers::Quirk::kNoStreamOptions)
+                 ? "refuses stream_options"
+                 : "") +
+            "\n";
+      }
     }
     out += "\n";
   }

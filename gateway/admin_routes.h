@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "config/config.h"
+#include "providers/wire_quirks.h"
 #include "routing/routing_state.h"
 
 namespace llmgate::gateway {
 
-std::string routes_json(const config::Config& cfg, routing::RoutingState& state);
-std::string routes_text(const config::Config& cfg, routing::RoutingState& state);
+// `quirks`: what the gateway learnt of each deployment's wire format (none: nothing).
+std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
+                        const providers::WireQuirks* quirks = nullptr);
+std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
+                        const providers::WireQuirks* quirks = nullptr);
 
 }  // namespace llmgate::gateway

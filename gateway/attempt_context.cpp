@@ -52,10 +52,16 @@ failover::FaultReport AttemptContext::judge(const routing::Candidate& c,
   return r;
 }
 
+bool AttemptContext::streams(const routing::Candidate& c) const {
+  return c.deployment->stream.value_or(c.provider->stream) &&
+         !(worker.quirks && worker.quirks->has(c.deployment->id(), providers::Quirk::kNoStream));
+}
+
 std::vector<std::string> AttemptContext::provider_keys() const {
   std::vector<std::string> keys;
   for (const auto& p : cfg.providers) {
     if (!p.api_key.empty()) keys.push_back(p.api_key);
+    keys.insert(keys.end(), p.header_secrets.begin(), p.header_secrets.end());
   }
   return keys;
 }

@@ -78,6 +78,9 @@ struct AttemptContext {
                               failover::Fault f, std::string_view text) const;
   // The configured provider keys, for redact_secrets (failure paths only).
   std::vector<std::string> provider_keys() const;
+  // Whether attempts at the candidate ask for a stream (config, and what the
+  // gateway learnt: a deployment that refused to stream gets JSON requests).
+  bool streams(const routing::Candidate& c) const;
 };
 
 }  // namespace llmgate::gateway

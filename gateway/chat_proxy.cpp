@@ -120,16 +120,24 @@ class ChatProxy {
  private:
   // The candidates in order, one by one or hedged in pairs, until one
   // answers the client (whether the connection may be kept alive).
-  net::awaitable<std::optional<bool>> try_candidates(ProbeSlots& probes, bool hedging);
+  net::awaitable<std::optional<bool>> try_candidates(ProbeSlots& probes,
+                                                     const config::Hedging& hedging);
   // One attempt with its bookkeeping (in-flight count, statistics, health),
   // recorded on every path including cancellation.
   net::awaitable<AttemptResult> run_attempt(const routing::PlannedCandidate& pc, int branch);
   // A slot of the deployment's max_concurrent (when it has one) and room in
   // the worker's pool: false when saturated (recorded, no attempt made).
   net::awaitable<bool> reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot);
+  // Why a pair of candidates races.
+  enum class HedgeKind {
+    kBudget,    // hedging is on: at the hedge delay, if the model's hedge budget allows
+    kLearning,  // the first is explored, re-checked or probed: always, outside the budget
+    kStall,     // hedging is off: only once another attempt at the first's deployment
+                // has waited as long (hedging.on_stall), from the retry budget
+  };
   // Two attempts, the second started after the first's hedge delay.
   net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
-                                       const routing::PlannedCandidate& second,
+                                       const routing::PlannedCandidate& second, HedgeKind kind,
                                        bool& second_started);
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
   void on_attempt_failed(const AttemptRecord& rec);
@@ -167,7 +175,9 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   auto health = rs_.health.check(ids, now);
   std::vector<routing::DeploymentView> views;
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    views.push_back({rs_.stats.get_or_prior(ids[i], now), health[i]});
+    // Measured as this request's kind of traffic (its reasoning effort).
+    views.push_back({rs_.stats.get_or_prior(routing::stats_key(ids[i], req_.reasoning_effort), now),
+                     health[i]});
   }
   trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
                                     ctx_.worker.rng);
@@ -178,14 +188,17 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
                     trace_.decision.policy);
   ctx_.start = start_;
-  std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging.enabled);
+  std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging);
   if (answered) co_return *answered;
   if (LLMGATE_CANCELLED()) co_return false;
   co_return co_await respond_all_failed();
 }
 
-net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes, bool hedging) {
+net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes,
+                                                              const config::Hedging& hedging) {
   const auto& candidates = trace_.decision.candidates;
+  // Each request with hedging on adds max_extra_ratio to the model's budget.
+  if (hedging.enabled) rs_.hedges(req_.model).deposit(Clock::now());
   std::size_t next = 0;
   while (next < candidates.size()) {
     const auto& pc = candidates[next];
@@ -204,12 +217,17 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
     AttemptResult r;
     // A capped candidate (explored, re-checked, probed) is always hedged by
     // the next one: learning about it costs a client at most its hedge delay.
-    if ((hedging || pc.capped) && next + 1 < candidates.size() &&
+    const HedgeKind kind = pc.capped         ? HedgeKind::kLearning
+                           : hedging.enabled ? HedgeKind::kBudget
+                                             : HedgeKind::kStall;
+    // (A non-streamed attempt waits for its whole answer: no stall to see.)
+    const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
+    if ((kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
         pc.hedge_delay < pc.candidate.timeouts.ttft) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
       probes.tried(pc);
-      r = co_await hedged(pc, second, second_started);
+      r = co_await hedged(pc, second, kind, second_started);
       if (second_started) probes.tried(second);
       next += second_started ? 2 : 1;
     } else {
@@ -295,8 +313,9 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   metrics_.on_attempt(*model_, *pc.candidate.deployment, rec);
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
-  const failover::Effects fx = failover::effects_of(rec, pc.candidate.timeouts.ttft,
-                                                    cfg_.timeouts_for(*pc.candidate.provider).ttft);
+  const failover::Effects fx = failover::effects_of(
+      rec, pc.candidate.timeouts.ttft,
+      cfg_.timeouts_for(*pc.candidate.provider, *pc.candidate.deployment).ttft);
   if (fx.health == failover::HealthEffect::kNone) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
@@ -351,6 +370,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   ++trace_.attempts;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
+  if (!req_.reasoning_effort.empty())
+    rec.stats_key = routing::stats_key(rec.deployment, req_.reasoning_effort);
   rec.started = Clock::now();
   rec.outcome = AttemptOutcome::kClientGone;  // what it is if this frame is cancelled
   struct Report {
@@ -360,7 +381,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     int branch;
     ~Report() { self.finish_attempt(pc, rec, branch); }
   } report{*this, pc, rec, branch};
-  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.deployment);
+  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
 
   AttemptResult r = co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight);
   if (trace_.race && trace_.race->lost(branch)) co_return AttemptResult{};  // lost
@@ -392,7 +413,10 @@ void ChatProxy::on_attempt_failed(const AttemptRecord& rec) {
 
 net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate& first,
                                                 const routing::PlannedCandidate& second,
-                                                bool& second_started) {
+                                                HedgeKind kind, bool& second_started) {
+  using Gate = Race::Gate;
+  const std::string first_id =
+      routing::stats_key(first.candidate.deployment->id(), req_.reasoning_effort);
   Race race(
       [&](int branch) -> net::awaitable<AttemptResult> {
         if (branch == 1) {
@@ -401,16 +425,32 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
         }
         co_return co_await run_attempt(branch == 0 ? first : second, branch);
       },
-      // Capped candidates are few (exploration, re-checks, probes): their
-      // hedges do not spend the model's hedge budget.
-      [&] { return first.capped || rs_.hedges(req_.model).try_spend(Clock::now()); },
+      [&] {
+        const auto now = Clock::now();
+        switch (kind) {
+          case HedgeKind::kLearning:  // few: they do not spend the model's hedge budget
+            return Gate::kStart;
+          case HedgeKind::kBudget:
+            return rs_.hedges(req_.model).try_spend(now) ? Gate::kStart : Gate::kDenied;
+          case HedgeKind::kStall:
+            // This attempt has waited the hedge delay; one more that has too
+            // is a stall or a slowdown, not one slow answer in the tail.
+            if (rs_.stats.waited_at_least(first_id, first.hedge_delay, now) < 2)
+              return Gate::kNotYet;
+            return rs_.retries.try_spend(now) ? Gate::kStart : Gate::kDenied;
+        }
+        return Gate::kDenied;
+      },
       [&](HedgeResult h) {
         if (h == HedgeResult::kWon) ++rs_.hedges_won;
         metrics_.shared().on_hedge(h);
       });
   trace_.race = &race;
-  rs_.hedges(req_.model).deposit(Clock::now());
-  AttemptResult r = co_await race.run(first.hedge_delay);
+  // The evidence of a stall is looked for again a few times per hedge delay.
+  const auto recheck = kind == HedgeKind::kStall
+                           ? std::max(std::chrono::milliseconds(10), first.hedge_delay / 4)
+                           : std::chrono::milliseconds::zero();
+  AttemptResult r = co_await race.run(first.hedge_delay, recheck);
   trace_.race = nullptr;
   co_return r;
 }
@@ -426,7 +466,10 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
                           {"result", to_string(outcome_)},
                           {"policy", config::to_string(trace_.decision.policy)},
                           {"attempts", std::to_string(trace_.attempts), true}};
-  if (key_) f.push_back({"key", key_->name});  // the key's name from config, never the key
+  if (key_) f.push_back({"key", key_->name});
+  if (!req_.reasoning_effort.empty())
+    f.push_back(
+        {"reasoning_effort", req_.reasoning_effort});  // the key's name from config, never the key
   if (rec) {
     f.push_back({"deployment", rec->deployment});
     f.push_back({"outcome", routing::to_string(rec->outcome)});
@@ -437,6 +480,13 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     if (rec->input_tokens) f.push_back({"input_tokens", std::to_string(*rec->input_tokens), true});
     if (rec->output_tokens)
       f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
+    if (rec->reasoning_tokens > 0)
+      f.push_back({"reasoning_tokens", std::to_string(rec->reasoning_tokens), true});
+    if (auto t = rec->answer_time()) {
+      f.push_back({"answer_ms", ms(std::chrono::duration<double, std::milli>(*t).count()), true});
+    }
+    if (rec->cached_input_tokens > 0)
+      f.push_back({"cached_input_tokens", std::to_string(rec->cached_input_tokens), true});
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
   if (!trace_.failures.empty()) f.push_back({"failed", trace_.failures.log_field()});

@@ -120,6 +120,23 @@ std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
   return std::nullopt;
 }
 
+// The reasoning effort the statistics keep apart, if any (never an error:
+// the upstream judges the parameter).
+std::string reasoning_effort_of(const nlohmann::json& body) {
+  const nlohmann::json* effort = nullptr;
+  if (auto it = body.find("reasoning_effort"); it != body.end()) {
+    effort = &*it;
+  } else if (auto r = body.find("reasoning"); r != body.end() && r->is_object()) {
+    if (auto e = r->find("effort"); e != r->end()) effort = &*e;
+  }
+  if (effort == nullptr || !effort->is_string()) return {};
+  const auto& text = effort->get_ref<const std::string&>();
+  for (std::string_view known : kReasoningEfforts) {
+    if (text == known) return text;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
@@ -128,6 +145,7 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_
   if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
   if (auto e = read_model_and_messages(r)) return std::move(*e);
   if (auto e = read_stream_and_limits(r)) return std::move(*e);
+  r.reasoning_effort = reasoning_effort_of(r.body);
   // The gateway's own routing override: never forwarded upstream.
   if (auto route = r.body.find("route"); route != r.body.end()) {
     r.route = std::move(*route);

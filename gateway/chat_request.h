@@ -21,7 +21,16 @@ struct ChatRequest {
   bool include_usage = false;              // the client asked for the usage chunk
   std::optional<std::int64_t> max_tokens;  // max_completion_tokens, else max_tokens
   nlohmann::json route;                    // the `route` override (removed from body), or null
+  // `reasoning_effort` (or the Responses-style `reasoning.effort`) when it is
+  // one the statistics keep apart (kReasoningEfforts), else empty: what the
+  // request is measured as (routing::stats_key).
+  std::string reasoning_effort;
 };
+
+// The efforts measured apart, OpenAI's names. Any other value is measured
+// with the deployment's own traffic (the upstream judges it).
+inline constexpr std::string_view kReasoningEfforts[] = {"none",   "minimal", "low",
+                                                         "medium", "high",    "xhigh"};
 
 // `content_type` is the request's Content-Type header value.
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,

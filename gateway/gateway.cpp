@@ -1052,11 +1052,11 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
     std::string_view query =
         q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
     if (query == "format=text") {
-      Response res = make_json_response(rc, http::status::ok, routes_text(cfg, rs));
+      Response res = make_json_response(rc, http::status::ok, routes_text(cfg, rs, &quirks));
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       return res;
     }
-    return make_json_response(rc, http::status::ok, routes_json(cfg, rs));
+    return make_json_response(rc, http::status::ok, routes_json(cfg, rs, &quirks));
   }
   if (path == "/readyz") {
     if (!get) return wrong_method("GET");

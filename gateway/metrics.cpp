@@ -508,7 +508,8 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
   f.output_tokens.Increment(out);
   if (rec.input_tokens) ms->input_usage->Observe(in);
   if (rec.output_tokens) ms->output_usage->Observe(out);
-  f.cost_total.Increment((in * s->price.input_per_1m + out * s->price.output_per_1m) / 1e6);
+  f.cost_total.Increment(s->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
+                                           rec.output_tokens.value_or(0)));
 }
 
 void Metrics::on_route(const config::Model& model, const config::Deployment& d,

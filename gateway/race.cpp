@@ -43,12 +43,20 @@ net::awaitable<AttemptResult> Race::side(int branch) {
   co_return r;
 }
 
-net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay) {
+net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay,
+                                          std::chrono::milliseconds recheck) {
   auto ex = co_await net::this_coro::executor;
   net::steady_timer timer(ex, delay);
-  auto [ec] = co_await timer.async_wait(kUseTuple);
-  if (ec || winner_ >= 0 || !live_[0] || !may_hedge_()) {
-    if (!ec && winner_ < 0 && live_[0]) on_hedge_(HedgeResult::kDenied);
+  Gate gate = Gate::kNotYet;
+  for (;;) {
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    if (ec || winner_ >= 0 || !live_[0]) break;
+    gate = may_hedge_();
+    if (gate != Gate::kNotYet || recheck <= std::chrono::milliseconds::zero()) break;
+    timer.expires_after(recheck);
+  }
+  if (gate != Gate::kStart || winner_ >= 0 || !live_[0]) {
+    if (gate == Gate::kDenied && winner_ < 0 && live_[0]) on_hedge_(HedgeResult::kDenied);
     // No hedge: the first attempt decides alone.
     net::steady_timer park(ex, Clock::time_point::max());
     co_await park.async_wait(kUseTuple);
@@ -59,8 +67,9 @@ net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay) {
   co_return co_await side(1);
 }
 
-net::awaitable<AttemptResult> Race::run(std::chrono::milliseconds delay) {
-  std::variant<AttemptResult, AttemptResult> v = co_await (side(0) || hedge(delay));
+net::awaitable<AttemptResult> Race::run(std::chrono::milliseconds delay,
+                                        std::chrono::milliseconds recheck) {
+  std::variant<AttemptResult, AttemptResult> v = co_await (side(0) || hedge(delay, recheck));
   co_return v.index() == 0 ? std::get<0>(v) : std::get<1>(v);
 }
 

@@ -1,6 +1,7 @@
 // A hedge race between two attempts (docs/routing.md, "Hedging"): the
 // second starts after the first's hedge delay, unless the hedge budget says
-// no; the first to produce an output token claims the client and the other
+// no (or, for a hedge on evidence of a stall, until the evidence is there);
+// the first to produce an output token claims the client and the other
 // is cancelled at once (its connection closed) and recorded as hedge_lost.
 // Everything runs on the worker's one thread, so plain fields suffice.
 // Includes Asio: include only from gateway .cpp files.
@@ -22,8 +23,10 @@ class Race {
  public:
   // Runs one side: branch 0 (the first candidate) or 1 (the hedge).
   using Attempt = std::function<net::awaitable<AttemptResult>(int branch)>;
-  // Due to start the hedge: may it (the hedge budget)?
-  using MayHedge = std::function<bool()>;
+  // Due to start the hedge: start it, deny it (the budget), or ask again
+  // `recheck` later (the evidence it waits for is not there yet).
+  enum class Gate { kStart, kDenied, kNotYet };
+  using MayHedge = std::function<Gate()>;
   using OnHedge = std::function<void(HedgeResult)>;
 
   Race(Attempt attempt, MayHedge may_hedge, OnHedge on_hedge)
@@ -31,9 +34,11 @@ class Race {
         may_hedge_(std::move(may_hedge)),
         on_hedge_(std::move(on_hedge)) {}
 
-  // Both sides, the hedge after `delay`. Returns the winner's result, or the
-  // last failure's when neither answered.
-  net::awaitable<AttemptResult> run(std::chrono::milliseconds delay);
+  // Both sides, the hedge after `delay` (and, while the gate says kNotYet,
+  // every `recheck` after that). Returns the winner's result, or the last
+  // failure's when neither answered.
+  net::awaitable<AttemptResult> run(std::chrono::milliseconds delay,
+                                    std::chrono::milliseconds recheck = {});
 
   // The side that produced output first takes the client; the other is
   // cancelled. True for the winner (again), false for the loser.
@@ -45,7 +50,8 @@ class Race {
 
  private:
   net::awaitable<AttemptResult> side(int branch);
-  net::awaitable<AttemptResult> hedge(std::chrono::milliseconds delay);
+  net::awaitable<AttemptResult> hedge(std::chrono::milliseconds delay,
+                                      std::chrono::milliseconds recheck);
 
   Attempt attempt_;
   MayHedge may_hedge_;

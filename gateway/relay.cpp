@@ -96,7 +96,7 @@ net::awaitable<beast::error_code> Relay::read_events() {
     if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
       state_.on_event_too_large();
     if (auto speed = state_.take_speed_sample())
-      ctx_.snapshot.routing->stats.record_speed(up_.rec.deployment, *speed, now);
+      ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
   }
   co_return ec;
 }
@@ -192,7 +192,7 @@ bool Relay::claim_output() {
   claimed_ = true;
   up_.in_flight.first_token();
   if (auto t = up_.rec.ttft()) {
-    ctx_.snapshot.routing->stats.record_first_token(up_.rec.deployment, *t);
+    ctx_.snapshot.routing->stats.record_first_token(up_.rec.stats_id(), *t);
     up_.rec.ttft_recorded = true;
   }
   return true;

@@ -40,10 +40,8 @@ void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now)
       break;
   }
   const providers::ChatChunk& ch = ev.chunk;
-  if (ch.usage) {
-    rec_.input_tokens = ch.usage->prompt_tokens;
-    rec_.output_tokens = ch.usage->completion_tokens;
-  }
+  if (ch.usage) take_usage(rec_, *ch.usage);
+  if (ch.has_reasoning) rec_.reasoning_streamed = true;
   if (api_.is_first_token(ev)) {
     if (!rec_.first_token) rec_.first_token = now;
     rec_.last_token = now;

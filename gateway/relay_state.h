@@ -16,6 +16,7 @@
 #include "gateway/client_api.h"
 #include "gateway/failover_policy.h"
 #include "gateway/outbox.h"
+#include "providers/chat_chunk.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
 #include "routing/attempt_record.h"
@@ -93,6 +94,14 @@ class RelayState {
   bool speed_sampled_ = false;
   std::optional<double> speed_sample_;
 };
+
+// An answer's usage into its attempt's record.
+inline void take_usage(routing::AttemptRecord& rec, const providers::Usage& u) {
+  rec.input_tokens = u.prompt_tokens;
+  rec.output_tokens = u.completion_tokens;
+  rec.reasoning_tokens = u.reasoning_tokens;
+  rec.cached_input_tokens = u.cached_tokens;
+}
 
 // "%.1f", for the ttft and tps headers and trailers.
 std::string format_decimal(double v);

@@ -9,6 +9,7 @@
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "gateway/log.h"
 #include "gateway/redact.h"
 #include "gateway/relay.h"
+#include "gateway/relay_state.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/upstream_protocol.h"
@@ -58,6 +60,7 @@ AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
 // and whether it is already an OpenAI error object.
 struct ErrorBody {
   std::string message;
+  std::string param;  // error.param, when a string
   bool openai_shaped = false;
 };
 
@@ -68,6 +71,8 @@ ErrorBody read_error_body(const std::string& body) {
   if (auto it = j.find("error"); j.is_object() && it != j.end() && it->is_object()) error = &*it;
   out.openai_shaped = error != nullptr;
   if (error) {
+    if (auto p = error->find("param"); p != error->end() && p->is_string())
+      out.param = p->get<std::string>();
     if (auto m = error->find("message"); m != error->end() && m->is_string()) {
       out.message = m->get<std::string>();
       return out;
@@ -114,22 +119,76 @@ class UpstreamAttempt {
   AttemptRecord& rec_;
   const int branch_;
   routing::StatsRegistry::InFlight& in_flight_;
-  bool stream_options_ = true;                 // sent in this attempt's request
-  bool retry_without_stream_options_ = false;  // the upstream refused them: once more without
+  bool stream_options_ = true;  // sent in this attempt's request
+  bool stream_ = true;          // a stream asked for (else one JSON answer)
+  // What the upstream just refused (stream_options, or streaming): the
+  // same request once more without it.
+  std::optional<providers::Quirk> retry_without_;
+  // Remembers that the deployment refuses `q` (logged the first time).
+  void learn(providers::Quirk q, std::string_view what, const std::string& detail,
+             std::string_view from_now_on);
 };
+
+// A 400 that refuses streaming itself (OpenAI's "param": "stream" for models
+// an organisation may not stream), not stream_options.
+bool refuses_stream(const ErrorBody& said, const std::string& body) {
+  if (said.param == "stream") return true;
+  return said.param.empty() && body.find("stream_options") == std::string::npos &&
+         (said.message.find("stream") != std::string::npos ||
+          said.message.find("Stream") != std::string::npos) &&
+         (said.message.find("support") != std::string::npos ||
+          said.message.find("verif") != std::string::npos ||
+          said.message.find("allowed") != std::string::npos);
+}
+
+// The deployment's chat target: chat_path (or the protocol's) with {model}
+// put in, below base_url's path, then the provider's query.
+std::string upstream_target(const config::Provider& p, const std::string& model,
+                            std::string_view protocol_path) {
+  std::string path = p.chat_path.empty() ? std::string(protocol_path) : p.chat_path;
+  if (auto at = path.find("{model}"); at != std::string::npos) {
+    std::string encoded;
+    for (unsigned char c : model) {
+      // A model name is printable ASCII; what would end or split a path is encoded.
+      if (c == '?' || c == '#' || c == '%' || c == ' ') {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        encoded += '%';
+        encoded += kHex[c >> 4];
+        encoded += kHex[c & 15];
+      } else {
+        encoded += static_cast<char>(c);
+      }
+    }
+    path.replace(at, 7, encoded);
+  }
+  std::string target = p.base_url.path_prefix + path;
+  if (!p.query.empty()) target.append("?").append(p.query);
+  return target;
+}
+
+void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std::string& detail,
+                            std::string_view from_now_on) {
+  retry_without_ = q;
+  if (!ctx_.worker.quirks || !ctx_.worker.quirks->learn(rec_.deployment, q)) return;
+  log_line(LogLevel::kWarn, rec_.deployment + " " + std::string(what) + " (" + detail +
+                                "): " + std::string(from_now_on));
+}
 
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
-  stream_options_ =
-      c_.provider->stream_options &&
-      !(ctx_.worker.quirks && ctx_.worker.quirks->rejects_stream_options(rec_.deployment));
+  auto learnt = [&](providers::Quirk q) {
+    return ctx_.worker.quirks && ctx_.worker.quirks->has(rec_.deployment, q);
+  };
+  stream_options_ = c_.provider->stream_options && !learnt(providers::Quirk::kNoStreamOptions);
+  stream_ = ctx_.streams(c_);
   auto up = upstream_request();
   // A reused keep-alive connection may have been closed by the peer just as we
   // took it; that failure says nothing about the deployment, so the request
   // is sent once more on a fresh connection. Only while no response byte came.
-  // And a 400 refusing stream_options is tried once more without them.
+  // And a 400 refusing stream_options (or streaming) is tried once more
+  // without them (as a JSON request).
   bool may_retry_stale = true;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
     const auto acquire_start = Clock::now();
     providers::AcquireResult acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
                                                          /*allow_reuse=*/may_retry_stale);
@@ -139,9 +198,9 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
     std::optional<AttemptResult> r =
         co_await exchange(acq.lease, up, may_retry_stale, acquire_time);
     if (r) co_return *r;
-    if (retry_without_stream_options_) {
-      retry_without_stream_options_ = false;
-      stream_options_ = false;
+    if (retry_without_) {
+      (*retry_without_ == providers::Quirk::kNoStream ? stream_ : stream_options_) = false;
+      retry_without_.reset();
       up = upstream_request();
       continue;
     }
@@ -172,12 +231,20 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
   }
   rec_.request_sent = Clock::now();
   measure_admission(acquire_time);
-  const auto ttft_deadline = deadlines.first_token(rec_.request_sent);
+  // A JSON answer comes whole: only the request's total deadline applies.
+  // A deployment without a first-token deadline (a reasoning model) must
+  // still answer with a response head within its provider's TTFT timeout.
+  const auto ttft_deadline =
+      stream_ ? deadlines.first_token(rec_.request_sent) : ctx_.total_deadline(c_);
+  const auto head_deadline =
+      !stream_ || c_.deployment->first_token_deadline
+          ? ttft_deadline
+          : std::min(ttft_deadline, rec_.request_sent + ctx_.cfg.timeouts_for(*c_.provider).ttft);
 
   UpstreamParser parser;
   parser.body_limit(boost::none);  // events are bounded one by one instead
   parser.header_limit(kMaxUpstreamHeader);
-  tcp.expires_at(ttft_deadline);
+  tcp.expires_at(head_deadline);
   const std::size_t buffered_before = lease->buffer.size();
   auto [hec, hn] =
       co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
@@ -197,7 +264,7 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
     co_return AttemptResult{};
   }
   AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
-  if (retry_without_stream_options_) co_return std::nullopt;
+  if (retry_without_) co_return std::nullopt;
   co_return r;
 }
 
@@ -248,12 +315,14 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   if (!ctx_.claim(branch_))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
-  if (auto u = providers::usage_of(j)) {
-    rec_.input_tokens = u->prompt_tokens;
-    rec_.output_tokens = u->completion_tokens;
-  }
+  if (auto u = providers::usage_of(j)) take_usage(rec_, *u);
   rec_.outcome = AttemptOutcome::kSuccess;
-  rec_.detail = "answered with JSON to a stream request (no TTFT measured)";
+  // No first token to time: the sample is the whole answer, when the client
+  // first sees output.
+  rec_.unstreamed = true;
+  rec_.last_token = Clock::now();
+  rec_.detail = stream_ ? "answered with JSON to a stream request (no TTFT; answer time measured)"
+                        : "unstreamed attempt (no TTFT; answer time measured)";
   if (parser.keep_alive()) lease.give_back();
   Response res = ctx_.req.stream ? make_json_response(
                                        ctx_.rc, http::status::ok,
@@ -293,15 +362,21 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   const ErrorBody said = read_error_body(body);
   const std::string detail =
       "HTTP " + std::to_string(status) + (said.message.empty() ? "" : ": " + said.message);
-  if (status == 400 && stream_options_ && body.find("stream_options") != std::string::npos) {
+  if ((status == 400 || status == 422) && stream_options_ &&
+      body.find("stream_options") != std::string::npos) {
     // An OpenAI-compatible server that refuses stream_options (older
-    // Ollama, LM Studio, TGI...): the same request without them, and none
-    // for this deployment from now on.
-    if (ctx_.worker.quirks && ctx_.worker.quirks->learn_no_stream_options(rec_.deployment)) {
-      log_line(LogLevel::kWarn, rec_.deployment + " refuses stream_options (" + detail +
-                                    "): sending none to it from now on");
-    }
-    retry_without_stream_options_ = true;
+    // Ollama, LM Studio, TGI, Mistral...): the same request without them,
+    // and none for this deployment from now on.
+    learn(providers::Quirk::kNoStreamOptions, "refuses stream_options", detail,
+          "sending none to it from now on");
+    co_return AttemptResult{};
+  }
+  if (status == 400 && stream_ && refuses_stream(said, body)) {
+    // OpenAI refuses to stream some models to unverified organisations:
+    // the same request as JSON (the client still gets its stream, made
+    // from the answer), and JSON requests to this deployment from now on.
+    learn(providers::Quirk::kNoStream, "refuses to stream", detail,
+          "asking it for JSON answers from now on");
     co_return AttemptResult{};
   }
   if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
@@ -341,8 +416,8 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
 http::request<http::string_body> UpstreamAttempt::upstream_request() {
   const auto& url = c_.provider->base_url;
   const auto& protocol = providers::openai_chat_protocol();
-  http::request<http::string_body> up{http::verb::post,
-                                      url.path_prefix + std::string(protocol.path()), 11};
+  http::request<http::string_body> up{
+      http::verb::post, upstream_target(*c_.provider, c_.deployment->model, protocol.path()), 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
@@ -368,16 +443,18 @@ http::request<http::string_body> UpstreamAttempt::upstream_request() {
                                .append(ctx_.worker.via_name));
   up.set(http::field::host, url.authority());
   up.set(http::field::content_type, "application/json");
-  up.set(http::field::accept, "text/event-stream");
+  up.set(http::field::accept, stream_ ? "text/event-stream" : "application/json");
   up.set(http::field::user_agent, "llmgate/0.1");
   up.set("x-request-id", ctx_.rc.request_id);  // the client's own, or the one we made
-  if (!c_.provider->api_key.empty()) {
+  if (!c_.provider->api_key.empty() && !c_.provider->api_key_header.empty()) {
+    up.set(c_.provider->api_key_header, c_.provider->api_key);  // Azure's api-key: the key alone
+  } else if (!c_.provider->api_key.empty()) {
     auto [name, value] = protocol.credential(c_.provider->api_key);
     up.set(beast::string_view(name.data(), name.size()), value);
   }
   for (const auto& [name, value] : c_.provider->headers) up.set(name, value);
   up.keep_alive(true);
-  up.body() = protocol.body(ctx_.req.body, c_.deployment->model, stream_options_);
+  up.body() = protocol.body(ctx_.req.body, c_.deployment->model, stream_options_, stream_);
   up.prepare_payload();
   return up;
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "providers/json_depth.h"
 #include "providers/utf8.h"
@@ -34,7 +35,7 @@ std::size_t text_size(const nlohmann::json& delta, const char* key) {
 // asks parse_chunk, the reference.
 
 // Longer than every key the scanner reads; longer keys are never compared.
-constexpr std::size_t kKeyCap = 24;
+constexpr std::size_t kKeyCap = 32;
 
 // Bytes a JSON string holds as they are: printable ASCII but '"' and '\'.
 constexpr std::array<bool, 256> kPlain = [] {
@@ -156,6 +157,8 @@ class ChunkScanner {
   bool choice(int depth, ChatChunk& c);
   bool delta(int depth, ChatChunk& c);
   bool usage(int depth, Usage& u);
+  template <std::size_t N>
+  bool detail(int depth, const char (&name)[N], std::int64_t& out);
 
   const char* p_;
   const char* end_;
@@ -534,6 +537,7 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
     if (what == kText && v.type == Value::Type::kString) {
       c.output_chars += v.size;
       if (v.size > 0) c.has_output = true;
+      if (v.size > 0 && (bit == 4 || bit == 8)) c.has_reasoning = true;
     } else if (what == kToolCalls && v.type == Value::Type::kArray && v.size > 0) {
       c.has_output = true;
     } else if (what == kFunctionCall && v.type != Value::Type::kNull) {
@@ -556,11 +560,31 @@ bool ChunkScanner::usage(int depth, Usage& u) {
       field = &u.completion_tokens, bit = 2;
     } else if (is(key, "total_tokens")) {
       field = &u.total_tokens, bit = 4;
+    } else if (is(key, "completion_tokens_details")) {
+      if (!once(seen, 8)) return false;
+      if (eat('{')) return detail(depth + 1, "reasoning_tokens", u.reasoning_tokens);
+    } else if (is(key, "prompt_tokens_details")) {
+      if (!once(seen, 16)) return false;
+      if (eat('{')) return detail(depth + 1, "cached_tokens", u.cached_tokens);
     }
     if (bit && !once(seen, bit)) return false;
     Value v;
     if (!value(depth, v)) return false;
     if (field && v.type == Value::Type::kNumber) *field = v.count;
+    return true;
+  });
+}
+
+// One count inside a usage details object (p_ past its '{').
+template <std::size_t N>
+bool ChunkScanner::detail(int depth, const char (&name)[N], std::int64_t& out) {
+  bool seen = false;
+  return members<true>(depth, [&](std::string_view key) {
+    const bool mine = is(key, name);
+    if (mine && std::exchange(seen, true)) return false;  // nlohmann keeps the last
+    Value v;
+    if (!value(depth, v)) return false;
+    if (mine && v.type == Value::Type::kNumber) out = v.count;
     return true;
   });
 }
@@ -628,26 +652,37 @@ bool ChunkScanner::scan(ChatChunk& c) {
 
 }  // namespace
 
+namespace {
+// A token count as the scanner reads it: a non-negative integer up to
+// kMaxTokens, else 0.
+std::int64_t token_count(const nlohmann::json& parent, const char* key) {
+  auto f = parent.find(key);
+  if (f == parent.end()) return 0;
+  if (f->is_number_unsigned()) {
+    auto v = f->get<std::uint64_t>();
+    return v <= static_cast<std::uint64_t>(kMaxTokens) ? static_cast<std::int64_t>(v) : 0;
+  }
+  if (f->is_number_integer()) {
+    auto v = f->get<std::int64_t>();
+    return v >= 0 && v <= kMaxTokens ? v : 0;
+  }
+  return 0;
+}
+}  // namespace
+
 std::optional<Usage> usage_of(const nlohmann::json& j) {
   auto it = j.find("usage");
   if (it == j.end() || !it->is_object()) return std::nullopt;
   Usage u;
-  auto get = [&](const char* k) -> std::int64_t {
-    auto f = it->find(k);
-    if (f == it->end()) return 0;
-    if (f->is_number_unsigned()) {
-      auto v = f->get<std::uint64_t>();
-      return v <= static_cast<std::uint64_t>(kMaxTokens) ? static_cast<std::int64_t>(v) : 0;
-    }
-    if (f->is_number_integer()) {
-      auto v = f->get<std::int64_t>();
-      return v >= 0 && v <= kMaxTokens ? v : 0;
-    }
-    return 0;
+  u.prompt_tokens = token_count(*it, "prompt_tokens");
+  u.completion_tokens = token_count(*it, "completion_tokens");
+  u.total_tokens = token_count(*it, "total_tokens");
+  auto detail = [&](const char* object, const char* key) -> std::int64_t {
+    auto d = it->find(object);
+    return d != it->end() && d->is_object() ? token_count(*d, key) : 0;
   };
-  u.prompt_tokens = get("prompt_tokens");
-  u.completion_tokens = get("completion_tokens");
-  u.total_tokens = get("total_tokens");
+  u.reasoning_tokens = detail("completion_tokens_details", "reasoning_tokens");
+  u.cached_tokens = detail("prompt_tokens_details", "cached_tokens");
   if (u.total_tokens == 0) u.total_tokens = u.prompt_tokens + u.completion_tokens;
   return u;
 }
@@ -714,6 +749,7 @@ ChatChunk parse_chunk(std::string_view data) {
       if (key == "content" || key == "refusal" || key == "reasoning_content" ||
           key == "reasoning") {
         if (text) c.has_output = true;
+        if (text && key != "content" && key != "refusal") c.has_reasoning = true;
       } else if (key == "tool_calls") {
         if (value.is_array() && !value.empty()) c.has_output = true;
       } else if (key == "function_call") {

@@ -17,6 +17,12 @@ struct Usage {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
   std::int64_t total_tokens = 0;
+  // completion_tokens_details.reasoning_tokens: thinking inside
+  // completion_tokens (hidden unless the stream carried reasoning text).
+  std::int64_t reasoning_tokens = 0;
+  // prompt_tokens_details.cached_tokens: input read from the provider's
+  // prompt cache (inside prompt_tokens, billed at the cached price).
+  std::int64_t cached_tokens = 0;
 };
 
 struct ChatChunk {
@@ -32,6 +38,7 @@ struct ChatChunk {
   // and fields not known today). This is the "first token" event; a
   // role-only or empty delta (nulls, "", [], {}) is not.
   bool has_output = false;
+  bool has_reasoning = false;    // reasoning text (reasoning_content / reasoning) in a delta
   bool has_finish = false;       // some choice has a non-null finish_reason
   bool usage_only = false;       // "choices": [] with usage: the include_usage chunk
   std::optional<Usage> usage;    // non-null usage object

@@ -11,11 +11,11 @@ class OpenAiChat final : public UpstreamProtocol {
   std::string_view name() const override { return "openai"; }
   std::string_view path() const override { return "/chat/completions"; }
 
-  std::string body(nlohmann::json& out, const std::string& upstream_model,
-                   bool stream_options) const override {
+  std::string body(nlohmann::json& out, const std::string& upstream_model, bool stream_options,
+                   bool stream) const override {
     out["model"] = upstream_model;
-    out["stream"] = true;
-    if (!stream_options) {
+    out["stream"] = stream;
+    if (!stream_options || !stream) {
       out.erase("stream_options");
       return out.dump();
     }

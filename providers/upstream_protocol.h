@@ -57,9 +57,10 @@ class UpstreamProtocol {
   // tokens on every attempt). May rewrite `client_body` in place (no copy per
   // attempt); calling it again for another deployment gives that one's body.
   // Without `stream_options` the upstream is asked for no usage options (and
-  // the client's own are removed): for servers that refuse them.
+  // the client's own are removed): for servers that refuse them. Without
+  // `stream`, the upstream is asked for one JSON answer (no stream options).
   virtual std::string body(nlohmann::json& client_body, const std::string& upstream_model,
-                           bool stream_options = true) const = 0;
+                           bool stream_options = true, bool stream = true) const = 0;
   // The credential header for the provider's key: name and value.
   virtual std::pair<std::string_view, std::string> credential(const std::string& api_key) const = 0;
   // Classifies one event. Views in the result point into `ev`'s buffers.

@@ -1,36 +1,52 @@
 // What the gateway has learnt about the wire format each deployment accepts
-// (docs/config.md, providers[].stream_options): a deployment that answered 400
-// to `stream_options` is sent none from then on. Shared by every worker of one
-// gateway; thread-safe.
+// (docs/config.md, providers[].stream_options and stream): a deployment that
+// answered 400 to `stream_options` is sent none from then on; one that
+// answered 400 to `stream` is asked for JSON answers from then on. Shared by
+// every worker of one gateway; thread-safe; shown in /admin/routes.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 
 namespace llmgate::providers {
 
+enum class Quirk : unsigned {
+  kNoStreamOptions = 1,  // refuses stream_options
+  kNoStream = 2,         // refuses "stream": true
+};
+
 class WireQuirks {
  public:
-  // Records that `deployment` rejects stream_options. True the first time
+  // Records that `deployment` refuses what `q` names. True the first time
   // (for a log line once).
-  bool learn_no_stream_options(const std::string& deployment) {
+  bool learn(const std::string& deployment, Quirk q) {
     std::lock_guard lock(mu_);
-    const bool first = no_stream_options_.insert(deployment).second;
+    unsigned& bits = learnt_[deployment];
+    const bool first = (bits & static_cast<unsigned>(q)) == 0;
+    bits |= static_cast<unsigned>(q);
     any_.store(true, std::memory_order_release);
     return first;
   }
+  // Everything learnt of `deployment`: Quirk bits.
+  unsigned learnt(const std::string& deployment) const {
+    if (!any_.load(std::memory_order_acquire)) return 0;
+    std::lock_guard lock(mu_);
+    auto it = learnt_.find(deployment);
+    return it == learnt_.end() ? 0 : it->second;
+  }
   // Asked on every attempt: no lock while nothing was ever learnt.
-  bool rejects_stream_options(const std::string& deployment) const {
+  bool has(const std::string& deployment, Quirk q) const {
     if (!any_.load(std::memory_order_acquire)) return false;
     std::lock_guard lock(mu_);
-    return no_stream_options_.count(deployment) != 0;
+    auto it = learnt_.find(deployment);
+    return it != learnt_.end() && (it->second & static_cast<unsigned>(q)) != 0;
   }
 
  private:
   mutable std::mutex mu_;
-  std::set<std::string> no_stream_options_;
+  std::map<std::string, unsigned> learnt_;
   std::atomic<bool> any_{false};
 };
 

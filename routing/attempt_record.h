@@ -8,6 +8,7 @@
 //   - TPS: output tokens / (last output event - first output event).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -60,6 +61,10 @@ constexpr OutcomeTraits outcome_traits(AttemptOutcome o) {
 
 struct AttemptRecord {
   std::string deployment;  // Deployment::id(): "provider/model"
+  // Where its statistics go (stats_key: the deployment, or the deployment
+  // at the request's reasoning effort); empty: the deployment's own.
+  std::string stats_key;
+  const std::string& stats_id() const { return stats_key.empty() ? deployment : stats_key; }
   AttemptOutcome outcome = AttemptOutcome::kConnectError;
   int http_status = 0;
   Clock::time_point started{};       // attempt began (before connect)
@@ -68,24 +73,50 @@ struct AttemptRecord {
   std::optional<Clock::time_point> last_token;
   std::optional<std::int64_t> input_tokens;
   std::optional<std::int64_t> output_tokens;
+  // Usage details: thinking inside output_tokens, and input read from the
+  // provider's prompt cache inside input_tokens (0 when not reported).
+  std::int64_t reasoning_tokens = 0;
+  std::int64_t cached_input_tokens = 0;
+  // The stream carried reasoning text: its tokens arrived between the first
+  // and the last output event (else they were spent before the first one).
+  bool reasoning_streamed = false;
   std::int64_t output_chars = 0;  // tokenizer-neutral output size
   bool reused_connection = false;
   std::optional<int> retry_after_s;
   std::string detail;          // human-readable reason for failures
   bool ttft_recorded = false;  // the TTFT went to the stats at the first token already
+  // Asked for one JSON answer, not a stream (providers[].stream: false, or a
+  // deployment that refuses to stream): no TTFT; last_token is when the
+  // answer arrived whole.
+  bool unstreamed = false;
 
   std::optional<std::chrono::microseconds> ttft() const {
     if (!first_token) return std::nullopt;
     return std::chrono::duration_cast<std::chrono::microseconds>(*first_token - request_sent);
   }
-  // Output tokens per second between the first and the last output event;
-  // nullopt when there is too little to measure.
+  // An unstreamed answer: from the request written to the whole answer.
+  std::optional<std::chrono::microseconds> answer_time() const {
+    if (!unstreamed || !last_token || request_sent == Clock::time_point{}) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::microseconds>(*last_token - request_sent);
+  }
+  // The output tokens that arrived as output events: all of them, less the
+  // hidden reasoning of a model that thinks before its first visible token
+  // (counted in completion_tokens, spent before the TTFT clock stopped).
+  std::optional<std::int64_t> streamed_tokens() const {
+    if (!output_tokens) return std::nullopt;
+    if (reasoning_streamed) return output_tokens;
+    return std::max<std::int64_t>(0, *output_tokens - std::max<std::int64_t>(0, reasoning_tokens));
+  }
+  // Output tokens per second between the first and the last output event
+  // (of the tokens that arrived in between); nullopt when there is too
+  // little to measure.
   std::optional<double> tps() const {
-    if (!first_token || !last_token || !output_tokens || *output_tokens < 2) return std::nullopt;
+    const auto tokens = streamed_tokens();
+    if (!first_token || !last_token || !tokens || *tokens < 2) return std::nullopt;
     auto span = std::chrono::duration<double>(*last_token - *first_token).count();
     if (span <= 0) return std::nullopt;
     // N tokens arrive over N-1 gaps after the first one.
-    return static_cast<double>(*output_tokens - 1) / span;
+    return static_cast<double>(*tokens - 1) / span;
   }
 };
 

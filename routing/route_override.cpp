@@ -380,7 +380,10 @@ config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const Ro
     if (o.max_output_price_per_1m) c.max_output_price_per_1m = *o.max_output_price_per_1m;
     if (o.min_tps) c.min_tps = *o.min_tps;
     if (o.allow_fallbacks) p.allow_fallbacks = *o.allow_fallbacks;
-    if (o.hedge) p.hedging.enabled = *o.hedge;
+    if (o.hedge) {
+      p.hedging.enabled = *o.hedge;
+      if (!*o.hedge) p.hedging.on_stall = false;
+    }
     if (o.max_attempts) p.max_attempts = *o.max_attempts;
     return p;
   }
@@ -388,7 +391,10 @@ config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const Ro
   take_lower(c.max_output_price_per_1m, o.max_output_price_per_1m);
   if (o.min_tps) c.min_tps = std::max(c.min_tps.value_or(0.0), *o.min_tps);
   if (o.allow_fallbacks) p.allow_fallbacks = p.allow_fallbacks && *o.allow_fallbacks;
-  if (o.hedge) p.hedging.enabled = p.hedging.enabled && *o.hedge;
+  if (o.hedge) {
+    p.hedging.enabled = p.hedging.enabled && *o.hedge;
+    p.hedging.on_stall = p.hedging.on_stall && *o.hedge;  // "no hedge" means none at all
+  }
   if (o.max_attempts) p.max_attempts = std::min(p.max_attempts, *o.max_attempts);
   return p;
 }

@@ -152,7 +152,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       continue;
     }
     PlannedCandidate pc;
-    pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p)};
+    pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p, d)};
     pc.probe = v.health.probe;
     pc.panic = v.health.panic;
     hard_ok.push_back(Working{pc, &v, std::nullopt});
@@ -215,6 +215,9 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     if (!basis && w.pc.candidate.deployment->expected_ttft) {
       basis = static_cast<double>(w.pc.candidate.deployment->expected_ttft->count());
     }
+    // A deployment without a first-token deadline (a reasoning model) keeps
+    // none: the live p95 of thinking time is no reason to give up.
+    if (!w.pc.candidate.deployment->first_token_deadline) basis.reset();
     if (basis) {
       auto derived =
           milliseconds(static_cast<std::int64_t>(std::ceil(*basis * options.deadline_factor)));
@@ -527,7 +530,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // its derived deadline.)
   if (!out.candidates.empty()) {
     auto& last = out.candidates.back().candidate;
-    last.timeouts.ttft = request.cfg->timeouts_for(*last.provider).ttft;
+    last.timeouts.ttft = request.cfg->timeouts_for(*last.provider, *last.deployment).ttft;
   }
 }
 

@@ -85,25 +85,59 @@ void StatsRegistry::InFlight::first_token() {
   registry_.entry(deployment_).stop_awaiting(since_);
 }
 
-StatsRegistry::InFlight::~InFlight() {
+void StatsRegistry::InFlight::end(Clock::time_point now) {
+  if (ended_) return;
+  ended_ = true;
   std::lock_guard lock(registry_.mu_);
   Entry& e = registry_.entry(deployment_);
   --e.counters.in_flight;
-  if (awaiting_) e.stop_awaiting(since_);
+  if (awaiting_) {
+    e.stop_awaiting(since_);
+    e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {since_, now};
+  }
 }
 
-StatsRegistry::Entry& StatsRegistry::entry(const std::string& deployment) const {
-  auto it = stats_.find(deployment);
+StatsRegistry::InFlight::~InFlight() { end(Clock::now()); }
+
+namespace {
+constexpr std::string_view kEffortTag = " reasoning=";
+}  // namespace
+
+template <typename F>
+void StatsRegistry::for_each_effort(const std::string& deployment, F&& f) const {
+  std::string prefix = deployment;
+  prefix.append(kEffortTag);
+  for (auto it = stats_.lower_bound(prefix);
+       it != stats_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    f(it->first, prefix.size(), it->second);
+  }
+}
+
+std::string stats_key(const std::string& deployment, std::string_view effort) {
+  if (effort.empty()) return deployment;
+  std::string key;
+  key.reserve(deployment.size() + kEffortTag.size() + effort.size());
+  return key.append(deployment).append(kEffortTag).append(effort);
+}
+
+StatsRegistry::Entry& StatsRegistry::entry(const std::string& key) const {
+  auto it = stats_.find(key);
   if (it == stats_.end()) {
-    it = stats_.emplace(deployment, Entry(options_)).first;
-    it->second.counters.deployment = deployment;
+    Entry e(options_);
+    e.counters.deployment = key;
+    if (auto tag = key.find(kEffortTag); tag != std::string::npos) {
+      const Entry& base = entry(key.substr(0, tag));
+      e.ttft.set_prior(base.ttft.prior());
+      e.tps_prior = base.tps_prior;
+    }
+    it = stats_.emplace(key, std::move(e)).first;
   }
   return it->second;
 }
 
 StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   std::lock_guard lock(mu_);
-  Entry& e = entry(r.deployment);
+  Entry& e = entry(r.stats_id());
   DeploymentStats& s = e.counters;
   auto recorded = [&] { return Recorded{e.failures.error_rate(now), s.attempts}; };
   ++s.attempts;
@@ -111,9 +145,17 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
   if (r.output_tokens)
     s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
   // A first token that arrived is a real TTFT sample, whatever happened after
-  // it — even if the client then left.
+  // it — even if the client then left. An unstreamed answer's is the whole
+  // answer (the client sees nothing before it).
   const auto ttft = r.ttft();
   if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now);
+  if (r.unstreamed && r.outcome == AttemptOutcome::kSuccess) {
+    if (auto answer = r.answer_time()) {
+      e.add_ttft(ms(*answer), now);
+      ++s.unstreamed_samples;
+      s.last_ttft_ms = ms(*answer);
+    }
+  }
   if (r.outcome == AttemptOutcome::kHedgeLost && !ttft) {
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
@@ -270,18 +312,24 @@ void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, dou
   e.tps_prior = tps;
 }
 
+StatsRegistry::Entry StatsRegistry::fresh_from(Entry& old, const std::string& key) const {
+  Entry fresh(options_);
+  fresh.counters.deployment = key;
+  fresh.counters.in_flight = old.counters.in_flight;
+  fresh.counters.awaiting_first_token = old.counters.awaiting_first_token;
+  fresh.awaiting_since = std::move(old.awaiting_since);
+  fresh.ttft.set_prior(old.ttft.prior());
+  fresh.tps_prior = old.tps_prior;
+  return fresh;
+}
+
 void StatsRegistry::reset(const std::string& deployment) {
   std::lock_guard lock(mu_);
-  auto it = stats_.find(deployment);
-  if (it == stats_.end()) return;
-  Entry fresh(options_);
-  fresh.counters.deployment = deployment;
-  fresh.counters.in_flight = it->second.counters.in_flight;
-  fresh.counters.awaiting_first_token = it->second.counters.awaiting_first_token;
-  fresh.awaiting_since = std::move(it->second.awaiting_since);
-  fresh.ttft.set_prior(it->second.ttft.prior());
-  fresh.tps_prior = it->second.tps_prior;
-  it->second = std::move(fresh);
+  // The deployment's entry and its efforts' (the attempts in flight stay counted).
+  if (auto it = stats_.find(deployment); it != stats_.end())
+    it->second = fresh_from(it->second, deployment);
+  for_each_effort(deployment,
+                  [&](const std::string& key, std::size_t, Entry& e) { e = fresh_from(e, key); });
 }
 
 DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
@@ -296,6 +344,30 @@ std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,
   auto it = stats_.find(deployment);
   if (it == stats_.end()) return std::nullopt;
   return snapshot(it->second, now);
+}
+
+std::size_t StatsRegistry::waited_at_least(const std::string& deployment,
+                                           std::chrono::milliseconds d,
+                                           Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  auto it = stats_.find(deployment);
+  if (it == stats_.end()) return 0;
+  const Entry& e = it->second;
+  auto n = std::count_if(e.awaiting_since.begin(), e.awaiting_since.end(),
+                         [&](Clock::time_point t) { return now - t >= d; });
+  n += std::count_if(e.unanswered.begin(), e.unanswered.end(),
+                     [&](const auto& u) { return u.second - u.first >= d && now - u.second <= d; });
+  return static_cast<std::size_t>(n);
+}
+
+std::vector<std::pair<std::string, DeploymentStats>> StatsRegistry::efforts_of(
+    const std::string& deployment, Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, DeploymentStats>> out;
+  for_each_effort(deployment, [&](const std::string& key, std::size_t effort_at, Entry& e) {
+    out.emplace_back(key.substr(effort_at), snapshot(e, now));
+  });
+  return out;
 }
 
 std::vector<DeploymentStats> StatsRegistry::all(Clock::time_point now) const {

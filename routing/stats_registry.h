@@ -14,12 +14,15 @@
 // simulated clock.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -54,6 +57,13 @@ inline constexpr double kDefaultCharsPerToken = 4.0;
 // How many of the latest TTFT samples count as recent evidence.
 inline constexpr std::size_t kRecentSamples = 20;
 inline constexpr std::size_t kConfirmSamples = 3;
+
+// The statistics of one kind of traffic to a deployment. Requests that ask
+// for a reasoning effort are measured apart from the rest, one entry per
+// effort — a model thinking at "high" has another TTFT (and deadline) than
+// the same model answering at once: "<deployment> reasoning=<effort>" (no
+// deployment id has a space). An empty effort is the deployment's own entry.
+std::string stats_key(const std::string& deployment, std::string_view effort);
 
 struct DeploymentStats {
   std::string deployment;
@@ -95,6 +105,9 @@ struct DeploymentStats {
   bool ttft_penalized = false;
   double ttft_prior_ms = 0;  // what the estimate relaxes toward
   std::uint64_t ttft_samples = 0;
+  // Of those, answers asked for unstreamed (providers[].stream: false): the
+  // sample is the time to the whole answer, when a client first sees output.
+  std::uint64_t unstreamed_samples = 0;
   double tps_estimate = 0;
   std::optional<double> tps_p50;
   std::optional<double> chars_per_s_estimate;
@@ -114,6 +127,10 @@ class StatsRegistry {
     ~InFlight();
     // The attempt produced its first output token: no longer awaiting one.
     void first_token();
+    // The attempt ended (the destructor does this at Clock::now() if not
+    // called): no longer in flight; if it was still awaiting a first token,
+    // how long it waited stays evidence for a moment (waited_at_least).
+    void end(Clock::time_point now);
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
 
@@ -122,6 +139,7 @@ class StatsRegistry {
     std::string deployment_;
     Clock::time_point since_;
     bool awaiting_ = true;
+    bool ended_ = false;
   };
 
   // What health (ejection) decides on, as of the attempt just recorded.
@@ -153,6 +171,16 @@ class StatsRegistry {
   std::optional<DeploymentStats> get(const std::string& deployment,
                                      Clock::time_point now = Clock::now()) const;
   std::vector<DeploymentStats> all(Clock::time_point now = Clock::now()) const;
+  // The reasoning efforts measured apart for `deployment` (stats_key), each
+  // with its statistics, in effort name order.
+  std::vector<std::pair<std::string, DeploymentStats>> efforts_of(
+      const std::string& deployment, Clock::time_point now = Clock::now()) const;
+  // How many attempts at the deployment have waited at least `d` for a
+  // first token: those still waiting, and those that ended unanswered
+  // within the last `d` (a hedge that won cancelled them). The evidence a
+  // hedge on a stall waits for.
+  std::size_t waited_at_least(const std::string& deployment, std::chrono::milliseconds d,
+                              Clock::time_point now = Clock::now()) const;
   const StatsOptions& options() const { return options_; }
 
  private:
@@ -169,12 +197,21 @@ class StatsRegistry {
     double tps_prior;
     // When each attempt still awaiting its first token started (unordered).
     std::vector<Clock::time_point> awaiting_since;
+    // The last few attempts that ended without a first token: (start, end).
+    std::array<std::pair<Clock::time_point, Clock::time_point>, 4> unanswered{};
+    std::size_t unanswered_next = 0;
     // The estimate holds penalties of failures, not a measurement (cleared
     // by the next real first token, which replaces them).
     bool penalized = false;
     void stop_awaiting(Clock::time_point since);  // mu_ held
   };
-  Entry& entry(const std::string& deployment) const;  // mu_ held
+  // Created on first use; an effort's entry starts from its deployment's priors.
+  Entry& entry(const std::string& key) const;  // mu_ held
+  Entry fresh_from(Entry& old, const std::string& key) const;
+  // f(key, where the effort starts in it, entry) for each of the
+  // deployment's effort entries (mu_ held).
+  template <typename F>
+  void for_each_effort(const std::string& deployment, F&& f) const;
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
 
   StatsOptions options_;

@@ -1349,6 +1349,15 @@ Script one_stream(const std::string& head, const std::vector<std::string>& event
   return {{K::kSend, head + testing::chunk(body) + testing::last_chunk()}};
 }
 
+// OpenAI's refusal to stream a model for an unverified organisation.
+constexpr const char* kStreamRefusal =
+    R"({"error":{"message":"Your organization must be verified to stream this model.","type":"invalid_request_error","param":"stream","code":"unsupported_value"}})";
+// A whole chat.completion, as a server answers a JSON request.
+constexpr const char* kWholeAnswer =
+    R"({"id":"c9","object":"chat.completion","created":5,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"whole answer","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4}})";
+
+Script healthy_stream_script() { return testing::healthy_stream(3); }
+
 std::vector<ClientRow> provider_rows() {
   return {
       {"audio-is-a-first-token",
@@ -1515,6 +1524,143 @@ std::vector<ClientRow> provider_rows() {
        "",
        "",
        ", timeouts: {total: 200ms}"},
+      {"stream-refused-learnt",
+       // OpenAI for an unverified organisation: a 400 naming "stream". The
+       // same attempt goes again as a JSON request (no failover, nothing for
+       // the client to see), and that deployment is asked for JSON from then on.
+       {{K::kSend, testing::status_response(400, "", kStreamRefusal)},
+        {K::kClose},
+        {K::kNext},
+        {K::kSend, testing::status_response(200, "", kWholeAnswer)},
+        {K::kClose}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+         EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "whole answer");
+         EXPECT_EQ(h.upstream()->stats().requests, 2u);
+         EXPECT_NE(h.upstream()->last_request().find(R"("stream":false)"), std::string::npos);
+         auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+         ASSERT_EQ(head.status, 200);
+         EXPECT_EQ(c.rest_of_events().back(), "[DONE]");
+         EXPECT_EQ(h.upstream()->stats().requests, 3u);  // learnt: no refusal first
+         auto routes = json::parse(c.request("GET", "/admin/routes").body);
+         EXPECT_EQ(routes["models"][0]["deployments"][0]["wire"]["learnt"],
+                   json::array({"refuses stream"}));
+       }},
+      {"stream-options-422-learnt",
+       // Mistral and others refuse stream_options with a 422: sent again
+       // without them, and none to that deployment from then on.
+       {{K::kSend,
+         testing::status_response(
+             422, "",
+             R"({"object":"error","message":"stream_options: Extra inputs are not permitted","type":"invalid_request_error"})")},
+        {K::kClose},
+        {K::kNext},
+        {K::kSend, head_role_tokens(2) +
+                       testing::chunk(testing::finish_event() + testing::done_event()) +
+                       testing::last_chunk()},
+        {K::kClose}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_EQ(h.upstream()->stats().requests, 2u);
+         EXPECT_EQ(h.upstream()->last_request().find("stream_options"), std::string::npos);
+       }},
+      {"unstreamed-provider",
+       // providers[].stream: false: one JSON request, a stream client still
+       // gets a stream; the answer time (not a TTFT) is the sample.
+       {{K::kSend, testing::status_response(200, "", kWholeAnswer)}, {K::kClose}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto head = c.start("POST", "/v1/chat/completions", chat_body(true));
+         ASSERT_EQ(head.status, 200);
+         EXPECT_EQ(head.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_EQ(head.header("x-llmgate-ttft-ms"), "");
+         EXPECT_EQ(c.rest_of_events().back(), "[DONE]");
+         const std::string sent = h.upstream()->last_request();
+         EXPECT_NE(sent.find(R"("stream":false)"), std::string::npos) << sent;
+         EXPECT_EQ(sent.find("stream_options"), std::string::npos) << sent;
+         EXPECT_NE(sent.find("Accept: application/json\r\n"), std::string::npos) << sent;
+         auto routes = json::parse(c.request("GET", "/admin/routes").body);
+         const auto& row = routes["models"][0]["deployments"][0];
+         EXPECT_EQ(row["ttft_ms"]["unstreamed_samples"], 1) << row;
+         EXPECT_EQ(row["wire"]["stream"], false);
+       },
+       "",
+       "",
+       "",
+       ", stream: false"},
+      {"no-first-token-deadline",
+       // ttft_timeout: none (a reasoning model): a first token after the
+       // provider's TTFT timeout is waited for; the head is not.
+       {{K::kSend, testing::sse_head() + testing::chunk(testing::role_event())},
+        {K::kSleep, "", 900ms},
+        {K::kSend,
+         testing::chunk(testing::token_event(0) + testing::finish_event() + testing::done_event()) +
+             testing::last_chunk()},
+        {K::kClose},
+        {K::kNext},
+        {K::kHold}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");
+         EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+         // No response head within the provider's TTFT timeout: fails over.
+         auto silent = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(silent.status, 200) << silent.body;
+         EXPECT_EQ(silent.header("x-llmgate-deployment"), "good/m");
+       },
+       "",
+       ", ttft_timeout: none"},
+      {"azure-url-and-key",
+       // Azure OpenAI: the deployment in the path, api-version in the query,
+       // the key alone in an api-key header.
+       healthy_stream_script(),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         const std::string sent = h.upstream()->last_request();
+         EXPECT_EQ(sent.rfind("POST /v1/deployments/m/chat/completions?api-version=2024-10-21 "
+                              "HTTP/1.1\r\n",
+                              0),
+                   0u)
+             << sent;
+         EXPECT_NE(sent.find("api-key: key\r\n"), std::string::npos) << sent;
+         EXPECT_EQ(sent.find("authorization:"), std::string::npos) << sent;
+       },
+       "", "", "",
+       ", api_key_header: api-key, chat_path: \"/deployments/{model}/chat/completions\","
+       " query: {api-version: \"2024-10-21\"}"},
+      {"usage-details-priced",
+       // Cached input at its own price; hidden reasoning in the usage is not
+       // output speed.
+       {{K::kSend,
+         head_role_tokens(2) +
+             testing::chunk(
+                 delta_event(
+                     "{}", R"("stop")",
+                     R"("usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100,"prompt_tokens_details":{"cached_tokens":800},"completion_tokens_details":{"reasoning_tokens":60}},)") +
+                 testing::done_event()) +
+             testing::last_chunk()},
+        {K::kClose}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         ASSERT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"], 800);
+         // 200 x $1 + 800 x $0.10 + 100 x $2, per million.
+         EXPECT_NEAR(metric_value(h.metrics(), "llmgate_cost_usd_total"), 480e-6, 1e-12);
+       },
+       "",
+       ", price: {input_per_1m: 1, cached_input_per_1m: 0.1, output_per_1m: 2}"},
   };
 }
 

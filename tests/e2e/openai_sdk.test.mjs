@@ -41,6 +41,9 @@ before(async () => {
     "--model", `down=${JSON.stringify({ ...fast, error_rate: 1, error_status: 503 })}`,
     "--model", `tools=${JSON.stringify({ ...fast, output: "tool_call", ratelimit_headers: true })}`,
     "--model", `thinker=${JSON.stringify({ ...fast, reasoning_tokens: 4 })}`,
+    "--model", `verified-only=${JSON.stringify({ ...fast, reject_stream: true })}`,
+    "--model", `o3ish=${JSON.stringify({ ttft_ms: 5, tps: 100, output_tokens: 6, reasoning_tokens: 60, reasoning_hidden: true })}`,
+    "--model", `cited=${JSON.stringify({ ...fast, annotations: true, cached_tokens: 2, reasoning_tokens: 3, reasoning_field: "reasoning" })}`,
   ], join(dir, "sim.port"));
   simURL = `http://127.0.0.1:${simPort}`;
   const config = `
@@ -51,6 +54,7 @@ timeouts: {connect: 1s, ttft: 2s, idle: 2s, total: 10s}
 routing: {exploration: 0, defaults: {policy: ordered}}
 providers:
   - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1", api_key_env: E2E_SIM_KEY, region: local}
+  - {name: strict, base_url: "http://127.0.0.1:${simPort}/v1", api_key_env: E2E_SIM_KEY, timeouts: {ttft: 300ms}}
 models:
   - name: chat
     deployments: [{provider: sim, model: down}, {provider: sim, model: good}]
@@ -62,6 +66,12 @@ models:
     deployments: [{provider: sim, model: tools}]
   - name: thinker-chat
     deployments: [{provider: sim, model: thinker}]
+  - name: verified-chat
+    deployments: [{provider: sim, model: verified-only}, {provider: sim, model: good}]
+  - name: reasoning-chat
+    deployments: [{provider: strict, model: o3ish, ttft_timeout: none}, {provider: sim, model: good}]
+  - name: cited-chat
+    deployments: [{provider: sim, model: cited}]
 `;
   writeFileSync(join(dir, "llmgate.yaml"), config);
   process.env.E2E_SIM_KEY = "sim-key";
@@ -215,7 +225,7 @@ test("a tool-call stream: TTFT at the first tool-call delta, the provider's rate
 });
 
 test("a non-streamed answer is the provider's own, field for field", async () => {
-  for (const [model, upstream] of [["tools-chat", "tools"], ["thinker-chat", "thinker"]]) {
+  for (const [model, upstream] of [["tools-chat", "tools"], ["thinker-chat", "thinker"], ["cited-chat", "cited"]]) {
     const via = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }] });
     const direct = new OpenAI({ baseURL: `${simURL}/v1`, apiKey: "sim-key" });
     const own = await direct.chat.completions.create({ model: upstream, messages: [{ role: "user", content: "hi" }] });
@@ -228,4 +238,47 @@ test("a non-streamed answer is the provider's own, field for field", async () =>
     };
     assert.deepEqual(comparable(via), comparable(own), model);
   }
+});
+
+test("a non-stream call to a deployment that may not stream works through the gateway", async () => {
+  // Like OpenAI's o3 for an unverified organisation: a 400 naming "stream"
+  // to any streaming request. The gateway asks for JSON instead (and
+  // remembers it); the SDK sees one clean answer from that deployment.
+  const { data, response } = await noRetry.chat.completions
+    .create({ model: "verified-chat", messages: [{ role: "user", content: "hi" }] })
+    .withResponse();
+  assert.equal(data.object, "chat.completion");
+  assert.equal(data.model, "verified-only");
+  assert.equal(response.headers.get("x-llmgate-deployment"), "sim/verified-only");
+  assert.equal(response.headers.get("x-llmgate-attempts"), "1");
+  // And a stream client gets a real stream, made from the JSON answer.
+  const stream = await noRetry.chat.completions.create({
+    model: "verified-chat", stream: true, messages: [{ role: "user", content: "hi" }],
+  });
+  let text = "";
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
+  assert.equal(text, data.choices[0].message.content);
+});
+
+test("a reasoning stream: no first-token deadline fires while the model thinks", async () => {
+  // o3ish thinks 60 hidden tokens at 100/s (~0.6 s) on a provider whose
+  // first-token timeout is 300 ms; its deployment says ttft_timeout: none.
+  const { data: stream, response } = await noRetry.chat.completions
+    .create({
+      model: "reasoning-chat", stream: true, reasoning_effort: "high",
+      stream_options: { include_usage: true }, messages: [{ role: "user", content: "think" }],
+    })
+    .withResponse();
+  assert.equal(response.headers.get("x-llmgate-deployment"), "strict/o3ish");
+  assert.equal(response.headers.get("x-llmgate-attempts"), "1");
+  assert.ok(Number(response.headers.get("x-llmgate-ttft-ms")) >= 500, response.headers.get("x-llmgate-ttft-ms"));
+  let text = "";
+  let usage = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? "";
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.ok(text.length > 0);
+  assert.equal(usage.completion_tokens_details.reasoning_tokens, 60);
+  assert.equal(usage.completion_tokens, 66);
 });

@@ -12,9 +12,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "config/config.h"
 #include "tests/support/http_client.h"
+#include "tests/support/sim_profiles.h"
 #include "tools/sim/sim_server.h"
 
 namespace llmgate {
@@ -24,13 +26,7 @@ using testing::eventually;
 using testing::HttpClient;
 using json = nlohmann::json;
 
-sim::Profile fast_profile(int tokens = 5) {
-  sim::Profile p;
-  p.ttft = {sim::Distribution::Kind::kFixed, 2, 0};
-  p.tps = {sim::Distribution::Kind::kFixed, 5000, 0};
-  p.output_tokens_min = p.output_tokens_max = tokens;
-  return p;
-}
+sim::Profile fast_profile(int tokens = 5) { return testing::quick_profile(tokens); }
 
 std::string chat_body(const std::string& model, bool stream, const std::string& extra = "") {
   return R"({"model":")" + model +
@@ -909,6 +905,63 @@ TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {
   EXPECT_TRUE(eventually([&] { return sim_b_->stats().streams_aborted == 1; }));
   EXPECT_EQ(gw_->routing().hedges_started.load(), 1u);
   EXPECT_EQ(gw_->routing().hedges_won.load(), 0u);
+}
+
+// hedging.on_stall (on by default, with hedging itself off): one attempt
+// waiting past its hedge delay is a slow answer and waits out its deadline;
+// two at the same deployment are a stall, and each gets the next candidate
+// started beside it.
+TEST_F(GatewayTest, WithHedgingOffTwoAttemptsStalledAtOneDeploymentAreHedged) {
+  sim::Profile stall = fast_profile();
+  stall.stall_before_first_token_ms = 20000;
+  start_sims(stall, fast_profile());
+  start_gateway(
+      "2s", "2s", "", "1s",
+      "routing: {exploration: 0, defaults: {policy: ordered, hedging: {delay: 100ms}}}\n");
+  HttpClient alone(port_);
+  auto r = alone.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-hedged"), "");  // no evidence: the deadline decided
+  EXPECT_NE(r.header("x-llmgate-failed").find("a/model-a=ttft_timeout"), std::string::npos)
+      << r.header("x-llmgate-failed");
+
+  llmgate::testing::HttpResponse first, second;
+  const auto seen = sim_a_->stats().requests;
+  std::thread t([&] {
+    HttpClient c(port_);
+    first = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  });
+  ASSERT_TRUE(eventually([&] { return sim_a_->stats().requests == seen + 1; }));
+  HttpClient c(port_);
+  second = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  t.join();
+  for (const auto* x : {&first, &second}) {
+    ASSERT_EQ(x->status, 200) << x->body;
+    EXPECT_EQ(x->header("x-llmgate-deployment"), "b/model-b");
+    EXPECT_EQ(x->header("x-llmgate-hedged"), "hedge-won");
+    EXPECT_EQ(x->header("x-llmgate-failed"), "");  // hedged, not timed out
+    EXPECT_NE(x->body.find("[DONE]"), std::string::npos);
+  }
+  EXPECT_EQ(gw_->routing().hedges_started.load(), 2u);
+
+  // A client that says "no hedge" gets none, stall or not.
+  const auto before = sim_a_->stats().requests;
+  std::thread t2([&] {
+    HttpClient c2(port_);
+    first = c2.request("POST", "/v1/chat/completions",
+                       chat_body("chat", true, R"(,"route":{"hedge":false})"));
+  });
+  ASSERT_TRUE(eventually([&] { return sim_a_->stats().requests == before + 1; }));
+  second = c.request("POST", "/v1/chat/completions",
+                     chat_body("chat", true, R"(,"route":{"hedge":false})"));
+  t2.join();
+  for (const auto* x : {&first, &second}) {
+    ASSERT_EQ(x->status, 200) << x->body;
+    EXPECT_EQ(x->header("x-llmgate-hedged"), "");
+    EXPECT_NE(x->header("x-llmgate-failed").find("a/model-a=ttft_timeout"), std::string::npos);
+  }
+  EXPECT_EQ(gw_->routing().hedges_started.load(), 2u);
 }
 
 TEST_F(GatewayTest, RouteOverridesAreAppliedAndNeverForwarded) {

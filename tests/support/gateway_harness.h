@@ -25,6 +25,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/scripted_upstream.h"
+#include "tests/support/sim_profiles.h"
 #include "tests/support/tls_relay.h"
 #include "tools/sim/sim_server.h"
 
@@ -164,11 +165,7 @@ class Harness {
     setenv("LLMGATE_CONFORMANCE_KEY", "key", 1);
     sim::SimOptions o;
     o.api_key = "key";
-    sim::Profile p;
-    p.ttft = {sim::Distribution::Kind::kFixed, 2, 0};
-    p.tps = {sim::Distribution::Kind::kFixed, 5000, 0};
-    p.output_tokens_min = p.output_tokens_max = 5;
-    o.profiles["m"] = p;
+    o.profiles["m"] = quick_profile();
     good_ = std::make_unique<sim::SimServer>(o);
     good_->start();
     std::string bad_url, bad_tls;

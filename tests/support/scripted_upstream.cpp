@@ -66,6 +66,7 @@ struct ScriptedUpstream::Impl {
   int listen_fd = -1;
   std::uint16_t port = 0;
   std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> requests_played{0};  // requests whose part has been chosen
   mutable std::mutex mu;
   ScriptedStats stats;
   std::string last_request;
@@ -126,12 +127,26 @@ struct ScriptedUpstream::Impl {
     return false;
   }
 
+  // The steps request `n` plays: its part of the script (Step::kNext).
+  std::pair<std::size_t, std::size_t> part(std::size_t n) const {
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < script.size(); ++i) {
+      if (script[i].kind != Step::Kind::kNext) continue;
+      if (n == 0) return {begin, i};
+      --n;
+      begin = i + 1;
+    }
+    return {begin, script.size()};
+  }
+
   void serve(int fd) {
     bool peer_gone = false;
     if (read_first && !read_request(fd)) {
       peer_gone = true;
     } else {
-      for (const auto& step : script) {
+      const auto [begin, end] = part(requests_played++);
+      for (std::size_t i = begin; i < end; ++i) {
+        const Step& step = script[i];
         if (stopping.load()) break;
         bool ok = true;
         switch (step.kind) {
@@ -169,6 +184,8 @@ struct ScriptedUpstream::Impl {
             ::shutdown(fd, SHUT_WR);
             wait_peer_close(fd, std::chrono::milliseconds(2000));
             ok = false;
+            break;
+          case Step::Kind::kNext:  // parts end before it
             break;
           case Step::Kind::kReset: {
             linger l{1, 0};

@@ -22,6 +22,8 @@ struct Step {
     kHold,     // stay silent until the peer closes (or the server stops)
     kTrickle,  // write `bytes` one byte every `ms`
     kFlood,    // write token events as fast as the peer takes them, until it closes
+    kNext,     // the end of one request's part: request N plays the N-th part
+               // (the last part plays for every request after it)
   };
   // Positional, each after the first optional: {Step::Kind::kClose},
   // {Step::Kind::kSend, bytes}, {Step::Kind::kTrickle, bytes, 100ms}.

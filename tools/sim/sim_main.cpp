@@ -36,6 +36,8 @@ options:
   --seed N               random seed for TTFT, speed, length and errors (default 1)
   --region R             region echoed in x-sim-region for profiles without one
   --api-key K            require "Authorization: Bearer K" on /v1/* requests
+  --azure API_VERSION    behave like Azure OpenAI: /openai/deployments/{name}/chat/completions
+                         ?api-version=API_VERSION, the key (if any) in an api-key header
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
@@ -43,7 +45,9 @@ options:
 
 A profile is JSON/YAML with keys ttft_ms, tps, output_tokens, error_rate,
 error_status, retry_after_s, stall_before_first_token_ms, stall_after_tokens,
-stall_ms, cut_after_tokens, malformed_after_tokens, fault_rate, region. See README.md.
+stall_ms, cut_after_tokens, malformed_after_tokens, fault_rate, region, output,
+reasoning_tokens, reasoning_hidden, reasoning_field, annotations, cached_tokens,
+ratelimit_headers, reject_stream_options, reject_stream. See README.md.
 )";
 
 struct UsageError : std::runtime_error {
@@ -179,9 +183,9 @@ Cli parse_cli(int argc, char** argv) {
       cli.help = true;
       return cli;
     }
-    static constexpr std::string_view kFlags[] = {"--listen", "--threads",  "--seed",
-                                                  "--region", "--api-key",  "--profiles",
-                                                  "--model",  "--port-file"};
+    static constexpr std::string_view kFlags[] = {"--listen", "--threads",   "--seed",
+                                                  "--region", "--api-key",   "--profiles",
+                                                  "--model",  "--port-file", "--azure"};
     const std::string_view name = arg.substr(0, arg.find('='));
     if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
       throw UsageError("unknown option " + std::string(name));
@@ -211,6 +215,9 @@ Cli parse_cli(int argc, char** argv) {
       profiles_file = std::string(value);
     } else if (arg == "--model") {
       model_flags.emplace_back(value);
+    } else if (arg == "--azure") {
+      if (value.empty()) throw UsageError("--azure: expected an api-version, e.g. 2024-10-21");
+      cli.options.azure_api_version = std::string(value);
     } else if (arg == "--port-file") {
       cli.port_file = std::string(value);
     }

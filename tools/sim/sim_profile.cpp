@@ -38,6 +38,11 @@ int read_int(const json& v, std::string_view key) {
   return static_cast<int>(i);
 }
 
+bool read_bool(const json& v, std::string_view key) {
+  if (!v.is_boolean()) fail(key, "must be true or false");
+  return v.get<bool>();
+}
+
 Distribution::Kind read_kind(const json& v, std::string_view key) {
   if (!v.is_string()) fail(key, "must be one of \"fixed\", \"normal\", \"lognormal\"");
   const auto& s = v.get_ref<const std::string&>();
@@ -186,11 +191,23 @@ Profile profile_from_json(const json& j, const Profile& base) {
       p.reasoning_tokens = read_int(v, key);
       if (p.reasoning_tokens < 0) fail(key, "must be >= 0");
     } else if (key == "ratelimit_headers") {
-      if (!v.is_boolean()) fail(key, "must be true or false");
-      p.ratelimit_headers = v.get<bool>();
+      p.ratelimit_headers = read_bool(v, key);
     } else if (key == "reject_stream_options") {
-      if (!v.is_boolean()) fail(key, "must be true or false");
-      p.reject_stream_options = v.get<bool>();
+      p.reject_stream_options = read_bool(v, key);
+    } else if (key == "reject_stream") {
+      p.reject_stream = read_bool(v, key);
+    } else if (key == "reasoning_hidden") {
+      p.reasoning_hidden = read_bool(v, key);
+    } else if (key == "reasoning_field") {
+      const std::string f = v.is_string() ? v.get<std::string>() : "";
+      if (f != "reasoning_content" && f != "reasoning")
+        fail(key, "must be \"reasoning_content\" or \"reasoning\"");
+      p.reasoning_field = f;
+    } else if (key == "annotations") {
+      p.annotations = read_bool(v, key);
+    } else if (key == "cached_tokens") {
+      p.cached_tokens = read_int(v, key);
+      if (p.cached_tokens < 0) fail(key, "must be >= 0");
     } else {
       fail(key, "unknown key \"" + key + "\"");
     }
@@ -220,6 +237,11 @@ json profile_to_json(const Profile& p) {
       {"reasoning_tokens", p.reasoning_tokens},
       {"ratelimit_headers", p.ratelimit_headers},
       {"reject_stream_options", p.reject_stream_options},
+      {"reject_stream", p.reject_stream},
+      {"reasoning_hidden", p.reasoning_hidden},
+      {"reasoning_field", p.reasoning_field},
+      {"annotations", p.annotations},
+      {"cached_tokens", p.cached_tokens},
   };
 }
 

@@ -50,6 +50,22 @@ struct Profile {
   // A 400 to any request that names stream_options (servers that do not
   // know it).
   bool reject_stream_options = false;
+  // A 400 (param "stream") to any streaming request: OpenAI's answer for
+  // models an unverified organisation may not stream.
+  bool reject_stream = false;
+  // How reasoning reaches the client: streamed as text before the answer
+  // (DeepSeek-R1, vLLM), or hidden (OpenAI's o-series: thinking time before
+  // the first visible token, counted only in usage).
+  bool reasoning_hidden = false;
+  // The delta field streamed reasoning goes in: "reasoning_content"
+  // (DeepSeek, older vLLM) or "reasoning" (OpenRouter, newer vLLM).
+  std::string reasoning_field = "reasoning_content";
+  // Web-search style url_citation annotations on a text answer (a delta of
+  // their own before the finish chunk; message.annotations when not streamed).
+  bool annotations = false;
+  // Prompt tokens reported as read from the prompt cache
+  // (usage.prompt_tokens_details.cached_tokens), at most the prompt's.
+  int cached_tokens = 0;
 };
 
 // Reads a profile from JSON, starting from `base`: keys that are absent keep
@@ -66,7 +82,9 @@ struct Profile {
 //   cut_after_tokens, malformed_after_tokens (int, < 0 disables),
 //   fault_rate [0,1], region,
 //   output ("text" | "tool_call" | "audio"), reasoning_tokens (int >= 0),
-//   ratelimit_headers (bool), reject_stream_options (bool).
+//   ratelimit_headers (bool), reject_stream_options (bool), reject_stream (bool),
+//   reasoning_hidden (bool), reasoning_field ("reasoning_content" | "reasoning"),
+//   annotations (bool), cached_tokens (int >= 0).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 

@@ -72,6 +72,10 @@ void append_json_string(std::string& out, std::string_view s) {
 
 std::string error_body(const ApiError& e) {
   using ojson = nlohmann::ordered_json;  // OpenAI's field order
+  if (e.type.empty()) {                  // Azure's own errors: {"code", "message"}
+    return ojson{{"error", {{"code", e.code.value_or("")}, {"message", e.message}}}}.dump(
+        -1, ' ', false, ojson::error_handler_t::replace);
+  }
   ojson error = {
       {"message", e.message},
       {"type", e.type},
@@ -171,6 +175,14 @@ ApiError stream_options_refused() {
                   "invalid_request_error", std::string("stream_options"), std::nullopt};
 }
 
+ApiError stream_refused() {
+  return ApiError{400,
+                  "Your organization must be verified to stream this model. Please go to "
+                  "https://platform.openai.com/settings/organization/general and click on Verify "
+                  "Organization. (simulated)",
+                  "invalid_request_error", std::string("stream"), std::string("unsupported_value")};
+}
+
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng) {
   ChatPlan plan;
   // Fixed draw order (error, ttft, tps, length, faults) keeps a seeded run
@@ -184,6 +196,10 @@ ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng)
   // max_completion_tokens does for OpenAI's reasoning models.
   plan.output = profile.output;
   plan.reasoning_tokens = profile.reasoning_tokens;
+  plan.reasoning_hidden = profile.reasoning_hidden;
+  plan.reasoning_field = profile.reasoning_field == "reasoning" ? "reasoning" : "reasoning_content";
+  plan.annotations = profile.annotations && profile.output == Profile::Output::kText;
+  plan.cached_tokens = std::min<std::int64_t>(profile.cached_tokens, request.prompt_tokens);
   plan.completion_tokens += profile.reasoning_tokens;
   if (request.max_tokens && plan.completion_tokens > *request.max_tokens) {
     plan.completion_tokens = static_cast<int>(*request.max_tokens);
@@ -237,7 +253,9 @@ void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
   std::string delta;
   const int j = k - a.reasoning;  // the answer's own token index
   if (j < 0) {
-    delta = "{\"reasoning_content\":";
+    delta = "{\"";
+    delta += a.reasoning_field;
+    delta += "\":";
     append_json_string(delta, token_text(static_cast<std::size_t>(k)));
     delta += "}";
   } else if (a.output == Profile::Output::kText) {
@@ -280,8 +298,13 @@ void ChunkFormatter::finish(std::string& out, std::string_view finish_reason) co
   choice(out, "{}", quoted);
 }
 
+void ChunkFormatter::annotations(std::string& out, const Answer& a) const {
+  choice(out, "{\"annotations\":" + a.annotations_json() + "}", "null");
+}
+
 void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
-                           std::int64_t completion_tokens, std::int64_t reasoning_tokens) const {
+                           std::int64_t completion_tokens, std::int64_t reasoning_tokens,
+                           std::int64_t cached_tokens) const {
   out += head_;
   out += "\"choices\":[],\"usage\":{\"prompt_tokens\":";
   append_int(out, prompt_tokens);
@@ -289,6 +312,11 @@ void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
   append_int(out, completion_tokens);
   out += ",\"total_tokens\":";
   append_int(out, prompt_tokens + completion_tokens);
+  if (cached_tokens > 0) {
+    out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+    append_int(out, cached_tokens);
+    out += "}";
+  }
   if (reasoning_tokens > 0) {
     out += ",\"completion_tokens_details\":{\"reasoning_tokens\":";
     append_int(out, reasoning_tokens);
@@ -297,11 +325,33 @@ void ChunkFormatter::usage(std::string& out, std::int64_t prompt_tokens,
   out += "}}\n\n";
 }
 
+void ChunkFormatter::azure_prompt_filter(std::string& out) {
+  out +=
+      "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\","
+      "\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{"
+      "\"hate\":{\"filtered\":false,\"severity\":\"safe\"},"
+      "\"self_harm\":{\"filtered\":false,\"severity\":\"safe\"},"
+      "\"sexual\":{\"filtered\":false,\"severity\":\"safe\"},"
+      "\"violence\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n";
+}
+
 Answer::Answer(const ChatPlan& plan, std::string id)
     : output(plan.output),
       tokens(plan.completion_tokens),
       reasoning(std::min(plan.reasoning_tokens, plan.completion_tokens)),
+      reasoning_hidden(plan.reasoning_hidden),
+      reasoning_field(plan.reasoning_field),
+      annotations(plan.annotations),
       call_id(std::move(id)) {}
+
+std::string Answer::annotations_json() const {
+  const std::string text = answer_text();
+  std::string out = "[{\"type\":\"url_citation\",\"url_citation\":{\"start_index\":0,";
+  out += "\"end_index\":";
+  append_int(out, static_cast<std::int64_t>(text.size()));
+  out += ",\"title\":\"Lorem ipsum (simulated)\",\"url\":\"https://example.com/lorem\"}}]";
+  return out;
+}
 
 std::string Answer::reasoning_text() const {
   std::string s;
@@ -364,12 +414,14 @@ std::string completion_body(std::string_view id, std::int64_t created, std::stri
 
 std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
                             const Answer& a, std::string_view finish_reason,
-                            std::int64_t prompt_tokens) {
+                            std::int64_t prompt_tokens, std::int64_t cached_tokens) {
   ojson message = {{"role", "assistant"}, {"content", nullptr}, {"refusal", nullptr}};
-  if (a.reasoning > 0) message["reasoning_content"] = a.reasoning_text();
+  if (a.reasoning > 0 && !a.reasoning_hidden)
+    message[std::string(a.reasoning_field)] = a.reasoning_text();
   switch (a.output) {
     case Profile::Output::kText:
       message["content"] = a.answer_text();
+      if (a.annotations) message["annotations"] = ojson::parse(a.annotations_json());
       break;
     case Profile::Output::kToolCall:
       if (a.answer_tokens() > 0) {
@@ -393,6 +445,7 @@ std::string completion_body(std::string_view id, std::int64_t created, std::stri
   ojson usage = {{"prompt_tokens", prompt_tokens},
                  {"completion_tokens", a.tokens},
                  {"total_tokens", prompt_tokens + a.tokens}};
+  if (cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   if (a.reasoning > 0) usage["completion_tokens_details"] = {{"reasoning_tokens", a.reasoning}};
   return completion_json(id, created, model, std::move(message), finish_reason, std::move(usage));
 }

@@ -16,7 +16,8 @@
 
 namespace llmgate::sim {
 
-// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}};
+// with an empty type, in Azure's: {"error": {"code", "message"}}.
 struct ApiError {
   int status = 400;
   std::string message;
@@ -59,6 +60,10 @@ struct ChatPlan {
   bool faults = true;   // the profile's faults apply to this request (Profile::fault_rate)
   Profile::Output output = Profile::Output::kText;
   int reasoning_tokens = 0;  // the first ones of completion_tokens
+  bool reasoning_hidden = false;
+  std::string_view reasoning_field = "reasoning_content";
+  bool annotations = false;
+  std::int64_t cached_tokens = 0;  // of the prompt, from the prompt cache
   std::string_view finish_reason() const {
     return capped ? "length" : output == Profile::Output::kToolCall ? "tool_calls" : "stop";
   }
@@ -69,9 +74,12 @@ struct ChatPlan {
 // non-streamed answer of the same plan say exactly the same thing.
 struct Answer {
   Profile::Output output = Profile::Output::kText;
-  int tokens = 0;       // all output tokens
-  int reasoning = 0;    // the first ones, reasoning
-  std::string call_id;  // the tool call's or the audio's id
+  int tokens = 0;                 // all output tokens
+  int reasoning = 0;              // the first ones, reasoning
+  bool reasoning_hidden = false;  // reasoning is spent, never sent (usage only)
+  std::string_view reasoning_field = "reasoning_content";
+  bool annotations = false;  // url_citation annotations on a text answer
+  std::string call_id;       // the tool call's or the audio's id
 
   Answer(const ChatPlan& plan, std::string call_id);
   int answer_tokens() const { return tokens - reasoning; }
@@ -79,6 +87,10 @@ struct Answer {
   std::string answer_text() const;     // tokens [reasoning, tokens)
   std::string tool_arguments() const;  // {"query":"<answer text>"}
   std::string audio_data() const;      // base64, 4 characters per answer token
+  // Whether output token `k` goes on the wire (hidden reasoning does not).
+  bool sent(int k) const { return !(reasoning_hidden && k < reasoning); }
+  // The annotations array's JSON: one url_citation over the answer.
+  std::string annotations_json() const;
 };
 
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng);
@@ -97,8 +109,13 @@ class ChunkFormatter {
   // arguments (the first with its id and name) or of the audio.
   void output(std::string& out, const Answer& a, int k) const;
   void finish(std::string& out, std::string_view finish_reason) const;  // delta {}
+  // delta {"annotations": [...]}, before the finish chunk.
+  void annotations(std::string& out, const Answer& a) const;
   void usage(std::string& out, std::int64_t prompt_tokens, std::int64_t completion_tokens,
-             std::int64_t reasoning_tokens = 0) const;
+             std::int64_t reasoning_tokens = 0, std::int64_t cached_tokens = 0) const;
+  // Azure OpenAI's first event: no choices, empty id and model, the prompt's
+  // content filter results.
+  static void azure_prompt_filter(std::string& out);
   static void done(std::string& out);  // data: [DONE]
   // A prefix of a content event, cut mid-way (the cut_after_tokens fault).
   static void truncated(std::string& out);
@@ -119,7 +136,11 @@ std::string completion_body(std::string_view id, std::int64_t created, std::stri
 // The same for `answer` (reasoning, tool call or audio as its plan says).
 std::string completion_body(std::string_view id, std::int64_t created, std::string_view model,
                             const Answer& answer, std::string_view finish_reason,
-                            std::int64_t prompt_tokens);
+                            std::int64_t prompt_tokens, std::int64_t cached_tokens = 0);
+
+// What OpenAI answers a streaming request for a model the organisation may
+// not stream (Profile::reject_stream): a 400 naming "stream".
+ApiError stream_refused();
 
 // Appends `s` as a JSON string literal (quotes included).
 void append_json_string(std::string& out, std::string_view s);

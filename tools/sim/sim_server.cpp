@@ -242,7 +242,33 @@ struct SimServer::Impl {
     ChatRequest chat;
     ChatPlan plan;
     Profile profile;
+    bool azure = false;  // SimOptions::azure_api_version
   };
+
+  // Azure mode: the deployment a chat target names
+  // (/openai/deployments/{deployment}/chat/completions?api-version=V), or
+  // none for any other target (and always none outside Azure mode).
+  std::optional<std::string> azure_deployment(std::string_view target) const {
+    if (options.azure_api_version.empty()) return std::nullopt;
+    constexpr std::string_view kPrefix = "/openai/deployments/";
+    constexpr std::string_view kSuffix = "/chat/completions";
+    const auto q = target.find('?');
+    const std::string_view path = target.substr(0, q);
+    if (!path.starts_with(kPrefix) || !ends_with(path, kSuffix)) return std::nullopt;
+    const std::string_view name =
+        path.substr(kPrefix.size(), path.size() - kPrefix.size() - kSuffix.size());
+    if (name.empty() || name.find('/') != std::string_view::npos) return std::nullopt;
+    // api-version=V among the query's parameters.
+    std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+    const std::string wanted = "api-version=" + options.azure_api_version;
+    while (!query.empty()) {
+      const auto amp = query.find('&');
+      if (query.substr(0, amp) == wanted) return percent_decode(name);
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+    return std::nullopt;
+  }
 
   // --- shared state -------------------------------------------------------
   Profile profile_for(const std::string& model) const {
@@ -277,6 +303,15 @@ struct SimServer::Impl {
 
   std::optional<ApiError> check_auth(const Request& req) const {
     if (options.api_key.empty()) return std::nullopt;
+    if (!options.azure_api_version.empty()) {
+      auto it = req.find("api-key");
+      if (it != req.end() && it->value() == options.api_key) return std::nullopt;
+      return ApiError{401,
+                      "Access denied due to invalid subscription key or wrong API endpoint. Make "
+                      "sure to provide a valid key for an active subscription and use a correct "
+                      "regional API endpoint for your resource. (simulated)",
+                      "", std::nullopt, std::string("401")};
+    }
     auto it = req.find(http::field::authorization);
     if (it != req.end() && it->value() == "Bearer " + options.api_key) return std::nullopt;
     ApiError e = injected_error(401);
@@ -418,6 +453,13 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
                                              beast::flat_buffer& buffer, const Request& req) {
   const std::string_view target = req.target();
   const std::string_view path = target.substr(0, target.find('?'));
+  if (!options.azure_api_version.empty() && is_chat_path(path)) {
+    if (!azure_deployment(target)) {
+      Response missing = make_error(
+          req, ApiError{404, "Resource not found", "", std::nullopt, std::string("404")});
+      co_return co_await write_response(stream, std::move(missing));
+    }
+  }
   if (is_chat_path(path) && req.method() == http::verb::post) {
     co_return co_await handle_chat(shard, stream, buffer, req);
   }
@@ -448,9 +490,16 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
     co_return co_await write_response(stream, make_error(req, *e));
   }
   ex.chat = std::move(std::get<ChatRequest>(parsed));
+  // Azure serves the deployment the path names, whatever the body says.
+  if (auto deployment = azure_deployment(req.target())) ex.chat.model = std::move(*deployment);
+  ex.azure = !options.azure_api_version.empty();
   ex.profile = profile_for(ex.chat.model);
   if (ex.profile.reject_stream_options && ex.chat.has_stream_options) {
     Response refused = make_error(req, stream_options_refused());
+    co_return co_await write_response(stream, std::move(refused));
+  }
+  if (ex.profile.reject_stream && ex.chat.stream) {
+    Response refused = make_error(req, stream_refused());
     co_return co_await write_response(stream, std::move(refused));
   }
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
@@ -540,6 +589,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
   const Answer answer(ex.plan, ex.call_id);
   std::string event;  // reused for every event of the stream
   event.reserve(512);
+  if (ex.azure) ChunkFormatter::azure_prompt_filter(event);
   format.role(event);
   if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
 
@@ -576,6 +626,7 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
       co_return Outcome::kCut;
     }
     if (k == tokens) break;
+    if (!answer.sent(k)) continue;  // hidden reasoning: thinking time, nothing on the wire
     format.output(event, answer, k);
     if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
   }
@@ -593,9 +644,12 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
       tail += event;
     }
   };
+  if (answer.annotations) append([&] { format.annotations(event, answer); });
   append([&] { format.finish(event, ex.plan.finish_reason()); });
   if (ex.chat.include_usage) {
-    append([&] { format.usage(event, ex.chat.prompt_tokens, tokens, answer.reasoning); });
+    append([&] {
+      format.usage(event, ex.chat.prompt_tokens, tokens, answer.reasoning, ex.plan.cached_tokens);
+    });
   }
   append([&] { ChunkFormatter::done(event); });
   if (chunked) tail += "0\r\n\r\n";
@@ -623,7 +677,7 @@ net::awaitable<Outcome> SimServer::Impl::answer_chat(beast::tcp_stream& stream,
       within(p.malformed_after_tokens)
           ? std::string("{not json")
           : completion_body(ex.id, ex.created, ex.chat.model, Answer(ex.plan, ex.call_id),
-                            ex.plan.finish_reason(), ex.chat.prompt_tokens);
+                            ex.plan.finish_reason(), ex.chat.prompt_tokens, ex.plan.cached_tokens);
   http::response<http::empty_body> res{http::status::ok, ex.version};
   res.set(http::field::server, "llmgate-sim");
   res.set(http::field::content_type, "application/json");

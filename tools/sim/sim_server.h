@@ -28,8 +28,13 @@ struct SimOptions {
   std::uint16_t port = 0;  // 0 = pick a free port
   unsigned threads = 1;
   std::uint64_t seed = 1;
-  std::string region;                       // default region for profiles without one
-  std::string api_key;                      // if set, requests need "Authorization: Bearer <key>"
+  std::string region;   // default region for profiles without one
+  std::string api_key;  // if set, requests need "Authorization: Bearer <key>"
+  // Non-empty: behave like Azure OpenAI (classic deployments): chat requests
+  // at /openai/deployments/{deployment}/chat/completions?api-version=<this>
+  // (the deployment names the profile; another path or version is a 404),
+  // the key in an `api-key` header, and Azure's prompt-filter first event.
+  std::string azure_api_version;
   Profile default_profile;                  // for models with no profile of their own
   std::map<std::string, Profile> profiles;  // by upstream model name
 };

@@ -60,7 +60,7 @@ const ErrorCase kCases[] = {
      "server: { listeners: [{address: 127.0.0.1, colour: red}] }\n",
      R"(cfg.yaml: server.listeners[0]: unknown key "colour" (expected one of: address, port))"},
     {"RejectsUnknownKeyInDeployment", deployment_with("        model: x\n        weight: 2\n"),
-     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue))"},
+     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue, stream, ttft_timeout))"},
     {"RejectsUnknownKeyInLimits", "server: { limits: { max_body: 1MiB } }\n",
      R"(cfg.yaml: server.limits: unknown key "max_body" (expected one of: max_body_size, max_header_size, max_event_size, max_connections, client_header_timeout, client_idle_timeout))"},
     {"SuggestsKeysCaseInsensitively", "server: { Workers: 2 }\n",
@@ -207,6 +207,24 @@ const ErrorCase kCases[] = {
     {"RejectsHeaderValuesThatCouldSplitTheRequest",
      provider_with("    headers: { X-Extra: \"a\\r\\nEvil: 1\" }\n"),
      R"(cfg.yaml: providers[0].headers.X-Extra: header value contains control characters)"},
+
+    // --- wire options (docs/providers.md)
+    {"RejectsAHeaderSecretWithTwoSources",
+     provider_with("    headers: { X-Key: {env: A, file: /b} }\n"),
+     R"(cfg.yaml: providers[0].headers.X-Key: set one of env and file)"},
+    {"RejectsAHeaderSecretFromAnUnsetVariable",
+     provider_with("    headers: { X-Key: {env: NOPE_HEADER} }\n"),
+     R"(cfg.yaml: providers[0].headers.X-Key.env: environment variable "NOPE_HEADER" is not set)"},
+    {"RejectsAChatPathWithAQuery", provider_with("    chat_path: /chat?x=1\n"),
+     R"(cfg.yaml: providers[0].chat_path: expected a path starting with '/' (no query, no spaces), got "/chat?x=1")"},
+    {"RejectsAKeyHeaderAlsoSetInHeaders",
+     provider_with("    headers: { Api-Key: x }\n    api_key_header: api-key\n"),
+     R"(cfg.yaml: providers[0].api_key_header: header "api-key" is also set in headers)"},
+    {"RejectsAKeyHeaderTheGatewayManages", provider_with("    api_key_header: Host\n"),
+     R"(cfg.yaml: providers[0].api_key_header: header "Host" is managed by the gateway and cannot be set)"},
+    {"RejectsAFirstTokenDeadlineThatIsNeitherADurationNorNone",
+     deployment_with("        model: x\n        ttft_timeout: never\n"),
+     R"(cfg.yaml: models[0].deployments[0].ttft_timeout: expected a duration (250ms, 2s, 1m) or none, got "never")"},
 
     // --- secrets
     {"RejectsBothKeySources", provider_with("    api_key_file: /run/secrets/groq\n"),

@@ -164,6 +164,66 @@ TEST_F(ConfigTest, ProviderDefaultsApplyToEveryOmittedKey) {
   EXPECT_EQ(config->timeouts_for(p).ttft, kDefaultTtftTimeout);
 }
 
+TEST_F(ConfigTest, ReadsEachProvidersWireOptions) {
+  fake_env()["AZURE_KEY"] = "az-key";
+  fake_env()["PORTKEY_SECRET"] = "pk-secret";
+  const auto config = parse(R"yaml(
+providers:
+  - name: azure
+    base_url: https://res.openai.azure.com/openai
+    api_key_env: AZURE_KEY
+    api_key_header: api-key
+    chat_path: /deployments/{model}/chat/completions
+    query: {api-version: "2024-10-21", "a b": "c&d"}
+    headers: {x-portkey-api-key: {env: PORTKEY_SECRET}, x-team: search}
+    stream_options: false
+    stream: false
+  - name: plain
+    base_url: https://api.openai.com/v1
+models:
+  - name: m
+    deployments:
+      - {provider: azure, model: gpt-4o, stream: true, ttft_timeout: 45s,
+         price: {input_per_1m: 2.5, cached_input_per_1m: 1.25, output_per_1m: 10}}
+      - {provider: plain, model: o3, ttft_timeout: none}
+      - {provider: plain, model: gpt-4o-mini}
+)yaml");
+  const Provider& az = config->providers.at(0);
+  EXPECT_EQ(az.api_key_header, "api-key");
+  EXPECT_EQ(az.chat_path, "/deployments/{model}/chat/completions");
+  EXPECT_EQ(az.query, "api-version=2024-10-21&a%20b=c%26d");  // in document order, encoded once
+  EXPECT_EQ(az.headers.at("x-portkey-api-key"), "pk-secret");
+  EXPECT_EQ(az.header_secrets, std::vector<std::string>{"pk-secret"});  // scrubbed like a key
+  EXPECT_FALSE(az.stream_options);
+  EXPECT_FALSE(az.stream);
+  const Provider& plain = config->providers.at(1);
+  EXPECT_EQ(plain.api_key_header, "");
+  EXPECT_EQ(plain.chat_path, "");
+  EXPECT_EQ(plain.query, "");
+  EXPECT_TRUE(plain.stream);
+
+  const auto& ds = config->models.at(0).deployments;
+  EXPECT_EQ(ds[0].stream, std::optional<bool>(true));
+  EXPECT_EQ(ds[0].ttft_timeout, milliseconds(45'000));
+  EXPECT_EQ(config->timeouts_for(az, ds[0]).ttft, milliseconds(45'000));
+  EXPECT_EQ(ds[0].price.cached_input_per_1m, std::optional<double>(1.25));
+  EXPECT_FALSE(ds[1].first_token_deadline);
+  EXPECT_EQ(config->timeouts_for(plain, ds[1]).ttft, config->timeouts_for(plain).total);
+  EXPECT_TRUE(ds[2].first_token_deadline);
+  EXPECT_EQ(config->timeouts_for(plain, ds[2]).ttft, kDefaultTtftTimeout);
+  EXPECT_FALSE(ds[2].stream.has_value());
+}
+
+TEST(Price, ChargesCachedInputAtItsOwnPrice) {
+  Price p{2.0, 10.0, std::nullopt};
+  EXPECT_DOUBLE_EQ(p.cost_usd(1'000'000, 400'000, 100'000), 2.0 + 1.0);  // no cached price: full
+  p.cached_input_per_1m = 0.5;
+  EXPECT_DOUBLE_EQ(p.cost_usd(1'000'000, 400'000, 100'000), 1.2 + 0.2 + 1.0);
+  // Upstream counts are not trusted: cached beyond the input, negatives.
+  EXPECT_DOUBLE_EQ(p.cost_usd(100, 500, 0), 100 * 0.5 / 1e6);
+  EXPECT_DOUBLE_EQ(p.cost_usd(-5, -1, -7), 0.0);
+}
+
 TEST_F(ConfigTest, TopLevelTimeoutsKeepTheBuiltInDefaultForKeysTheyOmit) {
   const auto config = parse("timeouts: { ttft: 4s }");
   EXPECT_EQ(config->timeouts.ttft, milliseconds(4'000));

@@ -61,6 +61,7 @@ routing:
       delay: 300ms
       min_delay: 40ms
       max_extra_ratio: 0.05
+      on_stall: false
 )yaml";
 
 class RoutingConfigTest : public ::testing::Test {
@@ -88,6 +89,7 @@ void expect_default_policy(const RoutingPolicy& p) {
   EXPECT_EQ(p.hedging.delay_percentile, Percentile::kP99);
   EXPECT_EQ(p.hedging.min_delay, milliseconds(50));
   EXPECT_DOUBLE_EQ(p.hedging.max_extra_ratio, 0.1);
+  EXPECT_TRUE(p.hedging.on_stall);
 }
 
 TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
@@ -172,6 +174,7 @@ TEST_F(RoutingConfigTest, ReadsEveryRoutingKey) {
   EXPECT_EQ(d.hedging.delay, milliseconds(300));
   EXPECT_EQ(d.hedging.min_delay, milliseconds(40));
   EXPECT_DOUBLE_EQ(d.hedging.max_extra_ratio, 0.05);
+  EXPECT_FALSE(d.hedging.on_stall);
 }
 
 TEST_F(RoutingConfigTest, AModelWithoutRoutingGetsExactlyTheDefaults) {

@@ -29,6 +29,23 @@ TEST(ChatRequest, ReadsStreamAndIncludeUsage) {
   EXPECT_TRUE(std::get<ChatRequest>(r).include_usage);
 }
 
+TEST(ChatRequest, KnowsTheReasoningEffortsThatAreMeasuredApart) {
+  auto effort = [](const std::string& extra) {
+    auto r = parse_chat_request(
+        "application/json",
+        R"({"model":"m","messages":[{"role":"user","content":"hi"}])" + extra + "}");
+    return std::get<ChatRequest>(r).reasoning_effort;
+  };
+  EXPECT_EQ(effort(""), "");
+  EXPECT_EQ(effort(R"(,"reasoning_effort":"high")"), "high");
+  EXPECT_EQ(effort(R"(,"reasoning":{"effort":"minimal"})"), "minimal");
+  // Anything else is the deployment's own traffic (the upstream judges it):
+  // a client cannot grow the statistics with names of its own.
+  EXPECT_EQ(effort(R"(,"reasoning_effort":"ultra-9000")"), "");
+  EXPECT_EQ(effort(R"(,"reasoning_effort":3)"), "");
+  EXPECT_EQ(effort(R"(,"reasoning":"high")"), "");
+}
+
 TEST(ChatRequest, RejectsInvalidJsonWith400) {
   auto e = error_of(parse_chat_request("application/json", "{\"model\":"));
   EXPECT_EQ(e.status, 400);

@@ -42,6 +42,36 @@ TEST(ChatChunk, RecognisesTheUsageOnlyChunk) {
       inspect_chunk(R"({"choices":[{"delta":{"content":"a"}}],"usage":null})").usage.has_value());
 }
 
+TEST(ChatChunk, ReadsReasoningAndCachedTokensFromTheUsageDetails) {
+  const std::string_view chunk =
+      R"({"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":90,"total_tokens":140,)"
+      R"("prompt_tokens_details":{"cached_tokens":32,"audio_tokens":0},)"
+      R"("completion_tokens_details":{"reasoning_tokens":64,"accepted_prediction_tokens":0}}})";
+  for (const ChatChunk& c : {inspect_chunk(chunk), parse_chunk(chunk)}) {
+    ASSERT_TRUE(c.usage);
+    EXPECT_EQ(c.usage->reasoning_tokens, 64);
+    EXPECT_EQ(c.usage->cached_tokens, 32);
+    EXPECT_EQ(c.usage->completion_tokens, 90);
+  }
+  // Details that are null, not objects or hold nonsense read as 0.
+  for (std::string_view odd :
+       {R"({"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":null}})",
+        R"({"choices":[],"usage":{"completion_tokens":9,"prompt_tokens_details":[1]}})",
+        R"({"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":-4}}})"}) {
+    EXPECT_EQ(inspect_chunk(odd).usage->reasoning_tokens, 0) << odd;
+    EXPECT_EQ(inspect_chunk(odd).usage->cached_tokens, 0) << odd;
+  }
+}
+
+TEST(ChatChunk, ReasoningTextIsToldApartFromTheAnswer) {
+  for (auto inspect : {&inspect_chunk, &parse_chunk}) {
+    EXPECT_TRUE(inspect(R"({"choices":[{"delta":{"reasoning_content":"hmm"}}]})").has_reasoning);
+    EXPECT_TRUE(inspect(R"({"choices":[{"delta":{"reasoning":"hmm"}}]})").has_reasoning);
+    EXPECT_FALSE(inspect(R"({"choices":[{"delta":{"reasoning":""}}]})").has_reasoning);
+    EXPECT_FALSE(inspect(R"({"choices":[{"delta":{"content":"Hi"}}]})").has_reasoning);
+  }
+}
+
 TEST(ChatChunk, ClassifiesDoneErrorAndMalformed) {
   EXPECT_EQ(inspect_chunk("[DONE]").kind, ChatChunk::Kind::kDone);
   auto e = inspect_chunk(R"({"error":{"message":"overloaded","type":"server_error"}})");
@@ -163,6 +193,10 @@ TEST(ChatChunkScanner, AgreesWithTheReferenceOnTrickyInputs) {
       R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46,"prompt_tokens_details":{"cached_tokens":0}}})",
       R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})",
       R"({"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null})",
+      R"({"choices":[],"usage":{"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":2,"reasoning_tokens":1}}})",
+      R"({"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":{"cached_tokens":2}}})",
+      R"({"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":1e3}}})",
+      R"({"choices":[],"usage":{"completion_tokens_details":{"x":{"reasoning_tokens":5}}}})",
       "[DONE]",
       "[DONE] ",
       " [DONE]",

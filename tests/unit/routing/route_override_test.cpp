@@ -353,6 +353,9 @@ TEST(RouteOverride, ARequestTightensTheConfiguredLimits) {
   EXPECT_EQ(p.constraints.min_tps, 40.0);
   EXPECT_EQ(p.max_attempts, 2u);
   EXPECT_FALSE(p.hedging.enabled);
+  EXPECT_FALSE(p.hedging.on_stall) << "hedge: false means no hedge at all, not even on a stall";
+  EXPECT_TRUE(apply_override(base, RouteOverride{}).hedging.on_stall);
+  EXPECT_FALSE(apply_override(base, o, routing::OverrideScope::kWiden).hedging.on_stall);
 }
 
 TEST(RouteOverride, TtftLimitsCombineToTheStricter) {

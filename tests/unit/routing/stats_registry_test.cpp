@@ -230,6 +230,91 @@ TEST(StatsRegistry, TheSecondOldestAttemptAwaitingAFirstTokenIsALowerBound) {
   EXPECT_NEAR(reg.get("p/m", t0 + 1s)->awaiting_lower_bound_ms, 100, 1e-6);  // of a and c
 }
 
+TEST(StatsRegistry, RequestsAtAReasoningEffortAreMeasuredApartFromTheirPriorOn) {
+  StatsRegistry reg;
+  reg.set_prior("p/m", 300, 80);
+  const std::string high = stats_key("p/m", "high");
+  EXPECT_EQ(high, "p/m reasoning=high");
+  EXPECT_EQ(stats_key("p/m", ""), "p/m");
+  // An effort never seen starts from its deployment's priors.
+  EXPECT_DOUBLE_EQ(reg.get_or_prior(high, t0).ttft_estimate_ms, 300);
+  EXPECT_DOUBLE_EQ(reg.get_or_prior(high, t0).tps_estimate, 80);
+
+  AttemptRecord thinking = success(t0, 4000ms, 50, 1000ms, 200);
+  thinking.stats_key = high;
+  reg.record(thinking, t0 + 5s);
+  reg.record(success(t0, 200ms, 50, 1000ms, 200), t0 + 5s);
+  EXPECT_NEAR(reg.get("p/m", t0 + 5s)->ttft_estimate_ms, 200, 1e-6);
+  EXPECT_NEAR(reg.get(high, t0 + 5s)->ttft_estimate_ms, 4000, 1e-6);
+  auto efforts = reg.efforts_of("p/m", t0 + 5s);
+  ASSERT_EQ(efforts.size(), 1u);
+  EXPECT_EQ(efforts[0].first, "high");
+  EXPECT_EQ(efforts[0].second.ttft_samples, 1u);
+  EXPECT_TRUE(reg.efforts_of("p/m2", t0).empty());  // a prefix of nothing else
+
+  // A reset (the provider changed) forgets the efforts too.
+  reg.reset("p/m");
+  EXPECT_EQ(reg.get(high, t0 + 5s)->ttft_samples, 0u);
+  EXPECT_EQ(reg.get("p/m", t0 + 5s)->ttft_samples, 0u);
+}
+
+TEST(StatsRegistry, AnUnstreamedAnswerIsMeasuredAsTheWaitForTheWholeAnswer) {
+  StatsRegistry reg;
+  AttemptRecord r;
+  r.deployment = "p/m";
+  r.outcome = AttemptOutcome::kSuccess;
+  r.started = t0;
+  r.request_sent = t0;
+  r.unstreamed = true;
+  r.last_token = t0 + 900ms;
+  r.output_tokens = 40;
+  reg.record(r, t0 + 900ms);
+  auto s = *reg.get("p/m", t0 + 900ms);
+  EXPECT_EQ(s.ttft_samples, 1u);
+  EXPECT_EQ(s.unstreamed_samples, 1u);
+  EXPECT_NEAR(s.ttft_estimate_ms, 900, 1e-6);
+  EXPECT_FALSE(s.tps_p50.has_value());  // no first token: no speed
+  // A failed one says nothing of the answer time.
+  r.outcome = AttemptOutcome::kUpstreamStatus;
+  reg.record(r, t0 + 1s);
+  EXPECT_EQ(reg.get("p/m", t0 + 1s)->unstreamed_samples, 1u);
+}
+
+TEST(AttemptRecord, OutputSpeedLeavesOutReasoningSpentBeforeTheFirstToken) {
+  AttemptRecord r = success(t0, 5000ms, 110, 1000ms, 400);
+  r.reasoning_tokens = 100;  // hidden: spent before the first visible token
+  ASSERT_TRUE(r.tps());
+  EXPECT_NEAR(*r.tps(), 9.0, 1e-9);  // 10 visible tokens over 1 s: 9 gaps
+  r.reasoning_streamed = true;       // streamed as text: all 110 arrived in the second
+  EXPECT_NEAR(*r.tps(), 109.0, 1e-9);
+  r.reasoning_streamed = false;
+  r.reasoning_tokens = 500;  // more than the output (an upstream's count): no speed
+  EXPECT_FALSE(r.tps().has_value());
+}
+
+TEST(StatsRegistry, CountsTheAttemptsThatHaveWaitedAtLeastSoLong) {
+  StatsRegistry reg;
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0), 0u);  // never seen
+  StatsRegistry::InFlight a(reg, "p/m", t0);
+  StatsRegistry::InFlight b(reg, "p/m", t0 + 50ms);
+  StatsRegistry::InFlight c(reg, "p/m", t0 + 200ms);
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 100ms), 1u);
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 150ms), 2u);  // exactly the delay counts
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 300ms), 3u);
+  a.first_token();  // answered: no longer waiting
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 300ms), 2u);
+  EXPECT_EQ(reg.waited_at_least("q/m", 0ms, t0 + 300ms), 0u);
+  // b ends unanswered (a hedge beside it won) after 250 ms of waiting: it
+  // still counts for the next 100 ms, then no more.
+  b.end(t0 + 300ms);
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 400ms), 2u);
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 401ms), 1u);
+  // One that ended before it had waited so long says nothing.
+  StatsRegistry::InFlight d(reg, "p/m", t0 + 400ms);
+  d.end(t0 + 450ms);
+  EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0 + 460ms), 1u);
+}
+
 TEST(StatsRegistry, CountsAttemptsAwaitingTheirFirstToken) {
   StatsRegistry reg;
   {

@@ -44,7 +44,19 @@ TEST(SimProfileJson, ToJsonThenFromJsonRoundTrips) {
   p.malformed_after_tokens = 3;
   p.fault_rate = 0.1;
   p.region = "us-east";
+  p.reject_stream = true;
+  p.reasoning_hidden = true;
+  p.reasoning_field = "reasoning";
+  p.annotations = true;
+  p.cached_tokens = 12;
   EXPECT_EQ(profile_to_json(profile_from_json(profile_to_json(p))), profile_to_json(p));
+}
+
+TEST(SimProfileJson, RealProviderKeysAreCheckedByName) {
+  EXPECT_THROW(profile_from_json(json{{"reasoning_field", "thoughts"}}), std::invalid_argument);
+  EXPECT_THROW(profile_from_json(json{{"reject_stream", 1}}), std::invalid_argument);
+  EXPECT_THROW(profile_from_json(json{{"cached_tokens", -1}}), std::invalid_argument);
+  EXPECT_EQ(profile_from_json(json{{"reasoning_field", "reasoning"}}).reasoning_field, "reasoning");
 }
 
 TEST(SimProfileJson, NumberMeansFixedDistribution) {

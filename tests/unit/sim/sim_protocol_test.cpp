@@ -168,6 +168,67 @@ TEST(SimCompletionBody, IsAChatCompletionWithUsage) {
   EXPECT_EQ(b["usage"]["total_tokens"], 6);
 }
 
+TEST(SimAnswer, HiddenReasoningIsSpentButNeverSent) {
+  ChatPlan plan;
+  plan.completion_tokens = 10;
+  plan.reasoning_tokens = 6;
+  plan.reasoning_hidden = true;
+  const Answer a(plan, "call_1");
+  EXPECT_FALSE(a.sent(0));
+  EXPECT_FALSE(a.sent(5));
+  EXPECT_TRUE(a.sent(6));
+  const json b = json::parse(completion_body("id", 1, "o3", a, "stop", 4));
+  EXPECT_FALSE(b["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_EQ(b["usage"]["completion_tokens"], 10);
+  EXPECT_EQ(b["usage"]["completion_tokens_details"]["reasoning_tokens"], 6);
+}
+
+TEST(SimAnswer, StreamedReasoningGoesInTheConfiguredField) {
+  ChatPlan plan;
+  plan.completion_tokens = 3;
+  plan.reasoning_tokens = 1;
+  plan.reasoning_field = "reasoning";
+  const Answer a(plan, "call_1");
+  std::string event;
+  ChunkFormatter("id", 1, "m", false).output(event, a, 0);
+  EXPECT_TRUE(event_json(event)["choices"][0]["delta"].contains("reasoning"));
+  const json b = json::parse(completion_body("id", 1, "m", a, "stop", 4));
+  EXPECT_EQ(b["choices"][0]["message"]["reasoning"], " lorem");
+}
+
+TEST(SimAnswer, AnnotationsAndCachedTokensAppearStreamedAndNot) {
+  ChatPlan plan;
+  plan.completion_tokens = 2;
+  plan.annotations = true;
+  const Answer a(plan, "call_1");
+  const ChunkFormatter f("id", 1, "m", true);
+  std::string annotations, usage;
+  f.annotations(annotations, a);
+  f.usage(usage, 40, 2, 0, 32);
+  const json ann = event_json(annotations)["choices"][0]["delta"]["annotations"];
+  EXPECT_EQ(ann[0]["type"], "url_citation");
+  EXPECT_EQ(ann[0]["url_citation"]["end_index"], a.answer_text().size());
+  EXPECT_EQ(event_json(usage)["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+  const json b = json::parse(completion_body("id", 1, "m", a, "stop", 40, 32));
+  EXPECT_EQ(b["choices"][0]["message"]["annotations"], ann);
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+}
+
+TEST(SimErrors, AzureAndStreamRefusalsSpeakTheirProvidersShape) {
+  const ApiError refused = stream_refused();
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.param, "stream");
+  std::string azure;
+  ChunkFormatter::azure_prompt_filter(azure);
+  const json first = event_json(azure);
+  EXPECT_EQ(first["choices"], json::array());
+  EXPECT_EQ(first["id"], "");
+  EXPECT_EQ(first["created"], 0);
+  const json err =
+      json::parse(error_body(ApiError{404, "Resource not found", "", std::nullopt, "404"}));
+  EXPECT_EQ(err, json::parse(R"({"error":{"code":"404","message":"Resource not found"}})"));
+}
+
 TEST(SimErrors, InjectedErrorsUseOpenAITypesForTheirStatus) {
   EXPECT_EQ(injected_error(429).type, "rate_limit_error");
   EXPECT_EQ(injected_error(500).type, "server_error");
