@@ -118,6 +118,12 @@ void check_usage(const ChatChunk& c) {
   FUZZ_CHECK(u.completion_tokens == plausible_count(*it, "completion_tokens"));
   const std::int64_t total = plausible_count(*it, "total_tokens");
   FUZZ_CHECK(u.total_tokens == (total != 0 ? total : u.prompt_tokens + u.completion_tokens));
+  auto detail = [&](const char* object, const char* key) -> std::int64_t {
+    auto d = it->find(object);
+    return d != it->end() && d->is_object() ? plausible_count(*d, key) : 0;
+  };
+  FUZZ_CHECK(u.reasoning_tokens == detail("completion_tokens_details", "reasoning_tokens"));
+  FUZZ_CHECK(u.cached_tokens == detail("prompt_tokens_details", "cached_tokens"));
 }
 
 // inspect_chunk scans the text itself and falls back to parse_chunk for
@@ -148,12 +154,16 @@ void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
   FUZZ_CHECK(c.kind == ref.kind);
   FUZZ_CHECK(c.has_output == ref.has_output);
   FUZZ_CHECK(c.has_finish == ref.has_finish);
+  FUZZ_CHECK(c.has_reasoning == ref.has_reasoning);
+  FUZZ_CHECK(!c.has_reasoning || c.has_output);
   FUZZ_CHECK(c.usage_only == ref.usage_only);
   FUZZ_CHECK(c.usage.has_value() == ref.usage.has_value());
   if (ref.usage) {
     FUZZ_CHECK(c.usage->prompt_tokens == ref.usage->prompt_tokens);
     FUZZ_CHECK(c.usage->completion_tokens == ref.usage->completion_tokens);
     FUZZ_CHECK(c.usage->total_tokens == ref.usage->total_tokens);
+    FUZZ_CHECK(c.usage->reasoning_tokens == ref.usage->reasoning_tokens);
+    FUZZ_CHECK(c.usage->cached_tokens == ref.usage->cached_tokens);
   }
   FUZZ_CHECK(c.output_chars == ref.output_chars);
   FUZZ_CHECK(c.error_message == ref.error_message);
