@@ -39,14 +39,16 @@ void charge_timeouts(std::vector<Working>& hard_ok);
 
 // 4. Soft constraints (min TPS, TTFT limits on recent evidence): the
 // candidates that meet them (all, relaxed, when none does) and at most one
-// due re-check of a deployment they left out or know only from failures.
+// due re-check of a deployment they left out or know only from failures —
+// and, when the policy decides on measurements (`measured_policy`), of one
+// known only from lower bounds or never measured.
 struct SoftResult {
   std::vector<Working> cands;
   std::optional<Working> recheck;
   std::optional<Skipped> recheck_skip;
 };
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out);
+                            Clock::time_point now, RouteDecision& out, bool measured_policy = true);
 
 // 5. Scores under the policy: lower is better.
 void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64_t rr_counter,

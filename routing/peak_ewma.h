@@ -89,11 +89,12 @@ class PeakEwma {
   }
 
   // A lower bound (the attempt waited this long without a first token): may
-  // raise the estimate, at once, never lower it.
-  void observe_at_least(double bound, TimePoint now) {
-    if (bound <= estimate(now)) return;
+  // raise the estimate, at once, never lower it. True when it did.
+  bool observe_at_least(double bound, TimePoint now) {
+    if (bound <= estimate(now)) return false;
     value_ = bound;
     mark(now);
+    return true;
   }
 
   // The estimate at `now`: the prior with no samples, otherwise the value

@@ -24,7 +24,8 @@ std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const 
   RouteRequest rq{&cfg, &m, m.routing, {}, std::nullopt};
   rq.policy.max_attempts = static_cast<unsigned>(m.deployments.size());
   auto options = state.options;
-  options.exploration = 0;
+  options.exploration = 0;  // the policy's order, not one request's lesson
+  options.learn = false;
   std::mt19937_64 rng(1);
   auto decision = decide(rq, views, options, now, 0, rng);
   for (auto& r : rows) {

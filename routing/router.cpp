@@ -193,8 +193,14 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     // a provider (prefill); streams already decoding barely delay a new one.
     const auto waiting = static_cast<double>(std::max<std::int64_t>(0, s.awaiting_first_token));
     // Attempts in flight that have waited longer than the estimate are
-    // evidence before any of them times out.
-    w.pc.stalled = s.awaiting_lower_bound_ms > s.ttft_estimate_ms;
+    // evidence before any of them times out; two that have waited past
+    // what the deployment's answers take (their p99) are a stall or a
+    // slowdown in progress, not the tail: it is charged as one that times
+    // out (charge_timeouts), so traffic leaves it now, not once the wait
+    // has grown past the next candidate's estimate.
+    const double usual =
+        std::max(s.ttft_estimate_ms, s.ttft_answered_p99_ms.value_or(s.ttft_estimate_ms));
+    w.pc.stalled = s.awaiting_lower_bound_ms > usual;
     w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms);
     w.pc.load_multiplier = 1 + options.load_factor * waiting;
     w.pc.expected_ttft_ms = w.pc.estimate_ms * w.pc.load_multiplier;
@@ -249,7 +255,7 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
     for (std::size_t i = 0; i < hard_ok.size(); ++i) {
       auto& pc = hard_ok[i].pc;
       const double deadline = static_cast<double>(pc.candidate.timeouts.ttft.count());
-      if (pc.estimate_ms < deadline) continue;
+      if (pc.estimate_ms < deadline && !pc.stalled) continue;
       double next = std::numeric_limits<double>::infinity();
       for (std::size_t j = 0; j < hard_ok.size(); ++j) {
         if (j != i) next = std::min(next, expected[j]);
@@ -264,7 +270,7 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
 // candidates that meet them (all, relaxed, when none does) and at most one
 // due re-check of a deployment they left out or know only from failures.
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out) {
+                            Clock::time_point now, RouteDecision& out, bool measured_policy) {
   SoftResult r;
   std::vector<Working>& cands = r.cands;
   std::optional<Working>& recheck = r.recheck;
@@ -311,18 +317,27 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
     cands = hard_ok;
     out.relaxed = true;
   } else {
-    // Re-check one deployment the soft constraints left out, or one known
-    // only from its failures (its estimate holds their penalties), if it is
-    // due (nothing in flight to it, its last sample older than
-    // kRecheckInterval): the least recently measured one.
+    // Re-check one deployment the soft constraints left out, one known
+    // only from its failures (its estimate holds their penalties) or from
+    // lower bounds (attempts that gave up waiting on it), or one never
+    // measured, if it is due (nothing in flight to it, its last sample and
+    // its last attempt older than kRecheckInterval): the least recently
+    // measured one. A recovered deployment is found within about that
+    // interval, whatever the policy.
+    auto spaced = [&](const std::optional<Clock::time_point>& t) {
+      return !t || now - *t >= kRecheckInterval;
+    };
     for (auto& w : hard_ok) {
       const DeploymentStats& st = w.view->stats;
       const bool out_soft = std::none_of(cands.begin(), cands.end(), [&](const Working& c) {
         return c.pc.candidate.deployment == w.pc.candidate.deployment;
       });
-      const bool due =
-          st.in_flight == 0 && (!st.last_sample || now - *st.last_sample >= kRecheckInterval);
-      if (!(out_soft || st.ttft_penalized) || !due) continue;
+      const bool due = st.in_flight == 0 && spaced(st.last_sample) && spaced(st.last_attempt_end);
+      // (Lower bounds and priors matter to the policies that compare
+      // measurements; the others pick by price or order.)
+      const bool in_doubt = out_soft || st.ttft_penalized ||
+                            (measured_policy && (st.ttft_bounded || !st.last_sample.has_value()));
+      if (!in_doubt || !due) continue;
       if (!recheck || (recheck->view->stats.last_sample && st.last_sample &&
                        *st.last_sample < *recheck->view->stats.last_sample)) {
         recheck = w;
@@ -431,7 +446,11 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   if (recheck) {
     auto it = ranked(*recheck);
     recheck = *it;
-    if (recheck_skip) cands.erase(it);  // left out by a constraint: set apart
+    if (recheck_skip) {
+      cands.erase(it);  // left out by a constraint: set apart
+    } else if (it == cands.begin()) {
+      recheck.reset();  // first anyway: this request measures it
+    }
   }
 
   // route.order: the named deployments first, in the order named.
@@ -449,7 +468,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   const std::size_t max_n = policy.allow_fallbacks ? std::max(1u, policy.max_attempts) : 1u;
   // Learning about a deployment (exploring, re-checking, probing) needs a
   // second candidate to fall back to; a single-attempt plan does not learn.
-  const bool may_learn = max_n > 1 && request.order.empty();
+  const bool may_learn = max_n > 1 && request.order.empty() && options.learn;
 
   if (recheck && may_learn) {
     // A re-check goes first, and is this request's one lesson.
@@ -486,10 +505,13 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     std::stable_partition(cands.begin(), cands.end(), [](const Working& w) { return w.pc.probe; });
   }
 
-  // Learning costs the client little: a candidate tried to learn about it
+  // Learning costs the client nothing: a candidate tried to learn about it
   // (explored, re-checked, probed) has the best other candidate started
-  // beside it once it has waited about that one's typical TTFT (a hedge,
-  // outside the hedge budget: these are few), and a capped connect deadline.
+  // beside it at once (a hedge outside the hedge budget: these are few), and
+  // the first token of either answers; it has a capped connect deadline.
+  // A re-check left out by a TTFT limit is the exception: it is given until
+  // that limit (the question is whether it meets it again, which a faster
+  // rival would never let it show).
   const Working* best = nullptr;
   for (const auto& w : cands) {
     if (!w.pc.explored && !w.pc.probe) {
@@ -506,11 +528,9 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
       if (!w.pc.explored && !w.pc.probe) continue;
       auto& t = w.pc.candidate.timeouts;
       w.pc.capped = true;
-      // A re-check left out by a TTFT limit is given until that limit: the
-      // question is whether it meets it again, which a hedge at the best
-      // one's median would never let it show.
-      w.pc.hedge_delay = std::min(
-          w.pc.recheck && w.missed_ttft_limit ? std::max(cap, *w.missed_ttft_limit) : cap, t.ttft);
+      w.pc.hedge_delay = w.pc.recheck && w.missed_ttft_limit
+                             ? std::min(std::max(cap, *w.missed_ttft_limit), t.ttft)
+                             : milliseconds(0);
       t.connect = std::min(t.connect, std::max(kMinCappedConnect, 2 * cap));
     }
   }
@@ -545,7 +565,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   if (hard_ok.empty()) return out;
   stages::estimate(hard_ok, request.policy, options);
   stages::charge_timeouts(hard_ok);
-  SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out);
+  SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out,
+                                             data_driven(request.policy.policy));
   stages::score(soft.cands, request, rr_counter, rng, out);
   stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip, request, options, rng, out);
   return out;

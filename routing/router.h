@@ -51,9 +51,13 @@ struct RouterOptions {
   double deadline_factor = config::kDefaultDeadlineFactor;
   std::chrono::milliseconds min_ttft_deadline = config::kDefaultMinTtftDeadline;
   double load_factor = config::kDefaultLoadFactor;
+  // A request learns (re-checks, probes first); off for a ranking that
+  // shows the policy's own order (/admin/routes).
+  bool learn = true;
 
   static RouterOptions from(const config::Routing& r) {
-    return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline, r.load_factor};
+    return RouterOptions{r.exploration, r.deadline_factor, r.min_ttft_deadline, r.load_factor,
+                         true};
   }
 };
 

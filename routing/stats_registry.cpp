@@ -91,6 +91,7 @@ void StatsRegistry::InFlight::end(Clock::time_point now) {
   std::lock_guard lock(registry_.mu_);
   Entry& e = registry_.entry(deployment_);
   --e.counters.in_flight;
+  e.last_attempt_end = std::max(e.last_attempt_end.value_or(now), now);
   if (awaiting_) {
     e.stop_awaiting(since_);
     e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {since_, now};
@@ -161,7 +162,7 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
     // the estimate but never lower it. Not a failure.
     const double elapsed = waited_ms(r, now);
     e.ttft_window.add_censored(elapsed, now);
-    e.ttft.observe_at_least(elapsed, now);
+    if (e.ttft.observe_at_least(elapsed, now)) e.bounded = true;
     return recorded();
   }
   if (says_nothing(r.outcome)) return recorded();
@@ -182,9 +183,10 @@ StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::tim
     const double waited = waited_ms(r, now);
     e.ttft_window.add_censored(waited, now);
     if (e.failures.consecutive_failures() >= 2) {
-      e.ttft.observe_at_least(waited, now);
+      if (e.ttft.observe_at_least(waited, now)) e.bounded = true;
     } else if (waited > e.ttft.estimate(now)) {
       e.ttft.observe_decayed(waited, now);
+      e.bounded = true;
     }
   } else if (!ok) {
     // Failed without a first token (connect error, 5xx, a malformed
@@ -233,6 +235,8 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_p99_ms = q[3];
   s.ttft_censored = e.ttft_window.censored(now);
   s.ttft_penalized = e.penalized;
+  s.ttft_bounded = e.bounded;
+  s.last_attempt_end = e.last_attempt_end;
   if (s.ttft_censored == 0) {
     s.ttft_answered_p50_ms = s.ttft_p50_ms;
     s.ttft_answered_p90_ms = s.ttft_p90_ms;
@@ -296,12 +300,16 @@ void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
   // and are not replaced) (a deployment that came back wins its
   // traffic back at once, instead of decaying out of a penalty for tens of
   // seconds); otherwise the peak-sensitive average takes it in.
-  if (penalized) {
+  // Likewise after lower bounds (timeouts, lost hedges): a first token far
+  // under them says the deployment is not what they were (it recovered from
+  // a slow spell), where the lower bounds alone would keep it away for tau.
+  if (penalized || (bounded && ttft_ms < ttft.estimate(now) * PeakEwma::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);
     penalized = false;
   } else {
     ttft.observe(ttft_ms, now);
   }
+  bounded = false;
   ttft_window.add(ttft_ms, now);
 }
 

@@ -103,6 +103,10 @@ struct DeploymentStats {
   // re-checks such a deployment (a policy that never explores would never
   // learn that it came back).
   bool ttft_penalized = false;
+  // The estimate was last raised by lower bounds (attempts that gave up
+  // waiting, lost hedges), not by a first token: the router re-checks such
+  // a deployment too, and a first token far under them restarts it.
+  bool ttft_bounded = false;
   double ttft_prior_ms = 0;  // what the estimate relaxes toward
   std::uint64_t ttft_samples = 0;
   // Of those, answers asked for unstreamed (providers[].stream: false): the
@@ -114,6 +118,8 @@ struct DeploymentStats {
   double error_rate = 0;
   std::uint32_t consecutive_failures = 0;
   std::optional<std::chrono::steady_clock::time_point> last_sample;
+  // When the last attempt at it ended (any outcome): re-checks are spaced from it.
+  std::optional<std::chrono::steady_clock::time_point> last_attempt_end;
 };
 
 class StatsRegistry {
@@ -203,6 +209,8 @@ class StatsRegistry {
     // The estimate holds penalties of failures, not a measurement (cleared
     // by the next real first token, which replaces them).
     bool penalized = false;
+    bool bounded = false;  // raised by lower bounds since the last first token
+    std::optional<Clock::time_point> last_attempt_end;
     void stop_awaiting(Clock::time_point since);  // mu_ held
   };
   // Created on first use; an effort's entry starts from its deployment's priors.

@@ -45,9 +45,11 @@ class TlsUpstreamTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Provider "secure" over TLS with `tls_yaml`, then a plain fallback.
+  // Provider "secure" over TLS with `tls_yaml`, then a plain fallback
+  // (in that order: the plain one is only a fallback).
   void start_gateway(const std::string& host, const std::string& tls_yaml) {
     std::string yaml = R"(
+routing: {exploration: 0, defaults: {policy: ordered}}
 server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
 timeouts: {connect: 2s, ttft: 2s, idle: 2s, total: 10s}
 providers:

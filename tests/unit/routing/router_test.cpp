@@ -428,13 +428,29 @@ TEST(Router, ADeploymentPastItsDeadlineIsChargedWhatTryingItCosts) {
 
 TEST(Router, AttemptsWaitingLongerThanTheEstimateRaiseIt) {
   Fixture f({150, 400});
-  f.views[0].stats.awaiting_first_token = 1;
-  f.views[0].stats.awaiting_lower_bound_ms = 700;  // stalled: no timeout yet
+  f.views[0].stats.awaiting_first_token = 2;
+  f.views[0].stats.ttft_answered_p99_ms = 300;
+  f.views[0].stats.awaiting_lower_bound_ms = 250;  // past the estimate, within the usual tail
+  f.options.load_factor = 0;
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_FALSE(d.candidates[0].stalled);
+  EXPECT_DOUBLE_EQ(d.candidates[0].estimate_ms, 250);
+}
+
+TEST(Router, TwoAttemptsWaitingPastTheUsualTailAreAStallChargedAsATimeout) {
+  Fixture f({150, 400});
+  f.views[0].stats.awaiting_first_token = 2;
+  f.views[0].stats.ttft_answered_p99_ms = 300;
+  f.views[0].stats.awaiting_lower_bound_ms = 320;  // stalled: no timeout yet, and under p1's
   f.options.load_factor = 0;
   auto d = f.decide(Policy::kLatency);
   EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
   EXPECT_TRUE(d.candidates[1].stalled);
-  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 700);
+  EXPECT_TRUE(d.candidates[1].times_out);
+  // Trying it costs its deadline and then the next candidate's first token.
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms,
+                   static_cast<double>(d.candidates[1].candidate.timeouts.ttft.count()) + 400);
 }
 
 TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
@@ -446,8 +462,9 @@ TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
     auto d = f.decide(p);
     ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
     EXPECT_TRUE(d.candidates[0].capped);
-    // The best other candidate starts beside it after its median TTFT.
-    EXPECT_EQ(d.candidates[0].hedge_delay, 120ms) << config::to_string(p);
+    // The best other candidate starts beside it at once: a probe costs the
+    // client nothing.
+    EXPECT_EQ(d.candidates[0].hedge_delay, 0ms) << config::to_string(p);
     EXPECT_EQ(d.candidates[0].candidate.timeouts.connect,
               std::min(f.cfg.timeouts.connect, kMinCappedConnect));
   }
@@ -472,6 +489,66 @@ TEST(Router, ADeploymentKnownOnlyFromItsFailuresIsRecheckedByEveryPolicy) {
     EXPECT_TRUE(d.candidates[0].recheck);
     EXPECT_TRUE(d.candidates[0].capped);
   }
+}
+
+TEST(Router, ADeploymentHeldBackByLowerBoundsIsRecheckedBesideTheBestAtOnce) {
+  // Its attempts gave up waiting (a slow spell): the estimate rests on lower
+  // bounds. Re-checked when due, with the best started beside it at once,
+  // so finding out whether it came back costs the client nothing.
+  for (Policy p : {Policy::kLatency, Policy::kThroughput, Policy::kE2e, Policy::kBalanced}) {
+    Fixture f({400, 900});
+    f.views[1].stats.ttft_bounded = true;
+    f.views[1].stats.last_sample = f.now - kRecheckInterval;
+    f.views[1].stats.last_attempt_end = f.now - 100ms;  // an attempt just ended: not due
+    EXPECT_FALSE(f.decide(p).candidates[0].recheck) << config::to_string(p);
+    f.views[1].stats.last_attempt_end = f.now - kRecheckInterval;
+    auto d = f.decide(p);
+    ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
+    EXPECT_TRUE(d.candidates[0].recheck);
+    EXPECT_TRUE(d.candidates[0].capped);
+    EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
+  }
+}
+
+TEST(Router, PoliciesThatDoNotCompareMeasurementsRecheckNoLowerBoundsOrPriors) {
+  for (Policy p : {Policy::kCost, Policy::kOrdered, Policy::kRoundRobin, Policy::kRandom}) {
+    Fixture f({400, 900, 900});
+    f.views[1].stats.ttft_bounded = true;
+    f.views[1].stats.last_sample = f.now - kRecheckInterval;
+    f.views[2].stats.last_sample.reset();
+    for (const auto& c : f.decide(p).candidates) EXPECT_FALSE(c.recheck) << config::to_string(p);
+  }
+}
+
+TEST(Router, ANeverMeasuredDeploymentIsMeasuredBesideTheBest) {
+  Fixture f({400, 1000});
+  f.views[1].stats.last_sample.reset();  // never measured: the prior is a guess
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[0].recheck);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
+  // One at a time: with an attempt in flight to it, the best goes alone.
+  f.views[1].stats.in_flight = 1;
+  EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p0", "p1"}));
+}
+
+TEST(Router, ARecheckOfTheBestIsNoRecheck) {
+  // It goes first anyway: nothing to set apart, no hedge beside it.
+  Fixture f({300, 900});
+  f.views[0].stats.ttft_bounded = true;
+  f.views[0].stats.last_sample = f.now - kRecheckInterval;
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_FALSE(d.candidates[0].recheck);
+  EXPECT_FALSE(d.candidates[0].capped);
+}
+
+TEST(Router, ExplorationStartsTheBestBesideTheExploredAtOnce) {
+  Fixture f({50, 100});
+  f.options.exploration = 1.0;
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_TRUE(d.candidates[0].explored);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
 }
 
 TEST(Router, ADeploymentLeftOutByASoftConstraintIsRecheckedWhenDue) {

@@ -292,6 +292,40 @@ TEST(AttemptRecord, OutputSpeedLeavesOutReasoningSpentBeforeTheFirstToken) {
   EXPECT_FALSE(r.tps().has_value());
 }
 
+TEST(StatsRegistry, AFirstTokenFarUnderLowerBoundsRestartsTheEstimate) {
+  // A slow spell: two attempts in a row give up after 900 ms (lower bounds,
+  // what the client paid). The deployment then answers in 150 ms again: one
+  // first token far under the bounds restarts the estimate, where decaying
+  // in from 900 ms would keep traffic away for tau.
+  StatsRegistry reg;
+  reg.record(success(t0, 150ms, 20, 200ms, 80), t0 + 400ms);
+  reg.record(failure(t0 + 1s, AttemptOutcome::kTtftTimeout), t0 + 1900ms);
+  reg.record(failure(t0 + 2s, AttemptOutcome::kTtftTimeout), t0 + 2900ms);
+  auto bounded = *reg.get("p/m", t0 + 2900ms);
+  EXPECT_TRUE(bounded.ttft_bounded);
+  EXPECT_GE(bounded.ttft_estimate_ms, 900);
+  EXPECT_EQ(bounded.last_attempt_end, std::nullopt);  // set by the in-flight guard, not here
+  reg.record(success(t0 + 3s, 150ms, 20, 200ms, 80), t0 + 3400ms);
+  auto back = *reg.get("p/m", t0 + 3400ms);
+  EXPECT_FALSE(back.ttft_bounded);
+  EXPECT_NEAR(back.ttft_estimate_ms, 150, 1e-6);
+  // A first token that is only a little under the bounds does not restart
+  // it (still slow-ish: decays in as usual).
+  reg.record(failure(t0 + 4s, AttemptOutcome::kTtftTimeout), t0 + 4900ms);
+  reg.record(failure(t0 + 5s, AttemptOutcome::kTtftTimeout), t0 + 5900ms);
+  reg.record(success(t0 + 6s, 700ms, 20, 200ms, 80), t0 + 6900ms);
+  EXPECT_GT(reg.get("p/m", t0 + 6900ms)->ttft_estimate_ms, 700);
+}
+
+TEST(StatsRegistry, TheEndOfEveryAttemptIsKept) {
+  StatsRegistry reg;
+  {
+    StatsRegistry::InFlight a(reg, "p/m", t0);
+    a.end(t0 + 300ms);
+  }
+  EXPECT_EQ(reg.get("p/m", t0 + 1s)->last_attempt_end, t0 + 300ms);
+}
+
 TEST(StatsRegistry, CountsTheAttemptsThatHaveWaitedAtLeastSoLong) {
   StatsRegistry reg;
   EXPECT_EQ(reg.waited_at_least("p/m", 100ms, t0), 0u);  // never seen
