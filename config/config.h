@@ -128,6 +128,16 @@ struct Pool {
   bool operator==(const Pool&) const = default;
 };
 
+enum class Protocol { kOpenAi, kAnthropic, kGemini };
+const char* to_string(Protocol p);  // "openai", "anthropic", "gemini"
+
+inline constexpr const char* kDefaultAnthropicVersion = "2023-06-01";
+inline constexpr std::int64_t kDefaultMaxTokens = 4096;
+// reasoning_effort -> thinking budget (tokens) for protocols that take a budget.
+inline std::map<std::string, std::int64_t> kDefaultThinkingBudgets() {
+  return {{"minimal", 1024}, {"low", 2048}, {"medium", 8192}, {"high", 24576}, {"xhigh", 32768}};
+}
+
 struct Provider {
   std::string name;
   UpstreamUrl base_url;
@@ -156,6 +166,18 @@ struct Provider {
   // TTFT measured; a stream client gets the answer as events). A deployment
   // may override it; a 400 naming `stream` teaches it on its own.
   bool stream = true;
+  // The provider's own API (docs/providers.md): OpenAI chat completions (and
+  // every OpenAI-compatible server), Anthropic Messages, or Google Gemini
+  // (generateContent). Clients always speak OpenAI to the gateway.
+  Protocol protocol = Protocol::kOpenAi;
+  // Anthropic: the anthropic-version header.
+  std::string anthropic_version = kDefaultAnthropicVersion;
+  // Anthropic requires max_tokens: sent when a request names no limit.
+  std::int64_t default_max_tokens = kDefaultMaxTokens;
+  // A request's reasoning_effort as a thinking budget in tokens (Anthropic
+  // thinking.budget_tokens, Gemini thinkingConfig.thinkingBudget); an effort
+  // not listed here is refused by these protocols. OpenAI gets the effort as is.
+  std::map<std::string, std::int64_t> thinking_budgets = kDefaultThinkingBudgets();
   // Same endpoint, credentials and settings: a hot reload keeps its pooled
   // connections (and TLS context) only then.
   bool operator==(const Provider&) const = default;

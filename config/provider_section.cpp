@@ -249,6 +249,33 @@ std::string read_query(const ConfigNode& node) {
   return query;
 }
 
+Protocol read_protocol(const ConfigNode& node) {
+  const std::string& name = node.string();
+  for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini}) {
+    if (name == to_string(p)) return p;
+  }
+  node.fail("expected one of openai, anthropic, gemini, got " + quote(name));
+}
+
+// A value sent as a header as it is: printable ASCII, no spaces.
+std::string read_header_token(const ConfigNode& node) {
+  std::string value = node.string();
+  const bool ok = !value.empty() && std::all_of(value.begin(), value.end(),
+                                                [](char c) { return c > 0x20 && c < 0x7f; });
+  if (!ok) node.fail("expected printable ASCII without spaces, got " + quote(value));
+  return value;
+}
+
+// {effort: tokens}: replaces the defaults whole.
+std::map<std::string, std::int64_t> read_thinking_budgets(const ConfigNode& node) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [effort, tokens] : node.entries()) {
+    if (effort.empty()) tokens.fail("empty reasoning effort");
+    out[effort] = tokens.integer(0, 10'000'000);
+  }
+  return out;
+}
+
 Provider read_provider(const ConfigNode& node, EnvLookup env,
                        const std::vector<Provider>& earlier) {
   Provider provider;
@@ -280,7 +307,11 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
     if (auto header = m.optional("api_key_header")) {
       const std::string name = header->string();
       const std::string lower = ascii_lowercase(name);
-      if (lower != "authorization") {  // that one is the default: "Bearer <key>"
+      // Authorization carries "Bearer <key>" (Vertex AI's token for Gemini);
+      // any other header the key alone (Azure OpenAI's api-key).
+      if (lower == "authorization") {
+        provider.api_key_header = "Authorization";
+      } else {
         check_header_name(*header, name);
         provider.api_key_header = name;
       }
@@ -293,11 +324,27 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
     m.read("query", provider.query, read_query);
     m.read("stream_options", provider.stream_options, &ConfigNode::boolean);
     m.read("stream", provider.stream, &ConfigNode::boolean);
+    m.read("protocol", provider.protocol, read_protocol);
+    m.read("anthropic_version", provider.anthropic_version, read_header_token);
+    m.read("max_tokens", provider.default_max_tokens, integer_in<std::int64_t>(1, 10'000'000));
+    m.read("thinking_budgets", provider.thinking_budgets, read_thinking_budgets);
   });
   return provider;
 }
 
 }  // namespace
+
+const char* to_string(Protocol p) {
+  switch (p) {
+    case Protocol::kOpenAi:
+      return "openai";
+    case Protocol::kAnthropic:
+      return "anthropic";
+    case Protocol::kGemini:
+      return "gemini";
+  }
+  return "unknown";
+}
 
 std::vector<Provider> read_providers(const ConfigNode& node, EnvLookup env) {
   std::vector<Provider> providers;

@@ -56,7 +56,8 @@ nlohmann::json wire_json(const config::Deployment& d, const config::Provider* p,
   if (no_stream) learnt_list.push_back("refuses stream");
   if (no_options) learnt_list.push_back("refuses stream_options");
   const bool stream = d.stream.value_or(p ? p->stream : true) && !no_stream;
-  return {{"stream", stream},
+  return {{"protocol", p ? config::to_string(p->protocol) : "openai"},
+          {"stream", stream},
           {"stream_options", stream && (p ? p->stream_options : true) && !no_options},
           {"first_token_deadline", d.first_token_deadline},
           {"learnt", std::move(learnt_list)}};

@@ -57,6 +57,17 @@ bool AttemptContext::streams(const routing::Candidate& c) const {
          !(worker.quirks && worker.quirks->has(c.deployment->id(), providers::Quirk::kNoStream));
 }
 
+providers::UpstreamRequest AttemptContext::upstream_request(const routing::Candidate& c) const {
+  providers::UpstreamRequest r;
+  r.upstream_model = c.deployment->model;
+  r.stream = streams(c);
+  r.stream_options = c.provider->stream_options &&
+                     !(worker.quirks &&
+                       worker.quirks->has(c.deployment->id(), providers::Quirk::kNoStreamOptions));
+  r.provider = c.provider;
+  return r;
+}
+
 std::vector<std::string> AttemptContext::provider_keys() const {
   std::vector<std::string> keys;
   for (const auto& p : cfg.providers) {

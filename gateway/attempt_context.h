@@ -16,6 +16,7 @@
 #include "gateway/race.h"
 #include "gateway/snapshot.h"
 #include "gateway/worker.h"
+#include "providers/upstream_protocol.h"
 #include "routing/attempt_record.h"
 #include "routing/router.h"
 
@@ -81,6 +82,9 @@ struct AttemptContext {
   // Whether attempts at the candidate ask for a stream (config, and what the
   // gateway learnt: a deployment that refused to stream gets JSON requests).
   bool streams(const routing::Candidate& c) const;
+  // What an attempt at `c` asks its upstream for (the wire options as
+  // configured and learnt).
+  providers::UpstreamRequest upstream_request(const routing::Candidate& c) const;
 };
 
 }  // namespace llmgate::gateway

@@ -365,6 +365,15 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c,
 net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandidate& pc,
                                                      int branch) {
   const routing::Candidate& c = pc.candidate;
+  // The upstream body first: a request the deployment's protocol cannot
+  // express is passed over (never sent with a part of it dropped).
+  const providers::UpstreamRequest request = ctx_.upstream_request(c);
+  auto body = providers::protocol_for(*c.provider).body(req_.body, request);
+  if (auto* no = std::get_if<providers::Untranslatable>(&body)) {
+    trace_.failures.untranslatable(c.deployment->id(), std::move(no->message),
+                                   std::move(no->param));
+    co_return AttemptResult{};
+  }
   ConcurrencyLimiter::Slot slot;
   if (!co_await reserve(c, slot)) co_return AttemptResult{};
   ++trace_.attempts;
@@ -383,7 +392,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   } report{*this, pc, rec, branch};
   routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
 
-  AttemptResult r = co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight);
+  AttemptResult r = co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight, request,
+                                                  std::move(std::get<std::string>(body)));
   if (trace_.race && trace_.race->lost(branch)) co_return AttemptResult{};  // lost
   if (r.responded) {
     tokens_used_ = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +

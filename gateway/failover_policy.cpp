@@ -121,6 +121,13 @@ void FailureSummary::saturated(const std::string& deployment, std::string why) {
   short_.push_back(deployment + "=saturated");
 }
 
+void FailureSummary::untranslatable(const std::string& deployment, std::string message,
+                                    std::string param) {
+  details_.push_back(deployment + ": " + message);
+  short_.push_back(deployment + "=unsupported(" + param + ")");
+  if (!untranslatable_) untranslatable_.emplace(std::move(message), std::move(param));
+}
+
 void FailureSummary::failed(const routing::AttemptRecord& rec) {
   outcomes_.push_back(rec.outcome);
   details_.push_back(rec.deployment + ": " + rec.detail);
@@ -164,6 +171,16 @@ ApiError FailureSummary::final_error(const std::string& model, int attempts, boo
     std::string_view item = f;
     if (!explain) item = item.substr(item.find('=') + 1);
     how += (how.empty() ? "" : ", ") + std::string(item);
+  }
+  if (attempts == 0 && untranslatable_ && !saturated_) {
+    // No deployment that could be tried speaks a protocol that can say this
+    // request: the client's to change (the message names the parameter).
+    return ApiError{400,
+                    "invalid_request_error",
+                    untranslatable_->first + (short_.size() > 1 ? " (" + how + ")" : ""),
+                    untranslatable_->second,
+                    "unsupported_parameter",
+                    std::nullopt};
   }
   if (attempts == 0 && saturated_) {
     return ApiError{

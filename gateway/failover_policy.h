@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -135,6 +136,10 @@ class FailureSummary {
  public:
   // A candidate skipped as saturated; `why` is for the log.
   void saturated(const std::string& deployment, std::string why);
+  // A candidate passed over: its protocol cannot express the request
+  // (`message` and `param` are the client's: they name the parameter, never
+  // an upstream's words).
+  void untranslatable(const std::string& deployment, std::string message, std::string param);
   // A failed attempt (not a lost hedge, not the client's doing).
   void failed(const routing::AttemptRecord& rec);
   void budget_exhausted() { budget_exhausted_ = true; }
@@ -162,6 +167,8 @@ class FailureSummary {
   bool all_rate_limited_ = true;
   bool budget_exhausted_ = false;
   bool saturated_ = false;
+  // The first untranslatable request's reason, for a 400 when nothing else ran.
+  std::optional<std::pair<std::string, std::string>> untranslatable_;
 };
 
 }  // namespace llmgate::gateway::failover

@@ -36,7 +36,7 @@ class Relay {
   Relay(AttemptContext& ctx, const RelayUpstream& up)
       : ctx_(ctx),
         up_(up),
-        state_(chat_completions_api(), providers::openai_chat_protocol(), ctx.req, up.rec),
+        state_(chat_completions_api(), up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
         sse_(ctx.cfg.server.limits.max_event_bytes) {}
 
@@ -148,6 +148,14 @@ net::awaitable<AttemptResult> Relay::run() {
     if (ec) {
       if (std::optional<AttemptResult> over = on_read_error(ec)) co_return *over;
       break;
+    }
+  }
+  // A body that ended cleanly completes a protocol without an end marker.
+  if (!fault_ && up_.parser.is_done()) {
+    state_.on_body_end(Clock::now());
+    if (auto f = state_.fault()) {
+      fault_ = f;
+      fault_text_ = state_.fault_text();
     }
   }
   if (!fault_ && !state_.complete()) fault_ = failover::Fault::kEndedWithoutFinish;

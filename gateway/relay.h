@@ -12,6 +12,7 @@
 #include "gateway/attempt_context.h"
 #include "gateway/attempt_result.h"
 #include "providers/upstream_pool.h"
+#include "providers/upstream_protocol.h"
 #include "routing/stats_registry.h"
 
 namespace llmgate::gateway {
@@ -27,6 +28,8 @@ struct RelayUpstream {
   UpstreamParser& parser;
   int branch;                                   // the side of a hedge race, else 0
   routing::StatsRegistry::InFlight& in_flight;  // no longer awaiting at the first token
+  const providers::UpstreamProtocol& protocol;  // how its events are read
+  const providers::UpstreamRequest& request;    // what the attempt asked for
 };
 
 // Relays the events of `up` to the client under the read deadlines, records

@@ -11,14 +11,50 @@ std::string format_decimal(double v) {
 }
 
 RelayState::RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,
-                       const ChatRequest& req, routing::AttemptRecord& rec)
+                       const ChatRequest& req, routing::AttemptRecord& rec,
+                       const providers::UpstreamRequest* upstream)
     : api_(api), protocol_(protocol), req_(req), rec_(rec), streaming_(req.stream) {
   if (!streaming_) assembly_ = api_.assembly();
+  // OpenAI's events pass through classify() alone (no translator, no
+  // allocation); other protocols translate, with state across events.
+  if (!protocol_.passthrough()) {
+    providers::UpstreamRequest defaults;
+    translator_ = protocol_.open_stream(upstream ? *upstream : defaults);
+  }
 }
+
+// The translator's events, each handled as it comes (its views live only
+// for the call).
+class RelayState::Sink final : public providers::UpstreamStream::Sink {
+ public:
+  Sink(RelayState& state, Clock::time_point now) : state_(state), now_(now) {}
+  void on(providers::UpstreamEvent& ev) override {
+    if (!state_.stopped()) state_.handle(ev, now_);
+  }
+
+ private:
+  RelayState& state_;
+  Clock::time_point now_;
+};
 
 void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now) {
   if (stopped()) return;
+  if (translator_) {
+    Sink sink(*this, now);
+    translator_->translate(raw, sink);
+    return;
+  }
   providers::UpstreamEvent ev = protocol_.classify(raw);
+  handle(ev, now);
+}
+
+void RelayState::on_body_end(Clock::time_point now) {
+  if (stopped() || !translator_) return;
+  Sink sink(*this, now);
+  translator_->end(sink);
+}
+
+void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
   using Kind = providers::UpstreamEvent::Kind;
   switch (ev.kind) {
     case Kind::kKeepAlive:

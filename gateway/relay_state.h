@@ -31,11 +31,17 @@ class RelayState {
   static constexpr auto kSpeedSampleAfter = std::chrono::milliseconds(500);
 
   // `rec` receives the first and last token times, output size and usage.
+  // `upstream`: what the attempt asked for (the translator of a protocol
+  // other than OpenAI's is opened for it).
   RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,
-             const ChatRequest& req, routing::AttemptRecord& rec);
+             const ChatRequest& req, routing::AttemptRecord& rec,
+             const providers::UpstreamRequest* upstream = nullptr);
 
   // One upstream event, seen at `now`. Events after the end or a fault are ignored.
   void on_event(const providers::SseEvent& ev, Clock::time_point now);
+  // The upstream body ended without a transport error (a protocol without
+  // an end marker completes its stream here).
+  void on_body_end(Clock::time_point now);
   // The SSE parser refused an event over the size limit.
   void on_event_too_large();
 
@@ -78,8 +84,12 @@ class RelayState {
   std::string completion() const;
 
  private:
+  class Sink;
+  void handle(providers::UpstreamEvent& ev, Clock::time_point now);
+
   const ClientApi& api_;
   const providers::UpstreamProtocol& protocol_;
+  std::unique_ptr<providers::UpstreamStream> translator_;  // null: OpenAI's passthrough
   const ChatRequest& req_;
   routing::AttemptRecord& rec_;
   const bool streaming_;

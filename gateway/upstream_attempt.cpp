@@ -85,8 +85,16 @@ ErrorBody read_error_body(const std::string& body) {
 class UpstreamAttempt {
  public:
   UpstreamAttempt(AttemptContext& ctx, const routing::Candidate& c, AttemptRecord& rec, int branch,
-                  routing::StatsRegistry::InFlight& in_flight)
-      : ctx_(ctx), c_(c), rec_(rec), branch_(branch), in_flight_(in_flight) {}
+                  routing::StatsRegistry::InFlight& in_flight,
+                  const providers::UpstreamRequest& request, std::string body)
+      : ctx_(ctx),
+        c_(c),
+        rec_(rec),
+        branch_(branch),
+        in_flight_(in_flight),
+        protocol_(providers::protocol_for(*c.provider)),
+        request_(request),
+        body_(std::move(body)) {}
 
   net::awaitable<AttemptResult> run();
 
@@ -119,8 +127,9 @@ class UpstreamAttempt {
   AttemptRecord& rec_;
   const int branch_;
   routing::StatsRegistry::InFlight& in_flight_;
-  bool stream_options_ = true;  // sent in this attempt's request
-  bool stream_ = true;          // a stream asked for (else one JSON answer)
+  const providers::UpstreamProtocol& protocol_;
+  providers::UpstreamRequest request_;  // stream and stream_options as sent
+  std::string body_;                    // the upstream body for request_
   // What the upstream just refused (stream_options, or streaming): the
   // same request once more without it.
   std::optional<providers::Quirk> retry_without_;
@@ -141,11 +150,15 @@ bool refuses_stream(const ErrorBody& said, const std::string& body) {
           said.message.find("allowed") != std::string::npos);
 }
 
-// The deployment's chat target: chat_path (or the protocol's) with {model}
-// put in, below base_url's path, then the provider's query.
+// The deployment's chat target below base_url's path: the protocol's
+// (path and query), its path replaced by chat_path (with {model} put in)
+// when one is set, then the provider's query.
 std::string upstream_target(const config::Provider& p, const std::string& model,
-                            std::string_view protocol_path) {
-  std::string path = p.chat_path.empty() ? std::string(protocol_path) : p.chat_path;
+                            std::string_view protocol_target) {
+  const auto q = protocol_target.find('?');
+  std::string path = p.chat_path.empty() ? std::string(protocol_target.substr(0, q)) : p.chat_path;
+  const std::string_view protocol_query =
+      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
   if (auto at = path.find("{model}"); at != std::string::npos) {
     std::string encoded;
     for (unsigned char c : model) {
@@ -162,7 +175,10 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
     path.replace(at, 7, encoded);
   }
   std::string target = p.base_url.path_prefix + path;
-  if (!p.query.empty()) target.append("?").append(p.query);
+  for (std::string_view query : {protocol_query, std::string_view(p.query)}) {
+    if (!query.empty())
+      target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);
+  }
   return target;
 }
 
@@ -176,11 +192,6 @@ void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std
 
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
-  auto learnt = [&](providers::Quirk q) {
-    return ctx_.worker.quirks && ctx_.worker.quirks->has(rec_.deployment, q);
-  };
-  stream_options_ = c_.provider->stream_options && !learnt(providers::Quirk::kNoStreamOptions);
-  stream_ = ctx_.streams(c_);
   auto up = upstream_request();
   // A reused keep-alive connection may have been closed by the peer just as we
   // took it; that failure says nothing about the deployment, so the request
@@ -199,8 +210,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
         co_await exchange(acq.lease, up, may_retry_stale, acquire_time);
     if (r) co_return *r;
     if (retry_without_) {
-      (*retry_without_ == providers::Quirk::kNoStream ? stream_ : stream_options_) = false;
+      (*retry_without_ == providers::Quirk::kNoStream ? request_.stream : request_.stream_options) =
+          false;
       retry_without_.reset();
+      auto body = protocol_.body(ctx_.req.body, request_);
+      if (auto* s = std::get_if<std::string>(&body)) body_ = std::move(*s);
       up = upstream_request();
       continue;
     }
@@ -235,9 +249,9 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
   // A deployment without a first-token deadline (a reasoning model) must
   // still answer with a response head within its provider's TTFT timeout.
   const auto ttft_deadline =
-      stream_ ? deadlines.first_token(rec_.request_sent) : ctx_.total_deadline(c_);
+      request_.stream ? deadlines.first_token(rec_.request_sent) : ctx_.total_deadline(c_);
   const auto head_deadline =
-      !stream_ || c_.deployment->first_token_deadline
+      !request_.stream || c_.deployment->first_token_deadline
           ? ttft_deadline
           : std::min(ttft_deadline, rec_.request_sent + ctx_.cfg.timeouts_for(*c_.provider).ttft);
 
@@ -286,8 +300,8 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
     ctx_.judge(c_, rec_, failover::Fault::kNotEventStream, std::string_view(ct.data(), ct.size()));
     co_return AttemptResult{};
   }
-  AttemptResult r =
-      co_await relay(ctx_, RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_});
+  AttemptResult r = co_await relay(
+      ctx_, RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_, protocol_, request_});
   co_return r;
 }
 
@@ -304,29 +318,34 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
                body.size() > kMaxJsonAnswer ? "JSON answer over 16 MiB" : ec.message());
     co_return AttemptResult{};
   }
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  auto choices = j.is_object() ? j.find("choices") : j.end();
-  if (!j.is_object() || choices == j.end() || !choices->is_array() || choices->empty() ||
-      j.contains("error")) {
+  // The answer in the provider's protocol, as an OpenAI chat.completion.
+  std::optional<nlohmann::json> j =
+      protocol_.completion(nlohmann::json::parse(body, nullptr, false), request_);
+  if (!j) {
     ctx_.judge(c_, rec_, failover::Fault::kNotEventStream,
-               "application/json that is not a chat.completion");
+               "application/json that is not an answer of the " + std::string(protocol_.name()) +
+                   " protocol");
     co_return AttemptResult{};
   }
+  // OpenAI's own answer goes to the client byte for byte.
+  if (!protocol_.passthrough())
+    body = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!ctx_.claim(branch_))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
-  if (auto u = providers::usage_of(j)) take_usage(rec_, *u);
+  if (auto u = providers::usage_of(*j)) take_usage(rec_, *u);
   rec_.outcome = AttemptOutcome::kSuccess;
   // No first token to time: the sample is the whole answer, when the client
   // first sees output.
   rec_.unstreamed = true;
   rec_.last_token = Clock::now();
-  rec_.detail = stream_ ? "answered with JSON to a stream request (no TTFT; answer time measured)"
-                        : "unstreamed attempt (no TTFT; answer time measured)";
+  rec_.detail = request_.stream
+                    ? "answered with JSON to a stream request (no TTFT; answer time measured)"
+                    : "unstreamed attempt (no TTFT; answer time measured)";
   if (parser.keep_alive()) lease.give_back();
   Response res = ctx_.req.stream ? make_json_response(
                                        ctx_.rc, http::status::ok,
-                                       providers::stream_of_completion(j, ctx_.req.include_usage))
+                                       providers::stream_of_completion(*j, ctx_.req.include_usage))
                                  : make_json_response(ctx_.rc, http::status::ok, std::move(body));
   if (ctx_.req.stream) {
     res.set(http::field::content_type, "text/event-stream");
@@ -362,7 +381,9 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   const ErrorBody said = read_error_body(body);
   const std::string detail =
       "HTTP " + std::to_string(status) + (said.message.empty() ? "" : ": " + said.message);
-  if ((status == 400 || status == 422) && stream_options_ &&
+  // Learnt wire options are OpenAI's (other protocols have no such options).
+  const bool openai = protocol_.passthrough();
+  if (openai && (status == 400 || status == 422) && request_.stream_options &&
       body.find("stream_options") != std::string::npos) {
     // An OpenAI-compatible server that refuses stream_options (older
     // Ollama, LM Studio, TGI, Mistral...): the same request without them,
@@ -371,7 +392,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
           "sending none to it from now on");
     co_return AttemptResult{};
   }
-  if (status == 400 && stream_ && refuses_stream(said, body)) {
+  if (openai && status == 400 && request_.stream && refuses_stream(said, body)) {
     // OpenAI refuses to stream some models to unverified organisations:
     // the same request as JSON (the client still gets its stream, made
     // from the answer), and JSON requests to this deployment from now on.
@@ -391,7 +412,12 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   rec_.outcome = AttemptOutcome::kClientError;
   rec_.detail = detail;
-  if (!said.openai_shaped) body.clear();
+  // In OpenAI's shape: an OpenAI body as it came, another protocol's
+  // translated, anything else replaced by the gateway's own error.
+  if (!openai || !said.openai_shaped) {
+    auto shaped = protocol_.error(nlohmann::json::parse(body, nullptr, false), status);
+    body = shaped ? shaped->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "";
+  }
   const bool ok = co_await respond_client_error(body, detail, parser.get());
   co_return AttemptResult{true, ok && ctx_.rc.keep_alive};
 }
@@ -415,9 +441,11 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
 
 http::request<http::string_body> UpstreamAttempt::upstream_request() {
   const auto& url = c_.provider->base_url;
-  const auto& protocol = providers::openai_chat_protocol();
   http::request<http::string_body> up{
-      http::verb::post, upstream_target(*c_.provider, c_.deployment->model, protocol.path()), 11};
+      http::verb::post,
+      upstream_target(*c_.provider, c_.deployment->model,
+                      protocol_.target(c_.deployment->model, request_.stream)),
+      11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
@@ -443,18 +471,26 @@ http::request<http::string_body> UpstreamAttempt::upstream_request() {
                                .append(ctx_.worker.via_name));
   up.set(http::field::host, url.authority());
   up.set(http::field::content_type, "application/json");
-  up.set(http::field::accept, stream_ ? "text/event-stream" : "application/json");
+  up.set(http::field::accept, request_.stream ? "text/event-stream" : "application/json");
   up.set(http::field::user_agent, "llmgate/0.1");
   up.set("x-request-id", ctx_.rc.request_id);  // the client's own, or the one we made
-  if (!c_.provider->api_key.empty() && !c_.provider->api_key_header.empty()) {
-    up.set(c_.provider->api_key_header, c_.provider->api_key);  // Azure's api-key: the key alone
-  } else if (!c_.provider->api_key.empty()) {
-    auto [name, value] = protocol.credential(c_.provider->api_key);
-    up.set(beast::string_view(name.data(), name.size()), value);
+  // The key: in the header the provider names (Authorization as a Bearer
+  // token, any other alone: Azure's api-key), else where the protocol puts
+  // it; then the protocol's fixed headers (anthropic-version).
+  const auto& key_header = c_.provider->api_key_header;
+  const bool own_key_header = !key_header.empty() && !c_.provider->api_key.empty();
+  if (own_key_header) {
+    up.set(key_header, beast::iequals(key_header, "authorization")
+                           ? "Bearer " + c_.provider->api_key
+                           : c_.provider->api_key);
+  }
+  for (const auto& [name, value] :
+       protocol_.headers(own_key_header ? std::string() : c_.provider->api_key, *c_.provider)) {
+    up.set(name, value);
   }
   for (const auto& [name, value] : c_.provider->headers) up.set(name, value);
   up.keep_alive(true);
-  up.body() = protocol.body(ctx_.req.body, c_.deployment->model, stream_options_, stream_);
+  up.body() = body_;
   up.prepare_payload();
   return up;
 }
@@ -463,8 +499,10 @@ http::request<http::string_body> UpstreamAttempt::upstream_request() {
 
 net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
                                                    AttemptRecord& rec, int branch,
-                                                   routing::StatsRegistry::InFlight& in_flight) {
-  UpstreamAttempt attempt(ctx, c, rec, branch, in_flight);
+                                                   routing::StatsRegistry::InFlight& in_flight,
+                                                   const providers::UpstreamRequest& request,
+                                                   std::string body) {
+  UpstreamAttempt attempt(ctx, c, rec, branch, in_flight, request, std::move(body));
   AttemptResult r = co_await attempt.run();
   co_return r;
 }

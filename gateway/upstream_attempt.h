@@ -6,17 +6,24 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <string>
 
 #include "gateway/attempt_context.h"
 #include "gateway/attempt_result.h"
+#include "providers/upstream_protocol.h"
 #include "routing/stats_registry.h"
 
 namespace llmgate::gateway {
 
 // The attempt's outcome and detail are left in `rec` on every path; the
 // caller records them (statistics, health, metrics) when the attempt ends.
+// `request` is what it asks for and `body` the upstream body built for it
+// (providers::UpstreamProtocol::body, by the caller: a request the protocol
+// cannot express is no attempt at all).
 net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
                                                    routing::AttemptRecord& rec, int branch,
-                                                   routing::StatsRegistry::InFlight& in_flight);
+                                                   routing::StatsRegistry::InFlight& in_flight,
+                                                   const providers::UpstreamRequest& request,
+                                                   std::string body);
 
 }  // namespace llmgate::gateway

@@ -4,18 +4,63 @@
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers {
+
+UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev) const {
+  UpstreamEvent out;
+  out.raw = ev.raw;
+  if (!ev.has_data) {
+    out.kind = UpstreamEvent::Kind::kKeepAlive;
+    return out;
+  }
+  out.data = ev.data;
+  // A targeted scan, not a parse: what the relay needs to know.
+  out.chunk = inspect_chunk(ev.data);
+  switch (out.chunk.kind) {
+    case ChatChunk::Kind::kDone:
+      out.kind = UpstreamEvent::Kind::kDone;
+      break;
+    case ChatChunk::Kind::kChunk:
+      out.kind = UpstreamEvent::Kind::kData;
+      break;
+    case ChatChunk::Kind::kError:
+      out.kind = UpstreamEvent::Kind::kError;
+      out.message = std::move(out.chunk.error_message);
+      break;
+    case ChatChunk::Kind::kMalformed:
+      out.kind = UpstreamEvent::Kind::kMalformed;
+      out.message = std::move(out.chunk.error_message);
+      break;
+  }
+  return out;
+}
+
 namespace {
+
+// Each event as it came: classify() and nothing else.
+class PassThrough final : public UpstreamStream {
+ public:
+  explicit PassThrough(const UpstreamProtocol& p) : protocol_(p) {}
+  void translate(const SseEvent& ev, Sink& out) override {
+    UpstreamEvent e = protocol_.classify(ev);
+    out.on(e);
+  }
+
+ private:
+  const UpstreamProtocol& protocol_;
+};
 
 class OpenAiChat final : public UpstreamProtocol {
  public:
   std::string_view name() const override { return "openai"; }
-  std::string_view path() const override { return "/chat/completions"; }
+  bool passthrough() const override { return true; }
 
-  std::string body(nlohmann::json& out, const std::string& upstream_model, bool stream_options,
-                   bool stream) const override {
-    out["model"] = upstream_model;
-    out["stream"] = stream;
-    if (!stream_options || !stream) {
+  std::string target(const std::string&, bool) const override { return "/chat/completions"; }
+
+  std::variant<std::string, Untranslatable> body(nlohmann::json& out,
+                                                 const UpstreamRequest& r) const override {
+    out["model"] = r.upstream_model;
+    out["stream"] = r.stream;
+    if (!r.stream_options || !r.stream) {
       out.erase("stream_options");
       return out.dump();
     }
@@ -25,37 +70,28 @@ class OpenAiChat final : public UpstreamProtocol {
     return out.dump();
   }
 
-  std::pair<std::string_view, std::string> credential(const std::string& api_key) const override {
-    return {"Authorization", "Bearer " + api_key};
+  std::vector<std::pair<std::string, std::string>> headers(const std::string& api_key,
+                                                           const config::Provider&) const override {
+    if (api_key.empty()) return {};
+    return {{"Authorization", "Bearer " + api_key}};
   }
 
-  UpstreamEvent classify(const SseEvent& ev) const override {
-    UpstreamEvent out;
-    out.raw = ev.raw;
-    if (!ev.has_data) {
-      out.kind = UpstreamEvent::Kind::kKeepAlive;
-      return out;
-    }
-    out.data = ev.data;
-    // A targeted scan, not a parse: what the relay needs to know.
-    out.chunk = inspect_chunk(ev.data);
-    switch (out.chunk.kind) {
-      case ChatChunk::Kind::kDone:
-        out.kind = UpstreamEvent::Kind::kDone;
-        break;
-      case ChatChunk::Kind::kChunk:
-        out.kind = UpstreamEvent::Kind::kData;
-        break;
-      case ChatChunk::Kind::kError:
-        out.kind = UpstreamEvent::Kind::kError;
-        out.message = std::move(out.chunk.error_message);
-        break;
-      case ChatChunk::Kind::kMalformed:
-        out.kind = UpstreamEvent::Kind::kMalformed;
-        out.message = std::move(out.chunk.error_message);
-        break;
-    }
-    return out;
+  std::unique_ptr<UpstreamStream> open_stream(const UpstreamRequest&) const override {
+    return std::make_unique<PassThrough>(*this);
+  }
+
+  std::optional<nlohmann::json> completion(const nlohmann::json& answer,
+                                           const UpstreamRequest&) const override {
+    if (!answer.is_object() || answer.contains("error")) return std::nullopt;
+    auto choices = answer.find("choices");
+    if (choices == answer.end() || !choices->is_array() || choices->empty()) return std::nullopt;
+    return answer;
+  }
+
+  std::optional<nlohmann::json> error(const nlohmann::json& body, int) const override {
+    auto e = body.is_object() ? body.find("error") : body.end();
+    if (!body.is_object() || e == body.end() || !e->is_object()) return std::nullopt;
+    return body;
   }
 };
 

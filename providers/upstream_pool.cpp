@@ -169,8 +169,8 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
     return AcquireResult{Lease(), std::move(what)};
   };
   const auto& url = provider_.base_url;
-  auto c = std::make_unique<UpstreamConnection>(url.tls ? UpstreamStream(ex_, *tls_)
-                                                        : UpstreamStream(ex_));
+  auto c = std::make_unique<UpstreamConnection>(url.tls ? UpstreamTransport(ex_, *tls_)
+                                                        : UpstreamTransport(ex_));
 
   net::ip::tcp::resolver resolver(ex_);
   net::steady_timer resolve_deadline(ex_, deadline);

@@ -31,13 +31,13 @@ using Clock = std::chrono::steady_clock;
 
 // A stream that is either plain TCP or TLS over TCP; satisfies Beast's
 // AsyncReadStream/AsyncWriteStream so http::async_read/write work on it.
-class UpstreamStream {
+class UpstreamTransport {
  public:
   using executor_type = net::any_io_executor;
 
-  explicit UpstreamStream(net::any_io_executor ex)
+  explicit UpstreamTransport(net::any_io_executor ex)
       : tcp_(std::make_unique<beast::tcp_stream>(ex)) {}
-  UpstreamStream(net::any_io_executor ex, ssl::context& ctx)
+  UpstreamTransport(net::any_io_executor ex, ssl::context& ctx)
       : tls_(std::make_unique<ssl::stream<beast::tcp_stream>>(ex, ctx)) {}
 
   executor_type get_executor() { return tcp().get_executor(); }
@@ -65,10 +65,10 @@ struct UpstreamConnection {
   // call: a buffer that starts empty stays at 512 and a 6 KB response takes
   // a dozen reads. 4 KiB up front makes it one or two.
   static constexpr std::size_t kReadBuffer = 4096;
-  explicit UpstreamConnection(UpstreamStream s) : stream(std::move(s)) {
+  explicit UpstreamConnection(UpstreamTransport s) : stream(std::move(s)) {
     buffer.reserve(kReadBuffer);
   }
-  UpstreamStream stream;
+  UpstreamTransport stream;
   beast::flat_buffer buffer;  // bytes read past the end of a response
   Clock::time_point idle_since{};
   std::uint64_t requests = 0;  // responses completed on this connection

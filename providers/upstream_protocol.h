@@ -1,23 +1,29 @@
 // The upstream protocol seam: how the gateway talks to one kind of provider
-// API. A protocol builds the upstream request from the client's document
-// and classifies each upstream event into a neutral form — output started,
-// usage, finish, error, done — carrying the event as an OpenAI
+// API. A protocol builds the upstream request from the client's OpenAI chat
+// document and translates what comes back — stream events, a whole JSON
+// answer, an error body — into a neutral form: output started, usage,
+// finish, error, done, carrying each event as an OpenAI
 // chat.completion.chunk for the client API to render. The relay, the TTFT
 // measurement and the non-stream assembly see only that neutral form.
 //
-// Today's one implementation is OpenAI chat completions
-// (openai_chat_protocol()), whose events pass through byte for byte. A new
-// provider protocol (Anthropic messages, Gemini) adds an implementation and
-// a `protocol:` value in the provider config; docs/ARCHITECTURE.md, "Adding
-// a provider protocol or a client API". Beast-free.
+// Implementations: OpenAI chat completions (openai_chat_protocol(): every
+// OpenAI-compatible server; events pass through byte for byte), Anthropic
+// Messages (anthropic_protocol()) and Google Gemini generateContent
+// (gemini_protocol()), chosen by providers[].protocol. docs/ARCHITECTURE.md,
+// "Adding a provider protocol or a client API". Beast-free.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
+#include "config/config.h"
 #include "providers/chat_chunk.h"
 #include "providers/sse_parser.h"
 
@@ -31,7 +37,7 @@ namespace llmgate::providers {
 // protocol translated the event, then the client API frames `data`).
 struct UpstreamEvent {
   enum class Kind {
-    kKeepAlive,  // a comment-only block: passes through to a streaming client
+    kKeepAlive,  // a comment-only block or a ping: passes through to a streaming client
     kData,       // a chunk (with or without output)
     kDone,       // the end of the stream ([DONE] for OpenAI)
     kError,      // an in-band error from the upstream; `message` holds its words (unredacted)
@@ -46,28 +52,105 @@ struct UpstreamEvent {
   bool output() const { return kind == Kind::kData && chunk.has_output; }
 };
 
+// What one attempt's request is built for.
+struct UpstreamRequest {
+  std::string upstream_model;  // the deployment's `model`
+  bool stream = true;          // ask for a stream (else one JSON answer)
+  bool stream_options = true;  // OpenAI: ask for usage in the stream
+  // `created` of translated chunks and answers (Unix seconds); 0: now. Set
+  // by tests for exact output.
+  std::int64_t created = 0;
+  // The provider's settings (protocol options such as anthropic_version,
+  // default_max_tokens, thinking_budgets). Never null when building.
+  const config::Provider* provider = nullptr;
+};
+
+// The client's request cannot be said in this protocol without changing the
+// answer (a parameter it has no equivalent for, a value out of its range):
+// the deployment is passed over, and if no other can serve, the client gets
+// a 400 naming `param`. Never a silent drop.
+struct Untranslatable {
+  std::string message;  // for the client: what and why ("logprobs is not supported by ...")
+  std::string param;    // the offending parameter ("logprobs", "messages[2].content[0]")
+};
+
+// One attempt's translation of the upstream stream. Protocols whose events
+// are not chat.completion.chunks keep state across them (the message id and
+// model, which content block a delta belongs to, usage split over events).
+class UpstreamStream {
+ public:
+  // Receives the neutral events one upstream event gives. An event's views
+  // (`data`, `raw`) are valid only during the call.
+  class Sink {
+   public:
+    virtual void on(UpstreamEvent& ev) = 0;
+
+   protected:
+    ~Sink() = default;
+  };
+  virtual ~UpstreamStream() = default;
+  // Zero or more neutral events for one upstream SSE event, in order.
+  virtual void translate(const SseEvent& ev, Sink& out) = 0;
+  // The upstream body ended without a transport error: what completes the
+  // stream (for a protocol with no end marker, its last usage chunk). A
+  // stream that never finished (no finish_reason seen) is a cut whatever
+  // this emits: the relay judges that.
+  virtual void end(Sink& out) { (void)out; }
+};
+
 class UpstreamProtocol {
  public:
   virtual ~UpstreamProtocol() = default;
   virtual std::string_view name() const = 0;
-  // The request target below the provider's base_url path ("/chat/completions").
-  virtual std::string_view path() const = 0;
-  // The upstream body from the client's chat document for `upstream_model`,
-  // always streaming with usage (the gateway times the first token and counts
-  // tokens on every attempt). May rewrite `client_body` in place (no copy per
-  // attempt); calling it again for another deployment gives that one's body.
-  // Without `stream_options` the upstream is asked for no usage options (and
-  // the client's own are removed): for servers that refuse them. Without
-  // `stream`, the upstream is asked for one JSON answer (no stream options).
-  virtual std::string body(nlohmann::json& client_body, const std::string& upstream_model,
-                           bool stream_options = true, bool stream = true) const = 0;
-  // The credential header for the provider's key: name and value.
-  virtual std::pair<std::string_view, std::string> credential(const std::string& api_key) const = 0;
-  // Classifies one event. Views in the result point into `ev`'s buffers.
-  virtual UpstreamEvent classify(const SseEvent& ev) const = 0;
+
+  // The request target below the provider's base_url path, query included
+  // ("/chat/completions", "/messages",
+  // "/models/gemini-2.5-flash:streamGenerateContent?alt=sse").
+  // providers[].chat_path replaces the path of it, providers[].query adds to it.
+  virtual std::string target(const std::string& upstream_model, bool stream) const = 0;
+
+  // The upstream body from the client's chat document. May rewrite
+  // `client_body` in place (no copy per attempt); calling it again for
+  // another deployment gives that one's body. OpenAI: `model` rewritten,
+  // `stream` set, stream_options.include_usage when asked; every other field
+  // untouched. Translating protocols: everything that changes the answer is
+  // translated or refused (Untranslatable), never dropped.
+  virtual std::variant<std::string, Untranslatable> body(nlohmann::json& client_body,
+                                                         const UpstreamRequest& r) const = 0;
+
+  // The headers that carry the provider's key (and any the protocol always
+  // sends, such as anthropic-version), when providers[].api_key_header does
+  // not name one. `api_key` may be empty: then only the fixed ones.
+  virtual std::vector<std::pair<std::string, std::string>> headers(
+      const std::string& api_key, const config::Provider& provider) const = 0;
+
+  // A translator for one attempt's stream.
+  virtual std::unique_ptr<UpstreamStream> open_stream(const UpstreamRequest& r) const = 0;
+
+  // A whole (non-streamed) answer in this protocol as an OpenAI
+  // chat.completion; nullopt when it is not an answer (it then fails over).
+  virtual std::optional<nlohmann::json> completion(const nlohmann::json& answer,
+                                                   const UpstreamRequest& r) const = 0;
+
+  // An error body of this protocol in OpenAI's shape
+  // {"error": {"message", "type", "param", "code"}}; nullopt when it is not
+  // one of its error bodies.
+  virtual std::optional<nlohmann::json> error(const nlohmann::json& body, int status) const = 0;
+
+  // OpenAI only: its events are chat.completion.chunks already, classified
+  // one by one without translation (the relay's allocation-free fast path);
+  // others translate through open_stream().
+  virtual bool passthrough() const { return false; }
+  virtual UpstreamEvent classify(const SseEvent& ev) const;
 };
 
 // OpenAI chat completions (and every OpenAI-compatible provider).
 const UpstreamProtocol& openai_chat_protocol();
+// Anthropic Messages (POST /v1/messages).
+const UpstreamProtocol& anthropic_protocol();
+// Google Gemini (models/{model}:streamGenerateContent?alt=sse, :generateContent).
+const UpstreamProtocol& gemini_protocol();
+// The one a provider speaks.
+const UpstreamProtocol& protocol_for(const config::Provider& p);
 
 }  // namespace llmgate::providers

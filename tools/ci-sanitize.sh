@@ -24,7 +24,8 @@ self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-30}
-FUZZ_TARGETS=5  # tests/fuzz: chat_request, sse_parser, route_override, redact, config
+FUZZ_TARGETS=7  # tests/fuzz: chat_request, sse_parser, route_override, redact, config,
+                # anthropic_stream, gemini_stream
 
 phase_asan() {
   tools/sanitize.sh

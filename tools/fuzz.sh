@@ -22,7 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config)
+ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
+             fuzz_anthropic_stream fuzz_gemini_stream)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -31,6 +32,8 @@ declare -A MAX_LEN=(
   [fuzz_route_override]=2048
   [fuzz_redact]=2048
   [fuzz_config]=6144
+  [fuzz_anthropic_stream]=8192
+  [fuzz_gemini_stream]=8192
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
 # it as a timeout finding: every target handles an input in milliseconds, so
@@ -43,6 +46,8 @@ declare -A TIMEOUT=(
   [fuzz_route_override]=10
   [fuzz_redact]=10
   [fuzz_config]=10
+  [fuzz_anthropic_stream]=10
+  [fuzz_gemini_stream]=10
 )
 
 seconds=60

@@ -91,7 +91,9 @@ void check_accepted(const ChatRequest& r) {
   std::string up;
   try {
     ChatRequest copy = r;  // the protocol rewrites the document in place
-    up = llmgate::providers::openai_chat_protocol().body(copy.body, kUpstreamModel);
+    llmgate::providers::UpstreamRequest request;
+    request.upstream_model = kUpstreamModel;
+    up = std::get<std::string>(llmgate::providers::openai_chat_protocol().body(copy.body, request));
   } catch (const std::exception& e) {
     escaped("upstream_body", e);
   }

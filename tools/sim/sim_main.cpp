@@ -28,14 +28,17 @@ using nlohmann::json;
 
 constexpr std::string_view kUsage = R"(usage: llmgate-sim [options]
 
-A simulated OpenAI-compatible chat completions provider.
+A simulated LLM provider: OpenAI chat completions (.../chat/completions),
+Anthropic Messages (.../messages) and Gemini (.../models/M:generateContent,
+:streamGenerateContent[?alt=sse]), with scripted latency, speed and faults.
 
 options:
   --listen ADDR:PORT     address to listen on (default 127.0.0.1:0, 0 = any free port)
   --threads N            I/O threads (default 1; one core serves thousands of streams)
   --seed N               random seed for TTFT, speed, length and errors (default 1)
   --region R             region echoed in x-sim-region for profiles without one
-  --api-key K            require "Authorization: Bearer K" on /v1/* requests
+  --api-key K            require K on model requests: "Authorization: Bearer K" (OpenAI),
+                         x-api-key (Anthropic), x-goog-api-key or ?key= (Gemini)
   --azure API_VERSION    behave like Azure OpenAI: /openai/deployments/{name}/chat/completions
                          ?api-version=API_VERSION, the key (if any) in an api-key header
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
@@ -45,9 +48,10 @@ options:
 
 A profile is JSON/YAML with keys ttft_ms, tps, output_tokens, error_rate,
 error_status, retry_after_s, stall_before_first_token_ms, stall_after_tokens,
-stall_ms, cut_after_tokens, malformed_after_tokens, fault_rate, region, output,
-reasoning_tokens, reasoning_hidden, reasoning_field, annotations, cached_tokens,
-ratelimit_headers, reject_stream_options, reject_stream. See README.md.
+stall_ms, cut_after_tokens, malformed_after_tokens, error_after_tokens,
+fault_rate, region, output, reasoning_tokens, reasoning_hidden, reasoning_field,
+annotations, cached_tokens, ratelimit_headers, reject_stream_options,
+reject_stream, safety_block. See README.md.
 )";
 
 struct UsageError : std::runtime_error {

@@ -106,21 +106,6 @@ constexpr std::array<std::string_view, 19> kWords = {
     " elit,",  " sed",   " do",     " eiusmod", " tempor", " incididunt",  " ut",
     " labore", " et",    " dolore", " magna",   " aliqua."};
 
-std::size_t content_chars(const json& content) {
-  if (content.is_string()) return content.get_ref<const std::string&>().size();
-  std::size_t n = 0;
-  if (content.is_array()) {
-    for (const auto& part : content) {
-      if (part.is_object()) {
-        auto text = part.find("text");
-        if (text != part.end() && text->is_string())
-          n += text->get_ref<const std::string&>().size();
-      }
-    }
-  }
-  return n;
-}
-
 }  // namespace
 
 std::string_view to_string(Distribution::Kind kind) {
@@ -173,6 +158,8 @@ Profile profile_from_json(const json& j, const Profile& base) {
       p.cut_after_tokens = read_int(v, key);
     } else if (key == "malformed_after_tokens") {
       p.malformed_after_tokens = read_int(v, key);
+    } else if (key == "error_after_tokens") {
+      p.error_after_tokens = read_int(v, key);
     } else if (key == "region") {
       if (!v.is_string()) fail(key, "must be a string");
       p.region = v.get<std::string>();
@@ -208,6 +195,8 @@ Profile profile_from_json(const json& j, const Profile& base) {
     } else if (key == "cached_tokens") {
       p.cached_tokens = read_int(v, key);
       if (p.cached_tokens < 0) fail(key, "must be >= 0");
+    } else if (key == "safety_block") {
+      p.safety_block = read_bool(v, key);
     } else {
       fail(key, "unknown key \"" + key + "\"");
     }
@@ -232,6 +221,7 @@ json profile_to_json(const Profile& p) {
       {"stall_ms", p.stall_ms},
       {"cut_after_tokens", p.cut_after_tokens},
       {"malformed_after_tokens", p.malformed_after_tokens},
+      {"error_after_tokens", p.error_after_tokens},
       {"region", p.region},
       {"output", to_string(p.output)},
       {"reasoning_tokens", p.reasoning_tokens},
@@ -242,6 +232,7 @@ json profile_to_json(const Profile& p) {
       {"reasoning_field", p.reasoning_field},
       {"annotations", p.annotations},
       {"cached_tokens", p.cached_tokens},
+      {"safety_block", p.safety_block},
   };
 }
 
@@ -309,6 +300,7 @@ Profile without_faults(Profile p) {
   p.stall_ms = 0;
   p.cut_after_tokens = -1;
   p.malformed_after_tokens = -1;
+  p.error_after_tokens = -1;
   return p;
 }
 
@@ -321,6 +313,25 @@ std::string completion_text(std::size_t tokens) {
   return s;
 }
 
+std::size_t content_chars(const json& content) {
+  if (content.is_string()) return content.get_ref<const std::string&>().size();
+  std::size_t n = 0;
+  if (content.is_array()) {
+    for (const auto& part : content) {
+      if (part.is_object()) {
+        auto text = part.find("text");
+        if (text != part.end() && text->is_string())
+          n += text->get_ref<const std::string&>().size();
+      }
+    }
+  }
+  return n;
+}
+
+std::int64_t tokens_for_chars(std::size_t chars) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>((chars + 3) / 4));
+}
+
 std::int64_t estimate_prompt_tokens(const json& messages) {
   std::size_t chars = 0;
   if (messages.is_array()) {
@@ -330,7 +341,7 @@ std::int64_t estimate_prompt_tokens(const json& messages) {
       if (content != m.end()) chars += content_chars(*content);
     }
   }
-  return std::max<std::int64_t>(1, static_cast<std::int64_t>((chars + 3) / 4));
+  return tokens_for_chars(chars);
 }
 
 }  // namespace llmgate::sim

@@ -38,7 +38,11 @@ struct Profile {
   int stall_ms = 0;                      // ... stall this long
   int cut_after_tokens = -1;             // after N tokens close the connection mid-event
   int malformed_after_tokens = -1;       // after N tokens send an event that is not JSON
-  std::string region;                    // echoed in x-sim-region
+  // After N tokens an in-band error event ends the stream (Anthropic's
+  // `event: error` overloaded_error, an {"error": ...} event for OpenAI and
+  // Gemini): the failure a client sees after a 200.
+  int error_after_tokens = -1;
+  std::string region;  // echoed in x-sim-region
   // What real providers send besides plain text (docs/providers.md):
   enum class Output { kText, kToolCall, kAudio };
   Output output = Output::kText;  // the answer: text, one tool call, or audio
@@ -66,6 +70,9 @@ struct Profile {
   // Prompt tokens reported as read from the prompt cache
   // (usage.prompt_tokens_details.cached_tokens), at most the prompt's.
   int cached_tokens = 0;
+  // Gemini only: a 200 whose prompt was blocked (promptFeedback.blockReason
+  // "SAFETY", no candidates), which a client must not take for an empty answer.
+  bool safety_block = false;
 };
 
 // Reads a profile from JSON, starting from `base`: keys that are absent keep
@@ -79,12 +86,12 @@ struct Profile {
 //   output_tokens:  number | {"min": n, "max": n}
 //   error_rate [0,1], error_status [400,599], retry_after_s (int | null),
 //   stall_before_first_token_ms, stall_after_tokens, stall_ms,
-//   cut_after_tokens, malformed_after_tokens (int, < 0 disables),
+//   cut_after_tokens, malformed_after_tokens, error_after_tokens (int, < 0 disables),
 //   fault_rate [0,1], region,
 //   output ("text" | "tool_call" | "audio"), reasoning_tokens (int >= 0),
 //   ratelimit_headers (bool), reject_stream_options (bool), reject_stream (bool),
 //   reasoning_hidden (bool), reasoning_field ("reasoning_content" | "reasoning"),
-//   annotations (bool), cached_tokens (int >= 0).
+//   annotations (bool), cached_tokens (int >= 0), safety_block (bool).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 
@@ -110,7 +117,7 @@ int sample_output_tokens(const Profile& p, Rng& rng);         // uniform in [min
 bool sample_error(const Profile& p, Rng& rng);                // true with p.error_rate
 bool sample_faults(const Profile& p, Rng& rng);               // true with p.fault_rate
 
-// `p` with every fault disabled (stalls, cut, malformed): what a request that
+// `p` with every fault disabled (stalls, cut, malformed, error): what a request that
 // drew "no faults" is answered with.
 Profile without_faults(Profile p);
 
@@ -124,5 +131,11 @@ std::string completion_text(std::size_t tokens);
 // About one token per four characters of message content (string contents and
 // the "text" of content parts), at least 1.
 std::int64_t estimate_prompt_tokens(const nlohmann::json& messages);
+
+// The characters of one content value: a string, or an array of parts whose
+// "text" counts (OpenAI content parts, Anthropic blocks, Gemini parts).
+std::size_t content_chars(const nlohmann::json& content);
+// The token estimate for `chars` characters of prompt: chars / 4, at least 1.
+std::int64_t tokens_for_chars(std::size_t chars);
 
 }  // namespace llmgate::sim

@@ -1,12 +1,14 @@
-// The OpenAI chat completions wire format as the simulated provider speaks it:
-// request validation, the per-request plan drawn from a Profile, OpenAI-shaped
-// error bodies, and the exact bytes of each server-sent event.
+// The wire formats the simulated provider speaks — OpenAI chat completions,
+// Anthropic Messages and Gemini generateContent: request validation, the
+// per-request plan drawn from a Profile, each vendor's error bodies, and the
+// exact bytes of every event.
 //
 // Beast-free: sim_server.cpp does the sockets, this file decides the bytes, so
 // the bytes are unit-testable.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +17,9 @@
 #include "tools/sim/sim_profile.h"
 
 namespace llmgate::sim {
+
+// The wire format of one request, chosen by its path.
+enum class Protocol { kOpenAI, kAnthropic, kGemini };
 
 // An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}};
 // with an empty type, in Azure's: {"error": {"code", "message"}}.
@@ -44,6 +49,11 @@ struct ChatRequest {
   bool has_stream_options = false;         // the request names stream_options
   std::optional<std::int64_t> max_tokens;  // min of max_tokens, max_completion_tokens
   std::int64_t prompt_tokens = 1;
+  // Whether reasoning reaches the client. OpenAI-style servers send what the
+  // profile says; Anthropic only with `thinking` enabled, Gemini only with
+  // thinkingConfig.includeThoughts. Otherwise it is hidden: its time passes
+  // and usage counts it, as reasoning_hidden does.
+  bool show_reasoning = true;
 };
 
 // Validates the body the way OpenAI does for the fields the simulator reads;
@@ -121,6 +131,9 @@ class ChunkFormatter {
   static void truncated(std::string& out);
   // An event whose data is not JSON (the malformed_after_tokens fault).
   static void malformed(std::string& out);
+  // The in-band error of error_after_tokens: {"error": {...}} as a data
+  // event; the stream ends after it, without [DONE].
+  static void error(std::string& out);
 
  private:
   void choice(std::string& out, std::string_view delta, std::string_view finish_reason) const;
@@ -144,5 +157,214 @@ ApiError stream_refused();
 
 // Appends `s` as a JSON string literal (quotes included).
 void append_json_string(std::string& out, std::string_view s);
+
+// ---------------------------------------------------------------------------
+// What every protocol shares.
+
+// Percent-decodes a path segment or query value; nullopt on a bad escape.
+std::optional<std::string> percent_decode(std::string_view s);
+
+// The error a stream that fails mid-way reports (error_after_tokens), in
+// the protocol's own terms: OpenAI's server_error, Anthropic's 529
+// overloaded_error, Gemini's 503 UNAVAILABLE. A non-streamed answer that
+// fails is answered with it as its status and body.
+ApiError midstream_error(Protocol protocol);
+
+// The events of one streamed answer in one protocol's framing. The server
+// drives it: open() with the headers, token(k) at each token's due time
+// (only for tokens Answer::sent), then tail(0..tail_events()-1), each its own
+// write; a fault replaces the rest with truncated() or error(), or slips in
+// malformed(). Each call appends whole events, or nothing.
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  virtual void open(std::string& out) = 0;
+  virtual void token(std::string& out, int k) = 0;
+  virtual int tail_events() const = 0;
+  virtual void tail(std::string& out, int i) = 0;
+  virtual void truncated(std::string& out) = 0;
+  virtual void malformed(std::string& out) = 0;
+  virtual void error(std::string& out) = 0;
+};
+
+// OpenAI's stream (ChunkFormatter's events) as an EventStream: the role chunk
+// (after Azure's prompt filter event), one chunk per token, then annotations,
+// finish, usage and [DONE].
+class OpenAIStream final : public EventStream {
+ public:
+  struct Options {
+    bool include_usage = false;
+    bool azure = false;
+    std::int64_t prompt_tokens = 1;
+    std::int64_t cached_tokens = 0;
+    std::string_view finish_reason = "stop";
+  };
+  OpenAIStream(std::string_view id, std::int64_t created, std::string_view model, Answer answer,
+               Options options);
+  void open(std::string& out) override;
+  void token(std::string& out, int k) override;
+  int tail_events() const override;
+  void tail(std::string& out, int i) override;
+  void truncated(std::string& out) override { ChunkFormatter::truncated(out); }
+  void malformed(std::string& out) override { ChunkFormatter::malformed(out); }
+  void error(std::string& out) override { ChunkFormatter::error(out); }
+
+ private:
+  ChunkFormatter format_;
+  Answer answer_;
+  Options options_;
+};
+
+// ---------------------------------------------------------------------------
+// Anthropic Messages (POST …/messages).
+
+// Validates a Messages request the way Anthropic does for the fields the
+// simulator reads: model, messages (non-empty), max_tokens (required, >= 1),
+// stream, thinking ({"type": "enabled", "budget_tokens" >= 1024 and <
+// max_tokens} shows reasoning as thinking blocks; "disabled" or absent hides
+// it). system counts towards the prompt; other fields are ignored. Errors are
+// 400 invalid_request_error with pydantic-style messages ("max_tokens: Field
+// required"). Never throws.
+std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view body);
+
+// The error an injected failure answers with, typed as Anthropic does for the
+// status: 400 invalid_request_error, 401 authentication_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error, 529 overloaded_error, other 5xx api_error.
+ApiError anthropic_injected_error(int status);
+
+// {"type":"error","error":{"type":..,"message":..},"request_id":..}.
+std::string anthropic_error_body(const ApiError& e, std::string_view request_id);
+
+// end_turn, max_tokens (capped), or tool_use (a tool_use block was produced).
+std::string_view anthropic_stop_reason(const ChatPlan& plan);
+
+// The SSE events of one streamed Message, each `event: <type>\ndata: <json>\n\n`:
+// message_start and ping at once; then per content block content_block_start,
+// its deltas (thinking_delta then a signature_delta; text_delta; or
+// input_json_delta pieces of {"query": "<answer>"} for a tool_use block) and
+// content_block_stop, token by token; then message_delta (stop_reason, usage)
+// and message_stop.
+class AnthropicFormatter final : public EventStream {
+ public:
+  AnthropicFormatter(std::string_view id, std::string_view model, Answer answer,
+                     std::string_view stop_reason, std::int64_t prompt_tokens,
+                     std::int64_t cached_tokens);
+  void open(std::string& out) override;  // message_start, ping
+  void token(std::string& out, int k) override;
+  int tail_events() const override { return 2; }  // message_delta, message_stop
+  void tail(std::string& out, int i) override;
+  void truncated(std::string& out) override;
+  void malformed(std::string& out) override;
+  void error(std::string& out) override;  // event: error, overloaded_error
+
+ private:
+  void event(std::string& out, std::string_view type, std::string_view data) const;
+  void usage(std::string& out, std::int64_t output_tokens, bool with_tier) const;
+
+  std::string id_;
+  std::string model_;
+  Answer answer_;
+  std::string stop_reason_;
+  std::int64_t prompt_tokens_;
+  std::int64_t cached_tokens_;
+  int answer_index_;  // the answer block's index: 1 after a thinking block, else 0
+};
+
+// The body of a non-streamed Message: content [thinking?, text | tool_use],
+// stop_reason, stop_sequence null, usage.
+std::string anthropic_message_body(std::string_view id, std::string_view model,
+                                   const Answer& answer, std::string_view stop_reason,
+                                   std::int64_t prompt_tokens, std::int64_t cached_tokens);
+
+// The signature a thinking block (and a Gemini part after thoughts) carries.
+inline constexpr std::string_view kSimSignature = "c2ltdWxhdGVkIHNpZ25hdHVyZQ==";
+
+// ---------------------------------------------------------------------------
+// Gemini generateContent (POST …/models/{model}:generateContent and
+// :streamGenerateContent).
+
+// What a Gemini target names.
+struct GeminiTarget {
+  std::string model;               // URL-decoded, from the path
+  bool stream = false;             // :streamGenerateContent
+  bool sse = false;                // ?alt=sse: SSE; else a streamed JSON array
+  std::optional<std::string> key;  // ?key=K, URL-decoded
+};
+
+// The Gemini call `target` (path and query) names, or nullopt when it names
+// none (or its model segment is empty or badly escaped).
+std::optional<GeminiTarget> parse_gemini_target(std::string_view target);
+
+// Validates a GenerateContentRequest the way Google does for the fields the
+// simulator reads: contents (non-empty array), systemInstruction (counts
+// towards the prompt), generationConfig.maxOutputTokens (caps the length:
+// finishReason MAX_TOKENS), generationConfig.thinkingConfig.includeThoughts
+// (thought parts streamed; else hidden). Errors are 400 INVALID_ARGUMENT.
+// The model and streaming come from the target. Never throws.
+std::variant<ChatRequest, ApiError> parse_generate_request(std::string_view body,
+                                                           const GeminiTarget& target);
+
+// A Google API error: `status` is the HTTP code, `type` the google.rpc status
+// name ("INVALID_ARGUMENT"), and `code`, when set, the ErrorInfo reason
+// ("API_KEY_INVALID").
+ApiError gemini_error(int status, std::string message);
+
+// The error an injected failure answers with: 400 INVALID_ARGUMENT, 401
+// UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 429
+// RESOURCE_EXHAUSTED, 500 INTERNAL, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED...
+ApiError gemini_injected_error(int status);
+
+// {"error": {"code", "message", "status"[, "details"]}}, pretty-printed as
+// Google does; `retry_delay_s` adds a google.rpc.RetryInfo detail (Google's
+// way of saying Retry-After), an ErrorInfo reason in `e.code` an ErrorInfo.
+std::string gemini_error_body(const ApiError& e, std::optional<int> retry_delay_s = std::nullopt);
+
+// STOP or MAX_TOKENS (capped).
+std::string_view gemini_finish_reason(const ChatPlan& plan);
+
+// The events of one streamed generateContent: one GenerateContentResponse
+// per visible token (a thought part {"text", "thought": true} or a text
+// part) with cumulative usageMetadata, then a last one with finishReason
+// carrying an empty text part, or the whole functionCall of a tool call
+// answer. With alt=sse each is `data: <json>\r\n\r\n` and the body just ends;
+// without, the body is a JSON array streamed element by element (`[`,
+// `\n,\r\n` between, `\n]` at the end), elements pretty-printed.
+class GeminiFormatter final : public EventStream {
+ public:
+  GeminiFormatter(std::string_view response_id, std::string_view model, Answer answer, bool capped,
+                  std::int64_t prompt_tokens, std::int64_t cached_tokens, bool sse);
+  void open(std::string&) override {}
+  void token(std::string& out, int k) override;
+  int tail_events() const override { return sse_ ? 1 : 2; }  // last response[, "\n]"]
+  void tail(std::string& out, int i) override;
+  void truncated(std::string& out) override;
+  void malformed(std::string& out) override;
+  void error(std::string& out) override;  // {"error": {... UNAVAILABLE}}, then the end
+  // The whole stream of a safety-blocked prompt: one response with
+  // promptFeedback.blockReason SAFETY and no candidates.
+  void blocked(std::string& out);
+
+ private:
+  void frame(std::string& out, std::string_view compact_json);
+
+  std::string response_id_;
+  std::string model_;
+  Answer answer_;
+  bool capped_;
+  std::int64_t prompt_tokens_;
+  std::int64_t cached_tokens_;
+  bool sse_;
+  bool first_ = true;  // JSON array framing: no element written yet
+};
+
+// The body of a non-streamed generateContent: one GenerateContentResponse with
+// every part (thought?, text | functionCall), finishReason and usageMetadata.
+std::string gemini_response_body(std::string_view response_id, std::string_view model,
+                                 const Answer& answer, bool capped, std::int64_t prompt_tokens,
+                                 std::int64_t cached_tokens);
+// The body of a safety-blocked prompt (Profile::safety_block).
+std::string gemini_blocked_body(std::string_view response_id, std::string_view model,
+                                std::int64_t prompt_tokens);
 
 }  // namespace llmgate::sim

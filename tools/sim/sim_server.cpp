@@ -27,6 +27,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -61,7 +62,7 @@ constexpr std::size_t kPipelineLimit = 64 * 1024;
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
-enum class Outcome { kCompleted, kClientGone, kCut };
+enum class Outcome { kCompleted, kClientGone, kCut, kErrored };
 
 struct Shard {
   explicit Shard(std::uint64_t seed) : rng(seed) {}
@@ -105,22 +106,18 @@ bool is_chat_path(std::string_view path) {
   return path == "/chat/completions" || ends_with(path, "/chat/completions");
 }
 
-std::optional<std::string> percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    unsigned value = 0;
-    if (i + 2 >= s.size()) return std::nullopt;
-    auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
-    if (ec != std::errc() || p != s.data() + i + 3) return std::nullopt;
-    out += static_cast<char>(value);
-    i += 2;
-  }
-  return out;
+bool is_messages_path(std::string_view path) {
+  return path == "/messages" || ends_with(path, "/messages");  // Anthropic's /v1/messages
+}
+
+// RFC 3339 UTC, second precision: how Anthropic writes its rate limit resets.
+std::string rfc3339_utc(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return std::string(buf, n);
 }
 
 std::string dump(const json& j) {
@@ -138,19 +135,59 @@ Clock::duration to_duration(double ms) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
-Response make_response(const Request& req, http::status status, std::string body,
-                       std::string_view content_type = "application/json") {
-  Response res{status, req.version()};
+Response make_response(unsigned version, bool keep_alive, int status, std::string body,
+                       std::string_view content_type) {
+  Response res{static_cast<http::status>(status), version};
+  // Beast knows no reason phrase for Anthropic's 529.
+  if (status == 529) res.reason("Site Overloaded");
   res.set(http::field::server, "llmgate-sim");
   res.set(http::field::content_type, content_type);
-  res.keep_alive(req.keep_alive());
+  res.keep_alive(keep_alive);
   res.body() = std::move(body);
   res.prepare_payload();
   return res;
 }
 
+Response make_response(const Request& req, http::status status, std::string body,
+                       std::string_view content_type = "application/json") {
+  return make_response(req.version(), req.keep_alive(), static_cast<int>(status), std::move(body),
+                       content_type);
+}
+
 Response make_error(const Request& req, const ApiError& e) {
   return make_response(req, static_cast<http::status>(e.status), error_body(e));
+}
+
+constexpr std::string_view kGoogleJson = "application/json; charset=UTF-8";
+
+// An error in `protocol`'s shape with the headers that vendor sends with it
+// (Gemini's carry no request id). A retry delay is a Retry-After header for OpenAI and Anthropic, a
+// google.rpc.RetryInfo detail in the body for Gemini (Google sends no header).
+Response make_protocol_error(unsigned version, bool keep_alive, Protocol protocol,
+                             const ApiError& e, std::string_view request_id = "",
+                             std::optional<int> retry_after_s = std::nullopt) {
+  Response res;
+  switch (protocol) {
+    case Protocol::kAnthropic:
+      res = make_response(version, keep_alive, e.status, anthropic_error_body(e, request_id),
+                          "application/json");
+      if (!request_id.empty()) res.set("request-id", request_id);
+      break;
+    case Protocol::kGemini:
+      return make_response(version, keep_alive, e.status, gemini_error_body(e, retry_after_s),
+                           kGoogleJson);
+    case Protocol::kOpenAI:
+      res = make_response(version, keep_alive, e.status, error_body(e), "application/json");
+      if (!request_id.empty()) res.set("x-request-id", request_id);
+      break;
+  }
+  if (retry_after_s) res.set(http::field::retry_after, std::to_string(*retry_after_s));
+  return res;
+}
+
+Response make_protocol_error(const Request& req, Protocol protocol, const ApiError& e,
+                             std::string_view request_id = "") {
+  return make_protocol_error(req.version(), req.keep_alive(), protocol, e, request_id);
 }
 
 ApiError not_found(const Request& req) {
@@ -218,6 +255,25 @@ net::awaitable<void> watch_for_hangup(tcp::socket& socket, beast::flat_buffer& b
   co_await forever.async_wait(use_tuple);
 }
 
+// Everything one model response needs once it has been planned.
+struct Exchange {
+  Clock::time_point received;
+  unsigned version = 11;
+  bool keep_alive = true;
+  Protocol protocol = Protocol::kOpenAI;
+  std::uint64_t number = 0;  // numbers the ids; 0 until drawn
+  std::string id;            // chatcmpl-sim-N, msg_sim_N or Gemini's responseId
+  std::string request_id;
+  std::string call_id;  // a tool call's or an audio answer's id
+  std::int64_t created = 0;
+  std::string region;
+  ChatRequest chat;
+  ChatPlan plan;
+  Profile profile;
+  bool azure = false;  // SimOptions::azure_api_version
+  bool sse = true;     // Gemini streaming: alt=sse, else a JSON array
+};
+
 }  // namespace
 
 struct SimServer::Impl {
@@ -228,22 +284,6 @@ struct SimServer::Impl {
     options.profiles.clear();
     if (options.threads == 0) options.threads = 1;
   }
-
-  // Everything one chat completion response needs once it has been planned.
-  struct Exchange {
-    Clock::time_point received;
-    unsigned version = 11;
-    bool keep_alive = true;
-    std::string id;
-    std::string request_id;
-    std::string call_id;  // a tool call's or an audio answer's id
-    std::int64_t created = 0;
-    std::string region;
-    ChatRequest chat;
-    ChatPlan plan;
-    Profile profile;
-    bool azure = false;  // SimOptions::azure_api_version
-  };
 
   // Azure mode: the deployment a chat target names
   // (/openai/deployments/{deployment}/chat/completions?api-version=V), or
@@ -297,8 +337,37 @@ struct SimServer::Impl {
     s.in_flight = in_flight.load();
     s.errors_injected = errors_injected.load();
     s.streams_cut = streams_cut.load();
+    s.streams_errored = streams_errored.load();
     s.connections_accepted = connections_accepted.load();
     return s;
+  }
+
+  // Anthropic: the key in x-api-key.
+  std::optional<ApiError> check_anthropic_auth(const Request& req) const {
+    if (options.api_key.empty()) return std::nullopt;
+    auto it = req.find("x-api-key");
+    if (it != req.end() && it->value() == options.api_key) return std::nullopt;
+    return ApiError{401, it == req.end() ? "x-api-key header is required" : "invalid x-api-key",
+                    "authentication_error", std::nullopt, std::nullopt};
+  }
+
+  // Gemini: the key in x-goog-api-key or ?key=. Google answers a missing key
+  // with 403 PERMISSION_DENIED and a wrong one with 400 INVALID_ARGUMENT.
+  std::optional<ApiError> check_gemini_auth(const Request& req, const GeminiTarget& t) const {
+    if (options.api_key.empty()) return std::nullopt;
+    auto it = req.find("x-goog-api-key");
+    std::optional<std::string> key = t.key;
+    if (it != req.end()) key = std::string(it->value());
+    if (key == options.api_key) return std::nullopt;
+    if (!key) {
+      return gemini_error(403,
+                          "Method doesn't allow unregistered callers (callers without established "
+                          "identity). Please use API Key or other form of API consumer identity "
+                          "to call this API.");
+    }
+    ApiError e = gemini_error(400, "API key not valid. Please pass a valid API key.");
+    e.code = "API_KEY_INVALID";
+    return e;
   }
 
   std::optional<ApiError> check_auth(const Request& req) const {
@@ -328,11 +397,19 @@ struct SimServer::Impl {
                               const Request& req);
   net::awaitable<bool> handle_chat(Shard& shard, beast::tcp_stream& stream,
                                    beast::flat_buffer& buffer, const Request& req);
-  Response answer_at_once(const Request& req, std::string_view path);  // all but chat
+  net::awaitable<bool> handle_messages(Shard& shard, beast::tcp_stream& stream,
+                                       beast::flat_buffer& buffer, const Request& req);
+  net::awaitable<bool> handle_generate(Shard& shard, beast::tcp_stream& stream,
+                                       beast::flat_buffer& buffer, const Request& req,
+                                       GeminiTarget target);
+  // Plans a validated request and answers it, whatever its protocol.
+  net::awaitable<bool> serve(Shard& shard, beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                             const Request& req, Exchange& ex);
+  Response answer_at_once(const Request& req, std::string_view path);  // all but model calls
   Response handle_admin(const Request& req, std::string_view path);
   Response handle_models(const Request& req);
-  static net::awaitable<Outcome> stream_chat(beast::tcp_stream& stream, const Exchange& ex);
-  static net::awaitable<Outcome> answer_chat(beast::tcp_stream& stream, const Exchange& ex);
+  static net::awaitable<Outcome> stream_answer(beast::tcp_stream& stream, const Exchange& ex);
+  static net::awaitable<Outcome> answer_once(beast::tcp_stream& stream, const Exchange& ex);
   void count(Outcome outcome);
 
   // --- lifecycle ----------------------------------------------------------
@@ -351,6 +428,7 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> streams_completed{0};
   std::atomic<std::uint64_t> streams_aborted{0};
   std::atomic<std::uint64_t> streams_cut{0};
+  std::atomic<std::uint64_t> streams_errored{0};
   std::atomic<std::uint64_t> in_flight{0};
   std::atomic<std::uint64_t> errors_injected{0};
   std::atomic<std::uint64_t> connections_accepted{0};
@@ -460,8 +538,15 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
       co_return co_await write_response(stream, std::move(missing));
     }
   }
-  if (is_chat_path(path) && req.method() == http::verb::post) {
+  const bool post = req.method() == http::verb::post;
+  if (is_chat_path(path) && post) {
     co_return co_await handle_chat(shard, stream, buffer, req);
+  }
+  if (auto gemini = parse_gemini_target(target); gemini && post) {
+    co_return co_await handle_generate(shard, stream, buffer, req, std::move(*gemini));
+  }
+  if (is_messages_path(path) && post) {
+    co_return co_await handle_messages(shard, stream, buffer, req);
   }
   // A named local, not a temporary inside the co_await expression: GCC 12
   // has bugs destroying such temporaries across a suspension.
@@ -471,6 +556,14 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
 
 Response SimServer::Impl::answer_at_once(const Request& req, std::string_view path) {
   if (is_chat_path(path)) return make_error(req, method_not_allowed(req));
+  if (parse_gemini_target(req.target())) {
+    return make_protocol_error(req, Protocol::kGemini, gemini_error(404, "Method not found."));
+  }
+  if (is_messages_path(path)) {
+    return make_protocol_error(
+        req, Protocol::kAnthropic,
+        ApiError{405, "Method Not Allowed", "invalid_request_error", std::nullopt, std::nullopt});
+  }
   if (path == "/healthz") return make_response(req, http::status::ok, R"({"status":"ok"})");
   if (path.starts_with("/admin/")) return handle_admin(req, path);
   if (path == "/models" || ends_with(path, "/models")) return handle_models(req);
@@ -502,13 +595,84 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
     Response refused = make_error(req, stream_refused());
     co_return co_await write_response(stream, std::move(refused));
   }
+  co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
+net::awaitable<bool> SimServer::Impl::handle_messages(Shard& shard, beast::tcp_stream& stream,
+                                                      beast::flat_buffer& buffer,
+                                                      const Request& req) {
+  Exchange ex;
+  ex.received = Clock::now();
+  ex.protocol = Protocol::kAnthropic;
+  requests.fetch_add(1);
+  record(req);
+  // Anthropic puts a request id in every answer, errors included.
+  ex.number = next_id.fetch_add(1) + 1;
+  ex.request_id = "req_sim_" + std::to_string(ex.number);
+  std::optional<ApiError> refused = check_anthropic_auth(req);
+  if (!refused && req.find("anthropic-version") == req.end()) {
+    refused = ApiError{400, "anthropic-version: header is required", "invalid_request_error",
+                       std::nullopt, std::nullopt};
+  }
+  auto parsed = parse_messages_request(req.body());
+  if (!refused) {
+    if (auto* e = std::get_if<ApiError>(&parsed)) refused = *e;
+  }
+  if (refused) {
+    Response res = make_protocol_error(req, Protocol::kAnthropic, *refused, ex.request_id);
+    co_return co_await write_response(stream, std::move(res));
+  }
+  ex.chat = std::move(std::get<ChatRequest>(parsed));
+  ex.profile = profile_for(ex.chat.model);
+  co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
+net::awaitable<bool> SimServer::Impl::handle_generate(Shard& shard, beast::tcp_stream& stream,
+                                                      beast::flat_buffer& buffer,
+                                                      const Request& req, GeminiTarget target) {
+  Exchange ex;
+  ex.received = Clock::now();
+  ex.protocol = Protocol::kGemini;
+  ex.sse = target.sse;
+  requests.fetch_add(1);
+  record(req);
+  std::optional<ApiError> refused = check_gemini_auth(req, target);
+  auto parsed = parse_generate_request(req.body(), target);
+  if (!refused) {
+    if (auto* e = std::get_if<ApiError>(&parsed)) refused = *e;
+  }
+  if (refused) {
+    Response res = make_protocol_error(req, Protocol::kGemini, *refused);
+    co_return co_await write_response(stream, std::move(res));
+  }
+  ex.chat = std::move(std::get<ChatRequest>(parsed));
+  ex.profile = profile_for(ex.chat.model);
+  co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
+net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& stream,
+                                            beast::flat_buffer& buffer, const Request& req,
+                                            Exchange& ex) {
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
-  const std::uint64_t n = next_id.fetch_add(1) + 1;
-  ex.id = "chatcmpl-sim-" + std::to_string(n);
-  ex.request_id = "req_sim_" + std::to_string(n);
-  ex.call_id = "call_sim_" + std::to_string(n);
+  if (ex.number == 0) ex.number = next_id.fetch_add(1) + 1;
+  const std::string n = std::to_string(ex.number);
+  switch (ex.protocol) {
+    case Protocol::kOpenAI:
+      ex.id = "chatcmpl-sim-" + n;
+      ex.call_id = "call_sim_" + n;
+      break;
+    case Protocol::kAnthropic:
+      ex.id = "msg_sim_" + n;
+      ex.call_id = "toolu_sim_" + n;
+      break;
+    case Protocol::kGemini:
+      ex.id = "resp-sim-" + n;
+      ex.call_id = "call_sim_" + n;
+      break;
+  }
+  ex.request_id = "req_sim_" + n;
   ex.created = unix_now();
   ex.version = req.version();
   ex.keep_alive = req.keep_alive();
@@ -516,23 +680,24 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
   InFlight guard(in_flight);
   if (ex.plan.inject_error) {
     errors_injected.fetch_add(1);
-    Response res = make_error(req, injected_error(ex.profile.error_status));
-    if (ex.profile.retry_after_s) {
-      res.set(http::field::retry_after, std::to_string(*ex.profile.retry_after_s));
-    }
+    const ApiError e =
+        ex.protocol == Protocol::kAnthropic ? anthropic_injected_error(ex.profile.error_status)
+        : ex.protocol == Protocol::kGemini  ? gemini_injected_error(ex.profile.error_status)
+                                            : injected_error(ex.profile.error_status);
+    Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol, e, ex.request_id,
+                                       ex.profile.retry_after_s);
     if (!ex.region.empty()) res.set("x-sim-region", ex.region);
-    res.set("x-request-id", ex.request_id);
     co_return co_await write_response(stream, std::move(res));
   }
 
-  auto respond = ex.chat.stream ? stream_chat(stream, ex) : answer_chat(stream, ex);
+  auto respond = ex.chat.stream ? stream_answer(stream, ex) : answer_once(stream, ex);
   auto result = co_await (std::move(respond) || watch_for_hangup(stream.socket(), buffer));
   const Outcome outcome = result.index() == 0 ? std::get<0>(result) : Outcome::kClientGone;
   count(outcome);
-  // An HTTP/1.0 stream is delimited by the close (no chunked encoding).
-  const bool reusable =
-      outcome == Outcome::kCompleted && ex.keep_alive && (ex.version >= 11 || !ex.chat.stream);
-  co_return reusable;
+  // An HTTP/1.0 stream is delimited by the close (no chunked encoding). An
+  // in-band error ends a whole, well-framed response.
+  const bool whole = outcome == Outcome::kCompleted || outcome == Outcome::kErrored;
+  co_return whole&& ex.keep_alive && (ex.version >= 11 || !ex.chat.stream);
 }
 
 void SimServer::Impl::count(Outcome outcome) {
@@ -546,8 +711,13 @@ void SimServer::Impl::count(Outcome outcome) {
     case Outcome::kCut:
       streams_cut.fetch_add(1);
       break;
+    case Outcome::kErrored:
+      streams_errored.fetch_add(1);
+      break;
   }
 }
+
+namespace {
 
 // OpenAI's rate-limit headers (docs: "Rate limits"), with numbers that say
 // plenty is left, and its processing time.
@@ -562,20 +732,113 @@ void set_ratelimit_headers(Fields& res, double processing_ms) {
   res.set("openai-processing-ms", std::to_string(static_cast<long>(processing_ms)));
 }
 
-// Streams one completion: headers and the role chunk at once (real providers
-// send headers long before the first token), then one event per token on
-// absolute deadlines, with the profile's faults at their token positions.
-net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
-                                                     const Exchange& ex) {
+// Anthropic's (docs: "Rate limits", response headers): limits, what is left,
+// and when it is back in full, as RFC 3339.
+template <class Fields>
+void set_anthropic_ratelimit_headers(Fields& res) {
+  const std::string reset = rfc3339_utc(std::chrono::system_clock::now() + 1s);
+  for (const auto& [kind, limit, remaining] :
+       {std::tuple{"requests", "4000", "3999"}, std::tuple{"tokens", "400000", "399000"},
+        std::tuple{"input-tokens", "200000", "199000"},
+        std::tuple{"output-tokens", "80000", "79000"}}) {
+    const std::string prefix = std::string("anthropic-ratelimit-") + kind;
+    res.set(prefix + "-limit", limit);
+    res.set(prefix + "-remaining", remaining);
+    res.set(prefix + "-reset", reset);
+  }
+}
+
+// The headers of a 200 answer as each vendor sends them: content type, its
+// request id header, rate limit headers when the profile asks.
+template <class Fields>
+void set_answer_headers(Fields& res, const Exchange& ex, bool streamed) {
+  res.set(http::field::server, "llmgate-sim");
+  switch (ex.protocol) {
+    case Protocol::kOpenAI:
+      res.set(http::field::content_type, streamed ? "text/event-stream" : "application/json");
+      if (streamed) res.set(http::field::cache_control, "no-cache");
+      res.set("x-request-id", ex.request_id);
+      if (ex.profile.ratelimit_headers) set_ratelimit_headers(res, ex.plan.ttft_ms);
+      break;
+    case Protocol::kAnthropic:
+      res.set(http::field::content_type,
+              streamed ? "text/event-stream; charset=utf-8" : "application/json");
+      if (streamed) res.set(http::field::cache_control, "no-cache");
+      res.set("request-id", ex.request_id);
+      if (ex.profile.ratelimit_headers) set_anthropic_ratelimit_headers(res);
+      break;
+    case Protocol::kGemini:
+      // Google streams SSE as an attachment; the JSON array is plain JSON.
+      res.set(http::field::content_type, streamed && ex.sse ? "text/event-stream" : kGoogleJson);
+      if (streamed && ex.sse) res.set(http::field::content_disposition, "attachment");
+      break;
+  }
+  if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+}
+
+std::unique_ptr<EventStream> make_event_stream(const Exchange& ex) {
+  Answer answer(ex.plan, ex.call_id);
+  switch (ex.protocol) {
+    case Protocol::kAnthropic:
+      return std::make_unique<AnthropicFormatter>(ex.id, ex.chat.model, std::move(answer),
+                                                  anthropic_stop_reason(ex.plan),
+                                                  ex.chat.prompt_tokens, ex.plan.cached_tokens);
+    case Protocol::kGemini:
+      return std::make_unique<GeminiFormatter>(ex.id, ex.chat.model, std::move(answer),
+                                               ex.plan.capped, ex.chat.prompt_tokens,
+                                               ex.plan.cached_tokens, ex.sse);
+    case Protocol::kOpenAI:
+      break;
+  }
+  OpenAIStream::Options o;
+  o.include_usage = ex.chat.include_usage;
+  o.azure = ex.azure;
+  o.prompt_tokens = ex.chat.prompt_tokens;
+  o.cached_tokens = ex.plan.cached_tokens;
+  o.finish_reason = ex.plan.finish_reason();
+  return std::make_unique<OpenAIStream>(ex.id, ex.created, ex.chat.model, std::move(answer), o);
+}
+
+// The body of a non-streamed answer.
+std::string answer_body(const Exchange& ex) {
+  const Answer answer(ex.plan, ex.call_id);
+  switch (ex.protocol) {
+    case Protocol::kAnthropic:
+      return anthropic_message_body(ex.id, ex.chat.model, answer, anthropic_stop_reason(ex.plan),
+                                    ex.chat.prompt_tokens, ex.plan.cached_tokens);
+    case Protocol::kGemini:
+      if (ex.profile.safety_block) {
+        return gemini_blocked_body(ex.id, ex.chat.model, ex.chat.prompt_tokens);
+      }
+      return gemini_response_body(ex.id, ex.chat.model, answer, ex.plan.capped,
+                                  ex.chat.prompt_tokens, ex.plan.cached_tokens);
+    case Protocol::kOpenAI:
+      break;
+  }
+  return completion_body(ex.id, ex.created, ex.chat.model, answer, ex.plan.finish_reason(),
+                         ex.chat.prompt_tokens, ex.plan.cached_tokens);
+}
+
+// The end of a chunked body (nothing for HTTP/1.0, which the close ends).
+net::awaitable<bool> end_body(beast::tcp_stream& stream, bool chunked) {
+  if (!chunked) co_return true;
+  stream.expires_after(kWriteTimeout);
+  auto [ec, n] = co_await net::async_write(stream, net::buffer("0\r\n\r\n", 5), use_tuple);
+  co_return !ec;
+}
+
+}  // namespace
+
+// Streams one answer: headers and the protocol's opening events at once
+// (real providers send headers long before the first token), then one write
+// per token on absolute deadlines, with the profile's faults at their token
+// positions, then the protocol's closing events.
+net::awaitable<Outcome> SimServer::Impl::stream_answer(beast::tcp_stream& stream,
+                                                       const Exchange& ex) {
   co_await net::this_coro::throw_if_cancelled(false);
   const bool chunked = ex.version >= 11;
   http::response<http::empty_body> res{http::status::ok, ex.version};
-  res.set(http::field::server, "llmgate-sim");
-  res.set(http::field::content_type, "text/event-stream");
-  res.set(http::field::cache_control, "no-cache");
-  res.set("x-request-id", ex.request_id);
-  if (ex.profile.ratelimit_headers) set_ratelimit_headers(res, ex.plan.ttft_ms);
-  if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+  set_answer_headers(res, ex, /*streamed=*/true);
   res.keep_alive(ex.keep_alive && chunked);
   if (chunked) res.chunked(true);
   http::response_serializer<http::empty_body> serializer{res};
@@ -585,13 +848,14 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
     co_return Outcome::kClientGone;
   }
 
-  const ChunkFormatter format(ex.id, ex.created, ex.chat.model, ex.chat.include_usage);
+  const std::unique_ptr<EventStream> events = make_event_stream(ex);
   const Answer answer(ex.plan, ex.call_id);
   std::string event;  // reused for every event of the stream
   event.reserve(512);
-  if (ex.azure) ChunkFormatter::azure_prompt_filter(event);
-  format.role(event);
-  if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
+  events->open(event);
+  if (!event.empty() && !co_await write_event(stream, chunked, event)) {
+    co_return Outcome::kClientGone;
+  }
 
   const Profile& p = ex.profile;
   const int tokens = ex.plan.completion_tokens;
@@ -602,12 +866,25 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
   Clock::duration stalled{0};
   net::steady_timer timer(co_await net::this_coro::executor);
 
+  if (ex.protocol == Protocol::kGemini && p.safety_block) {
+    // The prompt is refused as a whole: one response at first-token time.
+    timer.expires_at(first_token_at);
+    if (auto [ec] = co_await timer.async_wait(use_tuple); ec) co_return Outcome::kClientGone;
+    GeminiFormatter format(ex.id, ex.chat.model, answer, false, ex.chat.prompt_tokens, 0, ex.sse);
+    event.clear();
+    format.blocked(event);
+    if (!co_await write_event(stream, chunked, event) || !co_await end_body(stream, chunked)) {
+      co_return Outcome::kClientGone;
+    }
+    co_return Outcome::kCompleted;
+  }
+
   // Boundary k is the moment after k content tokens; boundary `tokens` is the
-  // end of the content, so a fault placed there hits the finish chunk.
+  // end of the content, so a fault placed there hits the finish events.
   for (int k = 0; k <= tokens; ++k) {
     if (k == p.malformed_after_tokens) {
       event.clear();
-      ChunkFormatter::malformed(event);
+      events->malformed(event);
       if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
     }
     if (k == p.stall_after_tokens) stalled += std::chrono::milliseconds(p.stall_ms);
@@ -621,21 +898,29 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
 
     event.clear();
     if (k == p.cut_after_tokens) {
-      ChunkFormatter::truncated(event);
+      events->truncated(event);
       co_await write_event(stream, chunked, event);
       co_return Outcome::kCut;
     }
+    if (k == p.error_after_tokens) {
+      events->error(event);
+      if (!co_await write_event(stream, chunked, event) || !co_await end_body(stream, chunked)) {
+        co_return Outcome::kClientGone;
+      }
+      co_return Outcome::kErrored;
+    }
     if (k == tokens) break;
     if (!answer.sent(k)) continue;  // hidden reasoning: thinking time, nothing on the wire
-    format.output(event, answer, k);
+    events->token(event, k);
+    if (event.empty()) continue;  // a Gemini tool call: the call comes whole at the end
     if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
   }
 
   // The tail goes out in one write, each event still its own chunk.
   std::string tail;
-  auto append = [&](auto&& emit) {
+  for (int i = 0; i < events->tail_events(); ++i) {
     event.clear();
-    emit();
+    events->tail(event, i);
     if (chunked) {
       char size[16];
       auto [end, ec] = std::to_chars(size, size + sizeof size, event.size(), 16);
@@ -643,29 +928,23 @@ net::awaitable<Outcome> SimServer::Impl::stream_chat(beast::tcp_stream& stream,
     } else {
       tail += event;
     }
-  };
-  if (answer.annotations) append([&] { format.annotations(event, answer); });
-  append([&] { format.finish(event, ex.plan.finish_reason()); });
-  if (ex.chat.include_usage) {
-    append([&] {
-      format.usage(event, ex.chat.prompt_tokens, tokens, answer.reasoning, ex.plan.cached_tokens);
-    });
   }
-  append([&] { ChunkFormatter::done(event); });
   if (chunked) tail += "0\r\n\r\n";
   stream.expires_after(kWriteTimeout);
   auto [ec, n] = co_await net::async_write(stream, net::buffer(tail), use_tuple);
   co_return ec ? Outcome::kClientGone : Outcome::kCompleted;
 }
 
-// A non-streamed completion: silence for TTFT plus the generation time, then
-// the whole chat.completion body.
-net::awaitable<Outcome> SimServer::Impl::answer_chat(beast::tcp_stream& stream,
+// A non-streamed answer: silence for TTFT plus the generation time, then the
+// whole body in the protocol's shape.
+net::awaitable<Outcome> SimServer::Impl::answer_once(beast::tcp_stream& stream,
                                                      const Exchange& ex) {
   co_await net::this_coro::throw_if_cancelled(false);
   const Profile& p = ex.profile;
-  const int tokens = ex.plan.completion_tokens;
-  auto within = [&](int at) { return at >= 0 && at <= tokens; };
+  const bool blocked = ex.protocol == Protocol::kGemini && p.safety_block;
+  const int tokens = blocked ? 0 : ex.plan.completion_tokens;
+  // A blocked prompt has no answer for faults to hit.
+  auto within = [&](int at) { return !blocked && at >= 0 && at <= tokens; };
 
   double wait_ms = std::max(ex.plan.ttft_ms, static_cast<double>(p.stall_before_first_token_ms)) +
                    1000.0 * tokens / ex.plan.tokens_per_second;
@@ -673,17 +952,19 @@ net::awaitable<Outcome> SimServer::Impl::answer_chat(beast::tcp_stream& stream,
   net::steady_timer timer(co_await net::this_coro::executor, ex.received + to_duration(wait_ms));
   if (auto [ec] = co_await timer.async_wait(use_tuple); ec) co_return Outcome::kClientGone;
 
-  std::string body =
-      within(p.malformed_after_tokens)
-          ? std::string("{not json")
-          : completion_body(ex.id, ex.created, ex.chat.model, Answer(ex.plan, ex.call_id),
-                            ex.plan.finish_reason(), ex.chat.prompt_tokens, ex.plan.cached_tokens);
+  if (within(p.error_after_tokens)) {
+    // Generation failed: what the vendor answers a failed request with.
+    Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol,
+                                       midstream_error(ex.protocol), ex.request_id);
+    if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+    stream.expires_after(kWriteTimeout);
+    auto [ec, n] = co_await http::async_write(stream, res, use_tuple);
+    co_return ec ? Outcome::kClientGone : Outcome::kErrored;
+  }
+
+  std::string body = within(p.malformed_after_tokens) ? std::string("{not json") : answer_body(ex);
   http::response<http::empty_body> res{http::status::ok, ex.version};
-  res.set(http::field::server, "llmgate-sim");
-  res.set(http::field::content_type, "application/json");
-  res.set("x-request-id", ex.request_id);
-  if (ex.profile.ratelimit_headers) set_ratelimit_headers(res, ex.plan.ttft_ms);
-  if (!ex.region.empty()) res.set("x-sim-region", ex.region);
+  set_answer_headers(res, ex, /*streamed=*/false);
   res.keep_alive(ex.keep_alive);
   res.content_length(body.size());
   http::response_serializer<http::empty_body> serializer{res};
@@ -725,6 +1006,7 @@ Response SimServer::Impl::handle_admin(const Request& req, std::string_view path
                                {"streams_completed", s.streams_completed},
                                {"streams_aborted", s.streams_aborted},
                                {"streams_cut", s.streams_cut},
+                               {"streams_errored", s.streams_errored},
                                {"in_flight", s.in_flight},
                                {"errors_injected", s.errors_injected},
                                {"connections_accepted", s.connections_accepted}}));

@@ -1,4 +1,5 @@
-// llmgate-sim: a simulated OpenAI-compatible chat completions provider.
+// llmgate-sim: a simulated LLM provider speaking OpenAI chat completions,
+// Anthropic Messages and Gemini generateContent.
 //
 // Used by the demo, the integration tests and the benchmarks. Each model served
 // has a Profile (TTFT distribution, output speed, length, faults, region) that
@@ -28,8 +29,10 @@ struct SimOptions {
   std::uint16_t port = 0;  // 0 = pick a free port
   unsigned threads = 1;
   std::uint64_t seed = 1;
-  std::string region;   // default region for profiles without one
-  std::string api_key;  // if set, requests need "Authorization: Bearer <key>"
+  std::string region;  // default region for profiles without one
+  // If set, model requests need it: "Authorization: Bearer <key>" (OpenAI),
+  // x-api-key (Anthropic), x-goog-api-key or ?key= (Gemini).
+  std::string api_key;
   // Non-empty: behave like Azure OpenAI (classic deployments): chat requests
   // at /openai/deployments/{deployment}/chat/completions?api-version=<this>
   // (the deployment names the profile; another path or version is a 404),
@@ -40,12 +43,13 @@ struct SimOptions {
 };
 
 struct SimStats {
-  std::uint64_t requests = 0;           // chat completion requests received
+  std::uint64_t requests = 0;           // model requests received (any protocol)
   std::uint64_t streams_completed = 0;  // responses written to the end
   std::uint64_t streams_aborted = 0;    // client went away before the end
   std::uint64_t in_flight = 0;
   std::uint64_t errors_injected = 0;
   std::uint64_t streams_cut = 0;           // closed mid-event by cut_after_tokens
+  std::uint64_t streams_errored = 0;       // ended by error_after_tokens' in-band error
   std::uint64_t connections_accepted = 0;  // TCP connections (shows keep-alive reuse)
 };
 

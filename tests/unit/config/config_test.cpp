@@ -214,6 +214,33 @@ models:
   EXPECT_FALSE(ds[2].stream.has_value());
 }
 
+TEST_F(ConfigTest, ReadsEachProvidersProtocolAndItsOptions) {
+  const auto config = parse(R"yaml(
+providers:
+  - name: claude
+    base_url: https://api.anthropic.com/v1
+    protocol: anthropic
+    anthropic_version: "2023-06-01"
+    max_tokens: 8192
+    thinking_budgets: {low: 1024, high: 16000}
+  - name: gemini
+    base_url: https://generativelanguage.googleapis.com/v1beta
+    protocol: gemini
+  - name: plain
+    base_url: https://api.openai.com/v1
+)yaml");
+  const Provider& claude = config->providers.at(0);
+  EXPECT_EQ(claude.protocol, Protocol::kAnthropic);
+  EXPECT_EQ(claude.anthropic_version, "2023-06-01");
+  EXPECT_EQ(claude.default_max_tokens, 8192);
+  EXPECT_EQ(claude.thinking_budgets,
+            (std::map<std::string, std::int64_t>{{"high", 16000}, {"low", 1024}}));
+  EXPECT_EQ(config->providers.at(1).protocol, Protocol::kGemini);
+  EXPECT_EQ(config->providers.at(1).thinking_budgets, kDefaultThinkingBudgets());
+  EXPECT_EQ(config->providers.at(2).protocol, Protocol::kOpenAi);
+  EXPECT_STREQ(to_string(Protocol::kGemini), "gemini");
+}
+
 TEST(Price, ChargesCachedInputAtItsOwnPrice) {
   Price p{2.0, 10.0, std::nullopt};
   EXPECT_DOUBLE_EQ(p.cost_usd(1'000'000, 400'000, 100'000), 2.0 + 1.0);  // no cached price: full

@@ -117,8 +117,10 @@ TEST(ChatRequest, UpstreamBodyRewritesModelForcesStreamingAndKeepsEverythingElse
           "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
           "tool_choice":"auto","response_format":{"type":"json_object"},"n":1,"logprobs":true,
           "stream_options":null})"));
+  providers::UpstreamRequest request;
+  request.upstream_model = "llama-3.3-70b-versatile";
   auto up = nlohmann::json::parse(
-      providers::openai_chat_protocol().body(r.body, "llama-3.3-70b-versatile"));
+      std::get<std::string>(providers::openai_chat_protocol().body(r.body, request)));
   EXPECT_EQ(up["model"], "llama-3.3-70b-versatile");
   EXPECT_EQ(up["stream"], true);
   EXPECT_EQ(up["stream_options"]["include_usage"], true);

@@ -49,7 +49,12 @@ TEST(SimProfileJson, ToJsonThenFromJsonRoundTrips) {
   p.reasoning_field = "reasoning";
   p.annotations = true;
   p.cached_tokens = 12;
+  p.error_after_tokens = 4;
+  p.safety_block = true;
   EXPECT_EQ(profile_to_json(profile_from_json(profile_to_json(p))), profile_to_json(p));
+  const Profile back = profile_from_json(profile_to_json(p));
+  EXPECT_EQ(back.error_after_tokens, 4);
+  EXPECT_TRUE(back.safety_block);
 }
 
 TEST(SimProfileJson, RealProviderKeysAreCheckedByName) {
@@ -57,6 +62,16 @@ TEST(SimProfileJson, RealProviderKeysAreCheckedByName) {
   EXPECT_THROW(profile_from_json(json{{"reject_stream", 1}}), std::invalid_argument);
   EXPECT_THROW(profile_from_json(json{{"cached_tokens", -1}}), std::invalid_argument);
   EXPECT_EQ(profile_from_json(json{{"reasoning_field", "reasoning"}}).reasoning_field, "reasoning");
+}
+
+TEST(SimProfileJson, ErrorAfterTokensAndSafetyBlockDefaultOffAndAreChecked) {
+  EXPECT_EQ(profile_to_json(Profile{})["error_after_tokens"], -1);
+  EXPECT_EQ(profile_to_json(Profile{})["safety_block"], false);
+  EXPECT_EQ(profile_from_json({{"error_after_tokens", 3}}).error_after_tokens, 3);
+  EXPECT_TRUE(profile_from_json({{"safety_block", true}}).safety_block);
+  EXPECT_THAT(parse_error({{"error_after_tokens", 2.5}}), HasSubstr("error_after_tokens"));
+  EXPECT_THAT(parse_error({{"error_after_tokens", "3"}}), HasSubstr("error_after_tokens"));
+  EXPECT_THAT(parse_error({{"safety_block", 1}}), HasSubstr("safety_block"));
 }
 
 TEST(SimProfileJson, NumberMeansFixedDistribution) {
@@ -174,7 +189,11 @@ TEST(SimProfileJson, WithoutFaultsDisablesEveryFaultAndKeepsTheRest) {
   p.stall_ms = 300;
   p.cut_after_tokens = 7;
   p.malformed_after_tokens = 3;
+  p.error_after_tokens = 2;
+  p.safety_block = true;
   const Profile q = without_faults(p);
+  EXPECT_LT(q.error_after_tokens, 0);
+  EXPECT_TRUE(q.safety_block);  // a property of the model, not a fault
   EXPECT_LT(q.stall_before_first_token_ms, 0);
   EXPECT_LT(q.stall_after_tokens, 0);
   EXPECT_EQ(q.stall_ms, 0);

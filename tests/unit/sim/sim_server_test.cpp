@@ -650,5 +650,388 @@ TEST_F(SimServerTest, StopClosesOpenStreamsAndTheListener) {
   EXPECT_TRUE(ec);
 }
 
+// --- Anthropic Messages and Gemini generateContent -------------------------
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+std::string messages_body(const std::string& model, bool stream, json extra = json::object()) {
+  json body = {{"model", model},
+               {"max_tokens", 1024},
+               {"messages", {{{"role", "user"}, {"content", "Say something, please."}}}},
+               {"stream", stream}};
+  body.update(extra);
+  return body.dump();
+}
+
+const Headers kAnthropicHeaders = {{"anthropic-version", "2023-06-01"}};
+
+std::string generate_body(json extra = json::object()) {
+  json body = {{"contents", {{{"role", "user"}, {"parts", {{{"text", "Say something."}}}}}}}};
+  body.update(extra);
+  return body.dump();
+}
+
+struct SseEvent {
+  std::string name;  // the `event:` line, empty without one
+  std::string data;
+};
+
+// The events of an SSE body whose events end in `separator`, checking each is
+// "[event: NAME\n]data: DATA".
+std::vector<SseEvent> sse_events(const std::string& body, std::string_view separator) {
+  std::vector<SseEvent> events;
+  std::size_t pos = 0;
+  for (std::size_t end; (end = body.find(separator, pos)) != std::string::npos;
+       pos = end + separator.size()) {
+    std::string raw = body.substr(pos, end - pos);
+    SseEvent e;
+    if (raw.rfind("event: ", 0) == 0) {
+      const auto newline = raw.find('\n');
+      e.name = raw.substr(7, newline - 7);
+      raw.erase(0, newline + 1);
+    }
+    EXPECT_EQ(raw.rfind("data: ", 0), 0u) << raw;
+    e.data = raw.substr(6);
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+std::string anthropic_text(const std::vector<SseEvent>& events) {
+  std::string text;
+  for (const auto& e : events) {
+    const json j = json::parse(e.data, nullptr, false);
+    if (!j.is_discarded() && j.value("type", "") == "content_block_delta" &&
+        j["delta"]["type"] == "text_delta") {
+      text += j["delta"]["text"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+std::string gemini_text(const std::vector<SseEvent>& events) {
+  std::string text;
+  for (const auto& e : events) {
+    const json j = json::parse(e.data, nullptr, false);
+    if (j.is_discarded() || !j.contains("candidates")) continue;
+    for (const auto& part : j["candidates"][0]["content"]["parts"]) {
+      if (part.contains("text") && !part.value("thought", false)) text += part["text"];
+    }
+  }
+  return text;
+}
+
+TEST_F(SimServerTest, StreamsAnAnthropicMessageInAnthropicsFraming) {
+  SimOptions o = options_with("claude-sim", fast_profile(5));
+  o.region = "eu-west";
+  start(o);
+  Client c(port_);
+  const Response res = c.request(http::verb::post, "/v1/messages",
+                                 messages_body("claude-sim", true), kAnthropicHeaders);
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_EQ(res[http::field::content_type], "text/event-stream; charset=utf-8");
+  EXPECT_TRUE(res.chunked());
+  EXPECT_EQ(res["request-id"], "req_sim_1");
+  EXPECT_EQ(res["x-sim-region"], "eu-west");
+
+  const auto events = sse_events(res.body(), "\n\n");
+  ASSERT_EQ(events.size(), 2 + 1 + 5 + 1 + 2u);  // start, ping, block, tokens, stop, delta, stop
+  for (const auto& e : events) EXPECT_EQ(json::parse(e.data)["type"], e.name);
+  EXPECT_EQ(events[0].name, "message_start");
+  EXPECT_EQ(json::parse(events[0].data)["message"]["id"], "msg_sim_1");
+  EXPECT_EQ(json::parse(events[0].data)["message"]["model"], "claude-sim");
+  EXPECT_EQ(events[1].name, "ping");
+  EXPECT_EQ(events[2].name, "content_block_start");
+  EXPECT_EQ(anthropic_text(events), completion_text(5));
+  const json delta = json::parse(events[events.size() - 2].data);
+  EXPECT_EQ(delta["delta"]["stop_reason"], "end_turn");
+  EXPECT_EQ(delta["usage"]["output_tokens"], 5);
+  EXPECT_EQ(events.back().name, "message_stop");
+  EXPECT_TRUE(eventually([&] { return server_->stats().streams_completed == 1; }));
+}
+
+TEST_F(SimServerTest, AnswersANonStreamedAnthropicMessage) {
+  start(options_with("m", fast_profile(4)));
+  Client c(port_);
+  const Response res = c.request(http::verb::post, "/anthropic/v1/messages",
+                                 messages_body("m", false, {{"max_tokens", 3}}), kAnthropicHeaders);
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_EQ(res[http::field::content_type], "application/json");
+  const json body = json::parse(res.body());
+  EXPECT_EQ(body["type"], "message");
+  EXPECT_EQ(body["content"][0]["text"], completion_text(3));
+  EXPECT_EQ(body["stop_reason"], "max_tokens");
+  EXPECT_EQ(body["usage"]["output_tokens"], 3);
+}
+
+TEST_F(SimServerTest, AnthropicNeedsItsKeyItsVersionAndMaxTokens) {
+  SimOptions o = options_with("m", fast_profile(1));
+  o.api_key = "sk-ant-sim";
+  start(o);
+  Client c(port_);
+  auto post = [&](const std::string& body, const Headers& headers) {
+    return c.request(http::verb::post, "/v1/messages", body, headers);
+  };
+  const Response missing = post(messages_body("m", false), kAnthropicHeaders);
+  EXPECT_EQ(missing.result(), http::status::unauthorized);
+  EXPECT_EQ(json::parse(missing.body())["type"], "error");
+  EXPECT_EQ(json::parse(missing.body())["error"]["type"], "authentication_error");
+  EXPECT_EQ(
+      post(messages_body("m", false), {{"anthropic-version", "2023-06-01"}, {"x-api-key", "wrong"}})
+          .result(),
+      http::status::unauthorized);
+  // A Bearer token is OpenAI's way, not Anthropic's.
+  EXPECT_EQ(post(messages_body("m", false),
+                 {{"anthropic-version", "2023-06-01"}, {"Authorization", "Bearer sk-ant-sim"}})
+                .result(),
+            http::status::unauthorized);
+
+  const Response no_version = post(messages_body("m", false), {{"x-api-key", "sk-ant-sim"}});
+  EXPECT_EQ(no_version.result(), http::status::bad_request);
+  EXPECT_THAT(json::parse(no_version.body())["error"]["message"].get<std::string>(),
+              HasSubstr("anthropic-version"));
+
+  const Headers good = {{"anthropic-version", "2023-06-01"}, {"x-api-key", "sk-ant-sim"}};
+  json no_max = json::parse(messages_body("m", false));
+  no_max.erase("max_tokens");
+  const Response bad = post(no_max.dump(), good);
+  EXPECT_EQ(bad.result(), http::status::bad_request);
+  EXPECT_EQ(json::parse(bad.body())["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(json::parse(bad.body())["error"]["message"], "max_tokens: Field required");
+  EXPECT_EQ(post(messages_body("m", false), good).result(), http::status::ok);
+}
+
+TEST_F(SimServerTest, AnthropicInjectedOverloadIs529WithRetryAfter) {
+  Profile p = fast_profile(3);
+  p.error_rate = 1;
+  p.error_status = 529;
+  p.retry_after_s = 4;
+  start(options_with("m", p));
+  Client c(port_);
+  const Response res =
+      c.request(http::verb::post, "/v1/messages", messages_body("m", true), kAnthropicHeaders);
+  EXPECT_EQ(res.result_int(), 529u);
+  EXPECT_EQ(res[http::field::retry_after], "4");
+  const json body = json::parse(res.body());
+  EXPECT_EQ(body["error"]["type"], "overloaded_error");
+  EXPECT_EQ(body["request_id"], std::string(res["request-id"]));
+  EXPECT_EQ(server_->stats().errors_injected, 1u);
+}
+
+TEST_F(SimServerTest, AnthropicCutAndMalformedHitTheirTokenPositions) {
+  Profile p = fast_profile(6);
+  p.malformed_after_tokens = 1;
+  p.cut_after_tokens = 3;
+  start(options_with("m", p));
+  Client c(port_);
+  c.send(http::verb::post, "/v1/messages", messages_body("m", true), kAnthropicHeaders);
+  http::response_parser<http::string_body> parser;
+  beast::error_code ec;
+  http::read(c.stream(), c.buffer(), parser, ec);
+  const std::string& body = parser.get().body();
+  EXPECT_THAT(body, HasSubstr("event: content_block_delta\ndata: {not json\n\n"));
+  EXPECT_THAT(body, EndsWith("data: {\"type\":\"content_blo"));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("message_stop")));
+  EXPECT_EQ(anthropic_text(sse_events(body, "\n\n")), completion_text(3));
+  EXPECT_TRUE(eventually([&] { return server_->stats().streams_cut == 1; }));
+}
+
+TEST_F(SimServerTest, ErrorAfterTokensEndsEachProtocolsStreamWithAnInBandError) {
+  Profile p = fast_profile(5);
+  p.error_after_tokens = 2;
+  start(options_with("m", p));
+  Client c(port_);
+
+  const Response anthropic =
+      c.request(http::verb::post, "/v1/messages", messages_body("m", true), kAnthropicHeaders);
+  EXPECT_EQ(anthropic.result(), http::status::ok);
+  const auto a = sse_events(anthropic.body(), "\n\n");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a.back().name, "error");
+  EXPECT_EQ(json::parse(a.back().data)["error"]["type"], "overloaded_error");
+  EXPECT_EQ(anthropic_text(a), completion_text(2));
+
+  const Response openai = c.post(chat_body("m", true));
+  const auto o = events_of(openai.body());
+  ASSERT_FALSE(o.empty());
+  EXPECT_EQ(json::parse(o.back())["error"]["type"], "server_error");
+  EXPECT_EQ(content_of({o.begin(), o.end() - 1}), completion_text(2));  // no [DONE] after it
+
+  const Response gemini = c.request(
+      http::verb::post, "/v1beta/models/m:streamGenerateContent?alt=sse", generate_body());
+  const auto g = sse_events(gemini.body(), "\r\n\r\n");
+  ASSERT_FALSE(g.empty());
+  EXPECT_EQ(json::parse(g.back().data)["error"]["status"], "UNAVAILABLE");
+  EXPECT_EQ(gemini_text(g), completion_text(2));
+
+  // A non-streamed answer fails as a whole, with the vendor's status.
+  const Response once =
+      c.request(http::verb::post, "/v1/messages", messages_body("m", false), kAnthropicHeaders);
+  EXPECT_EQ(once.result_int(), 529u);
+  EXPECT_EQ(json::parse(once.body())["error"]["type"], "overloaded_error");
+
+  // Each ended whole: the connection was kept alive throughout.
+  EXPECT_TRUE(eventually([&] { return server_->stats().streams_errored == 4; }));
+  EXPECT_EQ(server_->stats().connections_accepted, 1u);
+  EXPECT_EQ(server_->stats().streams_completed, 0u);
+}
+
+TEST_F(SimServerTest, StreamsGeminiResponsesInGooglesSseFraming) {
+  SimOptions o = options_with("gemini-sim", fast_profile(4));
+  start(o);
+  Client c(port_);
+  const Response res = c.request(
+      http::verb::post, "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse", generate_body());
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_EQ(res[http::field::content_type], "text/event-stream");
+  EXPECT_TRUE(res.chunked());
+  const std::string& body = res.body();
+  // Every event is "data: <json>\r\n\r\n"; there is no [DONE].
+  const auto events = sse_events(body, "\r\n\r\n");
+  ASSERT_EQ(events.size(), 4 + 1u);
+  std::size_t framed = 0;
+  for (const auto& e : events) framed += 6 + e.data.size() + 4;
+  EXPECT_EQ(framed, body.size());
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("[DONE]")));
+  for (const auto& e : events) {
+    const json j = json::parse(e.data);
+    EXPECT_EQ(j["modelVersion"], "gemini-sim");
+    EXPECT_EQ(j["candidates"][0]["content"]["role"], "model");
+  }
+  EXPECT_EQ(gemini_text(events), completion_text(4));
+  const json last = json::parse(events.back().data);
+  EXPECT_EQ(last["candidates"][0]["finishReason"], "STOP");
+  EXPECT_EQ(last["usageMetadata"]["candidatesTokenCount"], 4);
+  EXPECT_TRUE(eventually([&] { return server_->stats().streams_completed == 1; }));
+
+  const auto recorded = server_->last_request();
+  ASSERT_TRUE(recorded);
+  EXPECT_EQ(recorded->target, "/v1beta/models/gemini-sim:streamGenerateContent?alt=sse");
+  EXPECT_EQ(server_->stats().requests, 1u);
+}
+
+TEST_F(SimServerTest, GeminiWithoutAltSseStreamsAJsonArrayAndGenerateContentAnswersOnce) {
+  start(options_with("g", fast_profile(3)));
+  Client c(port_);
+  const Response array =
+      c.request(http::verb::post, "/v1beta/models/g:streamGenerateContent", generate_body());
+  EXPECT_EQ(array[http::field::content_type], "application/json; charset=UTF-8");
+  const json elements = json::parse(array.body());
+  ASSERT_TRUE(elements.is_array());
+  EXPECT_EQ(elements.size(), 3 + 1u);
+
+  const Response once = c.request(http::verb::post, "/v1beta/models/g:generateContent",
+                                  generate_body({{"generationConfig", {{"maxOutputTokens", 2}}}}));
+  EXPECT_EQ(once.result(), http::status::ok);
+  const json body = json::parse(once.body());
+  EXPECT_EQ(body["candidates"][0]["content"]["parts"][0]["text"], completion_text(2));
+  EXPECT_EQ(body["candidates"][0]["finishReason"], "MAX_TOKENS");
+
+  const Response bad =
+      c.request(http::verb::post, "/v1beta/models/g:generateContent", R"({"contents":[]})");
+  EXPECT_EQ(bad.result(), http::status::bad_request);
+  EXPECT_EQ(json::parse(bad.body())["error"]["status"], "INVALID_ARGUMENT");
+}
+
+TEST_F(SimServerTest, GeminiKeyComesInAHeaderOrTheQuery) {
+  SimOptions o = options_with("g", fast_profile(1));
+  o.api_key = "AIza-sim";
+  start(o);
+  Client c(port_);
+  const std::string path = "/v1beta/models/g:generateContent";
+  const Response missing = c.request(http::verb::post, path, generate_body());
+  EXPECT_EQ(missing.result(), http::status::forbidden);
+  EXPECT_EQ(json::parse(missing.body())["error"]["status"], "PERMISSION_DENIED");
+  const Response wrong =
+      c.request(http::verb::post, path, generate_body(), {{"x-goog-api-key", "nope"}});
+  EXPECT_EQ(wrong.result(), http::status::bad_request);
+  EXPECT_EQ(json::parse(wrong.body())["error"]["details"][0]["reason"], "API_KEY_INVALID");
+  EXPECT_EQ(
+      c.request(http::verb::post, path, generate_body(), {{"x-goog-api-key", "AIza-sim"}}).result(),
+      http::status::ok);
+  EXPECT_EQ(c.request(http::verb::post, path + "?key=AIza-sim", generate_body()).result(),
+            http::status::ok);
+}
+
+TEST_F(SimServerTest, GeminiInjectedErrorsAreGoogleErrorsWithRetryInfo) {
+  Profile p = fast_profile(3);
+  p.error_rate = 1;
+  p.error_status = 429;
+  p.retry_after_s = 9;
+  start(options_with("g", p));
+  Client c(port_);
+  const Response res = c.request(http::verb::post, "/v1beta/models/g:streamGenerateContent?alt=sse",
+                                 generate_body());
+  EXPECT_EQ(res.result(), http::status::too_many_requests);
+  EXPECT_EQ(res[http::field::content_type], "application/json; charset=UTF-8");
+  EXPECT_EQ(res.count(http::field::retry_after), 0u);  // Google says it in the body
+  const json e = json::parse(res.body())["error"];
+  EXPECT_EQ(e["code"], 429);
+  EXPECT_EQ(e["status"], "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(e["details"][0]["retryDelay"], "9s");
+}
+
+TEST_F(SimServerTest, GeminiSafetyBlockIsA200WithoutCandidates) {
+  Profile p = fast_profile(3);
+  p.safety_block = true;
+  start(options_with("g", p));
+  Client c(port_);
+  const Response streamed = c.request(
+      http::verb::post, "/v1beta/models/g:streamGenerateContent?alt=sse", generate_body());
+  EXPECT_EQ(streamed.result(), http::status::ok);
+  const auto events = sse_events(streamed.body(), "\r\n\r\n");
+  ASSERT_EQ(events.size(), 1u);
+  const json blocked = json::parse(events[0].data);
+  EXPECT_EQ(blocked["promptFeedback"]["blockReason"], "SAFETY");
+  EXPECT_FALSE(blocked.contains("candidates"));
+
+  const json once = json::parse(
+      c.request(http::verb::post, "/v1beta/models/g:generateContent", generate_body()).body());
+  EXPECT_EQ(once["promptFeedback"]["blockReason"], "SAFETY");
+  EXPECT_FALSE(once.contains("candidates"));
+  // The OpenAI path does not know safety blocks.
+  EXPECT_EQ(content_of(events_of(c.post(chat_body("g", true)).body())), completion_text(3));
+}
+
+TEST_F(SimServerTest, ThoughtsAndThinkingAreShownOnlyWhenAsked) {
+  Profile p = fast_profile(4);
+  p.reasoning_tokens = 2;
+  start(options_with("m", p));
+  Client c(port_);
+  const std::string plain =
+      c.request(http::verb::post, "/v1/messages", messages_body("m", true), kAnthropicHeaders)
+          .body();
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("thinking_delta")));
+  const std::string thinking =
+      c.request(http::verb::post, "/v1/messages",
+                messages_body("m", true,
+                              {{"max_tokens", 2048},
+                               {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}}),
+                kAnthropicHeaders)
+          .body();
+  EXPECT_THAT(thinking, HasSubstr("thinking_delta"));
+  EXPECT_THAT(thinking, HasSubstr("signature_delta"));
+
+  const std::string path = "/v1beta/models/m:streamGenerateContent?alt=sse";
+  EXPECT_THAT(c.request(http::verb::post, path, generate_body()).body(),
+              ::testing::Not(HasSubstr("\"thought\": true")));
+  EXPECT_THAT(
+      c.request(
+           http::verb::post, path,
+           generate_body({{"generationConfig", {{"thinkingConfig", {{"includeThoughts", true}}}}}}))
+          .body(),
+      HasSubstr("\"thought\": true"));
+}
+
+TEST_F(SimServerTest, WrongMethodsOnVendorPathsGetTheVendorsShape) {
+  start(options_with("m", fast_profile(1)));
+  Client c(port_);
+  const Response messages = c.request(http::verb::get, "/v1/messages");
+  EXPECT_EQ(messages.result(), http::status::method_not_allowed);
+  EXPECT_EQ(json::parse(messages.body())["type"], "error");
+  const Response gemini = c.request(http::verb::get, "/v1beta/models/m:generateContent");
+  EXPECT_EQ(json::parse(gemini.body())["error"]["status"], "NOT_FOUND");
+}
+
 }  // namespace
 }  // namespace llmgate::sim

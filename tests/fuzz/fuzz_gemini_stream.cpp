@@ -1,0 +1,160 @@
+// Fuzzes the Gemini generateContent protocol (providers/gemini_protocol.cpp),
+// which reads what both sides send: the upstream's SSE stream of
+// GenerateContentResponses and the client's OpenAI chat document.
+//
+// Input: arbitrary bytes, read two ways.
+//   - As an upstream body: SseParser -> the stream translator -> end(). Every
+//     kData event is a chunk parse_chunk() accepts (inspect_chunk, which the
+//     relay reads, agreeing on the flags it sets), with no raw bytes of
+//     Google's forwarded; at most one finish_reason; kDone only after one
+//     and only from end(); nothing after kDone or kError; a keep-alive is our
+//     own static comment. Each event's data, read as JSON, also goes through
+//     completion() and error(), whose answers must dump.
+//   - As a client's chat document (when it is JSON within the depth limit):
+//     body() returns a GenerateContentRequest that parses back as an object
+//     with contents, or a refusal that says why. target() with the input as
+//     the model keeps it inside one path segment.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "providers/chat_chunk.h"
+#include "providers/json_depth.h"
+#include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using llmgate::providers::ChatChunk;
+using llmgate::providers::UpstreamEvent;
+using llmgate::providers::UpstreamRequest;
+using llmgate::providers::UpstreamStream;
+using nlohmann::json;
+
+const llmgate::providers::UpstreamProtocol& gemini() {
+  return llmgate::providers::gemini_protocol();
+}
+
+// The translator's output, event by event, against the stream's invariants.
+class Checker final : public UpstreamStream::Sink {
+ public:
+  void on(UpstreamEvent& e) override {
+    FUZZ_CHECK(!over_);  // nothing after kDone or kError
+    switch (e.kind) {
+      case UpstreamEvent::Kind::kData:
+        check_data(e);
+        break;
+      case UpstreamEvent::Kind::kDone:
+        FUZZ_CHECK(ending_ && finished_);
+        FUZZ_CHECK(e.data.empty() && e.raw.empty());
+        over_ = true;
+        break;
+      case UpstreamEvent::Kind::kError:
+        FUZZ_CHECK(!e.message.empty());
+        over_ = true;
+        break;
+      case UpstreamEvent::Kind::kKeepAlive:
+        FUZZ_CHECK(e.raw == ": keep-alive\n\n");
+        break;
+      case UpstreamEvent::Kind::kMalformed:
+        FUZZ_CHECK(!e.message.empty());
+        break;
+    }
+  }
+  bool ending_ = false;  // end() is running
+
+ private:
+  void check_data(const UpstreamEvent& e) {
+    FUZZ_CHECK(e.raw.empty() && !e.data.empty());
+    const ChatChunk ref = llmgate::providers::parse_chunk(e.data);
+    FUZZ_CHECK(ref.kind == ChatChunk::Kind::kChunk);
+    FUZZ_CHECK(e.chunk.kind == ref.kind);
+    FUZZ_CHECK(e.chunk.has_output == ref.has_output);
+    FUZZ_CHECK(e.chunk.has_finish == ref.has_finish);
+    FUZZ_CHECK(e.chunk.usage.has_value() == ref.usage.has_value());
+    FUZZ_CHECK(!ending_ || ref.usage_only);  // end() adds only the usage chunk
+    if (ref.has_finish) {
+      FUZZ_CHECK(!finished_);  // one finish_reason per stream
+      finished_ = true;
+    }
+  }
+  bool over_ = false;
+  bool finished_ = false;
+};
+
+json parse_json(std::string_view text) {
+  if (llmgate::providers::json_too_deep(text)) return json(json::value_t::discarded);
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A whole answer or an error body, as the non-streamed path reads one.
+void check_answer(std::string_view data, const UpstreamRequest& r) {
+  const json j = parse_json(data);
+  if (j.is_discarded()) return;
+  if (auto c = gemini().completion(j, r)) {
+    FUZZ_CHECK((*c)["choices"].is_array() && (*c)["choices"].size() == 1);
+    FUZZ_CHECK((*c)["choices"][0]["message"].is_object());
+    FUZZ_CHECK(!dump(*c).empty());
+  }
+  if (auto e = gemini().error(j, 500)) {
+    FUZZ_CHECK((*e)["error"]["message"].is_string() && (*e)["error"]["type"].is_string());
+    FUZZ_CHECK(!dump(*e).empty());
+  }
+}
+
+void check_stream(std::string_view bytes, const UpstreamRequest& r) {
+  auto translator = gemini().open_stream(r);
+  Checker checker;
+  llmgate::providers::SseParser parser(std::size_t{1} << 16);
+  const auto status = parser.feed(bytes, [&](const llmgate::providers::SseEvent& ev) {
+    if (ev.has_data) check_answer(ev.data, r);
+    translator->translate(ev, checker);
+  });
+  // After an oversized event the relay stops reading: no end().
+  if (status != llmgate::providers::SseParser::Status::kOk) return;
+  checker.ending_ = true;
+  translator->end(checker);
+}
+
+void check_body(std::string_view text, const UpstreamRequest& r) {
+  json doc = parse_json(text);
+  if (doc.is_discarded()) return;
+  const auto out = gemini().body(doc, r);
+  if (const auto* refusal = std::get_if<llmgate::providers::Untranslatable>(&out)) {
+    FUZZ_CHECK(!refusal->message.empty());
+    return;
+  }
+  const json req = json::parse(std::get<std::string>(out), nullptr, false);
+  FUZZ_CHECK(req.is_object());
+  FUZZ_CHECK(req.contains("contents") && req["contents"].is_array() && !req["contents"].empty());
+}
+
+void check_target(std::string_view bytes) {
+  const std::string model(bytes.substr(0, 64));
+  const std::string t = gemini().target(model, true);
+  const std::string_view suffix = ":streamGenerateContent?alt=sse";
+  FUZZ_CHECK(t.starts_with("/models/") && t.ends_with(suffix));
+  const std::string_view segment = std::string_view(t).substr(8, t.size() - 8 - suffix.size());
+  for (const char c : segment) {
+    const auto u = static_cast<unsigned char>(c);
+    FUZZ_CHECK(u > 0x20 && u < 0x7f && c != '?' && c != '#');
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  llmgate::config::Provider provider;
+  const UpstreamRequest r{"gemini-2.5-flash", true, true, 1700000000, &provider};
+  check_stream(input, r);
+  check_body(input, r);
+  check_target(input);
+  return 0;
+}

@@ -1,0 +1,233 @@
+// One OpenAI endpoint in front of providers that speak their own APIs
+// (providers[].protocol: anthropic, gemini): the simulator answers in
+// Anthropic Messages and Gemini generateContent framing, the gateway
+// translates both ways, and the client sees OpenAI chat completions with the
+// same failure semantics as for any OpenAI-compatible provider.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config/config.h"
+#include "gateway/gateway.h"
+#include "tests/support/http_client.h"
+#include "tests/support/sim_profiles.h"
+#include "tools/sim/sim_server.h"
+
+namespace llmgate {
+namespace {
+
+using testing::HttpClient;
+using json = nlohmann::json;
+
+std::string body(bool stream, const std::string& extra = "") {
+  return std::string(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":)") +
+         (stream ? "true" : "false") + extra + "}";
+}
+
+struct StreamText {
+  std::string content, arguments, finish;
+  json usage;
+  bool done = false, error = false;
+};
+StreamText read_stream(HttpClient& c) {
+  StreamText out;
+  for (const auto& e : c.rest_of_events()) {
+    if (e == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    auto j = json::parse(e);
+    if (j.contains("error")) out.error = true;
+    if (j.contains("usage") && j["usage"].is_object()) out.usage = j["usage"];
+    if (!j.contains("choices") || j["choices"].empty()) continue;
+    const auto& ch = j["choices"][0];
+    out.content += ch["delta"].value("content", "");
+    if (ch["delta"].contains("tool_calls"))
+      out.arguments += ch["delta"]["tool_calls"][0]["function"].value("arguments", "");
+    if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+      out.finish = ch["finish_reason"];
+  }
+  return out;
+}
+
+// The protocol under test, its base_url path and the provider keys it needs.
+struct Protocol {
+  const char* name;
+  const char* base_path;
+};
+constexpr Protocol kAnthropic{"anthropic", "/v1"};
+constexpr Protocol kGemini{"gemini", "/v1beta"};
+
+class NativeProtocolsTest : public ::testing::TestWithParam<Protocol> {
+ protected:
+  void SetUp() override { setenv("LLMGATE_TEST_NATIVE_KEY", "native-key", 1); }
+  void TearDown() override {
+    gw_.reset();
+    sim_.reset();
+    backup_.reset();
+  }
+
+  void start(const sim::Profile& p, const std::string& deployment_extra = "",
+             const std::string& ttft = "2s") {
+    sim::SimOptions o;
+    o.api_key = "native-key";
+    o.profiles["native-model"] = p;
+    sim_ = std::make_unique<sim::SimServer>(o);
+    const auto port = sim_->start();
+    sim::SimOptions b;
+    b.profiles["backup-model"] = testing::quick_profile();
+    backup_ = std::make_unique<sim::SimServer>(b);
+    const auto backup_port = backup_->start();
+    const std::string yaml = R"(
+routing: {exploration: 0, defaults: {policy: ordered}}
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+timeouts: {connect: 1s, ttft: )" +
+                             ttft + R"(, idle: 2s, total: 20s}
+providers:
+  - {name: native, protocol: )" +
+                             GetParam().name + R"(, base_url: "http://127.0.0.1:)" +
+                             std::to_string(port) + GetParam().base_path +
+                             R"(", api_key_env: LLMGATE_TEST_NATIVE_KEY}
+  - {name: backup, base_url: "http://127.0.0.1:)" +
+                             std::to_string(backup_port) + R"(/v1"}
+models:
+  - name: chat
+    deployments: [{provider: native, model: native-model)" +
+                             deployment_extra + R"(}, {provider: backup, model: backup-model}]
+  - name: only-native
+    deployments: [{provider: native, model: native-model}]
+)";
+    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "native.yaml"));
+    port_ = gw_->start().at(0);
+  }
+
+  std::unique_ptr<sim::SimServer> sim_, backup_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::uint16_t port_ = 0;
+};
+
+TEST_P(NativeProtocolsTest, StreamsTheAnswerAsOpenAiChunksWithUsageAndDone) {
+  start(testing::quick_profile(6));
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions",
+                      body(true, R"(,"stream_options":{"include_usage":true})"));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "native/native-model");
+  EXPECT_FALSE(head.header("x-llmgate-ttft-ms").empty());
+  const StreamText s = read_stream(c);
+  EXPECT_TRUE(s.done);
+  EXPECT_FALSE(s.error);
+  EXPECT_EQ(s.content, " lorem ipsum dolor sit amet, consectetur");
+  EXPECT_EQ(s.finish, "stop");
+  ASSERT_TRUE(s.usage.is_object());
+  EXPECT_EQ(s.usage["completion_tokens"], 6);
+  EXPECT_GT(s.usage["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(backup_->stats().requests, 0u);
+}
+
+TEST_P(NativeProtocolsTest, ANonStreamedAnswerIsOneChatCompletion) {
+  start(testing::quick_profile(4));
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", body(false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], " lorem ipsum dolor sit");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+}
+
+TEST_P(NativeProtocolsTest, ToolCallsComeBackAsOpenAiToolCallsWithWholeArguments) {
+  sim::Profile p = testing::quick_profile(3);
+  p.output = sim::Profile::Output::kToolCall;
+  start(p);
+  HttpClient c(port_);
+  const std::string tools =
+      R"(,"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}])";
+  auto head = c.start("POST", "/v1/chat/completions", body(true, tools));
+  ASSERT_EQ(head.status, 200);
+  const StreamText s = read_stream(c);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.finish, "tool_calls");
+  EXPECT_EQ(json::parse(s.arguments), json::parse(R"({"query":" lorem ipsum dolor"})"))
+      << s.arguments;
+  auto r = c.request("POST", "/v1/chat/completions", body(false, tools));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json answer = json::parse(r.body);
+  const json& call = answer["choices"][0]["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "lookup");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>())["query"],
+            " lorem ipsum dolor");
+}
+
+TEST_P(NativeProtocolsTest, AnUpstreamErrorBeforeTheFirstTokenFailsOverInvisibly) {
+  sim::Profile p = testing::quick_profile();
+  p.error_rate = 1;
+  p.error_status = std::string(GetParam().name) == "anthropic" ? 529 : 503;
+  start(p);
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", body(false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "backup/backup-model");
+  EXPECT_NE(r.header("x-llmgate-failed").find("native/native-model=upstream_status"),
+            std::string::npos)
+      << r.header("x-llmgate-failed");
+}
+
+TEST_P(NativeProtocolsTest, ACutAfterTheFirstTokenEndsWithAnErrorEventAndNoDone) {
+  sim::Profile p = testing::quick_profile(10);
+  p.cut_after_tokens = 3;
+  start(p);
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", body(true));
+  ASSERT_EQ(head.status, 200);
+  const StreamText s = read_stream(c);
+  EXPECT_TRUE(s.error);
+  EXPECT_FALSE(s.done);
+  EXPECT_FALSE(s.content.empty());
+}
+
+TEST_P(NativeProtocolsTest, ARequestTheProtocolCannotSayIsServedElsewhereOrRefused) {
+  start(testing::quick_profile());
+  HttpClient c(port_);
+  // logprobs has no equivalent: the native deployment is passed over.
+  auto r = c.request("POST", "/v1/chat/completions", body(false, R"(,"logprobs":true)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "backup/backup-model");
+  EXPECT_EQ(sim_->stats().requests, 0u);
+  // With no other deployment: a 400 naming the parameter, nothing sent.
+  auto refused = c.request(
+      "POST", "/v1/chat/completions",
+      R"({"model":"only-native","messages":[{"role":"user","content":"hi"}],"logprobs":true})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const json e = json::parse(refused.body)["error"];
+  EXPECT_EQ(e["param"], "logprobs");
+  EXPECT_EQ(e["code"], "unsupported_parameter");
+  EXPECT_EQ(sim_->stats().requests, 0u);
+}
+
+TEST_P(NativeProtocolsTest, TheCallersOwnErrorComesBackInOpenAisShape) {
+  start(testing::quick_profile());
+  HttpClient c(port_);
+  // An empty message list: the upstream's 400, as an OpenAI error object.
+  sim::Profile p = testing::quick_profile();
+  p.error_rate = 1;
+  p.error_status = 400;
+  sim_->set_profile("native-model", p);
+  auto r = c.request("POST", "/v1/chat/completions",
+                     R"({"model":"only-native","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  const json e = json::parse(r.body);
+  ASSERT_TRUE(e.contains("error")) << r.body;
+  EXPECT_TRUE(e["error"]["message"].is_string()) << r.body;
+  EXPECT_TRUE(e["error"].contains("type")) << r.body;
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocol, NativeProtocolsTest, ::testing::Values(kAnthropic, kGemini),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace llmgate
