@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "providers/json_depth.h"
@@ -502,6 +503,12 @@ bool ChunkScanner::choice(int depth, ChatChunk& c) {
 
 bool ChunkScanner::delta(int depth, ChatChunk& c) {
   unsigned seen = 0;
+  // Other fields seen, by a hash of the name: a repeated one goes to
+  // parse_chunk, where the last value wins (the scanner would count them
+  // all). A collision or more than kOthers of them only costs that fallback.
+  constexpr std::size_t kOthers = 8;
+  std::array<std::size_t, kOthers> others{};
+  std::size_t n_others = 0;
   return members<true>(depth, [&](std::string_view key) {
     enum : unsigned { kText = 1, kToolCalls = 2, kFunctionCall = 4, kOther = 8 };
     unsigned what = kOther;
@@ -521,6 +528,14 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
     }
     if (bit && !once(seen, bit)) return false;
     const bool role = is(key, "role");
+    if (!bit && !role) {
+      const std::size_t h = std::hash<std::string_view>{}(key);
+      if (n_others == kOthers ||
+          std::find(others.begin(), others.begin() + n_others, h) != others.begin() + n_others) {
+        return false;
+      }
+      others[n_others++] = h;
+    }
     const char* at = p_;
     Value v;
     if (!value(depth, v)) return false;

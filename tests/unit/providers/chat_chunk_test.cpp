@@ -32,6 +32,22 @@ TEST(ChatChunk, ContentToolCallsAndReasoningAreOutput) {
   EXPECT_FALSE(inspect_chunk(R"({"choices":[{"delta":{"tool_calls":[]}}]})").has_output);
 }
 
+TEST(ChatChunk, ARepeatedOutputFieldIsReadAsItsLastValueByBothPaths) {
+  // A JSON parser keeps the last of repeated names; the scanner would see
+  // every value. Both must say the same, or the first token would depend on
+  // which path read the event.
+  for (std::string_view data :
+       {R"({"choices":[{"delta":{"audio":{"id":"a"},"audio":{}}}]})",
+        R"({"choices":[{"delta":{"audio":{},"audio":{"id":"a"}}}]})",
+        R"({"choices":[{"delta":{"annotations":[1],"x":"","annotations":[]}}]})"}) {
+    EXPECT_EQ(inspect_chunk(data).has_output, parse_chunk(data).has_output) << data;
+  }
+  EXPECT_FALSE(
+      inspect_chunk(R"({"choices":[{"delta":{"audio":{"id":"a"},"audio":{}}}]})").has_output);
+  EXPECT_TRUE(
+      inspect_chunk(R"({"choices":[{"delta":{"audio":{},"audio":{"id":"a"}}}]})").has_output);
+}
+
 TEST(ChatChunk, RecognisesTheUsageOnlyChunk) {
   auto c = inspect_chunk(
       R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}})");
