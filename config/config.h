@@ -324,7 +324,7 @@ struct RetryBudget {
 
 // The router's and the estimators' defaults, defined once: config::Routing
 // starts from them and so do routing::RouterOptions and routing::StatsOptions.
-inline constexpr double kDefaultExploration = 0.03;
+inline constexpr double kDefaultExploration = 0.01;
 inline constexpr double kDefaultLoadFactor = 0.05;
 inline constexpr double kDefaultDeadlineFactor = 3.0;
 inline constexpr Duration kDefaultMinTtftDeadline{250};

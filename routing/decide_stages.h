@@ -46,6 +46,10 @@ struct SoftResult {
   std::vector<Working> cands;
   std::optional<Working> recheck;
   std::optional<Skipped> recheck_skip;
+  // The next due one that the soft constraints kept in: re-checked instead
+  // when `recheck` turns out to rank first anyway (cold start: every
+  // deployment unmeasured, one of them first by order).
+  std::optional<Working> recheck_next;
 };
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
                             Clock::time_point now, RouteDecision& out, bool measured_policy = true);
@@ -58,7 +62,8 @@ void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64
 // re-check, exploration or a probe goes first, capped and hedged), cut to
 // max_attempts; the last candidate keeps the configured TTFT timeout.
 void order(std::vector<Working>& cands, std::optional<Working> recheck,
-           const std::optional<Skipped>& recheck_skip, const RouteRequest& request,
-           const RouterOptions& options, std::mt19937_64& rng, RouteDecision& out);
+           const std::optional<Skipped>& recheck_skip, std::optional<Working> recheck_next,
+           const RouteRequest& request, const RouterOptions& options, std::mt19937_64& rng,
+           RouteDecision& out);
 
 }  // namespace llmgate::routing::stages

@@ -191,7 +191,13 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     const DeploymentStats& s = w.view->stats;
     // Load: attempts still waiting for their first token are what queues at
     // a provider (prefill); streams already decoding barely delay a new one.
-    const auto waiting = static_cast<double>(std::max<std::int64_t>(0, s.awaiting_first_token));
+    // Only the queue beyond the usual one counts: the measured TTFT already
+    // includes that (charging it again would push traffic off whichever
+    // deployment carries it, by Little's law alone).
+    // (With one standard deviation of slack: arrivals are random, and the
+    // queue is over its mean half the time.)
+    const double waiting = std::max(0.0, static_cast<double>(s.awaiting_first_token) -
+                                             s.usual_awaiting - std::sqrt(s.usual_awaiting));
     // Attempts in flight that have waited longer than the estimate are
     // evidence before any of them times out; two that have waited past
     // what the deployment's answers take (their p99) are a stall or a
@@ -217,7 +223,17 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     // waited and does not grow toward a TTFT nobody has seen.
     const milliseconds configured = w.pc.candidate.timeouts.ttft;
     std::optional<double> basis = s.ttft_p95_ms;
-    if (basis && s.ttft_p95_lower_bound) *basis /= options.deadline_factor;
+    // (Never below the p95 of the attempts that answered, though, nor below
+    // an estimate above those lower bounds: bounds from lost hedges can be
+    // far under the TTFT — a race lost at 130 ms says nothing more — and a
+    // deadline cut to them would time out every later attempt. An estimate
+    // that took the misses in is the waits themselves and no floor: a
+    // deadline from it would triple with every miss.)
+    if (basis && s.ttft_p95_lower_bound) {
+      const double waited = *basis;
+      *basis = std::max(waited / options.deadline_factor, s.ttft_answered_p95_ms.value_or(0));
+      if (s.ttft_estimate_ms > waited) *basis = std::max(*basis, s.ttft_estimate_ms);
+    }
     if (!basis && w.pc.candidate.deployment->expected_ttft) {
       basis = static_cast<double>(w.pc.candidate.deployment->expected_ttft->count());
     }
@@ -255,13 +271,19 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
     for (std::size_t i = 0; i < hard_ok.size(); ++i) {
       auto& pc = hard_ok[i].pc;
       const double deadline = static_cast<double>(pc.candidate.timeouts.ttft.count());
-      if (pc.estimate_ms < deadline && !pc.stalled) continue;
+      const bool times_out = pc.estimate_ms >= deadline || pc.stalled;
+      pc.bounded = !times_out && hard_ok[i].view->stats.ttft_bounded;
+      if (!times_out && !pc.bounded) continue;
       double next = std::numeric_limits<double>::infinity();
       for (std::size_t j = 0; j < hard_ok.size(); ++j) {
         if (j != i) next = std::min(next, expected[j]);
       }
-      pc.expected_ttft_ms = std::max(pc.expected_ttft_ms, deadline + next);
-      pc.times_out = true;
+      // What the client pays before the next one answers: the deadline, or
+      // for a deployment held by lower bounds the wait until it is hedged.
+      const double wait =
+          times_out ? deadline : std::min(deadline, static_cast<double>(pc.hedge_delay.count()));
+      pc.expected_ttft_ms = std::max(pc.expected_ttft_ms, wait + next);
+      pc.times_out = times_out;
     }
   }
 }
@@ -320,27 +342,58 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
     // Re-check one deployment the soft constraints left out, one known
     // only from its failures (its estimate holds their penalties) or from
     // lower bounds (attempts that gave up waiting on it), or one never
-    // measured, if it is due (nothing in flight to it, its last sample and
-    // its last attempt older than kRecheckInterval): the least recently
-    // measured one. A recovered deployment is found within about that
-    // interval, whatever the policy.
-    auto spaced = [&](const std::optional<Clock::time_point>& t) {
-      return !t || now - *t >= kRecheckInterval;
+    // measured, if it is due. A recovered deployment is found within about
+    // kRecheckInterval, whatever the policy.
+    //
+    // One left out by a TTFT limit whose last answer met it again is
+    // promising: re-checked first, twice as often (its next answers may
+    // bring it back); the rest take turns, the one heard from least
+    // recently (sample or attempt) first, so one that only ever loses its
+    // races cannot starve the others.
+    auto promising = [&](const Working& x) {
+      const auto& last = x.view->stats.last_ttft_ms;
+      return x.missed_ttft_limit && last &&
+             *last <= static_cast<double>(x.missed_ttft_limit->count());
     };
+    auto heard = [](const DeploymentStats& d) {
+      return std::max(d.last_sample.value_or(Clock::time_point::min()),
+                      d.last_attempt_start.value_or(Clock::time_point::min()));
+    };
+    // What the best candidate is expected to take now: a deployment whose
+    // window median beats it, but that has not been heard from for a
+    // while, may be back (a slow spell over): worth a re-check.
+    double best_expected = std::numeric_limits<double>::infinity();
+    for (const auto& w : hard_ok) best_expected = std::min(best_expected, w.pc.expected_ttft_ms);
+    bool recheck_out_soft = false;
     for (auto& w : hard_ok) {
       const DeploymentStats& st = w.view->stats;
       const bool out_soft = std::none_of(cands.begin(), cands.end(), [&](const Working& c) {
         return c.pc.candidate.deployment == w.pc.candidate.deployment;
       });
-      const bool due = st.in_flight == 0 && spaced(st.last_sample) && spaced(st.last_attempt_end);
       // (Lower bounds and priors matter to the policies that compare
       // measurements; the others pick by price or order.)
-      const bool in_doubt = out_soft || st.ttft_penalized ||
-                            (measured_policy && (st.ttft_bounded || !st.last_sample.has_value()));
+      const bool may_be_back = st.last_sample && now - *st.last_sample >= kStaleRecheck &&
+                               st.ttft_p50_ms && *st.ttft_p50_ms < best_expected;
+      const bool in_doubt =
+          out_soft || st.ttft_penalized ||
+          (measured_policy && (st.ttft_bounded || !st.last_sample.has_value() || may_be_back));
+      // Due: none still awaiting its first token there (one at a time; one
+      // streaming its answer says nothing more), the last attempt started
+      // long enough ago.
+      const auto interval = promising(w) ? kRecheckInterval / 2 : kRecheckInterval;
+      const bool due = st.awaiting_first_token == 0 &&
+                       (!st.last_attempt_start || now - *st.last_attempt_start >= interval);
       if (!in_doubt || !due) continue;
-      if (!recheck || (recheck->view->stats.last_sample && st.last_sample &&
-                       *st.last_sample < *recheck->view->stats.last_sample)) {
+      auto before = [&](const std::optional<Working>& other) {
+        return !other || std::pair(!promising(w), heard(st)) <
+                             std::pair(!promising(*other), heard(other->view->stats));
+      };
+      if (before(recheck)) {
+        if (recheck && !recheck_out_soft) r.recheck_next = recheck;
         recheck = w;
+        recheck_out_soft = out_soft;
+      } else if (!out_soft && before(r.recheck_next)) {
+        r.recheck_next = w;
       }
     }
     for (auto& sk : soft_skipped) {
@@ -432,8 +485,9 @@ void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64
 // learns (a re-check, exploration or a probe goes first, capped and hedged),
 // cut to max_attempts; the last candidate keeps the configured TTFT timeout.
 void order(std::vector<Working>& cands, std::optional<Working> recheck,
-           const std::optional<Skipped>& recheck_skip, const RouteRequest& request,
-           const RouterOptions& options, std::mt19937_64& rng, RouteDecision& out) {
+           const std::optional<Skipped>& recheck_skip, std::optional<Working> recheck_next,
+           const RouteRequest& request, const RouterOptions& options, std::mt19937_64& rng,
+           RouteDecision& out) {
   const config::RoutingPolicy& policy = request.policy;
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Working& a, const Working& b) { return a.pc.score < b.pc.score; });
@@ -449,7 +503,12 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     if (recheck_skip) {
       cands.erase(it);  // left out by a constraint: set apart
     } else if (it == cands.begin()) {
-      recheck.reset();  // first anyway: this request measures it
+      // First anyway: this request measures it; re-check the next one due.
+      recheck.reset();
+      if (recheck_next) {
+        if (auto next = ranked(*recheck_next); next != cands.begin() && next != cands.end())
+          recheck = *next;
+      }
     }
   }
 
@@ -505,13 +564,16 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     std::stable_partition(cands.begin(), cands.end(), [](const Working& w) { return w.pc.probe; });
   }
 
-  // Learning costs the client nothing: a candidate tried to learn about it
+  // Learning costs the client little: a candidate tried to learn about it
   // (explored, re-checked, probed) has the best other candidate started
-  // beside it at once (a hedge outside the hedge budget: these are few), and
-  // the first token of either answers; it has a capped connect deadline.
-  // A re-check left out by a TTFT limit is the exception: it is given until
-  // that limit (the question is whether it meets it again, which a faster
-  // rival would never let it show).
+  // beside it (a hedge outside the hedge budget: these are few) and a capped
+  // connect deadline. Under the latency policy at once, the first token of
+  // either answering: the race is the policy's own question, so learning
+  // costs nothing. Under the others after the best one's typical TTFT: a
+  // first-token race would answer a question they do not ask (the speed of
+  // a stream, a price) and could only teach "lost". A re-check left out by
+  // a TTFT limit is given until that limit (the question is whether it
+  // meets it again, which a faster rival would never let it show).
   const Working* best = nullptr;
   for (const auto& w : cands) {
     if (!w.pc.explored && !w.pc.probe) {
@@ -530,7 +592,8 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
       w.pc.capped = true;
       w.pc.hedge_delay = w.pc.recheck && w.missed_ttft_limit
                              ? std::min(std::max(cap, *w.missed_ttft_limit), t.ttft)
-                             : milliseconds(0);
+                         : policy.policy == Policy::kLatency ? milliseconds(0)
+                                                             : std::min(cap, t.ttft);
       t.connect = std::min(t.connect, std::max(kMinCappedConnect, 2 * cap));
     }
   }
@@ -541,6 +604,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     } else {
       out.skipped.push_back({cands[i].pc.candidate.deployment->id(),
                              policy.allow_fallbacks ? "beyond max_attempts" : "fallbacks are off"});
+      if (policy.allow_fallbacks) out.reserve.push_back(cands[i].pc);
     }
   }
   // The derived deadline is there to fail over in time; the last candidate
@@ -568,7 +632,8 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out,
                                              data_driven(request.policy.policy));
   stages::score(soft.cands, request, rr_counter, rng, out);
-  stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip, request, options, rng, out);
+  stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip,
+                std::move(soft.recheck_next), request, options, rng, out);
   return out;
 }
 
@@ -583,7 +648,8 @@ std::string explain(const RouteDecision& d) {
     // The score the policy compared, how it was made, and the measured
     // median beside it (the estimate is peak-sensitive and load-adjusted).
     const std::string est = fmt("%.0fms", c.estimate_ms) + (c.stalled ? " waiting" : "") +
-                            (c.times_out ? " past its deadline" : "");
+                            (c.times_out ? " past its deadline" : "") +
+                            (c.bounded ? " or more" : "");
     const std::string load = c.load_multiplier > 1 ? fmt(" x%.2f load", c.load_multiplier) : "";
     const std::string speed = fmt("%.0f", c.speed) + (c.speed_is_chars ? "c/s" : "t/s");
     std::string why;

@@ -43,6 +43,10 @@ namespace llmgate::routing {
 
 // Re-check a deployment excluded by a soft constraint at most this often.
 inline constexpr std::chrono::milliseconds kRecheckInterval{500};
+// A deployment whose window median beats the best candidate's estimate but
+// that has had no sample for this long (left during a slow spell) is
+// re-checked: it may be back.
+inline constexpr std::chrono::milliseconds kStaleRecheck{2000};
 // The floor of a capped connect deadline (exploration, re-checks, probes).
 inline constexpr std::chrono::milliseconds kMinCappedConnect{500};
 
@@ -89,6 +93,11 @@ struct PlannedCandidate {
   // Its estimate is at or past its TTFT deadline: trying it costs the client
   // the deadline plus the next candidate's TTFT, and expected_ttft_ms says so.
   bool times_out = false;
+  // Its estimate rests on lower bounds (its last attempts did not answer
+  // before they were given up or lost a hedge): trying it first likely costs
+  // its hedge delay plus the next candidate's TTFT, and expected_ttft_ms
+  // says so. Re-checks beside the best find out when it is back.
+  bool bounded = false;
   std::optional<double> p50_ms;  // measured (window) median TTFT, for explanations
   double speed = 0;              // output speed the policy compared
   bool speed_is_chars = false;   // speed in output chars/s (across models), else tokens/s
@@ -112,6 +121,10 @@ struct RouteDecision {
   config::Policy policy = config::Policy::kLatency;
   double e2e_tokens = 0;  // e2e: the output tokens the scores assume
   std::vector<PlannedCandidate> candidates;
+  // With fallbacks on, the candidates beyond max_attempts, in order: one
+  // takes the place of a candidate that made no attempt (its protocol could
+  // not express the request). They are in `skipped` too, until then.
+  std::vector<PlannedCandidate> reserve;
   std::vector<Skipped> skipped;
   bool relaxed = false;  // no deployment met the soft constraints: they were dropped
   // No candidate at all: the status the gateway answers with (503, or 429

@@ -57,15 +57,20 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       chars_per_s(o.ttft_tau),
       tps_window(o.window, o.window_max_samples),
       failures(o.error_tau),
-      tps_prior(o.tps_prior) {}
+      tps_prior(o.tps_prior),
+      // The usual queue follows the load within about a second: the lag
+      // before TTFT samples taken under a new load show it.
+      usual_awaiting(o.ttft_tau / 10) {}
 
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment, Clock::time_point now)
     : registry_(r), deployment_(std::move(deployment)), since_(now) {
   std::lock_guard lock(registry_.mu_);
   Entry& e = registry_.entry(deployment_);
+  joined_ = e.counters.awaiting_first_token;  // the queue this attempt joins
   ++e.counters.in_flight;
   ++e.counters.awaiting_first_token;
   e.awaiting_since.push_back(since_);
+  e.last_attempt_start = std::max(e.last_attempt_start.value_or(since_), since_);
 }
 
 void StatsRegistry::Entry::stop_awaiting(Clock::time_point since) {
@@ -82,7 +87,11 @@ void StatsRegistry::InFlight::first_token() {
   if (!awaiting_) return;
   awaiting_ = false;
   std::lock_guard lock(registry_.mu_);
-  registry_.entry(deployment_).stop_awaiting(since_);
+  Entry& e = registry_.entry(deployment_);
+  e.stop_awaiting(since_);
+  // The queue an answered attempt joined: what the deployment's measured
+  // TTFT already includes.
+  e.usual_awaiting.observe(static_cast<double>(joined_), since_);
 }
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {
@@ -91,7 +100,6 @@ void StatsRegistry::InFlight::end(Clock::time_point now) {
   std::lock_guard lock(registry_.mu_);
   Entry& e = registry_.entry(deployment_);
   --e.counters.in_flight;
-  e.last_attempt_end = std::max(e.last_attempt_end.value_or(now), now);
   if (awaiting_) {
     e.stop_awaiting(since_);
     e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {since_, now};
@@ -236,7 +244,8 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_censored = e.ttft_window.censored(now);
   s.ttft_penalized = e.penalized;
   s.ttft_bounded = e.bounded;
-  s.last_attempt_end = e.last_attempt_end;
+  s.last_attempt_start = e.last_attempt_start;
+  s.usual_awaiting = e.usual_awaiting.value().value_or(0);
   if (s.ttft_censored == 0) {
     s.ttft_answered_p50_ms = s.ttft_p50_ms;
     s.ttft_answered_p90_ms = s.ttft_p90_ms;
@@ -296,14 +305,18 @@ void StatsRegistry::record_speed(const std::string& deployment, double chars_per
 
 void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
   // After failures the estimate holds their penalties, not a measurement: a
-  // real first token replaces them (timeouts are measurements, lower bounds,
-  // and are not replaced) (a deployment that came back wins its
+  // real first token replaces them (a deployment that came back wins its
   // traffic back at once, instead of decaying out of a penalty for tens of
-  // seconds); otherwise the peak-sensitive average takes it in.
-  // Likewise after lower bounds (timeouts, lost hedges): a first token far
-  // under them says the deployment is not what they were (it recovered from
-  // a slow spell), where the lower bounds alone would keep it away for tau.
-  if (penalized || (bounded && ttft_ms < ttft.estimate(now) * PeakEwma::kRecoveryRatio)) {
+  // seconds). Likewise, when the first token is far under an estimate made
+  // of lower bounds (timeouts, lost hedges) or a stale one (nothing
+  // measured for kStaleEstimate, as for a deployment left during a slow
+  // spell): the deployment is not what that said (it recovered), and decay
+  // would keep it away for tau. Otherwise the peak-sensitive average takes
+  // the sample in.
+  const auto last = ttft.last_sample();
+  const bool stale = last && now - *last >= kStaleEstimate;
+  if (penalized ||
+      ((bounded || stale) && ttft_ms < ttft.estimate(now) * PeakEwma::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);
     penalized = false;
   } else {

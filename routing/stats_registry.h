@@ -54,6 +54,10 @@ struct StatsOptions {
 // own: about 4 for English text in the common BPE tokenizers.
 inline constexpr double kDefaultCharsPerToken = 4.0;
 
+// An estimate with no sample for this long is stale: a first token far
+// under it restarts it.
+inline constexpr std::chrono::milliseconds kStaleEstimate{1000};
+
 // How many of the latest TTFT samples count as recent evidence.
 inline constexpr std::size_t kRecentSamples = 20;
 inline constexpr std::size_t kConfirmSamples = 3;
@@ -118,8 +122,12 @@ struct DeploymentStats {
   double error_rate = 0;
   std::uint32_t consecutive_failures = 0;
   std::optional<std::chrono::steady_clock::time_point> last_sample;
-  // When the last attempt at it ended (any outcome): re-checks are spaced from it.
-  std::optional<std::chrono::steady_clock::time_point> last_attempt_end;
+  // When the last attempt at it started: re-checks are spaced from it.
+  std::optional<std::chrono::steady_clock::time_point> last_attempt_start;
+  // How many attempts an answered one usually found awaiting their first
+  // token when it started (time-decayed): the queue its measured TTFT
+  // already includes. Load beyond it is what the load factor charges.
+  double usual_awaiting = 0;
 };
 
 class StatsRegistry {
@@ -146,6 +154,7 @@ class StatsRegistry {
     Clock::time_point since_;
     bool awaiting_ = true;
     bool ended_ = false;
+    std::int64_t joined_ = 0;  // attempts already awaiting when it started
   };
 
   // What health (ejection) decides on, as of the attempt just recorded.
@@ -210,7 +219,8 @@ class StatsRegistry {
     // by the next real first token, which replaces them).
     bool penalized = false;
     bool bounded = false;  // raised by lower bounds since the last first token
-    std::optional<Clock::time_point> last_attempt_end;
+    std::optional<Clock::time_point> last_attempt_start;
+    DecayedEwma usual_awaiting;
     void stop_awaiting(Clock::time_point since);  // mu_ held
   };
   // Created on first use; an effort's entry starts from its deployment's priors.

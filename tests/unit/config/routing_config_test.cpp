@@ -97,7 +97,7 @@ TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
       parse(kProviders + "models: [{name: m, deployments: [{provider: groq, model: x}]}]\n");
   const Routing& r = config->routing;
   EXPECT_EQ(r.region, "");
-  EXPECT_DOUBLE_EQ(r.exploration, 0.03);
+  EXPECT_DOUBLE_EQ(r.exploration, 0.01);
   EXPECT_DOUBLE_EQ(r.deadline_factor, 3.0);
   EXPECT_DOUBLE_EQ(r.load_factor, 0.05);
   EXPECT_EQ(r.min_ttft_deadline, milliseconds(250));
@@ -127,7 +127,7 @@ TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
 
 TEST_F(RoutingConfigTest, AnEmptyRoutingSectionMeansTheDefaults) {
   const auto config = parse("routing: {}\n");
-  EXPECT_DOUBLE_EQ(config->routing.exploration, 0.03);
+  EXPECT_DOUBLE_EQ(config->routing.exploration, 0.01);
   expect_default_policy(config->routing.defaults);
 }
 

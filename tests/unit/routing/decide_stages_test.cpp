@@ -37,6 +37,7 @@ struct Model {
       v.stats.ttft_estimate_ms = 100;
       v.stats.tps_estimate = 50;
       v.stats.last_sample = now;
+      v.stats.last_attempt_start = now;
       views.push_back(v);
     }
   }
@@ -140,6 +141,7 @@ TEST(DecideStages, SoftConstraintsReCheckOneLeftOutOnceItIsDue) {
   m.views[0].stats.tps_estimate = 20;
   m.views[0].stats.tps_p50 = 20;
   m.views[0].stats.last_sample = m.now - 1h;  // long unmeasured: a re-check is due
+  m.views[0].stats.last_attempt_start = m.now - 1h;
   std::vector<Working> ws{working(m, 0, 100, 10s), working(m, 1, 100, 10s)};
   config::Constraints cons;
   cons.min_tps = 30;
@@ -161,7 +163,7 @@ TEST(DecideStages, OrderCutsToMaxAttemptsAndTheLastKeepsTheConfiguredTimeout) {
   RouterOptions options{0.0, 3.0, 250ms, 0.25};
   std::mt19937_64 rng(1);
   RouteDecision out;
-  order(ws, std::nullopt, std::nullopt, rq, options, rng, out);
+  order(ws, std::nullopt, std::nullopt, std::nullopt, rq, options, rng, out);
   ASSERT_EQ(out.candidates.size(), 2u);
   EXPECT_EQ(out.candidates[0].candidate.deployment->provider, "p1");
   EXPECT_EQ(out.candidates[1].candidate.deployment->provider, "p2");

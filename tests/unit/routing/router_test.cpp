@@ -37,6 +37,7 @@ struct Fixture {
       v.stats.ttft_estimate_ms = ttft_estimates[i];
       v.stats.tps_estimate = 50;
       v.stats.last_sample = now;  // just measured: no re-check is due
+      v.stats.last_attempt_start = now;
       views.push_back(v);
     }
   }
@@ -81,6 +82,24 @@ TEST(Router, LatencyWeighsInTheAttemptsStillAwaitingAFirstToken) {
   EXPECT_DOUBLE_EQ(f.decide(Policy::kLatency).candidates[1].expected_ttft_ms, 400);
 }
 
+TEST(Router, OnlyTheQueueBeyondTheUsualOneIsCharged) {
+  // p0 carries the traffic: 8 attempts awaiting is its usual queue, which
+  // its measured 100 ms already includes. Charging it again would hand
+  // the traffic to a slower deployment for Little's law alone.
+  Fixture f({100, 150});
+  f.views[0].stats.awaiting_first_token = 8;
+  f.views[0].stats.usual_awaiting = 8;
+  auto d = f.decide(Policy::kLatency);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_DOUBLE_EQ(d.candidates[0].load_multiplier, 1.0);
+  // Within one standard deviation of it (sqrt 8 = 2.8), arrivals are
+  // random: not charged. A burst beyond is: 100 x (1 + 0.25 x 3.2) > 150.
+  f.views[0].stats.awaiting_first_token = 10;
+  EXPECT_DOUBLE_EQ(f.decide(Policy::kLatency).candidates[0].load_multiplier, 1.0);
+  f.views[0].stats.awaiting_first_token = 14;
+  EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p1", "p0"}));
+}
+
 TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
   Fixture f({100, 100, 100, 100, 100});
   f.views[0].stats.ttft_p95_ms = 150;             // 450 ms
@@ -97,6 +116,10 @@ TEST(Router, DerivesTheTtftDeadlineFromTheLiveP95) {
   // deadline stays at that wait instead of growing x3 per round of misses.
   f.views[0].stats.ttft_p95_ms = 450;
   f.views[0].stats.ttft_p95_lower_bound = true;
+  EXPECT_EQ(f.decide(Policy::kOrdered).candidates[0].candidate.timeouts.ttft, 450ms);
+  // Nor when the estimate took those waits in (a miss is what the client
+  // paid): a deadline from it would be 1350 ms, then 4 s, ...
+  f.views[0].stats.ttft_estimate_ms = 450;
   EXPECT_EQ(f.decide(Policy::kOrdered).candidates[0].candidate.timeouts.ttft, 450ms);
 }
 
@@ -462,9 +485,11 @@ TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
     auto d = f.decide(p);
     ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
     EXPECT_TRUE(d.candidates[0].capped);
-    // The best other candidate starts beside it at once: a probe costs the
-    // client nothing.
-    EXPECT_EQ(d.candidates[0].hedge_delay, 0ms) << config::to_string(p);
+    // The best other candidate starts beside it: at once under the latency
+    // policy (the first token answers: a probe costs the client nothing),
+    // after its median TTFT under the others.
+    EXPECT_EQ(d.candidates[0].hedge_delay, p == Policy::kLatency ? 0ms : 120ms)
+        << config::to_string(p);
     EXPECT_EQ(d.candidates[0].candidate.timeouts.connect,
               std::min(f.cfg.timeouts.connect, kMinCappedConnect));
   }
@@ -484,6 +509,7 @@ TEST(Router, ADeploymentKnownOnlyFromItsFailuresIsRecheckedByEveryPolicy) {
     f.views[1].stats.ttft_penalized = true;
     EXPECT_EQ(Fixture::order(f.decide(p)).front(), "p0");  // just measured: not due
     f.views[1].stats.last_sample = f.now - kRecheckInterval;
+    f.views[1].stats.last_attempt_start = f.now - kRecheckInterval;
     auto d = f.decide(p);
     ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
     EXPECT_TRUE(d.candidates[0].recheck);
@@ -499,15 +525,59 @@ TEST(Router, ADeploymentHeldBackByLowerBoundsIsRecheckedBesideTheBestAtOnce) {
     Fixture f({400, 900});
     f.views[1].stats.ttft_bounded = true;
     f.views[1].stats.last_sample = f.now - kRecheckInterval;
-    f.views[1].stats.last_attempt_end = f.now - 100ms;  // an attempt just ended: not due
+    f.views[1].stats.last_attempt_start = f.now - kRecheckInterval;
+    f.views[1].stats.last_attempt_start = f.now - 100ms;  // an attempt just started: not due
     EXPECT_FALSE(f.decide(p).candidates[0].recheck) << config::to_string(p);
-    f.views[1].stats.last_attempt_end = f.now - kRecheckInterval;
+    f.views[1].stats.last_attempt_start = f.now - kRecheckInterval;
     auto d = f.decide(p);
     ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"})) << config::to_string(p);
     EXPECT_TRUE(d.candidates[0].recheck);
     EXPECT_TRUE(d.candidates[0].capped);
-    EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
+    // At once for latency; for the speed-aware policies after the best's
+    // typical TTFT (its estimate here: 400 ms).
+    EXPECT_EQ(d.candidates[0].hedge_delay, p == Policy::kLatency ? 0ms : 400ms)
+        << config::to_string(p);
   }
+}
+
+TEST(Router, ReChecksTakeTurnsSoOneThatOnlyLosesItsRacesStarvesNoOther) {
+  // Both left out by a TTFT limit; "budget" was re-checked last (it lost its
+  // race: no new sample), so "value" is next although its sample is newer.
+  Fixture f({150, 900, 1500});
+  for (auto& v : f.views) v.stats.ttft_p95_ms = 0;
+  f.views[0].stats.ttft_p95_ms = 200;
+  f.views[1].stats.ttft_p95_ms = 1000;
+  f.views[2].stats.ttft_p95_ms = 2000;
+  f.views[1].stats.last_sample = f.now - 3s;
+  f.views[1].stats.last_attempt_start = f.now - 3s;
+  f.views[2].stats.last_sample = f.now - 10s;
+  f.views[2].stats.last_attempt_start = f.now - 600ms;
+  auto r = f.request();
+  r.policy.policy = Policy::kCost;
+  r.policy.constraints.max_ttft = 800ms;
+  auto d = f.decide(r);
+  ASSERT_FALSE(d.candidates.empty());
+  EXPECT_EQ(d.candidates[0].candidate.deployment->provider, "p1");
+  EXPECT_TRUE(d.candidates[0].recheck);
+  // A re-checked one whose last answer met the limit again goes before
+  // the others' turns: its next answers may bring it back.
+  f.views[1].stats.last_sample = f.now - 600ms;
+  f.views[1].stats.last_attempt_start = f.now - 600ms;
+  f.views[2].stats.last_attempt_start = f.now - 5s;
+  f.views[1].stats.last_ttft_ms = 450;
+  EXPECT_EQ(f.decide(r).candidates[0].candidate.deployment->provider, "p1");
+  f.views[1].stats.last_ttft_ms = 950;  // not promising: budget's turn
+  EXPECT_EQ(f.decide(r).candidates[0].candidate.deployment->provider, "p2");
+}
+
+TEST(Router, ADeadlineIsNeverCutBelowTheEstimateByLowerBounds) {
+  // Its only samples are races it lost at ~130 ms: a p95 "over 130 ms".
+  Fixture f({150, 1000, 200});
+  f.views[1].stats.ttft_p95_ms = 130;
+  f.views[1].stats.ttft_p95_lower_bound = true;
+  auto d = f.decide(Policy::kOrdered);
+  ASSERT_EQ(d.candidates.size(), 3u);
+  EXPECT_EQ(d.candidates[1].candidate.timeouts.ttft, 3000ms);  // 3 x its 1000 ms estimate
 }
 
 TEST(Router, PoliciesThatDoNotCompareMeasurementsRecheckNoLowerBoundsOrPriors) {
@@ -515,6 +585,7 @@ TEST(Router, PoliciesThatDoNotCompareMeasurementsRecheckNoLowerBoundsOrPriors) {
     Fixture f({400, 900, 900});
     f.views[1].stats.ttft_bounded = true;
     f.views[1].stats.last_sample = f.now - kRecheckInterval;
+    f.views[1].stats.last_attempt_start = f.now - kRecheckInterval;
     f.views[2].stats.last_sample.reset();
     for (const auto& c : f.decide(p).candidates) EXPECT_FALSE(c.recheck) << config::to_string(p);
   }
@@ -523,20 +594,59 @@ TEST(Router, PoliciesThatDoNotCompareMeasurementsRecheckNoLowerBoundsOrPriors) {
 TEST(Router, ANeverMeasuredDeploymentIsMeasuredBesideTheBest) {
   Fixture f({400, 1000});
   f.views[1].stats.last_sample.reset();  // never measured: the prior is a guess
+  f.views[1].stats.last_attempt_start.reset();
   auto d = f.decide(Policy::kLatency);
   ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
   EXPECT_TRUE(d.candidates[0].recheck);
   EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
-  // One at a time: with an attempt in flight to it, the best goes alone.
+  // One at a time: with an attempt awaiting its first token there, the
+  // best goes alone.
   f.views[1].stats.in_flight = 1;
+  f.views[1].stats.awaiting_first_token = 1;
   EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p0", "p1"}));
+}
+
+TEST(Router, ADeploymentHeldByLowerBoundsIsChargedItsHedgeDelayPlusTheNext) {
+  // Its last attempts were given up or lost hedges at about 600 ms: the
+  // estimate says "600 or more". Tried first it would most likely cost its
+  // hedge delay and then the next one's first token.
+  Fixture f({600, 450});
+  f.views[0].stats.ttft_bounded = true;
+  f.views[0].stats.ttft_answered_p99_ms = 200;  // its hedge delay when hedged
+  f.views[0].stats.last_attempt_start = f.now;  // no re-check due
+  auto r = f.request();
+  r.policy.hedging.delay_percentile = config::Percentile::kP99;
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[1].bounded);
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 200 + 450);
+  EXPECT_NE(explain(d).find("est 600ms or more"), std::string::npos) << explain(d);
+}
+
+TEST(Router, ADeploymentLeftDuringASlowSpellIsRecheckedOnceItsEstimateIsStale) {
+  // p1 answered in 150 ms for most of the window, then slowed down and was
+  // left: its estimate (750 ms) is old news after 2 s without a sample.
+  Fixture f({400, 750});
+  f.views[1].stats.ttft_p50_ms = 150;
+  f.views[1].stats.last_sample = f.now - 1s;
+  f.views[1].stats.last_attempt_start = f.now - 1s;
+  EXPECT_FALSE(f.decide(Policy::kLatency).candidates[0].recheck);  // not stale yet
+  f.views[1].stats.last_sample = f.now - kStaleRecheck;
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[0].recheck);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);
+  // One whose median never beat the best is not re-checked for staleness.
+  f.views[1].stats.ttft_p50_ms = 800;
+  EXPECT_FALSE(f.decide(Policy::kLatency).candidates[0].recheck);
 }
 
 TEST(Router, ARecheckOfTheBestIsNoRecheck) {
   // It goes first anyway: nothing to set apart, no hedge beside it.
   Fixture f({300, 900});
-  f.views[0].stats.ttft_bounded = true;
+  f.views[0].stats.ttft_penalized = true;
   f.views[0].stats.last_sample = f.now - kRecheckInterval;
+  f.views[0].stats.last_attempt_start = f.now - kRecheckInterval;
   auto d = f.decide(Policy::kLatency);
   EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
   EXPECT_FALSE(d.candidates[0].recheck);
@@ -568,15 +678,18 @@ TEST(Router, ADeploymentLeftOutByASoftConstraintIsRecheckedWhenDue) {
   // first, with the best candidate started beside it once it has had the
   // limit it missed (800 ms) to show that it meets it again.
   f.views[0].stats.last_sample = f.now - kRecheckInterval;
+  f.views[0].stats.last_attempt_start = f.now - kRecheckInterval;
   auto d = f.decide(r);
   ASSERT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
   EXPECT_TRUE(d.candidates[0].recheck);
   EXPECT_EQ(d.candidates[0].hedge_delay, 800ms);
-  // One re-check at a time.
+  // One re-check at a time (one still awaiting its first token).
   f.views[0].stats.in_flight = 1;
+  f.views[0].stats.awaiting_first_token = 1;
   EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p1"}));
   // Its last few answers all met the limit: it is back in, cheapest first.
   f.views[0].stats.in_flight = 0;
+  f.views[0].stats.awaiting_first_token = 0;
   f.views[0].stats.last_sample = f.now;
   f.views[0].stats.ttft_last_few_max_ms = 300;
   EXPECT_EQ(Fixture::order(f.decide(r)), (Names{"p0", "p1"}));

@@ -304,7 +304,7 @@ TEST(StatsRegistry, AFirstTokenFarUnderLowerBoundsRestartsTheEstimate) {
   auto bounded = *reg.get("p/m", t0 + 2900ms);
   EXPECT_TRUE(bounded.ttft_bounded);
   EXPECT_GE(bounded.ttft_estimate_ms, 900);
-  EXPECT_EQ(bounded.last_attempt_end, std::nullopt);  // set by the in-flight guard, not here
+  EXPECT_EQ(bounded.last_attempt_start, std::nullopt);  // set by the in-flight guard, not here
   reg.record(success(t0 + 3s, 150ms, 20, 200ms, 80), t0 + 3400ms);
   auto back = *reg.get("p/m", t0 + 3400ms);
   EXPECT_FALSE(back.ttft_bounded);
@@ -317,13 +317,47 @@ TEST(StatsRegistry, AFirstTokenFarUnderLowerBoundsRestartsTheEstimate) {
   EXPECT_GT(reg.get("p/m", t0 + 6900ms)->ttft_estimate_ms, 700);
 }
 
-TEST(StatsRegistry, TheEndOfEveryAttemptIsKept) {
+TEST(StatsRegistry, AFirstTokenFarUnderAStaleEstimateRestartsIt) {
+  // Measured at 750 ms (a slow spell), then left alone for 3 s; the next
+  // answer, 150 ms, is what the deployment is now.
+  StatsRegistry reg;
+  reg.record(success(t0, 750ms, 20, 200ms, 80), t0 + 1s);
+  reg.record(success(t0 + 1s, 760ms, 20, 200ms, 80), t0 + 2s);
+  reg.record(success(t0 + 5s, 150ms, 20, 200ms, 80), t0 + 5200ms);
+  EXPECT_NEAR(reg.get("p/m", t0 + 5200ms)->ttft_estimate_ms, 150, 1e-6);
+  // Fresh, the same sample only decays in.
+  StatsRegistry fresh;
+  fresh.record(success(t0, 750ms, 20, 200ms, 80), t0 + 1s);
+  fresh.record(success(t0 + 1s, 760ms, 20, 200ms, 80), t0 + 1900ms);
+  fresh.record(success(t0 + 1800ms, 150ms, 20, 200ms, 80), t0 + 2100ms);
+  EXPECT_GT(fresh.get("p/m", t0 + 2100ms)->ttft_estimate_ms, 500);
+}
+
+TEST(StatsRegistry, TheStartOfTheLatestAttemptIsKept) {
   StatsRegistry reg;
   {
-    StatsRegistry::InFlight a(reg, "p/m", t0);
-    a.end(t0 + 300ms);
+    StatsRegistry::InFlight a(reg, "p/m", t0 + 200ms);
+    StatsRegistry::InFlight b(reg, "p/m", t0);  // an older one reported late
   }
-  EXPECT_EQ(reg.get("p/m", t0 + 1s)->last_attempt_end, t0 + 300ms);
+  EXPECT_EQ(reg.get("p/m", t0 + 1s)->last_attempt_start, t0 + 200ms);
+}
+
+TEST(StatsRegistry, TheUsualQueueIsWhatAnsweredAttemptsFoundWhenTheyStarted) {
+  StatsRegistry reg;
+  EXPECT_DOUBLE_EQ(reg.get_or_prior("p/m", t0).usual_awaiting, 0);
+  StatsRegistry::InFlight a(reg, "p/m", t0);          // found 0 awaiting
+  StatsRegistry::InFlight b(reg, "p/m", t0 + 100ms);  // found 1
+  StatsRegistry::InFlight c(reg, "p/m", t0 + 200ms);  // found 2
+  a.first_token();
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 300ms)->usual_awaiting, 0);
+  c.first_token();
+  // Decayed in: between what a and c found.
+  const double usual = reg.get("p/m", t0 + 300ms)->usual_awaiting;
+  EXPECT_GT(usual, 0);
+  EXPECT_LT(usual, 2);
+  // b never answers: it says nothing of the usual queue.
+  b.end(t0 + 900ms);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 900ms)->usual_awaiting, usual);
 }
 
 TEST(StatsRegistry, CountsTheAttemptsThatHaveWaitedAtLeastSoLong) {
