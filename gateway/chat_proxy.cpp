@@ -140,6 +140,9 @@ class ChatProxy {
                                        const routing::PlannedCandidate& second, HedgeKind kind,
                                        bool& second_started);
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
+  // The next candidate beyond max_attempts joins the end of the plan (the
+  // plan's capacity was reserved for it: references into it stay valid).
+  void promote_reserve();
   void on_attempt_failed(const AttemptRecord& rec);
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
@@ -181,6 +184,10 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   }
   trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
                                     ctx_.worker.rng);
+  // Room for every reserve candidate, so that promoting one never moves the
+  // candidates a running attempt refers to.
+  trace_.decision.candidates.reserve(trace_.decision.candidates.size() +
+                                     trace_.decision.reserve.size());
   ProbeSlots probes(rs_.health, model, ids, health);
   rs_.retries.deposit(now);
   if (trace_.decision.candidates.empty()) co_return co_await respond_no_route();
@@ -302,6 +309,18 @@ net::awaitable<void> ChatProxy::end_for_shutdown() {
   co_await out.write(event, /*last=*/true);
 }
 
+void ChatProxy::promote_reserve() {
+  auto& d = trace_.decision;
+  if (d.reserve.empty()) return;
+  routing::PlannedCandidate pc = d.reserve.front();
+  d.reserve.erase(d.reserve.begin());
+  const config::Deployment* dep = pc.candidate.deployment;
+  std::erase_if(d.skipped, [&](const routing::Skipped& s) { return s.deployment == dep->id(); });
+  // The last candidate waits its configured TTFT timeout (docs/routing.md).
+  pc.candidate.timeouts.ttft = cfg_.timeouts_for(*pc.candidate.provider, *dep).ttft;
+  d.candidates.push_back(std::move(pc));
+}
+
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec,
                                int branch) {
   if (trace_.race && trace_.race->lost(branch) && !rec.first_token) {
@@ -372,6 +391,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   if (auto* no = std::get_if<providers::Untranslatable>(&body)) {
     trace_.failures.untranslatable(c.deployment->id(), std::move(no->message),
                                    std::move(no->param));
+    promote_reserve();  // no attempt was made: max_attempts still has room
     co_return AttemptResult{};
   }
   ConcurrencyLimiter::Slot slot;
@@ -456,11 +476,17 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
         metrics_.shared().on_hedge(h);
       });
   trace_.race = &race;
-  // The evidence of a stall is looked for again a few times per hedge delay.
-  const auto recheck = kind == HedgeKind::kStall
-                           ? std::max(std::chrono::milliseconds(10), first.hedge_delay / 4)
-                           : std::chrono::milliseconds::zero();
-  AttemptResult r = co_await race.run(first.hedge_delay, recheck);
+  // A stall is evidence about the deployment, not this attempt: once two
+  // attempts at it have waited the hedge delay, every attempt there is
+  // hedged, the young ones too. So it is looked for a few times per hedge
+  // delay from early on.
+  AttemptResult r;
+  if (kind == HedgeKind::kStall) {
+    const auto every = std::max(std::chrono::milliseconds(10), first.hedge_delay / 4);
+    r = co_await race.run(std::min(first.hedge_delay, every), every);
+  } else {
+    r = co_await race.run(first.hedge_delay);
+  }
   trace_.race = nullptr;
   co_return r;
 }

@@ -111,7 +111,9 @@ Effects effects_of(const routing::AttemptRecord& rec, std::chrono::milliseconds 
     e.health =
         rec.outcome == AttemptOutcome::kSuccess ? HealthEffect::kSuccess : HealthEffect::kFailure;
   }
-  e.cooldown = rec.retry_after_s.has_value() && (rec.http_status == 429 || rec.http_status == 503);
+  // 529: Anthropic's "overloaded", its 503.
+  e.cooldown = rec.retry_after_s.has_value() &&
+               (rec.http_status == 429 || rec.http_status == 503 || rec.http_status == 529);
   return e;
 }
 

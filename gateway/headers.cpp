@@ -69,12 +69,14 @@ bool wants_keep_alive(unsigned version, const std::vector<std::string>& tokens) 
 }
 
 bool is_gateway_owned(std::string_view name) {
-  static constexpr std::array<std::string_view, 13> kOwned = {
-      "host",      "authorization",       "api-key",
-      "x-api-key", "content-length",      "content-type",
-      "accept",    "accept-encoding",     "expect",
-      "cookie",    "openai-organization", "openai-project",
-      "user-agent"};
+  // Credentials of every provider protocol among them: a client's own key
+  // must never reach an upstream beside the operator's.
+  static constexpr std::array<std::string_view, 14> kOwned = {
+      "host",           "authorization",  "api-key",
+      "x-api-key",      "x-goog-api-key", "content-length",
+      "content-type",   "accept",         "accept-encoding",
+      "expect",         "cookie",         "openai-organization",
+      "openai-project", "user-agent"};
   for (auto h : kOwned) {
     if (iequals(name, h)) return true;
   }

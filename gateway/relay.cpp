@@ -125,6 +125,16 @@ std::optional<AttemptResult> Relay::on_read() {
 }
 
 std::optional<AttemptResult> Relay::on_read_error(beast::error_code ec) {
+  // Silence after the finish, from a protocol whose end marker is the end of
+  // the body (Gemini): the answer is whole and nothing more was due but that
+  // end, so it completes as the body's end would have, rather than failing a
+  // complete answer at the idle deadline. A protocol with a marker of its
+  // own ([DONE], message_stop) is not completed by its translator here: a
+  // stall before that marker stays a stall.
+  if (ec == beast::error::timeout && state_.complete()) {
+    state_.on_body_end(Clock::now());
+    if (state_.done()) return std::nullopt;
+  }
   fault_ = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
   fault_text_ = ec.message();
   if (state_.committed()) return std::nullopt;  // the client gets an error event

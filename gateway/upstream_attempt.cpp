@@ -381,6 +381,10 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   const ErrorBody said = read_error_body(body);
   const std::string detail =
       "HTTP " + std::to_string(status) + (said.message.empty() ? "" : ": " + said.message);
+  // What the body says beyond the status (another protocol's ways).
+  const auto meaning = protocol_.error_meaning(nlohmann::json::parse(body, nullptr, false), status);
+  if (!rec_.retry_after_s && meaning.retry_after_s) rec_.retry_after_s = meaning.retry_after_s;
+  const int judged = meaning.judge_as.value_or(status);
   // Learnt wire options are OpenAI's (other protocols have no such options).
   const bool openai = protocol_.passthrough();
   if (openai && (status == 400 || status == 422) && request_.stream_options &&
@@ -400,9 +404,9 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
           "asking it for JSON answers from now on");
     co_return AttemptResult{};
   }
-  if (failover::judge_status(status) == failover::StatusVerdict::kFailOver) {
+  if (failover::judge_status(judged) == failover::StatusVerdict::kFailOver) {
     // A provider refusing our own key or config needs the operator.
-    log_line(failover::needs_operator(status) ? LogLevel::kWarn : LogLevel::kDebug,
+    log_line(failover::needs_operator(judged) ? LogLevel::kWarn : LogLevel::kDebug,
              "request " + ctx_.rc.request_id + ": " + rec_.deployment + " answered " + detail);
     co_return fail(rec_, AttemptOutcome::kUpstreamStatus, detail);
   }

@@ -37,6 +37,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <ctime>
 #include <map>
 
@@ -827,7 +829,42 @@ class Gemini final : public UpstreamProtocol {
                   {"code", google_status ? *google_status : std::to_string(status)}}}};
   }
 
+  ErrorMeaning error_meaning(const nlohmann::json& body, int status) const override {
+    const json& doc = body.is_array() && body.size() == 1 ? body.front() : body;
+    const json* e = member(doc, "error");
+    ErrorMeaning out;
+    if (!e || !e->is_object()) return out;
+    const std::string* message = string_member(*e, "message");
+    bool key_invalid = message && message->find("API key not valid") != std::string::npos;
+    if (const json* details = member(*e, "details"); details && details->is_array()) {
+      for (const json& d : *details) {
+        if (!d.is_object()) continue;
+        const std::string* reason = string_member(d, "reason");
+        if (reason && *reason == "API_KEY_INVALID") key_invalid = true;
+        // google.rpc.RetryInfo: {"retryDelay": "30s"} (or "0.5s").
+        const std::string* type = string_member(d, "@type");
+        const std::string* delay = string_member(d, "retryDelay");
+        if (type && type->ends_with("RetryInfo") && delay) out.retry_after_s = seconds_of(*delay);
+      }
+    }
+    if (status == 400 && key_invalid) out.judge_as = 401;
+    return out;
+  }
+
  private:
+  // "30s", "0.5s" (protobuf Duration as JSON), rounded up; nullopt if not one.
+  static std::optional<int> seconds_of(std::string_view text) {
+    if (text.size() < 2 || text.back() != 's') return std::nullopt;
+    text.remove_suffix(1);
+    double seconds = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+    if (ec != std::errc() || end != text.data() + text.size() || !(seconds >= 0) ||
+        seconds > 86400) {
+      return std::nullopt;
+    }
+    return static_cast<int>(std::ceil(seconds));
+  }
+
   // Google's own names are "models/<id>": the path already says "models/".
   // Bytes that would end or escape the path segment are percent-encoded.
   static std::string path_segment(std::string_view model) {

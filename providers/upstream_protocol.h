@@ -137,6 +137,20 @@ class UpstreamProtocol {
   // one of its error bodies.
   virtual std::optional<nlohmann::json> error(const nlohmann::json& body, int status) const = 0;
 
+  // What an error answer says beyond its status, in the body: the status
+  // to judge it as (Gemini answers an invalid key with 400
+  // INVALID_ARGUMENT: the operator's 401, not the caller's 400) and a
+  // retry delay (Gemini's RetryInfo, where others send Retry-After).
+  struct ErrorMeaning {
+    std::optional<int> judge_as;
+    std::optional<int> retry_after_s;
+  };
+  virtual ErrorMeaning error_meaning(const nlohmann::json& body, int status) const {
+    (void)body;
+    (void)status;
+    return {};
+  }
+
   // OpenAI only: its events are chat.completion.chunks already, classified
   // one by one without translation (the relay's allocation-free fast path);
   // others translate through open_stream().

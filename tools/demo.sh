@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The llmgate demo: installs what is missing, builds, starts three simulated
-# providers and the gateway in front of them, sends a few requests, and
-# prints how to call it with curl and the OpenAI SDK. Ctrl-C stops everything.
+# The llmgate demo: installs what is missing, builds, starts five simulated
+# providers (three OpenAI-compatible, one Anthropic-style, one Gemini-style)
+# and the gateway in front of them, sends a few requests, and prints how to
+# call it with curl and the OpenAI SDK. Ctrl-C stops everything.
 #   tools/demo.sh            # runs until Ctrl-C
 #   tools/demo.sh --smoke    # sends the sample requests and exits (used by the tests)
 set -euo pipefail
@@ -23,7 +24,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-export DEMO_GROQ_KEY=demo-key-groq DEMO_TOGETHER_KEY=demo-key-together DEMO_EURO_KEY=demo-key-euro
+export DEMO_GROQ_KEY=demo-key-groq DEMO_TOGETHER_KEY=demo-key-together DEMO_EURO_KEY=demo-key-euro \
+  DEMO_ANTHROPIC_KEY=demo-key-anthropic DEMO_GEMINI_KEY=demo-key-gemini
 start_sim() {  # name port key profiles
   "$BIN/llmgate-sim" --listen "127.0.0.1:$2" --api-key "$3" --profiles "deploy/demo/$1.yaml" \
     --seed "$2" >"$RUN/$1.log" 2>&1 &
@@ -32,10 +34,15 @@ start_sim() {  # name port key profiles
 start_sim groq-sim 9101 "$DEMO_GROQ_KEY"
 start_sim together-sim 9102 "$DEMO_TOGETHER_KEY"
 start_sim euro-sim 9103 "$DEMO_EURO_KEY"
+# Each sim speaks all three protocols; these two are reached as Anthropic
+# (…/v1/messages) and as Gemini (…/v1beta/models/M:streamGenerateContent).
+start_sim anthropic-sim 9104 "$DEMO_ANTHROPIC_KEY"
+start_sim gemini-sim 9105 "$DEMO_GEMINI_KEY"
 
 "$BIN/llmgate" --check-config "$CONFIG"
 "$BIN/llmgate" --config "$CONFIG" --log-level info >"$RUN/llmgate.log" 2>&1 &
-pids+=($!)
+gateway_pid=$!
+pids+=("$gateway_pid")
 
 for _ in $(seq 100); do
   curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
@@ -45,13 +52,17 @@ curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null || { cat "$RUN/llmgate.log"
 
 cat <<MSG
 
-llmgate is listening on http://127.0.0.1:$PORT in front of three simulated providers:
-  groq-sim      us-east  TTFT ~180 ms  ~280 tok/s  \$0.79/1M out  (5% answered 429)
-  together-sim  us-west  TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
-  euro-sim      eu-west  TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
-Public models: fast-chat (all three, latency policy with hedging), cheap-chat (cost policy,
-p95 TTFT under 1.5 s), eu-chat (euro-sim only), reasoning-chat (together-sim playing a
-reasoning model: reasoning first, then the answer).
+llmgate is listening on http://127.0.0.1:$PORT in front of five simulated providers:
+  groq-sim       OpenAI     us-east     TTFT ~180 ms  ~280 tok/s  \$0.79/1M out  (5% answered 429)
+  together-sim   OpenAI     us-west     TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
+  euro-sim       OpenAI     eu-west     TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
+  anthropic-sim  Anthropic  us-east     TTFT ~650 ms  ~75 tok/s   \$15.00/1M out (2% answered 529)
+  gemini-sim     Gemini     us-central  TTFT ~320 ms  ~170 tok/s  \$2.50/1M out
+Public models: fast-chat (the three OpenAI-style ones, latency policy with hedging),
+cheap-chat (cost policy, p95 TTFT under 1.5 s), eu-chat (euro-sim only), reasoning-chat
+(together-sim playing a reasoning model: reasoning first, then the answer), mixed-chat
+(groq-sim, anthropic-sim as "claude-sonnet-4-5" and gemini-sim as "gemini-2.5-flash":
+one OpenAI API in front of three wire protocols, ranked by the latency policy).
 
 == A streamed request (response headers show the deployment, attempts and TTFT) ==
 MSG
@@ -67,10 +78,26 @@ echo "== A reasoning model: message.reasoning_content, usage.completion_tokens_d
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"reasoning-chat","max_tokens":40,"messages":[{"role":"user","content":"Think, then say hello"}]}'
 echo; echo
-echo "== Twelve requests to fast-chat, then the router's live table =="
+echo "== mixed-chat, streamed from the Anthropic-style provider: Messages events as OpenAI chunks =="
+curl -sS -N -D - "http://127.0.0.1:$PORT/v1/chat/completions" \
+  -H 'Content-Type: application/json' \
+  -d '{"model":"mixed-chat","stream":true,"stream_options":{"include_usage":true},"max_tokens":6,"route":{"order":["anthropic-sim"],"hedge":false},"messages":[{"role":"user","content":"Say hello"}]}'
+echo "== mixed-chat from the Gemini-style provider: a generateContent answer as a chat.completion =="
+curl -sS -D - "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"mixed-chat","max_tokens":12,"route":{"order":["gemini-sim"],"hedge":false},"messages":[{"role":"user","content":"Say hello"}]}' \
+  | grep -i -E '^x-llmgate-(deployment|attempts|ttft-ms)|^\{'
+echo
+echo "== Twelve requests to fast-chat, nine to mixed-chat (three led by each deployment, so each has"
+echo "   live numbers), then the router's live table: mixed-chat is the cross-provider leaderboard =="
 for i in $(seq 1 12); do
   curl -sS -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"model":"fast-chat","max_tokens":16,"messages":[{"role":"user","content":"Say hello"}]}'
+done
+for provider in groq-sim anthropic-sim gemini-sim; do
+  for i in 1 2 3; do
+    curl -sS -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+      -d '{"model":"mixed-chat","max_tokens":16,"route":{"order":["'"$provider"'"]},"messages":[{"role":"user","content":"Say hello"}]}'
+  done
 done
 curl -sS "http://127.0.0.1:$PORT/admin/routes?format=text"
 echo "== A per-request override: pin euro-sim, and see why in x-llmgate-route =="
@@ -106,6 +133,9 @@ With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
 
 Script a slowdown while it runs and watch traffic move (x-llmgate-deployment, /admin/routes):
   curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 900}'
+  # ... and mixed-chat moves from groq-sim to gemini-sim, an API of another shape:
+  curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model":"mixed-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
 
 Gateway log: $RUN/llmgate.log (one line per request: deployment, attempts, ttft_ms, tps)
 MSG
@@ -115,9 +145,15 @@ if [ "$SMOKE" = 1 ]; then
   # The sample requests above must have been served.
   grep -q "model=fast-chat stream=true .*outcome=success" "$RUN/llmgate.log"
   grep -q "model=eu-chat stream=false .*outcome=success" "$RUN/llmgate.log"
+  # mixed-chat was served through the Anthropic and the Gemini protocol (the
+  # first request each of those sims gets, pinned and unhedged: no draw of
+  # chance decides it; groq-sim's 429s could keep it off mixed-chat for a while).
+  for provider in anthropic-sim gemini-sim; do
+    grep -q "model=mixed-chat .*deployment=$provider/.*outcome=success" "$RUN/llmgate.log"
+  done
   exit 0
 fi
 echo "Press Ctrl-C to stop."
 tail -n 0 -f "$RUN/llmgate.log" &
 pids+=($!)
-wait "${pids[3]}"
+wait "$gateway_pid"

@@ -37,6 +37,7 @@
 #include "tests/support/gateway_harness.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
+#include "tests/support/protocol_frames.h"
 #include "tests/support/scripted_upstream.h"
 #include "tests/support/tls_relay.h"
 #include "tools/sim/sim_server.h"
@@ -57,8 +58,10 @@ using testing::chat_body;
 using testing::Harness;
 using testing::http_date_in;
 using testing::metric_value;
+using testing::ProtocolFrames;
 using testing::RawClient;
 using testing::Target;
+using Protocol = config::Protocol;
 
 constexpr std::size_t kMaxEventBytes = 64 * 1024;
 
@@ -91,23 +94,35 @@ struct UpstreamRow {
   int status = 200;       // what the client gets
   std::string served_by;  // x-llmgate-deployment
   End end = End::kDone;
-  std::string error_code;   // error.code of the error event or body ("" = none)
+  std::string error_code;   // error.code of the error event ("" = none)
   std::string bad_outcome;  // llmgate_upstream_attempts_total{deployment="bad/m",outcome=...} == 1
-  std::function<void(Harness&)> also;  // further checks
+  std::function<void(Harness&)> also;     // further checks
+  Protocol protocol = Protocol::kOpenAi;  // what bad/m speaks (set by upstream_rows)
+  json error;  // End::kJson: the whole error object the client gets (null: a chat.completion)
 };
 
+// A 200 head, what the protocol sends before its first token, then `n` tokens.
+std::string head_role_tokens(const ProtocolFrames& f, int n) {
+  std::string body = f.opening();
+  for (int i = 0; i < n; ++i) body += f.token_event(i);
+  return f.head() + testing::chunk(body);
+}
+
+// The OpenAI stream the other tables' scripts start with.
 std::string head_role_tokens(int n) {
-  std::string body = testing::role_event();
-  for (int i = 0; i < n; ++i) body += testing::token_event(i);
-  return testing::sse_head() + testing::chunk(body);
+  return head_role_tokens(ProtocolFrames(Protocol::kOpenAi), n);
 }
 
 std::string cut(const std::string& s) { return s.substr(0, s.size() / 2); }
 
-std::vector<UpstreamRow> upstream_rows() {
+// The rows with bad/m speaking `p`: each fault in that protocol's framing
+// (tests/support/protocol_frames.h). Every row runs for every protocol; the
+// rows before any response byte (connect, TLS, reset, silence, trickle) send
+// the same bytes whatever the protocol, and still run for each, as the
+// attempt and its failover are set up per protocol.
+std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
   using testing::chunk;
-  using testing::sse_head;
-  using testing::status_response;
+  const ProtocolFrames f(p);
   auto cooling = [](Harness& h) {
     // The Retry-After benches bad/m: the next request goes straight to good/m.
     HttpClient c(h.port());
@@ -165,7 +180,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "truncated"},
       {"headers-then-silence",
        Target::kScript,
-       {{K::kSend, sse_head()}, {K::kHold}},
+       {{K::kSend, f.head()}, {K::kHold}},
        true,
        200,
        "good/m",
@@ -174,7 +189,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "ttft_timeout"},
       {"role-chunk-then-silence",
        Target::kScript,
-       {{K::kSend, sse_head() + chunk(testing::role_event())}, {K::kHold}},
+       {{K::kSend, f.head() + chunk(f.no_token_opening())}, {K::kHold}},
        true,
        200,
        "good/m",
@@ -183,7 +198,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "ttft_timeout"},
       {"stall-after-tokens",
        Target::kScript,
-       {{K::kSend, head_role_tokens(3)}, {K::kHold}},
+       {{K::kSend, head_role_tokens(f, 3)}, {K::kHold}},
        true,
        200,
        "bad/m",
@@ -192,7 +207,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "idle_timeout"},
       {"stall-after-tokens-non-stream",
        Target::kScript,
-       {{K::kSend, head_role_tokens(3)}, {K::kHold}},
+       {{K::kSend, head_role_tokens(f, 3)}, {K::kHold}},
        false,
        200,
        "good/m",
@@ -201,7 +216,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "idle_timeout"},
       {"cut-mid-event",
        Target::kScript,
-       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}},
+       {{K::kSend, head_role_tokens(f, 2) + cut(chunk(f.token_event(9)))}, {K::kClose}},
        true,
        200,
        "bad/m",
@@ -210,7 +225,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "truncated"},
       {"cut-mid-event-non-stream",
        Target::kScript,
-       {{K::kSend, head_role_tokens(2) + cut(chunk(testing::token_event(9)))}, {K::kClose}},
+       {{K::kSend, head_role_tokens(f, 2) + cut(chunk(f.token_event(9)))}, {K::kClose}},
        false,
        200,
        "good/m",
@@ -219,16 +234,28 @@ std::vector<UpstreamRow> upstream_rows() {
        "truncated"},
       {"cut-before-first-token",
        Target::kScript,
-       {{K::kSend, sse_head() + cut(chunk(testing::role_event()))}, {K::kClose}},
+       {{K::kSend, f.head() + cut(chunk(f.first_event()))}, {K::kClose}},
        true,
        200,
        "good/m",
        End::kDone,
        "",
        "truncated"},
+      // The body ends cleanly (its last chunk), but the answer never
+      // finished. For Gemini, whose clean end is exactly this after a
+      // finishReason, only the missing finish tells the cut.
+      {"end-without-finish",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(f, 2) + testing::last_chunk()}, {K::kClose}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_stream_truncated",
+       "truncated"},
       {"malformed-event-before-first-token",
        Target::kScript,
-       {{K::kSend, sse_head() + chunk("data: {not json\n\n")}, {K::kHold}},
+       {{K::kSend, f.head() + chunk(f.malformed_event())}, {K::kHold}},
        true,
        200,
        "good/m",
@@ -237,17 +264,36 @@ std::vector<UpstreamRow> upstream_rows() {
        "malformed"},
       {"malformed-event-after-first-token",
        Target::kScript,
-       {{K::kSend, head_role_tokens(1) + chunk("data: {not json\n\n")}, {K::kHold}},
+       {{K::kSend, head_role_tokens(f, 1) + chunk(f.malformed_event())}, {K::kHold}},
        true,
        200,
        "bad/m",
        End::kErrorEvent,
        "upstream_malformed_event",
        "malformed"},
+      // The protocol's own in-band error: OpenAI's data: {"error": ...},
+      // Anthropic's event: error (overloaded_error), a Gemini error response.
+      {"error-event-before-first-token",
+       Target::kScript,
+       {{K::kSend, f.head() + chunk(f.opening() + f.in_band_error_event())}, {K::kHold}},
+       true,
+       200,
+       "good/m",
+       End::kDone,
+       "",
+       "malformed"},
+      {"error-event-after-first-token",
+       Target::kScript,
+       {{K::kSend, head_role_tokens(f, 1) + chunk(f.in_band_error_event())}, {K::kHold}},
+       true,
+       200,
+       "bad/m",
+       End::kErrorEvent,
+       "upstream_stream_error",
+       "malformed"},
       {"event-too-large",
        Target::kScript,
-       {{K::kSend,
-         sse_head() + chunk("data: {\"x\":\"" + std::string(kMaxEventBytes + 1, 'a') + "\"}\n\n")},
+       {{K::kSend, f.head() + chunk(f.text_event(std::string(kMaxEventBytes + 1, 'a')))},
         {K::kHold}},
        true,
        200,
@@ -257,9 +303,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "malformed"},
       {"wrong-content-type",
        Target::kScript,
-       {{K::kSend,
-         status_response(200, "", R"({"id":"x","object":"chat.completion","choices":[]})")},
-        {K::kClose}},
+       {{K::kSend, testing::status_response(200, "", f.not_an_answer())}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -269,7 +313,7 @@ std::vector<UpstreamRow> upstream_rows() {
       {"non-sse-body",
        Target::kScript,
        {{K::kSend,
-         sse_head() + chunk("<html><body>Bad gateway</body></html>\n") + testing::last_chunk()},
+         f.head() + chunk("<html><body>Bad gateway</body></html>\n") + testing::last_chunk()},
         {K::kClose}},
        true,
        200,
@@ -279,7 +323,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "truncated"},
       {"status-500",
        Target::kScript,
-       {{K::kSend, status_response(500)}, {K::kClose}},
+       {{K::kSend, f.status_response(500)}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -288,7 +332,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "upstream_status"},
       {"status-502",
        Target::kScript,
-       {{K::kSend, status_response(502)}, {K::kClose}},
+       {{K::kSend, f.status_response(502)}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -297,7 +341,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "upstream_status"},
       {"status-503",
        Target::kScript,
-       {{K::kSend, status_response(503)}, {K::kClose}},
+       {{K::kSend, f.status_response(503)}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -306,7 +350,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "upstream_status"},
       {"status-529",
        Target::kScript,
-       {{K::kSend, status_response(529)}, {K::kClose}},
+       {{K::kSend, f.status_response(529)}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -315,7 +359,7 @@ std::vector<UpstreamRow> upstream_rows() {
        "upstream_status"},
       {"status-429-no-retry-after",
        Target::kScript,
-       {{K::kSend, status_response(429)}, {K::kClose}},
+       {{K::kSend, f.status_response(429)}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -332,7 +376,7 @@ std::vector<UpstreamRow> upstream_rows() {
        }},
       {"status-429-retry-after-seconds",
        Target::kScript,
-       {{K::kSend, status_response(429, "retry-after: 30\r\n")}, {K::kClose}},
+       {{K::kSend, f.status_response(429, "retry-after: 30\r\n")}, {K::kClose}},
        true,
        200,
        "good/m",
@@ -342,7 +386,9 @@ std::vector<UpstreamRow> upstream_rows() {
        cooling},
       {"status-429-retry-after-date",
        Target::kScript,
-       {{K::kSend, status_response(429, "retry-after: " + http_date_in(60s) + "\r\n")},
+       // An hour ahead: the rows are built when the binary starts, and the
+       // last instantiation's row runs minutes later (more under TSan).
+       {{K::kSend, f.status_response(429, "retry-after: " + http_date_in(1h) + "\r\n")},
         {K::kClose}},
        true,
        200,
@@ -351,23 +397,22 @@ std::vector<UpstreamRow> upstream_rows() {
        "",
        "upstream_status",
        cooling},
+      // The protocol's own error body; the client gets it in OpenAI's shape.
       {"status-400-not-retried",
        Target::kScript,
-       {{K::kSend,
-         status_response(
-             400, "",
-             R"({"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"bad"}})")},
-        {K::kClose}},
+       {{K::kSend, f.client_error_response("bad")}, {K::kClose}},
        true,
        400,
        "bad/m",
        End::kJson,
-       "bad",
+       "",
        "client_error",
-       [](Harness& h) { EXPECT_EQ(h.good().stats().requests, 0u) << "a 400 must not be retried"; }},
+       [](Harness& h) { EXPECT_EQ(h.good().stats().requests, 0u) << "a 400 must not be retried"; },
+       p,
+       f.client_error_as_openai("bad")},
       {"trickle-before-first-token",
        Target::kScript,
-       {{K::kTrickle, sse_head(), 100ms}, {K::kHold}},
+       {{K::kTrickle, f.head(), 100ms}, {K::kHold}},
        true,
        200,
        "good/m",
@@ -376,8 +421,8 @@ std::vector<UpstreamRow> upstream_rows() {
        "ttft_timeout"},
       {"trickle-after-first-token",
        Target::kScript,
-       {{K::kSend, head_role_tokens(1)},
-        {K::kTrickle, testing::chunk(std::string(200, ' ')), 100ms},
+       {{K::kSend, head_role_tokens(f, 1)},
+        {K::kTrickle, chunk(std::string(200, ' ')), 100ms},
         {K::kHold}},
        true,
        200,
@@ -385,10 +430,14 @@ std::vector<UpstreamRow> upstream_rows() {
        End::kErrorEvent,
        "upstream_timeout",
        "total_timeout"},
+      // The whole answer with its end marker ([DONE], message_stop), then
+      // the body is never ended. Gemini's marker is the body's end itself:
+      // its equivalent is the last response (finishReason), then the same
+      // silence, which completes the answer at the idle timeout instead of
+      // at once (gateway/relay.cpp, Relay::on_read_error).
       {"never-closes-after-done",
        Target::kScript,
-       {{K::kSend, head_role_tokens(2) + chunk(testing::finish_event() + testing::done_event())},
-        {K::kHold}},
+       {{K::kSend, head_role_tokens(f, 2) + chunk(f.finish_and_end(2))}, {K::kHold}},
        true,
        200,
        "bad/m",
@@ -400,16 +449,20 @@ std::vector<UpstreamRow> upstream_rows() {
          EXPECT_TRUE(eventually([&] { return h.upstream()->stats().peer_closed == 1; }));
        }},
   };
+  for (auto& row : rows) row.protocol = p;
   return rows;
 }
 
-void PrintTo(const UpstreamRow& row, std::ostream* os) { *os << row.id; }
+void PrintTo(const UpstreamRow& row, std::ostream* os) {
+  *os << row.id << " (" << config::to_string(row.protocol) << ")";
+}
 
 class UpstreamFault : public ::testing::TestWithParam<UpstreamRow> {};
 
 TEST_P(UpstreamFault, BehavesAsDocumented) {
   const UpstreamRow& row = GetParam();
-  Harness h(row.target, row.script);
+  const ProtocolFrames f(row.protocol);
+  Harness h(row.target, row.script, "", "", "", f.provider_keys());
   {
     HttpClient c(h.port());
     testing::HttpResponse head;
@@ -438,14 +491,35 @@ TEST_P(UpstreamFault, BehavesAsDocumented) {
       }
       case End::kJson: {
         auto j = json::parse(head.body);
-        if (row.error_code.empty()) {
+        if (row.error.is_null()) {
           EXPECT_EQ(j["object"], "chat.completion") << head.body;
         } else {
-          EXPECT_EQ(j["error"]["code"], row.error_code) << head.body;
+          EXPECT_EQ(j["error"], row.error) << head.body;
         }
         break;
       }
     }
+    // What bad/m streamed reached a streaming client as OpenAI chunks
+    // (translated, for the other protocols): its tokens, in order, before
+    // the end. Tokens come only from bad/m's script ("tok<i> ").
+    if (row.served_by == "bad/m" && row.end != End::kJson) {
+      std::string text;
+      for (const auto& e : events) {
+        auto j = json::parse(e, nullptr, false);
+        if (j.is_object() && j.contains("choices") && !j["choices"].empty())
+          text += j["choices"][0]["delta"].value("content", "");
+      }
+      EXPECT_EQ(text.rfind("tok0 ", 0), 0u) << "bad/m's first token did not reach the client";
+    } else if (row.served_by == "good/m") {
+      // Nothing of the failed attempt reached the client.
+      for (const auto& e : events) EXPECT_EQ(e.find("tok0 "), std::string::npos) << e;
+      EXPECT_EQ(head.body.find("tok0 "), std::string::npos) << head.body;
+    }
+  }
+  if (row.target == Target::kScript && h.upstream()->stats().requests > 0) {
+    // The fault was played to a request in bad/m's protocol.
+    EXPECT_EQ(h.upstream()->last_request().rfind(f.request_line(), 0), 0u)
+        << h.upstream()->last_request().substr(0, 120);
   }
   auto m = h.metrics();
   EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
@@ -459,7 +533,14 @@ TEST_P(UpstreamFault, BehavesAsDocumented) {
   h.expect_quiescent();
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, UpstreamFault, ::testing::ValuesIn(upstream_rows()), row_name);
+// Each row against each upstream protocol, named by it
+// (Anthropic/UpstreamFault.BehavesAsDocumented/cut_mid_event).
+INSTANTIATE_TEST_SUITE_P(Openai, UpstreamFault,
+                         ::testing::ValuesIn(upstream_rows(Protocol::kOpenAi)), row_name);
+INSTANTIATE_TEST_SUITE_P(Anthropic, UpstreamFault,
+                         ::testing::ValuesIn(upstream_rows(Protocol::kAnthropic)), row_name);
+INSTANTIATE_TEST_SUITE_P(Gemini, UpstreamFault,
+                         ::testing::ValuesIn(upstream_rows(Protocol::kGemini)), row_name);
 
 // ---- Client behaviours ---------------------------------------------------------
 
@@ -1694,7 +1775,10 @@ std::set<std::string> ids(const std::vector<Row>& rows) {
 }
 
 TEST(FailureSemanticsDoc, EveryTableListsTheTestedRowsAndNoOther) {
-  EXPECT_EQ(documented_rows("Upstream faults"), ids(upstream_rows()));
+  // Every upstream row runs for every protocol.
+  for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini}) {
+    EXPECT_EQ(documented_rows("Upstream faults"), ids(upstream_rows(p))) << config::to_string(p);
+  }
   EXPECT_EQ(documented_rows("Client behaviours"), ids(client_rows()));
   EXPECT_EQ(documented_rows("Limits"), ids(limit_rows()));
   EXPECT_EQ(documented_rows("Gateway keys"), ids(key_rows()));

@@ -2,11 +2,11 @@
 // llmgate-sim processes, all on loopback. Run by run.sh (through ctest).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
+import { startBinary } from "./procs.mjs";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
 assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
@@ -14,20 +14,7 @@ const dir = mkdtempSync(join(tmpdir(), "llmgate-e2e-"));
 const children = [];
 
 function start(cmd, args, portFile) {
-  const child = spawn(join(BIN, cmd), args, { stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    const deadline = Date.now() + 15000;
-    const poll = () => {
-      if (existsSync(portFile)) return resolve(Number(readFileSync(portFile, "utf8").trim()));
-      if (child.exitCode !== null) return reject(new Error(`${cmd} exited: ${stderr}`));
-      if (Date.now() > deadline) return reject(new Error(`${cmd} did not start: ${stderr}`));
-      setTimeout(poll, 20);
-    };
-    poll();
-  });
+  return startBinary(children, BIN, cmd, args, portFile);
 }
 
 let client, noRetry, simURL;

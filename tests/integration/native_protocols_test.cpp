@@ -198,6 +198,13 @@ TEST_P(NativeProtocolsTest, ARequestTheProtocolCannotSayIsServedElsewhereOrRefus
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("x-llmgate-deployment"), "backup/backup-model");
   EXPECT_EQ(sim_->stats().requests, 0u);
+  // A deployment passed over is no attempt: with one attempt allowed, the
+  // next deployment still gets it.
+  auto one = c.request("POST", "/v1/chat/completions",
+                       body(false, R"(,"logprobs":true,"route":{"max_attempts":1})"));
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.header("x-llmgate-deployment"), "backup/backup-model");
+  EXPECT_EQ(one.header("x-llmgate-attempts"), "1");
   // With no other deployment: a 400 naming the parameter, nothing sent.
   auto refused = c.request(
       "POST", "/v1/chat/completions",
@@ -224,6 +231,38 @@ TEST_P(NativeProtocolsTest, TheCallersOwnErrorComesBackInOpenAisShape) {
   ASSERT_TRUE(e.contains("error")) << r.body;
   EXPECT_TRUE(e["error"]["message"].is_string()) << r.body;
   EXPECT_TRUE(e["error"].contains("type")) << r.body;
+}
+
+TEST_P(NativeProtocolsTest, AKeyTheProviderRefusesFailsOverAndNeedsTheOperator) {
+  // Anthropic answers a wrong key with 401; Google with 400
+  // INVALID_ARGUMENT (API_KEY_INVALID), which is still not the caller's error.
+  start(testing::quick_profile());
+  setenv("LLMGATE_TEST_NATIVE_KEY", "wrong-key", 1);
+  gw_.reset();
+  start(testing::quick_profile());
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", body(false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "backup/backup-model");
+  EXPECT_EQ(sim_->stats().requests, 1u);
+}
+
+TEST_P(NativeProtocolsTest, ARateLimitCoolsTheDeploymentDownForTheWaitItNames) {
+  // Anthropic names the wait in retry-after; Google in the body (RetryInfo).
+  sim::Profile p = testing::quick_profile();
+  p.error_rate = 1;
+  p.error_status = 429;
+  p.retry_after_s = 30;
+  start(p);
+  HttpClient c(port_);
+  auto first = c.request("POST", "/v1/chat/completions", body(false));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-llmgate-deployment"), "backup/backup-model");
+  // Cooling down: the next request does not try it.
+  auto second = c.request("POST", "/v1/chat/completions", body(false));
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.header("x-llmgate-attempts"), "1");
+  EXPECT_EQ(sim_->stats().requests, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Protocol, NativeProtocolsTest, ::testing::Values(kAnthropic, kGemini),

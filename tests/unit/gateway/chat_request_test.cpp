@@ -156,6 +156,7 @@ TEST(Headers, HopByHopIncludesThoseNamedInConnection) {
 TEST(Headers, ClientCredentialsAreNeverForwarded) {
   EXPECT_TRUE(is_gateway_owned("Authorization"));
   EXPECT_TRUE(is_gateway_owned("api-key"));
+  EXPECT_TRUE(is_gateway_owned("X-Goog-Api-Key"));  // a client's Google key, never forwarded
   EXPECT_TRUE(is_gateway_owned("x-llmgate-policy"));
   EXPECT_FALSE(is_gateway_owned("x-request-id"));
 }

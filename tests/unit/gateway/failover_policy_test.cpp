@@ -197,12 +197,14 @@ TEST(FailoverPolicy, MissingALiveDeadlineIsSlowMissingTheConfiguredOneIsAFailure
             HealthEffect::kFailure);
 }
 
-TEST(FailoverPolicy, RetryAfterOn429Or503StartsACooldown) {
+TEST(FailoverPolicy, RetryAfterOn429Or503Or529StartsACooldown) {
   auto r = record(AttemptOutcome::kUpstreamStatus, 429);
   EXPECT_FALSE(effects_of(r, 600ms, 600ms).cooldown);  // status-429-no-retry-after
   r.retry_after_s = 30;
   EXPECT_TRUE(effects_of(r, 600ms, 600ms).cooldown);  // status-429-retry-after-*
   r.http_status = 503;
+  EXPECT_TRUE(effects_of(r, 600ms, 600ms).cooldown);
+  r.http_status = 529;  // Anthropic's overloaded
   EXPECT_TRUE(effects_of(r, 600ms, 600ms).cooldown);
   r.http_status = 500;
   EXPECT_FALSE(effects_of(r, 600ms, 600ms).cooldown);

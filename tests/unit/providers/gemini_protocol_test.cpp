@@ -614,3 +614,25 @@ TEST_F(GeminiAnswer, ErrorBodiesTakeOpenAisShape) {
 
 }  // namespace
 }  // namespace llmgate::providers
+
+namespace llmgate::providers {
+namespace {
+
+TEST(GeminiError, AnInvalidKeyIsTheOperatorsAndRetryInfoIsAWait) {
+  const auto& g = gemini_protocol();
+  const auto key = nlohmann::json::parse(
+      R"({"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}})");
+  EXPECT_EQ(g.error_meaning(key, 400).judge_as, 401);
+  const auto bad_request = nlohmann::json::parse(
+      R"({"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}})");
+  EXPECT_FALSE(g.error_meaning(bad_request, 400).judge_as.has_value());
+  const auto quota = nlohmann::json::parse(
+      R"({"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}})");
+  EXPECT_EQ(g.error_meaning(quota, 429).retry_after_s, 3);
+  const auto odd = nlohmann::json::parse(
+      R"({"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}})");
+  EXPECT_FALSE(g.error_meaning(odd, 429).retry_after_s.has_value());
+}
+
+}  // namespace
+}  // namespace llmgate::providers
