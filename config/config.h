@@ -203,6 +203,19 @@ struct Price {
   }
 };
 
+// The client API operations a deployment may serve (deployments[].operations).
+enum class Operation { kChat, kResponses, kEmbeddings, kCompletions };
+inline constexpr Operation kAllOperations[] = {Operation::kChat, Operation::kResponses,
+                                               Operation::kEmbeddings, Operation::kCompletions};
+// "chat", "responses", "embeddings", "completions" (the config's names).
+const char* to_string(Operation o);
+// The OpenTelemetry GenAI name (gen_ai.operation.name): "chat", "responses",
+// "embeddings", "text_completion". Metric label and log field.
+const char* gen_ai_name(Operation o);
+// The endpoint that serves it ("/v1/chat/completions", ...).
+const char* endpoint_of(Operation o);
+inline constexpr unsigned operation_bit(Operation o) { return 1u << static_cast<unsigned>(o); }
+
 struct Deployment {
   std::string provider;  // name of a Provider in Config::providers
   std::string model;     // the upstream model name sent to the provider
@@ -228,6 +241,10 @@ struct Deployment {
   // idle timeout apply). Unset: the provider's timeouts and the live deadline.
   std::optional<Duration> ttft_timeout;
   bool first_token_deadline = true;
+  // The operations it serves (a set of operation_bit): chat unless listed.
+  // Other than chat, only through the OpenAI protocol.
+  unsigned operations = operation_bit(Operation::kChat);
+  bool serves(Operation o) const { return (operations & operation_bit(o)) != 0; }
   std::string id() const { return provider + "/" + model; }
 };
 

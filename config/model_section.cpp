@@ -30,6 +30,21 @@ Price read_price(const ConfigNode& node) {
   return price;
 }
 
+Operation read_operation(const ConfigNode& node) {
+  const std::string& name = node.string();
+  for (Operation o : kAllOperations) {
+    if (name == to_string(o)) return o;
+  }
+  node.fail("expected one of chat, responses, embeddings, completions, got " + quote(name));
+}
+
+Protocol protocol_of(const std::string& provider, const std::vector<Provider>& providers) {
+  for (const auto& p : providers) {
+    if (p.name == provider) return p.protocol;
+  }
+  return Protocol::kOpenAi;
+}
+
 Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& providers,
                            const std::vector<Deployment>& earlier) {
   Deployment deployment;
@@ -54,6 +69,21 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
         t->fail("expected a duration (250ms, 2s, 1m) or none, got " + quote(text));
       } else {
         deployment.ttft_timeout = t->duration();
+      }
+    }
+    if (auto ops = m.optional("operations")) {
+      deployment.operations = 0;
+      for (const auto& item : ops->items()) {
+        const Operation o = read_operation(item);
+        if (deployment.serves(o)) item.fail("listed twice");
+        deployment.operations |= operation_bit(o);
+      }
+      if (deployment.operations == 0) ops->fail("must list at least one operation");
+      const Protocol protocol = protocol_of(deployment.provider, providers);
+      if (deployment.operations != operation_bit(Operation::kChat) &&
+          protocol != Protocol::kOpenAi) {
+        ops->fail(std::string("only chat is served through the ") + to_string(protocol) +
+                  " protocol (the others need an OpenAI-compatible provider)");
       }
     }
   });
@@ -92,6 +122,38 @@ Model read_model(const ConfigNode& node, const std::vector<Provider>& providers,
 }
 
 }  // namespace
+
+const char* to_string(Operation o) {
+  switch (o) {
+    case Operation::kChat:
+      return "chat";
+    case Operation::kResponses:
+      return "responses";
+    case Operation::kEmbeddings:
+      return "embeddings";
+    case Operation::kCompletions:
+      return "completions";
+  }
+  return "unknown";
+}
+
+const char* gen_ai_name(Operation o) {
+  return o == Operation::kCompletions ? "text_completion" : to_string(o);
+}
+
+const char* endpoint_of(Operation o) {
+  switch (o) {
+    case Operation::kChat:
+      return "/v1/chat/completions";
+    case Operation::kResponses:
+      return "/v1/responses";
+    case Operation::kEmbeddings:
+      return "/v1/embeddings";
+    case Operation::kCompletions:
+      return "/v1/completions";
+  }
+  return "";
+}
 
 double read_non_negative(const ConfigNode& node) {
   const double value = node.number();

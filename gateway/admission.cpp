@@ -1,5 +1,7 @@
 #include "gateway/admission.h"
 
+#include <algorithm>
+
 namespace llmgate::gateway {
 namespace {
 
@@ -45,6 +47,17 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
                            "The model `" + a.req.model.substr(0, 200) +
                                "` does not exist or you do not have access to it.",
                            "model", "model_not_found", std::nullopt});
+  }
+  // A model none of whose deployments serves this endpoint: a clear 400,
+  // never an upstream's 404.
+  const config::Operation op = api.operation();
+  if (std::none_of(a.model->deployments.begin(), a.model->deployments.end(),
+                   [op](const config::Deployment& d) { return d.serves(op); })) {
+    return refuse(ApiError{400, "invalid_request_error",
+                           "The model `" + a.model->name + "` is not served at " +
+                               config::endpoint_of(op) + " (no deployment lists \"" +
+                               config::to_string(op) + "\" in its operations)",
+                           "model", "unsupported_operation", std::nullopt});
   }
   if (a.key) {
     if (auto denied = keys.authorize(*a.key, a.model->name)) {

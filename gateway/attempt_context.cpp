@@ -61,11 +61,20 @@ providers::UpstreamRequest AttemptContext::upstream_request(const routing::Candi
   providers::UpstreamRequest r;
   r.upstream_model = c.deployment->model;
   r.stream = streams(c);
+  // Embeddings never stream; a background response answers at once (its
+  // events are not this request's to wait for).
+  if (req.operation == config::Operation::kEmbeddings || (req.background && !req.stream))
+    r.stream = false;
   r.stream_options = c.provider->stream_options &&
                      !(worker.quirks &&
                        worker.quirks->has(c.deployment->id(), providers::Quirk::kNoStreamOptions));
   r.provider = c.provider;
   return r;
+}
+
+void AttemptContext::remember_response(const std::string& id, const routing::Candidate& c) const {
+  if (worker.responses)
+    worker.responses->remember(id, c.provider->name, std::chrono::steady_clock::now());
 }
 
 std::vector<std::string> AttemptContext::provider_keys() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gateway/chat_request.h"
+#include "gateway/client_api.h"
 #include "gateway/failover_policy.h"
 #include "gateway/http_response.h"
 #include "gateway/race.h"
@@ -54,7 +55,8 @@ struct AttemptContext {
   beast::tcp_stream& client;
   const Request& client_request;
   const RequestContext& rc;
-  ChatRequest& req;  // its body is rewritten for each upstream request
+  const ClientApi& api;  // the endpoint's client API (chat, responses, ...)
+  ChatRequest& req;      // its body is rewritten for each upstream request
   RouteTrace& trace;
   std::chrono::steady_clock::time_point start{};  // the request's arrival at the proxy
   bool stream_committed = false;                  // a streaming response head went to the client
@@ -85,6 +87,14 @@ struct AttemptContext {
   // What an attempt at `c` asks its upstream for (the wire options as
   // configured and learnt).
   providers::UpstreamRequest upstream_request(const routing::Candidate& c) const;
+  // The protocol of an attempt at `c` for this request's operation (never
+  // null once planned: a candidate without one makes no attempt).
+  const providers::UpstreamProtocol& protocol(const routing::Candidate& c) const {
+    return *providers::protocol_for(*c.provider, req.operation);
+  }
+  // A stored response (Responses API) was created at `c`'s provider: later
+  // requests that continue it, and GETs of it, go there.
+  void remember_response(const std::string& id, const routing::Candidate& c) const;
 };
 
 }  // namespace llmgate::gateway

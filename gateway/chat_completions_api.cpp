@@ -34,6 +34,7 @@ void event(Outbox& out, std::string_view data) {
 class ChatCompletions final : public ClientApi {
  public:
   std::string_view name() const override { return "chat.completions"; }
+  config::Operation operation() const override { return config::Operation::kChat; }
 
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
                                             std::string_view body) const override {
@@ -42,43 +43,52 @@ class ChatCompletions final : public ClientApi {
 
   void render(const providers::UpstreamEvent& ev, const ChatRequest& req,
               Outbox& out) const override {
-    using Kind = providers::UpstreamEvent::Kind;
-    switch (ev.kind) {
-      case Kind::kKeepAlive:  // comments pass through
-        out.view(ev.raw);
-        return;
-      case Kind::kDone:
-        if (ev.raw.empty())
-          out.copy("data: [DONE]\n\n");
-        else
-          out.view(ev.raw);
-        return;
-      case Kind::kError:
-      case Kind::kMalformed:
-        return;  // the relay ends the attempt or the stream
-      case Kind::kData:
-        break;
-    }
-    if (!req.include_usage && ev.chunk.usage) {
-      if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
-      // Usage riding on a content chunk: strip it (a rewrite, rare).
-      nlohmann::json j = providers::parse_chunk(ev.data).json;
-      j.erase("usage");
-      event(out, j.dump());
-      return;
-    }
-    if (ev.raw.empty())
-      event(out, ev.data);  // translated by the protocol
-    else
-      out.view(ev.raw);
+    render_openai_chunk(ev, req, out);
   }
 
   std::string_view stream_end() const override { return "data: [DONE]\n\n"; }
+
+  std::string stream_of_answer(const nlohmann::json& answer,
+                               const ChatRequest& req) const override {
+    return providers::stream_of_completion(answer, req.include_usage);
+  }
 
   std::unique_ptr<Assembly> assembly() const override { return std::make_unique<ChatAssembly>(); }
 };
 
 }  // namespace
+
+void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) {
+  using Kind = providers::UpstreamEvent::Kind;
+  switch (ev.kind) {
+    case Kind::kKeepAlive:  // comments pass through
+      out.view(ev.raw);
+      return;
+    case Kind::kDone:
+      if (ev.raw.empty())
+        out.copy("data: [DONE]\n\n");
+      else
+        out.view(ev.raw);
+      return;
+    case Kind::kError:
+    case Kind::kMalformed:
+      return;  // the relay ends the attempt or the stream
+    case Kind::kData:
+      break;
+  }
+  if (!req.include_usage && ev.chunk.usage) {
+    if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
+    // Usage riding on a content chunk: strip it (a rewrite, rare).
+    nlohmann::json j = providers::parse_chunk(ev.data).json;
+    j.erase("usage");
+    event(out, j.dump());
+    return;
+  }
+  if (ev.raw.empty())
+    event(out, ev.data);  // translated by the protocol
+  else
+    out.view(ev.raw);
+}
 
 const ClientApi& chat_completions_api() {
   static const ChatCompletions api;

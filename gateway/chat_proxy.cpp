@@ -94,8 +94,8 @@ RequestOutcome to_request_outcome(AttemptOutcome o) {
 class ChatProxy {
  public:
   ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
-            const Request& client_request, const RequestContext& rc, ChatRequest req,
-            routing::RouteOverride route, const config::GatewayKey* key)
+            const Request& client_request, const RequestContext& rc, const ClientApi& api,
+            ChatRequest req, routing::RouteOverride route, const config::GatewayKey* key)
       : snapshot_(snapshot),
         cfg_(*snapshot.config),
         rs_(*snapshot.routing),
@@ -103,7 +103,7 @@ class ChatProxy {
         key_(key),
         req_(std::move(req)),
         route_(std::move(route)),
-        ctx_{worker, snapshot, cfg_, client, client_request, rc, req_, trace_} {
+        ctx_{worker, snapshot, cfg_, client, client_request, rc, api, req_, trace_} {
     trace_.explain = cfg_.explain() == config::Explain::kAll || (key && key->explain);
   }
 
@@ -173,6 +173,14 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
                                                    : routing::OverrideScope::kNarrow;
   routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_, scope),
                            route_.order, req_.max_tokens};
+  rq.operation = req_.operation;
+  // A conversation stored at a provider continues there, and only there.
+  if (!req_.previous_response_id.empty() && ctx_.worker.responses) {
+    if (auto owner = ctx_.worker.responses->provider_of(req_.previous_response_id, now)) {
+      rq.pinned_provider = *owner;
+      rq.pinned_because = "previous_response_id is stored at provider " + *owner;
+    }
+  }
   std::vector<std::string> ids;
   for (const auto& d : model.deployments) ids.push_back(d.id());
   auto health = rs_.health.check(ids, now);
@@ -387,7 +395,18 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // The upstream body first: a request the deployment's protocol cannot
   // express is passed over (never sent with a part of it dropped).
   const providers::UpstreamRequest request = ctx_.upstream_request(c);
-  auto body = providers::protocol_for(*c.provider).body(req_.body, request);
+  const providers::UpstreamProtocol* protocol =
+      providers::protocol_for(*c.provider, req_.operation);
+  if (protocol == nullptr) {  // the config allows none (deployments[].operations)
+    trace_.failures.untranslatable(c.deployment->id(),
+                                   std::string("provider protocol ") +
+                                       config::to_string(c.provider->protocol) +
+                                       " does not serve " + config::endpoint_of(req_.operation),
+                                   "model");
+    promote_reserve();
+    co_return AttemptResult{};
+  }
+  auto body = protocol->body(req_.body, request);
   if (auto* no = std::get_if<providers::Untranslatable>(&body)) {
     trace_.failures.untranslatable(c.deployment->id(), std::move(no->message),
                                    std::move(no->param));
@@ -552,15 +571,16 @@ RequestHead request_head(const Request& request) {
 
 }  // namespace
 
-net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& client,
-                                             const Request& request, const RequestContext& rc) {
+net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client,
+                                        const Request& request, const RequestContext& rc,
+                                        const ClientApi& api) {
   // The snapshot this request lives on, whatever reloads happen meanwhile.
   const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
   const config::Config& cfg = *snapshot->config;
   // Admission (admission.cpp): the key, a request loop, the body, the model,
   // the key's permissions and rates, the routing override.
-  auto admitted = admit(chat_completions_api(), request_head(request), request.body(), cfg,
-                        *snapshot->keys, worker.via_name);
+  auto admitted =
+      admit(api, request_head(request), request.body(), cfg, *snapshot->keys, worker.via_name);
   if (auto* no = std::get_if<Refusal>(&admitted)) {
     if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
     if (!no->log.empty()) log_line(LogLevel::kWarn, "request " + rc.request_id + ": " + no->log);
@@ -570,7 +590,7 @@ net::awaitable<bool> handle_chat_completions(Worker& worker, beast::tcp_stream& 
   Admitted& a = std::get<Admitted>(admitted);
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
-  ChatProxy proxy(worker, *snapshot, client, request, rc, std::move(a.req), std::move(a.route),
+  ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
                   key);
   snapshot->metrics->shared().request_started();
   struct Count {

@@ -53,8 +53,8 @@ std::optional<ApiError> parse_json_object(std::string_view content_type, std::st
   return std::nullopt;
 }
 
-// `model` and `messages`, which every chat request has.
-std::optional<ApiError> read_model_and_messages(ChatRequest& r) {
+// `model`, which every request has.
+std::optional<ApiError> read_model(ChatRequest& r) {
   auto model = r.body.find("model");
   if (model == r.body.end() || model->is_null()) {
     return invalid_request("you must provide a model parameter", "model",
@@ -64,7 +64,11 @@ std::optional<ApiError> read_model_and_messages(ChatRequest& r) {
     return invalid_request("model must be a non-empty string", "model", "invalid_type");
   }
   r.model = model->get<std::string>();
+  return std::nullopt;
+}
 
+// `messages`, which every chat request has.
+std::optional<ApiError> read_messages(ChatRequest& r) {
   auto messages = r.body.find("messages");
   if (messages == r.body.end() || messages->is_null()) {
     return invalid_request("you must provide a messages parameter", "messages",
@@ -108,7 +112,7 @@ std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
       r.include_usage = iu->get<bool>();
     }
   }
-  for (const char* key : {"max_tokens", "max_completion_tokens", "n"}) {
+  for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens", "n"}) {
     if (auto it = r.body.find(key); it != r.body.end() && !it->is_null()) {
       if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
         return invalid_request(std::string(key) + " must be a non-negative integer", key,
@@ -137,20 +141,134 @@ std::string reasoning_effort_of(const nlohmann::json& body) {
   return {};
 }
 
+// A required field that must be present and not null (its shape is the
+// upstream's to judge beyond `ok`).
+std::optional<ApiError> require(const ChatRequest& r, const char* key,
+                                bool (*ok)(const nlohmann::json&), const char* expected) {
+  auto it = r.body.find(key);
+  if (it == r.body.end() || it->is_null()) {
+    return invalid_request(std::string("you must provide a ") + key + " parameter", key,
+                           "missing_required_parameter");
+  }
+  if (!ok(*it))
+    return invalid_request(std::string(key) + " must be " + expected, key, "invalid_type");
+  return std::nullopt;
+}
+
+bool string_or_array(const nlohmann::json& v) {
+  return (v.is_string() && !v.get_ref<const std::string&>().empty()) ||
+         (v.is_array() && !v.empty());
+}
+
+// The gateway's own routing override: never forwarded upstream.
+void take_route(ChatRequest& r) {
+  if (auto route = r.body.find("route"); route != r.body.end()) {
+    r.route = std::move(*route);
+    r.body.erase(route);
+  }
+}
+
 }  // namespace
+
+std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view content_type,
+                                                            std::string_view body) {
+  ChatRequest r;
+  r.operation = config::Operation::kResponses;
+  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = read_model(r)) return std::move(*e);
+  if (auto e = require(r, "input", string_or_array, "a string or a non-empty array")) {
+    return std::move(*e);
+  }
+  if (r.body.contains("stream_options") && !r.body.at("stream_options").is_null() &&
+      !r.body.at("stream_options").is_object()) {
+    return invalid_request("stream_options must be an object", "stream_options", "invalid_type");
+  }
+  if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
+    if (!s->is_boolean())
+      return invalid_request("stream must be a boolean", "stream", "invalid_type");
+    r.stream = s->get<bool>();
+  }
+  if (auto it = r.body.find("max_output_tokens"); it != r.body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
+      return invalid_request("max_output_tokens must be a non-negative integer",
+                             "max_output_tokens", "invalid_type");
+    }
+    r.max_tokens = it->get<std::int64_t>();
+  }
+  if (auto p = r.body.find("previous_response_id"); p != r.body.end() && !p->is_null()) {
+    if (!p->is_string() || p->get_ref<const std::string&>().empty()) {
+      return invalid_request("previous_response_id must be a non-empty string",
+                             "previous_response_id", "invalid_type");
+    }
+    r.previous_response_id = p->get<std::string>();
+  }
+  if (auto b = r.body.find("background"); b != r.body.end() && !b->is_null()) {
+    if (!b->is_boolean()) {
+      return invalid_request("background must be a boolean", "background", "invalid_type");
+    }
+    r.background = b->get<bool>();
+  }
+  // Usage always comes on response.completed: nothing to ask for.
+  r.include_usage = true;
+  r.reasoning_effort = reasoning_effort_of(r.body);
+  take_route(r);
+  return r;
+}
+
+std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view content_type,
+                                                             std::string_view body) {
+  ChatRequest r;
+  r.operation = config::Operation::kEmbeddings;
+  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = read_model(r)) return std::move(*e);
+  if (auto e = require(r, "input", string_or_array,
+                       "a non-empty string or a non-empty array of strings or token arrays")) {
+    return std::move(*e);
+  }
+  if (auto f = r.body.find("encoding_format"); f != r.body.end() && !f->is_null()) {
+    if (!f->is_string() || (*f != "float" && *f != "base64")) {
+      return invalid_request("encoding_format must be \"float\" or \"base64\"", "encoding_format",
+                             "invalid_value");
+    }
+  }
+  if (auto d = r.body.find("dimensions"); d != r.body.end() && !d->is_null()) {
+    if (!d->is_number_integer() || d->get<std::int64_t>() < 1) {
+      return invalid_request("dimensions must be a positive integer", "dimensions", "invalid_type");
+    }
+  }
+  if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null() && *s != false) {
+    return invalid_request("embeddings are not streamed", "stream", "invalid_value");
+  }
+  take_route(r);
+  return r;
+}
+
+std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view content_type,
+                                                              std::string_view body) {
+  ChatRequest r;
+  r.operation = config::Operation::kCompletions;
+  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = read_model(r)) return std::move(*e);
+  if (auto e = require(
+          r, "prompt",
+          [](const nlohmann::json& v) { return v.is_string() || (v.is_array() && !v.empty()); },
+          "a string or a non-empty array")) {
+    return std::move(*e);
+  }
+  if (auto e = read_stream_and_limits(r)) return std::move(*e);
+  take_route(r);
+  return r;
+}
 
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
                                                        std::string_view body) {
   ChatRequest r;
   if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
-  if (auto e = read_model_and_messages(r)) return std::move(*e);
+  if (auto e = read_model(r)) return std::move(*e);
+  if (auto e = read_messages(r)) return std::move(*e);
   if (auto e = read_stream_and_limits(r)) return std::move(*e);
   r.reasoning_effort = reasoning_effort_of(r.body);
-  // The gateway's own routing override: never forwarded upstream.
-  if (auto route = r.body.find("route"); route != r.body.end()) {
-    r.route = std::move(*route);
-    r.body.erase(route);
-  }
+  take_route(r);
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <variant>
 
+#include "config/config.h"
 #include "gateway/api_error.h"
 
 namespace llmgate::gateway {
@@ -25,6 +26,12 @@ struct ChatRequest {
   // one the statistics keep apart (kReasoningEfforts), else empty: what the
   // request is measured as (routing::stats_key).
   std::string reasoning_effort;
+  // The client API it came through (the endpoint).
+  config::Operation operation = config::Operation::kChat;
+  // Responses API: the stored response it continues (the conversation lives
+  // with the provider that stored it), and whether it runs in the background.
+  std::string previous_response_id;
+  bool background = false;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured
@@ -35,6 +42,15 @@ inline constexpr std::string_view kReasoningEfforts[] = {"none",   "minimal", "l
 // `content_type` is the request's Content-Type header value.
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
                                                        std::string_view body);
+
+// POST /v1/responses, /v1/embeddings and /v1/completions (legacy): the same
+// admission for their own required fields (`input`, `prompt`).
+std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view content_type,
+                                                            std::string_view body);
+std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view content_type,
+                                                             std::string_view body);
+std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view content_type,
+                                                              std::string_view body);
 
 // The upstream body is the upstream protocol's to build
 // (providers::UpstreamProtocol::body): the client's own `stream` and

@@ -25,6 +25,9 @@ class ClientApi {
  public:
   virtual ~ClientApi() = default;
   virtual std::string_view name() const = 0;
+  // The operation it is (routing to the deployments that serve it, the
+  // upstream protocol, metrics and logs).
+  virtual config::Operation operation() const = 0;
   // The request body's shape (admission; `content_type` is the header's value).
   virtual std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
                                                     std::string_view body) const = 0;
@@ -39,6 +42,11 @@ class ClientApi {
   // The event that ends a stream which failed after it started: never the
   // end marker, so a client cannot mistake it for a complete answer.
   virtual std::string error_event(const ApiError& e) const { return e.sse_event(); }
+  // A stream made of a whole answer (the upstream answered JSON to a stream
+  // request): the answer as (`answer`, already in this API's shape, usage in
+  // the chat form beside it when translated) the client's stream.
+  virtual std::string stream_of_answer(const nlohmann::json& answer,
+                                       const ChatRequest& req) const = 0;
 
   // Non-streaming: the answer assembled from the events.
   class Assembly {
@@ -50,7 +58,18 @@ class ClientApi {
   virtual std::unique_ptr<Assembly> assembly() const = 0;
 };
 
+// An OpenAI chunk stream's event for the client (chat and legacy
+// completions): as it came, or framed when translated; the usage chunk the
+// client did not ask for dropped (usage riding on a chunk stripped).
+void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out);
+
 // POST /v1/chat/completions.
 const ClientApi& chat_completions_api();
+// POST /v1/responses, /v1/embeddings, /v1/completions (openai_apis.cpp).
+const ClientApi& responses_api();
+const ClientApi& embeddings_api();
+const ClientApi& completions_api();
+// The one for an operation.
+const ClientApi& client_api(config::Operation op);
 
 }  // namespace llmgate::gateway

@@ -189,6 +189,7 @@ struct Gateway::Impl {
   // points at the gateway itself.
   const std::string via_name = "llmgate-" + new_request_id().substr(0, 12);
   providers::WireQuirks quirks;  // learnt per deployment, for the gateway's lifetime
+  ResponseOwners responses;      // which provider stored each response (Responses API)
   mutable std::mutex snapshot_mu;
   std::shared_ptr<const Snapshot> current;  // snapshot_mu
   std::mutex reload_mu;                     // one reload at a time
@@ -372,7 +373,8 @@ std::vector<std::uint16_t> Gateway::start() {
                        &w->shutdown,
                        std::mt19937_64(0x9e3779b9u + i),
                        impl_->via_name,
-                       &impl_->quirks};
+                       &impl_->quirks,
+                       &impl_->responses};
     for (std::size_t l = 0; l < listeners.size(); ++l) {
       const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -875,6 +877,16 @@ std::string models_body(const config::Config& cfg, const config::GatewayKey* key
   return nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump();
 }
 
+// The client API a POST to `path` is for ("/v1/chat/completions" or
+// "/chat/completions", ...), else nullopt.
+std::optional<config::Operation> api_operation(std::string_view path) {
+  if (path.substr(0, 3) == "/v1") path.remove_prefix(3);
+  for (config::Operation op : config::kAllOperations) {
+    if (path == std::string_view(config::endpoint_of(op)).substr(3)) return op;
+  }
+  return std::nullopt;
+}
+
 // "/v1/models/ID" (or "/models/ID"): the percent-decoded ID, else nullopt.
 std::optional<std::string> model_path_id(std::string_view path) {
   for (std::string_view prefix : {"/v1/models/", "/models/"}) {
@@ -934,9 +946,9 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
                      std::nullopt, "unsupported_content_encoding", std::nullopt});
     co_return co_await write_response(stream, res, kWriteTimeout);
   }
-  if (!admin && (path == "/v1/chat/completions" || path == "/chat/completions")) {
-    if (req.method() == http::verb::post) {
-      co_return co_await handle_chat_completions(w.worker, stream, req, rc);
+  if (!admin && req.method() == http::verb::post) {
+    if (auto op = api_operation(path)) {
+      co_return co_await handle_api_request(w.worker, stream, req, rc, client_api(*op));
     }
   }
   // Every other answer is built first and written once. (No temporaries live
@@ -1023,7 +1035,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                std::nullopt};
     return make_error_response(rc, e);
   }
-  if (path == "/v1/chat/completions" || path == "/chat/completions") return wrong_method("POST");
+  if (api_operation(path)) return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
     return get ? models_response(snap, req, rc) : wrong_method("GET");
   }
@@ -1069,7 +1081,8 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   ApiError e{404,
              "invalid_request_error",
              "unknown path " + std::string(path.substr(0, 200)) +
-                 " (llmgate serves /v1/chat/completions and /v1/models)",
+                 " (llmgate serves /v1/chat/completions, /v1/responses, /v1/embeddings, "
+                 "/v1/completions and /v1/models)",
              std::nullopt,
              "unknown_url",
              std::nullopt};

@@ -36,7 +36,7 @@ class Relay {
   Relay(AttemptContext& ctx, const RelayUpstream& up)
       : ctx_(ctx),
         up_(up),
-        state_(chat_completions_api(), up.protocol, ctx.req, up.rec, &up.request),
+        state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
         sse_(ctx.cfg.server.limits.max_event_bytes) {}
 
@@ -95,6 +95,7 @@ net::awaitable<beast::error_code> Relay::read_events() {
     auto on_event = [&](const providers::SseEvent& ev) { state_.on_event(ev, now); };
     if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
       state_.on_event_too_large();
+    if (std::string id = state_.take_response_id(); !id.empty()) ctx_.remember_response(id, up_.c);
     if (auto speed = state_.take_speed_sample())
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
   }
@@ -184,7 +185,7 @@ net::awaitable<AttemptResult> Relay::end_with_error(const ApiError& error) {
   if (!state_.outbox().empty() && !co_await out_.write(state_.outbox().pieces())) {
     co_return AttemptResult{true, false};
   }
-  const std::string event = chat_completions_api().error_event(error);
+  const std::string event = ctx_.api.error_event(error);
   const bool ok = co_await out_.write(event, /*last=*/true);
   co_return AttemptResult{true, ok && out_.chunked() && ctx_.rc.keep_alive};
 }

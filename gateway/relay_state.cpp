@@ -75,6 +75,7 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
     case Kind::kData:
       break;
   }
+  if (!ev.response_id.empty()) response_id_ = std::move(ev.response_id);
   const providers::ChatChunk& ch = ev.chunk;
   if (ch.usage) take_usage(rec_, *ch.usage);
   if (ch.has_reasoning) rec_.reasoning_streamed = true;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "gateway/chat_request.h"
 #include "gateway/client_api.h"
@@ -74,6 +75,9 @@ class RelayState {
     return s;
   }
 
+  // The id of the response the upstream created (Responses API), once.
+  std::string take_response_id() { return std::exchange(response_id_, {}); }
+
   // What the client gets next (streaming only).
   Outbox& outbox() { return outbox_; }
   // A complete stream: the end marker if the upstream omitted it.
@@ -103,6 +107,7 @@ class RelayState {
   std::size_t output_events_ = 0;
   bool speed_sampled_ = false;
   std::optional<double> speed_sample_;
+  std::string response_id_;
 };
 
 // An answer's usage into its attempt's record.

@@ -92,7 +92,7 @@ class UpstreamAttempt {
         rec_(rec),
         branch_(branch),
         in_flight_(in_flight),
-        protocol_(providers::protocol_for(*c.provider)),
+        protocol_(ctx.protocol(c)),
         request_(request),
         body_(std::move(body)) {}
 
@@ -156,7 +156,21 @@ bool refuses_stream(const ErrorBody& said, const std::string& body) {
 std::string upstream_target(const config::Provider& p, const std::string& model,
                             std::string_view protocol_target) {
   const auto q = protocol_target.find('?');
-  std::string path = p.chat_path.empty() ? std::string(protocol_target.substr(0, q)) : p.chat_path;
+  const std::string_view protocol_path = protocol_target.substr(0, q);
+  std::string path(protocol_path);
+  if (!p.chat_path.empty()) {
+    // chat_path is chat's; the other endpoints take the same prefix when it
+    // ends with /chat/completions (Azure's /deployments/{model}/embeddings).
+    constexpr std::string_view kChat = "/chat/completions";
+    const std::string_view chat(p.chat_path);
+    const bool other_api = protocol_path == "/responses" || protocol_path == "/embeddings" ||
+                           protocol_path == "/completions";
+    if (!other_api) {
+      path = p.chat_path;
+    } else if (chat.size() >= kChat.size() && chat.substr(chat.size() - kChat.size()) == kChat) {
+      path = std::string(chat.substr(0, chat.size() - kChat.size())) + std::string(protocol_path);
+    }
+  }
   const std::string_view protocol_query =
       q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
   if (auto at = path.find("{model}"); at != std::string::npos) {
@@ -333,7 +347,10 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   if (!ctx_.claim(branch_))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
-  if (auto u = providers::usage_of(*j)) take_usage(rec_, *u);
+  if (auto u = protocol_.answer_usage(*j)) take_usage(rec_, *u);
+  if (auto id = j->find("id");
+      ctx_.req.operation == config::Operation::kResponses && id != j->end() && id->is_string())
+    ctx_.remember_response(id->get<std::string>(), c_);
   rec_.outcome = AttemptOutcome::kSuccess;
   // No first token to time: the sample is the whole answer, when the client
   // first sees output.
@@ -343,9 +360,8 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
                     ? "answered with JSON to a stream request (no TTFT; answer time measured)"
                     : "unstreamed attempt (no TTFT; answer time measured)";
   if (parser.keep_alive()) lease.give_back();
-  Response res = ctx_.req.stream ? make_json_response(
-                                       ctx_.rc, http::status::ok,
-                                       providers::stream_of_completion(*j, ctx_.req.include_usage))
+  Response res = ctx_.req.stream ? make_json_response(ctx_.rc, http::status::ok,
+                                                      ctx_.api.stream_of_answer(*j, ctx_.req))
                                  : make_json_response(ctx_.rc, http::status::ok, std::move(body));
   if (ctx_.req.stream) {
     res.set(http::field::content_type, "text/event-stream");

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/response_owners.h"
 #include "gateway/snapshot.h"
 #include "providers/upstream_pool.h"
 #include "providers/wire_quirks.h"
@@ -33,6 +34,7 @@ struct Worker {
   std::mt19937_64 rng{1};                   // this worker's: exploration, random policy
   std::string_view via_name;                // the gateway's Via pseudonym (loop detection)
   providers::WireQuirks* quirks = nullptr;  // what deployments were found to refuse
+  ResponseOwners* responses = nullptr;      // which provider stored each response
 };
 
 }  // namespace llmgate::gateway

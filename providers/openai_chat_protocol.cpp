@@ -77,7 +77,7 @@ class OpenAiChat final : public UpstreamProtocol {
   }
 
   std::unique_ptr<UpstreamStream> open_stream(const UpstreamRequest&) const override {
-    return std::make_unique<PassThrough>(*this);
+    return classifying_stream(*this);
   }
 
   std::optional<nlohmann::json> completion(const nlohmann::json& answer,
@@ -96,6 +96,10 @@ class OpenAiChat final : public UpstreamProtocol {
 };
 
 }  // namespace
+
+std::unique_ptr<UpstreamStream> classifying_stream(const UpstreamProtocol& p) {
+  return std::make_unique<PassThrough>(p);
+}
 
 const UpstreamProtocol& openai_chat_protocol() {
   static const OpenAiChat protocol;

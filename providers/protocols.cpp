@@ -15,4 +15,20 @@ const UpstreamProtocol& protocol_for(const config::Provider& p) {
   return openai_chat_protocol();
 }
 
+const UpstreamProtocol* protocol_for(const config::Provider& p, config::Operation op) {
+  if (op == config::Operation::kChat) return &protocol_for(p);
+  if (p.protocol != config::Protocol::kOpenAi) return nullptr;
+  switch (op) {
+    case config::Operation::kResponses:
+      return &openai_responses_protocol();
+    case config::Operation::kEmbeddings:
+      return &openai_embeddings_protocol();
+    case config::Operation::kCompletions:
+      return &openai_completions_protocol();
+    case config::Operation::kChat:
+      break;
+  }
+  return &protocol_for(p);
+}
+
 }  // namespace llmgate::providers

@@ -48,6 +48,9 @@ struct UpstreamEvent {
   std::string_view data;
   std::string_view raw;
   std::string message;
+  // Responses API: the id of the response the event is about (a stored
+  // response lives with the provider that created it), else empty.
+  std::string response_id;
 
   bool output() const { return kind == Kind::kData && chunk.has_output; }
 };
@@ -132,6 +135,11 @@ class UpstreamProtocol {
   virtual std::optional<nlohmann::json> completion(const nlohmann::json& answer,
                                                    const UpstreamRequest& r) const = 0;
 
+  // The usage of an answer completion() returned (the chat form's by default).
+  virtual std::optional<Usage> answer_usage(const nlohmann::json& answer) const {
+    return usage_of(answer);
+  }
+
   // An error body of this protocol in OpenAI's shape
   // {"error": {"message", "type", "param", "code"}}; nullopt when it is not
   // one of its error bodies.
@@ -158,13 +166,25 @@ class UpstreamProtocol {
   virtual UpstreamEvent classify(const SseEvent& ev) const;
 };
 
+// A stream whose events pass through as they came: `p.classify` per event
+// (the OpenAI protocols').
+std::unique_ptr<UpstreamStream> classifying_stream(const UpstreamProtocol& p);
+
 // OpenAI chat completions (and every OpenAI-compatible provider).
 const UpstreamProtocol& openai_chat_protocol();
 // Anthropic Messages (POST /v1/messages).
 const UpstreamProtocol& anthropic_protocol();
 // Google Gemini (models/{model}:streamGenerateContent?alt=sse, :generateContent).
 const UpstreamProtocol& gemini_protocol();
-// The one a provider speaks.
+// The OpenAI API beyond chat (openai_api_protocols.cpp): the Responses API,
+// embeddings and legacy completions, passed through byte for byte.
+const UpstreamProtocol& openai_responses_protocol();
+const UpstreamProtocol& openai_embeddings_protocol();
+const UpstreamProtocol& openai_completions_protocol();
+// The one a provider speaks (for chat).
 const UpstreamProtocol& protocol_for(const config::Provider& p);
+// The one that serves `op` at the provider; null when its protocol has none
+// (only OpenAI's serves more than chat).
+const UpstreamProtocol* protocol_for(const config::Provider& p, config::Operation op);
 
 }  // namespace llmgate::providers

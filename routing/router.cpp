@@ -11,6 +11,11 @@
 namespace llmgate::routing {
 namespace {
 
+// An estimate this far above a p95 known only as a lower bound did not come
+// from those waits (they are lost races far under the TTFT): the deadline
+// keeps to the estimate. Nearer, the estimate is the waits themselves.
+constexpr double kEstimateAboveBounds = 1.5;
+
 using config::Policy;
 using stages::SoftResult;
 using stages::Working;
@@ -120,6 +125,14 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     if (p == nullptr) continue;
     const DeploymentView& v = views[i];
     auto skip = [&](std::string reason) { out.skipped.push_back({d.id(), std::move(reason)}); };
+    if (!d.serves(request.operation)) {
+      skip(std::string("does not serve ") + config::to_string(request.operation));
+      continue;
+    }
+    if (!request.pinned_provider.empty() && d.provider != request.pinned_provider) {
+      skip(request.pinned_because);
+      continue;
+    }
     if (!cons.allow_providers.empty() && !contains(cons.allow_providers, d.provider)) {
       skip("provider not allowed");
       continue;
@@ -224,15 +237,15 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     const milliseconds configured = w.pc.candidate.timeouts.ttft;
     std::optional<double> basis = s.ttft_p95_ms;
     // (Never below the p95 of the attempts that answered, though, nor below
-    // an estimate above those lower bounds: bounds from lost hedges can be
-    // far under the TTFT — a race lost at 130 ms says nothing more — and a
-    // deadline cut to them would time out every later attempt. An estimate
-    // that took the misses in is the waits themselves and no floor: a
-    // deadline from it would triple with every miss.)
+    // an estimate well above those lower bounds (kEstimateAboveBounds): bounds from lost hedges can
+    // be far under the TTFT — a race lost at 130 ms says nothing more — and a deadline cut to them
+    // would time out every later attempt. An estimate that took the misses in is the waits
+    // themselves and no floor: a deadline from it would triple with every miss.)
     if (basis && s.ttft_p95_lower_bound) {
       const double waited = *basis;
       *basis = std::max(waited / options.deadline_factor, s.ttft_answered_p95_ms.value_or(0));
-      if (s.ttft_estimate_ms > waited) *basis = std::max(*basis, s.ttft_estimate_ms);
+      if (s.ttft_estimate_ms > waited * kEstimateAboveBounds)
+        *basis = std::max(*basis, s.ttft_estimate_ms);
     }
     if (!basis && w.pc.candidate.deployment->expected_ttft) {
       basis = static_cast<double>(w.pc.candidate.deployment->expected_ttft->count());

@@ -72,6 +72,11 @@ struct RouteRequest {
   config::RoutingPolicy policy;    // the model's, with the request's overrides applied
   std::vector<std::string> order;  // preferred providers or deployment ids (route.order)
   std::optional<std::int64_t> max_tokens;
+  config::Operation operation = config::Operation::kChat;  // only deployments that serve it
+  // Only this provider's deployments (a Responses conversation stored there:
+  // previous_response_id); empty: any.
+  std::string pinned_provider = {};
+  std::string pinned_because = {};  // the skip reason for the others
 };
 
 // What the router knows of `model->deployments[i]`.

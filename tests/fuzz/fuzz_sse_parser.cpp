@@ -33,6 +33,7 @@
 #include "providers/completion_assembler.h"
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -229,6 +230,40 @@ void check_chunk(std::string_view data) {
   check_inspect_agrees(data, c);
 }
 
+// The OpenAI API beyond chat (providers/openai_api_protocols.cpp) reads the
+// same events: whatever they are, its classification keeps the relay's
+// promises (output has characters, reasoning is output, an error or a
+// malformed event says why, nothing but data carries output or an id).
+void check_api_events(const Event& e) {
+  using llmgate::providers::UpstreamEvent;
+  const SseEvent ev{e.raw, e.data, e.event, e.id, e.has_data};
+  for (const auto* p : {&llmgate::providers::openai_responses_protocol(),
+                        &llmgate::providers::openai_completions_protocol(),
+                        &llmgate::providers::openai_embeddings_protocol()}) {
+    const UpstreamEvent out = p->classify(ev);
+    FUZZ_CHECK(out.raw == e.raw);
+    switch (out.kind) {
+      case UpstreamEvent::Kind::kData:
+        FUZZ_CHECK(out.chunk.kind == ChatChunk::Kind::kChunk);
+        FUZZ_CHECK(!out.chunk.has_reasoning || out.chunk.has_output);
+        FUZZ_CHECK(out.chunk.has_output == (out.chunk.output_chars > 0));
+        FUZZ_CHECK(out.chunk.output_chars <= e.data.size());
+        break;
+      case UpstreamEvent::Kind::kError:
+      case UpstreamEvent::Kind::kMalformed:
+        FUZZ_CHECK(!out.message.empty());
+        [[fallthrough]];
+      case UpstreamEvent::Kind::kKeepAlive:
+      case UpstreamEvent::Kind::kDone:
+        FUZZ_CHECK(!out.chunk.has_output && !out.chunk.has_finish && !out.chunk.usage);
+        FUZZ_CHECK(out.response_id.empty());
+        break;
+    }
+    if (!e.has_data && p != &llmgate::providers::openai_embeddings_protocol())
+      FUZZ_CHECK(out.kind == UpstreamEvent::Kind::kKeepAlive);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -254,6 +289,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const Event& e : whole.events) {
     check_event(e, limit);
     if (e.has_data) check_chunk(e.data);
+    check_api_events(e);
   }
   if (whole.status == SseParser::Status::kOk) FUZZ_CHECK(whole.buffered <= limit + 3);
   return 0;

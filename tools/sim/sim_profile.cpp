@@ -197,6 +197,10 @@ Profile profile_from_json(const json& j, const Profile& base) {
       if (p.cached_tokens < 0) fail(key, "must be >= 0");
     } else if (key == "safety_block") {
       p.safety_block = read_bool(v, key);
+    } else if (key == "embedding_dimensions") {
+      p.embedding_dimensions = read_int(v, key);
+      if (p.embedding_dimensions < 1 || p.embedding_dimensions > 65536)
+        fail(key, "must be in [1, 65536]");
     } else {
       fail(key, "unknown key \"" + key + "\"");
     }
@@ -233,6 +237,7 @@ json profile_to_json(const Profile& p) {
       {"annotations", p.annotations},
       {"cached_tokens", p.cached_tokens},
       {"safety_block", p.safety_block},
+      {"embedding_dimensions", p.embedding_dimensions},
   };
 }
 

@@ -73,6 +73,9 @@ struct Profile {
   // Gemini only: a 200 whose prompt was blocked (promptFeedback.blockReason
   // "SAFETY", no candidates), which a client must not take for an empty answer.
   bool safety_block = false;
+  // POST …/embeddings: the length of each vector unless the request asks
+  // for `dimensions`. Vectors are deterministic by input.
+  int embedding_dimensions = 16;
 };
 
 // Reads a profile from JSON, starting from `base`: keys that are absent keep

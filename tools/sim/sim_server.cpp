@@ -35,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "tools/sim/sim_openai_apis.h"
 #include "tools/sim/sim_protocol.h"
 
 namespace llmgate::sim {
@@ -104,6 +105,15 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 bool is_chat_path(std::string_view path) {
   // Any prefix, so base_url may carry one (/openai/v1/chat/completions).
   return path == "/chat/completions" || ends_with(path, "/chat/completions");
+}
+
+// POST …/responses, …/embeddings, …/completions (not …/chat/completions).
+std::optional<OpenAiApi> openai_api_path(std::string_view path) {
+  if (is_chat_path(path)) return std::nullopt;
+  if (path == "/responses" || ends_with(path, "/responses")) return OpenAiApi::kResponses;
+  if (path == "/embeddings" || ends_with(path, "/embeddings")) return OpenAiApi::kEmbeddings;
+  if (path == "/completions" || ends_with(path, "/completions")) return OpenAiApi::kCompletions;
+  return std::nullopt;
 }
 
 bool is_messages_path(std::string_view path) {
@@ -270,8 +280,10 @@ struct Exchange {
   ChatRequest chat;
   ChatPlan plan;
   Profile profile;
-  bool azure = false;  // SimOptions::azure_api_version
-  bool sse = true;     // Gemini streaming: alt=sse, else a JSON array
+  bool azure = false;                // SimOptions::azure_api_version
+  bool sse = true;                   // Gemini streaming: alt=sse, else a JSON array
+  OpenAiApi api = OpenAiApi::kChat;  // OpenAI: which endpoint
+  EmbeddingsRequest embeddings;      // OpenAiApi::kEmbeddings
 };
 
 }  // namespace
@@ -397,6 +409,9 @@ struct SimServer::Impl {
                               const Request& req);
   net::awaitable<bool> handle_chat(Shard& shard, beast::tcp_stream& stream,
                                    beast::flat_buffer& buffer, const Request& req);
+  net::awaitable<bool> handle_openai_api(Shard& shard, beast::tcp_stream& stream,
+                                         beast::flat_buffer& buffer, const Request& req,
+                                         OpenAiApi api);
   net::awaitable<bool> handle_messages(Shard& shard, beast::tcp_stream& stream,
                                        beast::flat_buffer& buffer, const Request& req);
   net::awaitable<bool> handle_generate(Shard& shard, beast::tcp_stream& stream,
@@ -548,6 +563,9 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
   if (is_messages_path(path) && post) {
     co_return co_await handle_messages(shard, stream, buffer, req);
   }
+  if (auto api = openai_api_path(path); api && post) {
+    co_return co_await handle_openai_api(shard, stream, buffer, req, *api);
+  }
   // A named local, not a temporary inside the co_await expression: GCC 12
   // has bugs destroying such temporaries across a suspension.
   Response res = answer_at_once(req, path);
@@ -555,7 +573,7 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
 }
 
 Response SimServer::Impl::answer_at_once(const Request& req, std::string_view path) {
-  if (is_chat_path(path)) return make_error(req, method_not_allowed(req));
+  if (is_chat_path(path) || openai_api_path(path)) return make_error(req, method_not_allowed(req));
   if (parse_gemini_target(req.target())) {
     return make_protocol_error(req, Protocol::kGemini, gemini_error(404, "Method not found."));
   }
@@ -595,6 +613,39 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
     Response refused = make_error(req, stream_refused());
     co_return co_await write_response(stream, std::move(refused));
   }
+  co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
+net::awaitable<bool> SimServer::Impl::handle_openai_api(Shard& shard, beast::tcp_stream& stream,
+                                                        beast::flat_buffer& buffer,
+                                                        const Request& req, OpenAiApi api) {
+  Exchange ex;
+  ex.received = Clock::now();
+  ex.api = api;
+  requests.fetch_add(1);
+  record(req);
+  if (auto e = check_auth(req)) co_return co_await write_response(stream, make_error(req, *e));
+  std::variant<ChatRequest, ApiError> parsed = ApiError{};
+  if (api == OpenAiApi::kEmbeddings) {
+    auto e = parse_embeddings_request(req.body());
+    if (auto* err = std::get_if<ApiError>(&e)) {
+      parsed = *err;
+    } else {
+      ex.embeddings = std::move(std::get<EmbeddingsRequest>(e));
+      ChatRequest chat;
+      chat.model = ex.embeddings.model;
+      chat.prompt_tokens = ex.embeddings.prompt_tokens;
+      parsed = std::move(chat);
+    }
+  } else {
+    parsed = api == OpenAiApi::kResponses ? parse_responses_request(req.body())
+                                          : parse_completions_request(req.body());
+  }
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    co_return co_await write_response(stream, make_error(req, *e));
+  }
+  ex.chat = std::move(std::get<ChatRequest>(parsed));
+  ex.profile = profile_for(ex.chat.model);
   co_return co_await serve(shard, stream, buffer, req, ex);
 }
 
@@ -656,11 +707,23 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
+  if (ex.api != OpenAiApi::kChat) {
+    // Responses carry reasoning and function calls; legacy completions and
+    // embeddings only text (or nothing).
+    const bool call =
+        ex.api == OpenAiApi::kResponses && ex.plan.output == Profile::Output::kToolCall;
+    ex.plan.output = call ? Profile::Output::kToolCall : Profile::Output::kText;
+    ex.plan.annotations = false;
+    if (ex.api != OpenAiApi::kResponses) ex.plan.reasoning_tokens = 0;
+    if (ex.api == OpenAiApi::kEmbeddings) ex.plan.completion_tokens = 0;
+  }
   if (ex.number == 0) ex.number = next_id.fetch_add(1) + 1;
   const std::string n = std::to_string(ex.number);
   switch (ex.protocol) {
     case Protocol::kOpenAI:
-      ex.id = "chatcmpl-sim-" + n;
+      ex.id = ex.api == OpenAiApi::kResponses     ? "resp_sim_" + n
+              : ex.api == OpenAiApi::kCompletions ? "cmpl-sim-" + n
+                                                  : "chatcmpl-sim-" + n;
       ex.call_id = "call_sim_" + n;
       break;
     case Protocol::kAnthropic:
@@ -790,6 +853,16 @@ std::unique_ptr<EventStream> make_event_stream(const Exchange& ex) {
     case Protocol::kOpenAI:
       break;
   }
+  if (ex.api == OpenAiApi::kResponses) {
+    return std::make_unique<ResponsesStream>(ex.id, ex.created, ex.chat.model, std::move(answer),
+                                             ex.plan.capped, ex.chat.prompt_tokens,
+                                             ex.plan.cached_tokens);
+  }
+  if (ex.api == OpenAiApi::kCompletions) {
+    return std::make_unique<CompletionsStream>(ex.id, ex.created, ex.chat.model, std::move(answer),
+                                               ex.plan.finish_reason(), ex.chat.include_usage,
+                                               ex.chat.prompt_tokens);
+  }
   OpenAIStream::Options o;
   o.include_usage = ex.chat.include_usage;
   o.azure = ex.azure;
@@ -813,6 +886,20 @@ std::string answer_body(const Exchange& ex) {
       return gemini_response_body(ex.id, ex.chat.model, answer, ex.plan.capped,
                                   ex.chat.prompt_tokens, ex.plan.cached_tokens);
     case Protocol::kOpenAI:
+      break;
+  }
+  switch (ex.api) {
+    case OpenAiApi::kResponses:
+      return responses_body(ex.id, ex.created, ex.chat.model, answer, ex.plan.capped,
+                            ex.chat.prompt_tokens, ex.plan.cached_tokens);
+    case OpenAiApi::kCompletions:
+      return completions_body(ex.id, ex.created, ex.chat.model, answer, ex.plan.finish_reason(),
+                              ex.chat.prompt_tokens);
+    case OpenAiApi::kEmbeddings:
+      return embeddings_body(ex.embeddings, ex.embeddings.dimensions > 0
+                                                ? ex.embeddings.dimensions
+                                                : ex.profile.embedding_dimensions);
+    case OpenAiApi::kChat:
       break;
   }
   return completion_body(ex.id, ex.created, ex.chat.model, answer, ex.plan.finish_reason(),

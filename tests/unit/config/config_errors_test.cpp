@@ -60,7 +60,19 @@ const ErrorCase kCases[] = {
      "server: { listeners: [{address: 127.0.0.1, colour: red}] }\n",
      R"(cfg.yaml: server.listeners[0]: unknown key "colour" (expected one of: address, port))"},
     {"RejectsUnknownKeyInDeployment", deployment_with("        model: x\n        weight: 2\n"),
-     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue, stream, ttft_timeout))"},
+     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue, stream, ttft_timeout, operations))"},
+    {"RejectsAnUnknownOperation",
+     deployment_with("        model: x\n        operations: [chat, images]\n"),
+     R"(cfg.yaml: models[0].deployments[0].operations[1]: expected one of chat, responses, embeddings, completions, got "images")"},
+    {"RejectsAnOperationListedTwice",
+     deployment_with("        model: x\n        operations: [chat, chat]\n"),
+     R"(cfg.yaml: models[0].deployments[0].operations[1]: listed twice)"},
+    {"RejectsOperationsBeyondChatOnANativeProtocol",
+     "providers:\n  - {name: claude, protocol: anthropic, base_url: "
+     "'https://api.anthropic.com/v1'}\n"
+     "models:\n  - name: m\n    deployments:\n      - {provider: claude, model: x, operations: "
+     "[chat, responses]}\n",
+     R"(cfg.yaml: models[0].deployments[0].operations: only chat is served through the anthropic protocol (the others need an OpenAI-compatible provider))"},
     {"RejectsUnknownKeyInLimits", "server: { limits: { max_body: 1MiB } }\n",
      R"(cfg.yaml: server.limits: unknown key "max_body" (expected one of: max_body_size, max_header_size, max_event_size, max_connections, client_header_timeout, client_idle_timeout))"},
     {"SuggestsKeysCaseInsensitively", "server: { Workers: 2 }\n",

@@ -1,0 +1,270 @@
+// The OpenAI API beyond chat through the gateway: POST /v1/responses (typed
+// events held until the first output delta, failover before it, an error
+// event and never response.completed after it, conversations pinned to the
+// provider that stored them), /v1/embeddings (failover, base64 untouched)
+// and /v1/completions (legacy), each against llmgate-sim.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "gateway/gateway.h"
+#include "tests/support/http_client.h"
+#include "tests/support/sim_profiles.h"
+#include "tools/sim/sim_server.h"
+
+namespace llmgate {
+namespace {
+
+using testing::HttpClient;
+using json = nlohmann::json;
+
+// The events of a Responses stream: their types in order.
+std::vector<std::string> types_of(const std::vector<std::string>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    auto j = json::parse(e, nullptr, false);
+    out.push_back(j.is_object() ? j.value("type", std::string("?")) : e);
+  }
+  return out;
+}
+
+std::string text_of(const std::vector<std::string>& events) {
+  std::string text;
+  for (const auto& e : events) {
+    auto j = json::parse(e, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "response.output_text.delta")
+      text += j["delta"].get<std::string>();
+  }
+  return text;
+}
+
+class OpenAiApisTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    gw_.reset();
+    a_.reset();
+    b_.reset();
+  }
+
+  void start(const sim::Profile& a, const sim::Profile& b) {
+    sim::SimOptions oa, ob;
+    oa.profiles["m"] = a;
+    oa.profiles["e"] = a;
+    ob.profiles["m"] = b;
+    ob.profiles["e"] = b;
+    a_ = std::make_unique<sim::SimServer>(oa);
+    b_ = std::make_unique<sim::SimServer>(ob);
+    const auto pa = a_->start(), pb = b_->start();
+    const std::string yaml = R"(
+routing: {exploration: 0, defaults: {policy: ordered}}
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+timeouts: {connect: 1s, ttft: 300ms, idle: 2s, total: 20s}
+providers:
+  - {name: a, base_url: "http://127.0.0.1:)" +
+                             std::to_string(pa) + R"(/v1"}
+  - {name: b, base_url: "http://127.0.0.1:)" +
+                             std::to_string(pb) + R"(/v1"}
+models:
+  - name: gpt
+    deployments:
+      - {provider: a, model: m, operations: [chat, responses, completions]}
+      - {provider: b, model: m, operations: [chat, responses, completions]}
+  - name: only-a
+    deployments: [{provider: a, model: m, operations: [responses]}]
+  - name: emb
+    deployments:
+      - {provider: a, model: e, operations: [embeddings]}
+      - {provider: b, model: e, operations: [embeddings]}
+)";
+    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "apis.yaml"));
+    port_ = gw_->start().at(0);
+  }
+
+  std::unique_ptr<sim::SimServer> a_, b_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::uint16_t port_ = 0;
+};
+
+sim::Profile stalls() {
+  sim::Profile p = testing::quick_profile();
+  p.stall_before_first_token_ms = 5000;
+  return p;
+}
+
+TEST_F(OpenAiApisTest, AResponsesStreamIsTheUpstreamsTypedEventsEndingWithCompleted) {
+  start(testing::quick_profile(6), testing::quick_profile());
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/responses", R"({"model":"gpt","input":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "a/m");
+  EXPECT_FALSE(head.header("x-llmgate-ttft-ms").empty());
+  const auto events = c.rest_of_events();
+  const auto types = types_of(events);
+  ASSERT_GE(types.size(), 4u);
+  EXPECT_EQ(types.front(), "response.created");
+  EXPECT_EQ(types[1], "response.in_progress");
+  EXPECT_EQ(types.back(), "response.completed");
+  for (const auto& t : types) EXPECT_NE(t, "[DONE]");
+  EXPECT_EQ(text_of(events), " lorem ipsum dolor sit amet, consectetur");
+  // Usage came from response.completed.
+  HttpClient m(port_);
+  EXPECT_NE(m.request("GET", "/metrics").body.find(R"(llmgate_tokens_total{type="output"} 6)"),
+            std::string::npos);
+}
+
+TEST_F(OpenAiApisTest, ANonStreamedResponseIsTheResponseObject) {
+  start(testing::quick_profile(4), testing::quick_profile());
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/responses", R"({"model":"gpt","input":"hi"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["usage"]["output_tokens"], 4);
+  EXPECT_EQ(j["output"].back()["content"][0]["text"], " lorem ipsum dolor sit");
+}
+
+TEST_F(OpenAiApisTest, AResponsesFailoverBeforeTheFirstDeltaIsInvisible) {
+  start(stalls(), testing::quick_profile());
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/responses", R"({"model":"gpt","input":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-attempts"), "2");
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/m");
+  const auto types = types_of(c.rest_of_events());
+  // a's response.created and in_progress were held, then dropped: the client
+  // sees one response, b's.
+  EXPECT_EQ(std::count(types.begin(), types.end(), "response.created"), 1);
+  EXPECT_EQ(types.back(), "response.completed");
+}
+
+TEST_F(OpenAiApisTest, AnErrorEventBeforeTheFirstDeltaFailsOver) {
+  sim::Profile broken = testing::quick_profile();
+  broken.error_after_tokens = 0;
+  start(broken, testing::quick_profile());
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/responses", R"({"model":"gpt","input":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/m");
+  const auto types = types_of(c.rest_of_events());
+  EXPECT_EQ(std::count(types.begin(), types.end(), "error"), 0);
+  EXPECT_EQ(types.back(), "response.completed");
+}
+
+TEST_F(OpenAiApisTest, ACutAfterTheFirstDeltaEndsWithAnErrorEventNeverCompleted) {
+  sim::Profile cut = testing::quick_profile(8);
+  cut.cut_after_tokens = 3;
+  start(cut, testing::quick_profile());
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/responses", R"({"model":"only-a","input":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200);
+  const auto events = c.rest_of_events();
+  const auto types = types_of(events);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.back(), "error");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "response.completed"), 0);
+  auto last = json::parse(events.back());
+  EXPECT_TRUE(last.contains("error"));  // the SDKs raise on it
+  EXPECT_NE(c.raw_body().find("event: error"), std::string::npos);
+}
+
+TEST_F(OpenAiApisTest, APreviousResponseIdPinsTheConversationToItsProvider) {
+  start(testing::quick_profile(), testing::quick_profile());
+  HttpClient c(port_);
+  auto first = c.request("POST", "/v1/responses", R"({"model":"gpt","input":"hi"})");
+  ASSERT_EQ(first.status, 200);
+  ASSERT_EQ(first.header("x-llmgate-deployment"), "a/m");
+  const std::string id = json::parse(first.body)["id"];
+  // a now fails every request: the continuation must not go to b, which
+  // cannot know the id.
+  sim::Profile down = testing::quick_profile();
+  down.error_rate = 1;
+  down.error_status = 500;
+  a_->set_profile("m", down);
+  auto next = c.request("POST", "/v1/responses",
+                        R"({"model":"gpt","input":"more","previous_response_id":")" + id + R"("})");
+  EXPECT_NE(next.status, 200) << next.body;
+  EXPECT_NE(next.header("x-llmgate-route")
+                .find("b/m=skip(previous_response_id is stored at "
+                      "provider a)"),
+            std::string::npos)
+      << next.header("x-llmgate-route");
+  EXPECT_EQ(b_->stats().requests, 0u);
+  // Unknown to this gateway (another replica, a restart): routed as usual.
+  auto unknown = c.request("POST", "/v1/responses",
+                           R"({"model":"gpt","input":"x","previous_response_id":"resp_other"})");
+  EXPECT_EQ(unknown.status, 200) << unknown.body;
+  EXPECT_EQ(unknown.header("x-llmgate-deployment"), "b/m");
+}
+
+TEST_F(OpenAiApisTest, EmbeddingsFailOverAndPassBase64Untouched) {
+  sim::Profile down = testing::quick_profile();
+  down.error_rate = 1;
+  down.error_status = 503;
+  start(down, testing::quick_profile());
+  HttpClient c(port_);
+  const std::string req = R"({"model":"emb","input":["alpha","beta"],"encoding_format":"base64"})";
+  auto r = c.request("POST", "/v1/embeddings", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/e");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  // Byte for byte what the provider answered.
+  HttpClient direct(b_->port());
+  auto d = direct.request("POST", "/v1/embeddings",
+                          R"({"model":"e","input":["alpha","beta"],"encoding_format":"base64"})");
+  EXPECT_EQ(r.body, d.body);
+  auto j = json::parse(r.body);
+  ASSERT_EQ(j["data"].size(), 2u);
+  EXPECT_TRUE(j["data"][0]["embedding"].is_string());
+  // Never streamed.
+  auto s = c.request("POST", "/v1/embeddings", R"({"model":"emb","input":"a","stream":true})");
+  EXPECT_EQ(s.status, 400);
+}
+
+TEST_F(OpenAiApisTest, LegacyCompletionsStreamAndAssembleTheText) {
+  start(stalls(), testing::quick_profile(5));
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/completions", R"({"model":"gpt","prompt":"hi"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/m");  // a missed its first-token deadline
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], " lorem ipsum dolor sit amet,");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+
+  auto head = c.start("POST", "/v1/completions", R"({"model":"gpt","prompt":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200);
+  std::string text;
+  bool done = false;
+  for (const auto& e : c.rest_of_events()) {
+    if (e == "[DONE]") {
+      done = true;
+      continue;
+    }
+    text += json::parse(e)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, " lorem ipsum dolor sit amet,");
+}
+
+TEST_F(OpenAiApisTest, AModelNotServedAtAnEndpointIsAClear400) {
+  start(testing::quick_profile(), testing::quick_profile());
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/embeddings", R"({"model":"gpt","input":"a"})");
+  EXPECT_EQ(r.status, 400);
+  auto j = json::parse(r.body);
+  EXPECT_EQ(j["error"]["code"], "unsupported_operation");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("/v1/embeddings"), std::string::npos);
+  auto missing = c.request("POST", "/v1/responses", R"({"model":"gpt"})");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_EQ(json::parse(missing.body)["error"]["param"], "input");
+  EXPECT_EQ(a_->stats().requests + b_->stats().requests, 0u);
+}
+
+}  // namespace
+}  // namespace llmgate
