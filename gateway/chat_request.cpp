@@ -89,13 +89,32 @@ std::optional<ApiError> read_messages(ChatRequest& r) {
   return std::nullopt;
 }
 
-// `stream`, `stream_options` and the token limits.
-std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
+// `stream`, a boolean when present.
+std::optional<ApiError> read_stream(ChatRequest& r) {
   if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
     if (!s->is_boolean())
       return invalid_request("stream must be a boolean", "stream", "invalid_type");
     r.stream = s->get<bool>();
   }
+  return std::nullopt;
+}
+
+// A token limit (or `n`), a non-negative integer when present; the value
+// when present.
+std::variant<std::optional<std::int64_t>, ApiError> read_limit(const ChatRequest& r,
+                                                               const char* key) {
+  auto it = r.body.find(key);
+  if (it == r.body.end() || it->is_null()) return std::optional<std::int64_t>();
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
+    return invalid_request(std::string(key) + " must be a non-negative integer", key,
+                           "invalid_type");
+  }
+  return std::optional<std::int64_t>(it->get<std::int64_t>());
+}
+
+// `stream`, `stream_options` and the token limits.
+std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
+  if (auto e = read_stream(r)) return e;
   if (auto so = r.body.find("stream_options"); so != r.body.end() && !so->is_null()) {
     if (!so->is_object()) {
       return invalid_request("stream_options must be an object", "stream_options", "invalid_type");
@@ -112,14 +131,11 @@ std::optional<ApiError> read_stream_and_limits(ChatRequest& r) {
       r.include_usage = iu->get<bool>();
     }
   }
-  for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens", "n"}) {
-    if (auto it = r.body.find(key); it != r.body.end() && !it->is_null()) {
-      if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
-        return invalid_request(std::string(key) + " must be a non-negative integer", key,
-                               "invalid_type");
-      }
-      if (std::string_view(key) != "n") r.max_tokens = it->get<std::int64_t>();
-    }
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n"}) {
+    auto limit = read_limit(r, key);
+    if (auto* e = std::get_if<ApiError>(&limit)) return std::move(*e);
+    const auto value = std::get<std::optional<std::int64_t>>(limit);
+    if (value && std::string_view(key) != "n") r.max_tokens = value;
   }
   return std::nullopt;
 }
@@ -183,18 +199,10 @@ std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view con
       !r.body.at("stream_options").is_object()) {
     return invalid_request("stream_options must be an object", "stream_options", "invalid_type");
   }
-  if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
-    if (!s->is_boolean())
-      return invalid_request("stream must be a boolean", "stream", "invalid_type");
-    r.stream = s->get<bool>();
-  }
-  if (auto it = r.body.find("max_output_tokens"); it != r.body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 0) {
-      return invalid_request("max_output_tokens must be a non-negative integer",
-                             "max_output_tokens", "invalid_type");
-    }
-    r.max_tokens = it->get<std::int64_t>();
-  }
+  if (auto e = read_stream(r)) return std::move(*e);
+  auto limit = read_limit(r, "max_output_tokens");
+  if (auto* e = std::get_if<ApiError>(&limit)) return std::move(*e);
+  r.max_tokens = std::get<std::optional<std::int64_t>>(limit);
   if (auto p = r.body.find("previous_response_id"); p != r.body.end() && !p->is_null()) {
     if (!p->is_string() || p->get_ref<const std::string&>().empty()) {
       return invalid_request("previous_response_id must be a non-empty string",

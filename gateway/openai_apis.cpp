@@ -63,14 +63,16 @@ class Responses final : public ClientApi {
   // The Responses API's error event; `error` beside its fields, as the SDKs
   // raise on it.
   std::string error_event(const ApiError& e) const override {
-    json body = json::parse(e.body(), nullptr, false);
-    json error = body.is_object() && body.contains("error") ? body["error"] : json::object();
-    json ev = {{"type", "error"},
-               {"code", error.value("code", json())},
-               {"message", error.value("message", json())},
-               {"param", error.value("param", json())},
-               {"error", error}};
-    return "event: error\ndata: " + ev.dump() + "\n\n";
+    const json code = e.code ? json(*e.code) : json();
+    const json param = e.param ? json(*e.param) : json();
+    const json ev = {
+        {"type", "error"},
+        {"code", code},
+        {"message", e.message},
+        {"param", param},
+        {"error", {{"message", e.message}, {"type", e.type}, {"param", param}, {"code", code}}}};
+    return "event: error\ndata: " + ev.dump(-1, ' ', false, json::error_handler_t::replace) +
+           "\n\n";
   }
 
   std::string stream_of_answer(const json& answer, const ChatRequest&) const override {

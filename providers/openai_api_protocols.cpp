@@ -34,11 +34,13 @@ std::string text_of(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// An in-band {"error": {...}} (or a bare error object) as the relay's kError.
-void in_band_error(const json& error, UpstreamEvent& out) {
+// An in-band {"error": {...}} (or a bare error object) as the relay's kError;
+// `otherwise` when it says no message.
+void in_band_error(const json& error, UpstreamEvent& out,
+                   const char* otherwise = "upstream sent an error event") {
   out.kind = UpstreamEvent::Kind::kError;
   std::string message = error.is_object() ? text_of(error, "message") : std::string();
-  out.message = message.empty() ? "upstream sent an error event" : message;
+  out.message = message.empty() ? otherwise : message;
 }
 
 // What the OpenAI protocols share: the key as a Bearer token, OpenAI's error
@@ -145,8 +147,7 @@ class OpenAiResponses final : public OpenAiFamily {
       const json error = resp != j->end() && resp->is_object() && resp->contains("error")
                              ? resp->at("error")
                              : json();
-      in_band_error(error, out);
-      if (out.message == "upstream sent an error event") out.message = "response.failed";
+      in_band_error(error, out, "response.failed");
       return out;
     }
     out.kind = UpstreamEvent::Kind::kData;

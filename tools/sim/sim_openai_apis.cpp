@@ -122,6 +122,17 @@ json response_object(std::string_view id, std::int64_t created, std::string_view
           {"usage", nullptr}};
 }
 
+// The whole Response once generated (completed, or incomplete when capped).
+json finished_response(std::string_view id, std::int64_t created, std::string_view model,
+                       const Answer& answer, bool capped, std::int64_t prompt_tokens,
+                       std::int64_t cached_tokens) {
+  json r = response_object(id, created, model, capped ? "incomplete" : "completed");
+  if (capped) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  r["output"] = output_items(id, answer);
+  r["usage"] = usage_json(prompt_tokens, cached_tokens, answer);
+  return r;
+}
+
 // FNV-1a: the seed of an input's vector.
 std::uint64_t fnv1a(std::string_view s) {
   std::uint64_t h = 1469598103934665603ull;
@@ -429,10 +440,9 @@ void ResponsesStream::tail(std::string& out, int i) {
     event(out, "response.output_item.done", dump({{"output_index", index}, {"item", item}}));
     return;
   }
-  const nlohmann::json r = nlohmann::json::parse(
-      responses_body(id_, created_, model_, answer_, capped_, prompt_tokens_, cached_tokens_));
   event(out, capped_ ? "response.incomplete" : "response.completed",
-        nlohmann::json({{"response", r}}).dump());
+        dump({{"response", finished_response(id_, created_, model_, answer_, capped_,
+                                             prompt_tokens_, cached_tokens_)}}));
 }
 
 void ResponsesStream::truncated(std::string& out) {
@@ -454,11 +464,7 @@ void ResponsesStream::error(std::string& out) {
 std::string responses_body(std::string_view id, std::int64_t created, std::string_view model,
                            const Answer& answer, bool capped, std::int64_t prompt_tokens,
                            std::int64_t cached_tokens) {
-  json r = response_object(id, created, model, capped ? "incomplete" : "completed");
-  if (capped) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-  r["output"] = output_items(id, answer);
-  r["usage"] = usage_json(prompt_tokens, cached_tokens, answer);
-  return dump(r);
+  return dump(finished_response(id, created, model, answer, capped, prompt_tokens, cached_tokens));
 }
 
 // ---- Legacy completions -------------------------------------------------------
