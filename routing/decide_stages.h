@@ -51,8 +51,22 @@ struct SoftResult {
   // deployment unmeasured, one of them first by order).
   std::optional<Working> recheck_next;
 };
+// What the policy compares on measurements, so that a deployment that "may
+// be back" is judged in the policy's own terms: the latency policy on TTFT,
+// e2e on TTFT plus `expected_tokens` at its speed, throughput on speed. (A
+// deployment with a fast first token but a slow stream is never "back" for
+// e2e: re-checking it would cost the client the whole slow answer.)
+struct Measure {
+  bool measured = true;  // the policy decides on measurements at all
+  config::Policy policy = config::Policy::kLatency;
+  double expected_tokens = 0;  // e2e: the answer length it scores
+};
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out, bool measured_policy = true);
+                            Clock::time_point now, RouteDecision& out, const Measure& measure = {});
+
+// The answer length the e2e policy scores a request by: its max_tokens,
+// capped at 4x the policy's typical_output_tokens, else the typical length.
+double expected_output_tokens(const RouteRequest& request);
 
 // 5. Scores under the policy: lower is better.
 void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64_t rr_counter,

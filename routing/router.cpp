@@ -304,8 +304,50 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
 // Stage 4, soft constraints (min TPS, TTFT limits on recent evidence): the
 // candidates that meet them (all, relaxed, when none does) and at most one
 // due re-check of a deployment they left out or know only from failures.
+double expected_output_tokens(const RouteRequest& request) {
+  const config::RoutingPolicy& policy = request.policy;
+  return static_cast<double>(request.max_tokens && *request.max_tokens > 0
+                                 ? std::min(*request.max_tokens, policy.typical_output_tokens * 4)
+                                 : policy.typical_output_tokens);
+}
+
+namespace {
+
+// The policy's measure of `w` (lower is better) now, and as its window last
+// measured it (nullopt: not measured).
+double measure_now(const Working& w, const Measure& m) {
+  const DeploymentStats& s = w.view->stats;
+  switch (m.policy) {
+    case Policy::kE2e:
+      return w.pc.expected_ttft_ms + m.expected_tokens / std::max(0.1, s.tps_estimate) * 1000.0;
+    case Policy::kThroughput:
+      return -s.tps_estimate;
+    default:
+      return w.pc.expected_ttft_ms;
+  }
+}
+
+std::optional<double> measure_window(const Working& w, const Measure& m) {
+  const DeploymentStats& s = w.view->stats;
+  switch (m.policy) {
+    case Policy::kE2e: {
+      if (!s.ttft_p50_ms) return std::nullopt;
+      const double tps = s.tps_p50.value_or(s.tps_estimate);
+      return *s.ttft_p50_ms + m.expected_tokens / std::max(0.1, tps) * 1000.0;
+    }
+    case Policy::kThroughput:
+      if (!s.tps_p50) return std::nullopt;
+      return -*s.tps_p50;
+    default:
+      return s.ttft_p50_ms;
+  }
+}
+
+}  // namespace
+
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out, bool measured_policy) {
+                            Clock::time_point now, RouteDecision& out, const Measure& measure) {
+  const bool measured_policy = measure.measured;
   SoftResult r;
   std::vector<Working>& cands = r.cands;
   std::optional<Working>& recheck = r.recheck;
@@ -372,11 +414,12 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       return std::max(d.last_sample.value_or(Clock::time_point::min()),
                       d.last_attempt_start.value_or(Clock::time_point::min()));
     };
-    // What the best candidate is expected to take now: a deployment whose
-    // window median beats it, but that has not been heard from for a
-    // while, may be back (a slow spell over): worth a re-check.
+    // What the best candidate is expected to give now, in the policy's
+    // measure: a deployment whose window median beats it, but that has not
+    // been heard from for a while, may be back (a slow spell over): worth a
+    // re-check.
     double best_expected = std::numeric_limits<double>::infinity();
-    for (const auto& w : hard_ok) best_expected = std::min(best_expected, w.pc.expected_ttft_ms);
+    for (const auto& w : hard_ok) best_expected = std::min(best_expected, measure_now(w, measure));
     bool recheck_out_soft = false;
     for (auto& w : hard_ok) {
       const DeploymentStats& st = w.view->stats;
@@ -385,8 +428,9 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       });
       // (Lower bounds and priors matter to the policies that compare
       // measurements; the others pick by price or order.)
+      const std::optional<double> measured_then = measure_window(w, measure);
       const bool may_be_back = st.last_sample && now - *st.last_sample >= kStaleRecheck &&
-                               st.ttft_p50_ms && *st.ttft_p50_ms < best_expected;
+                               measured_then && *measured_then < best_expected;
       const bool in_doubt =
           out_soft || st.ttft_penalized ||
           (measured_policy && (st.ttft_bounded || !st.last_sample.has_value() || may_be_back));
@@ -432,10 +476,7 @@ void score(std::vector<Working>& cands, const RouteRequest& request, std::uint64
            std::mt19937_64& rng, RouteDecision& out) {
   const config::RoutingPolicy& policy = request.policy;
   // Scores: lower is better.
-  const double expected_tokens =
-      static_cast<double>(request.max_tokens && *request.max_tokens > 0
-                              ? std::min(*request.max_tokens, policy.typical_output_tokens * 4)
-                              : policy.typical_output_tokens);
+  const double expected_tokens = expected_output_tokens(request);
   out.e2e_tokens = expected_tokens;
   switch (policy.policy) {
     case Policy::kLatency:
@@ -642,8 +683,10 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   if (hard_ok.empty()) return out;
   stages::estimate(hard_ok, request.policy, options);
   stages::charge_timeouts(hard_ok);
-  SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out,
-                                             data_driven(request.policy.policy));
+  const stages::Measure measure{data_driven(request.policy.policy), request.policy.policy,
+                                stages::expected_output_tokens(request)};
+  SoftResult soft =
+      stages::soft_constraints(hard_ok, request.policy.constraints, now, out, measure);
   stages::score(soft.cands, request, rr_counter, rng, out);
   stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip,
                 std::move(soft.recheck_next), request, options, rng, out);

@@ -641,6 +641,33 @@ TEST(Router, ADeploymentLeftDuringASlowSpellIsRecheckedOnceItsEstimateIsStale) {
   EXPECT_FALSE(f.decide(Policy::kLatency).candidates[0].recheck);
 }
 
+TEST(Router, MayBeBackIsJudgedInThePolicysOwnMeasure) {
+  // p1's first token is fast (150 ms) but it streams at 20 tokens/s; p0
+  // answers at 500 ms at 150 tokens/s. For e2e (400 tokens: 20 s against
+  // 3.2 s) p1 is never "back", however stale: re-checking it would cost the
+  // client the whole slow answer (bench/routing `speed`: 10% of traffic).
+  Fixture f({500, 150});
+  f.views[0].stats.tps_estimate = 150;
+  f.views[1].stats.tps_estimate = 20;
+  f.views[1].stats.tps_p50 = 20;
+  f.views[1].stats.ttft_p50_ms = 150;
+  f.views[1].stats.last_sample = f.now - kStaleRecheck;
+  f.views[1].stats.last_attempt_start = f.now - kStaleRecheck;
+  auto r = f.request();
+  r.policy.policy = Policy::kE2e;
+  r.max_tokens = 400;
+  r.policy.typical_output_tokens = 400;
+  auto d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_FALSE(d.candidates[0].recheck);
+  // Its speed measured fast in the window again (150 tokens/s then): it
+  // may be back, and is re-checked.
+  f.views[1].stats.tps_p50 = 150;
+  d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[0].recheck);
+}
+
 TEST(Router, ARecheckOfTheBestIsNoRecheck) {
   // It goes first anyway: nothing to set apart, no hedge beside it.
   Fixture f({300, 900});
