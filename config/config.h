@@ -60,6 +60,8 @@ struct Listener {
 
 struct ServerLimits {
   std::size_t max_body_bytes = 4 * 1024 * 1024;
+  // POST /v1/embeddings: a batch of inputs (OpenAI takes 2,048 per request).
+  std::size_t max_embeddings_body_bytes = 16 * 1024 * 1024;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_event_bytes = 1024 * 1024;  // one upstream SSE event
   // Client connections open at once on the API listeners (all workers); one

@@ -55,6 +55,8 @@ ServerLimits read_limits(const ConfigNode& node) {
   ServerLimits limits;
   node.read_map([&](ConfigMap& m) {
     m.read("max_body_size", limits.max_body_bytes, size_at_most(kMaxLimitBytes));
+    m.read("max_embeddings_body_size", limits.max_embeddings_body_bytes,
+           size_at_most(kMaxLimitBytes));
     m.read("max_header_size", limits.max_header_bytes, size_at_most(kMaxLimitBytes));
     m.read("max_event_size", limits.max_event_bytes, size_at_most(kMaxLimitBytes));
     m.read("max_connections", limits.max_connections, integer_in<std::size_t>(1, 10'000'000));

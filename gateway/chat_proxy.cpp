@@ -176,9 +176,9 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rq.operation = req_.operation;
   // A conversation stored at a provider continues there, and only there.
   if (!req_.previous_response_id.empty() && ctx_.worker.responses) {
-    if (auto owner = ctx_.worker.responses->provider_of(req_.previous_response_id, now)) {
-      rq.pinned_provider = *owner;
-      rq.pinned_because = "previous_response_id is stored at provider " + *owner;
+    if (auto owner = ctx_.worker.responses->owner_of(req_.previous_response_id, now)) {
+      rq.pinned_provider = owner->provider;
+      rq.pinned_because = "previous_response_id is stored at provider " + owner->provider;
     }
   }
   std::vector<std::string> ids;
@@ -337,7 +337,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   }
   const auto now = Clock::now();
   const auto recorded = rs_.stats.record(rec, now);
-  metrics_.on_attempt(*model_, *pc.candidate.deployment, rec);
+  metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
   const failover::Effects fx = failover::effects_of(
@@ -516,6 +516,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
   if (!log_enabled(LogLevel::kInfo)) return;
   auto ms = [](double v) { return format_decimal(v); };
   std::vector<LogField> f{{"request_id", ctx_.rc.request_id},
+                          {"operation", config::gen_ai_name(req_.operation)},
                           {"model", req_.model},
                           {"stream", req_.stream ? "true" : "false", true},
                           {"result", to_string(outcome_)},
@@ -599,12 +600,13 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
     const config::Model& model;
     KeyStore& keys;
     const config::GatewayKey* key;
+    config::Operation op;
     ~Count() {
-      m.on_request(model, proxy.outcome());
+      m.on_request(model, proxy.outcome(), op);
       m.shared().request_finished();
       if (key) keys.charge_tokens(*key, proxy.tokens_used());
     }
-  } count{*snapshot->metrics, proxy, *model, *snapshot->keys, key};
+  } count{*snapshot->metrics, proxy, *model, *snapshot->keys, key, api.operation()};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

@@ -30,6 +30,7 @@
 #include "gateway/chat_proxy.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
+#include "gateway/response_resource.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -46,10 +47,24 @@ ApiError body_too_large(const config::ServerLimits& limits) {
   return ApiError{413,
                   "invalid_request_error",
                   "request body is larger than the limit of " +
-                      std::to_string(limits.max_body_bytes) + " bytes",
+                      std::to_string(limits.max_body_bytes) + " bytes" +
+                      (limits.max_body_bytes == limits.max_embeddings_body_bytes
+                           ? " (server.limits.max_embeddings_body_size)"
+                           : " (server.limits.max_body_size)"),
                   std::nullopt,
                   "request_too_large",
                   std::nullopt};
+}
+
+// Whether the request head at the start of `head` is a POST to the
+// embeddings endpoint (its request line, before Beast parses it).
+bool is_embeddings_request(std::string_view head) {
+  while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);  // RFC 9112 §2.2
+  if (head.substr(0, 5) != "POST ") return false;
+  head.remove_prefix(5);
+  const std::string_view target = head.substr(0, head.find(' '));
+  const auto path = request_path(target);
+  return path && (*path == "/v1/embeddings" || *path == "/embeddings");
 }
 
 // What is wrong with a request head that Beast accepted, for the strict
@@ -229,7 +244,7 @@ struct Gateway::Impl {
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
                                                 const RequestContext& rc,
-                                                const config::ServerLimits& limits);
+                                                config::ServerLimits& limits);
   static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
@@ -721,7 +736,8 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
                                                   SessionTracker& tracked, bool first, bool admin) {
   // Limits as the current config has them (a reload may change them).
   const auto snap = w.worker.snapshot;
-  const auto& limits = snap->config->server.limits;
+  // A copy: its body limit becomes the one for the request's path.
+  config::ServerLimits limits = snap->config->server.limits;
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
@@ -775,7 +791,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
 net::awaitable<bool> Gateway::Impl::read_request_head(
     beast::tcp_stream& stream, beast::flat_buffer& buffer,
     http::request_parser<http::string_body>& parser, const RequestContext& rc,
-    const config::ServerLimits& limits) {
+    config::ServerLimits& limits) {
   stream.expires_after(limits.client_header_timeout);  // the slowloris guard
   // The whole head is in the buffer before Beast parses it, so that what
   // Beast would quietly normalise (obs-fold) can be refused first.
@@ -789,6 +805,12 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
         invalid_request("obsolete line folding in the request head is not accepted", std::nullopt,
                         "bad_http_request"));
     co_return false;
+  }
+  if (!hec && is_embeddings_request(buffered(buffer))) {
+    // A batch of inputs has its own limit (Beast checks Content-Length
+    // against it as it parses the head).
+    limits.max_body_bytes = limits.max_embeddings_body_bytes;
+    parser.body_limit(limits.max_body_bytes);
   }
   if (!hec)
     std::tie(hec, std::ignore) =
@@ -949,6 +971,11 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
   if (!admin && req.method() == http::verb::post) {
     if (auto op = api_operation(path)) {
       co_return co_await handle_api_request(w.worker, stream, req, rc, client_api(*op));
+    }
+  }
+  if (!admin) {
+    if (auto rp = response_path(path)) {
+      co_return co_await handle_response_resource(w.worker, stream, req, rc, *rp);
     }
   }
   // Every other answer is built first and written once. (No temporaries live

@@ -106,9 +106,10 @@ struct MetricsRegistry::Impl {
   Family<Counter>& upstream_requests = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_upstream_requests_total",
       "Requests written upstream, by deployment and connection (new or reused from the pool)");
-  Family<Counter>& requests =
-      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_requests_total",
-                      "Chat completion requests by public model and outcome");
+  Family<Counter>& requests = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_requests_total",
+      "Client API requests by public model, outcome and operation (gen_ai_operation_name: "
+      "chat, responses, embeddings, text_completion)");
   Family<Counter>& saturated = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
       "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, "
@@ -120,7 +121,7 @@ struct MetricsRegistry::Impl {
   // Process-wide series.
   Family<Gauge>& in_flight_family =
       family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_requests_in_flight",
-                    "Chat completion requests being served");
+                    "Client API requests being served (every operation)");
   Family<Gauge>& build_info = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_build_info", "Always 1; the version as a label");
   Family<Counter>& fallbacks =
@@ -387,10 +388,14 @@ std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingS
 // Every series a request touches, resolved when the snapshot is built and
 // indexed as the config is (models, then each model's deployments) and by
 // the vocabularies' enums: nothing on the request path looks a name up.
+constexpr std::size_t kOperations = std::size(config::kAllOperations);
+static_assert(config::kAllOperations[kOperations - 1] == config::Operation::kCompletions);
+
 struct DeploymentSeries {
-  Histogram* ttft = nullptr;
-  Histogram* tpot = nullptr;
-  Histogram* duration = nullptr;
+  // By config::Operation; null for an operation the deployment does not serve.
+  std::array<Histogram*, kOperations> ttft{};
+  std::array<Histogram*, kOperations> tpot{};
+  std::array<Histogram*, kOperations> duration{};
   std::array<Counter*, kOutcomes.size()> attempts{};           // by AttemptOutcome
   std::array<Counter*, 2> upstream_requests{};                 // new, reused connection
   std::array<Counter*, config::kAllPolicies.size()> routes{};  // by Policy
@@ -399,9 +404,12 @@ struct DeploymentSeries {
 };
 
 struct ModelSeries {
-  std::array<Counter*, kRequestOutcomes.size()> requests{};  // by RequestOutcome
-  Histogram* input_usage = nullptr;
-  Histogram* output_usage = nullptr;
+  // By config::Operation, then RequestOutcome (every operation: a request
+  // for one the model does not serve is counted as refused).
+  std::array<std::array<Counter*, kRequestOutcomes.size()>, kOperations> requests{};
+  // By config::Operation; null for one no deployment of the model serves.
+  std::array<Histogram*, kOperations> input_usage{};
+  std::array<Histogram*, kOperations> output_usage{};
   std::vector<DeploymentSeries> deployments;  // as config::Model::deployments
 };
 
@@ -442,11 +450,17 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f, const config::Model
     s.routes[i] =
         &f.routes.Add({{"model", m.name}, {"deployment", id}, {"policy", config::to_string(p)}});
   }
-  const prometheus::Labels genai{
-      {"gen_ai_request_model", m.name}, {"gen_ai_provider_name", d.provider}, {"deployment", id}};
-  s.ttft = &f.ttft.Add(genai, kTtftBuckets);
-  s.tpot = &f.tpot.Add(genai, kTpotBuckets);
-  s.duration = &f.duration.Add(genai, kDurationBuckets);
+  for (auto op : config::kAllOperations) {
+    if (!d.serves(op)) continue;
+    const prometheus::Labels genai{{"gen_ai_request_model", m.name},
+                                   {"gen_ai_provider_name", d.provider},
+                                   {"gen_ai_operation_name", config::gen_ai_name(op)},
+                                   {"deployment", id}};
+    const auto i = static_cast<std::size_t>(op);
+    s.ttft[i] = &f.ttft.Add(genai, kTtftBuckets);
+    s.tpot[i] = &f.tpot.Add(genai, kTpotBuckets);
+    s.duration[i] = &f.duration.Add(genai, kDurationBuckets);
+  }
   // pool_full: this worker's connection pool to the provider stayed full
   // (any deployment); queue_*: the deployment's own max_concurrent.
   for (auto r : kSaturations) {
@@ -472,13 +486,25 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
   impl_->cfg = &cfg;
   for (const auto& m : cfg.models) {
     ModelSeries& ms = impl_->models.emplace_back();
-    for (auto o : kRequestOutcomes) {
-      ms.requests[index_of(o)] = &f.requests.Add({{"model", m.name}, {"outcome", to_string(o)}});
+    for (auto op : config::kAllOperations) {
+      const auto i = static_cast<std::size_t>(op);
+      const std::string name = config::gen_ai_name(op);
+      for (auto o : kRequestOutcomes) {
+        ms.requests[i][index_of(o)] = &f.requests.Add(
+            {{"model", m.name}, {"outcome", to_string(o)}, {"gen_ai_operation_name", name}});
+      }
+      const bool served = std::any_of(m.deployments.begin(), m.deployments.end(),
+                                      [&](const config::Deployment& d) { return d.serves(op); });
+      if (!served) continue;
+      ms.input_usage[i] = &f.usage.Add({{"gen_ai_request_model", m.name},
+                                        {"gen_ai_operation_name", name},
+                                        {"gen_ai_token_type", "input"}},
+                                       kTokenBuckets);
+      ms.output_usage[i] = &f.usage.Add({{"gen_ai_request_model", m.name},
+                                         {"gen_ai_operation_name", name},
+                                         {"gen_ai_token_type", "output"}},
+                                        kTokenBuckets);
     }
-    ms.input_usage = &f.usage.Add(
-        {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", "input"}}, kTokenBuckets);
-    ms.output_usage = &f.usage.Add(
-        {{"gen_ai_request_model", m.name}, {"gen_ai_token_type", "output"}}, kTokenBuckets);
     for (const auto& d : m.deployments) ms.deployments.push_back(deployment_series(f, m, d));
   }
 }
@@ -486,19 +512,21 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
 Metrics::~Metrics() = default;
 
 void Metrics::on_attempt(const config::Model& model, const config::Deployment& d,
-                         const routing::AttemptRecord& rec) {
+                         const routing::AttemptRecord& rec, config::Operation op) {
   ModelSeries* ms = impl_->model(model);
   DeploymentSeries* s = impl_->deployment(model, d);
   if (!ms || !s) return;
+  const auto i = static_cast<std::size_t>(op);
   s->attempts[index_of(rec.outcome)]->Increment();
   if (rec.request_sent != routing::Clock::time_point{}) {
     s->upstream_requests[rec.reused_connection ? 1 : 0]->Increment();
   }
-  if (auto t = rec.ttft()) s->ttft->Observe(std::chrono::duration<double>(*t).count());
+  if (auto t = rec.ttft(); t && s->ttft[i])
+    s->ttft[i]->Observe(std::chrono::duration<double>(*t).count());
   if (rec.outcome != routing::AttemptOutcome::kSuccess) return;
-  if (auto tps = rec.tps(); tps && *tps > 0) s->tpot->Observe(1.0 / *tps);
-  if (rec.request_sent != routing::Clock::time_point{}) {
-    s->duration->Observe(
+  if (auto tps = rec.tps(); tps && *tps > 0 && s->tpot[i]) s->tpot[i]->Observe(1.0 / *tps);
+  if (rec.request_sent != routing::Clock::time_point{} && s->duration[i]) {
+    s->duration[i]->Observe(
         std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
   }
   auto& f = *registry_.impl_;
@@ -506,8 +534,8 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
   const double out = static_cast<double>(std::max<std::int64_t>(0, rec.output_tokens.value_or(0)));
   f.input_tokens.Increment(in);
   f.output_tokens.Increment(out);
-  if (rec.input_tokens) ms->input_usage->Observe(in);
-  if (rec.output_tokens) ms->output_usage->Observe(out);
+  if (rec.input_tokens && ms->input_usage[i]) ms->input_usage[i]->Observe(in);
+  if (rec.output_tokens && ms->output_usage[i]) ms->output_usage[i]->Observe(out);
   f.cost_total.Increment(s->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
                                            rec.output_tokens.value_or(0)));
 }
@@ -524,8 +552,9 @@ void Metrics::on_saturated(const config::Model& model, const config::Deployment&
   }
 }
 
-void Metrics::on_request(const config::Model& model, RequestOutcome outcome) {
-  if (ModelSeries* ms = impl_->model(model)) ms->requests[index_of(outcome)]->Increment();
+void Metrics::on_request(const config::Model& model, RequestOutcome outcome, config::Operation op) {
+  if (ModelSeries* ms = impl_->model(model))
+    ms->requests[static_cast<std::size_t>(op)][index_of(outcome)]->Increment();
 }
 
 }  // namespace llmgate::gateway

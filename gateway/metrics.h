@@ -81,11 +81,14 @@ class Metrics {
   // for (by address: each series is resolved once, when the snapshot is
   // built, never looked up by name per request); others are ignored.
   //
-  // One finished upstream attempt on `d` for a request of `model`.
+  // One finished upstream attempt on `d` for a request of `model` (its
+  // TTFT, time per token, duration and usage are per operation).
   void on_attempt(const config::Model& model, const config::Deployment& d,
-                  const routing::AttemptRecord& rec);
+                  const routing::AttemptRecord& rec,
+                  config::Operation op = config::Operation::kChat);
   // One finished request of a configured model.
-  void on_request(const config::Model& model, RequestOutcome outcome);
+  void on_request(const config::Model& model, RequestOutcome outcome,
+                  config::Operation op = config::Operation::kChat);
   // The router's first choice for a request.
   void on_route(const config::Model& model, const config::Deployment& d, config::Policy policy);
   // A candidate passed over without an attempt.

@@ -3,7 +3,7 @@
 // the provider that holds it — no other can know the id. Bounded in memory
 // (capacity, oldest first out) and in time (ttl). Thread-safe (one mutex,
 // taken once per stored response and once per request that names one).
-// Beast-free.
+// Beast-free. Also: the paths that name a stored response.
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace llmgate::gateway {
@@ -27,17 +28,29 @@ class ResponseOwners {
                           Clock::duration ttl = kDefaultTtl)
       : capacity_(capacity), ttl_(ttl) {}
 
-  // `id` was created at `provider` (a provider's name in the config).
-  void remember(const std::string& id, const std::string& provider, Clock::time_point now);
-  // The provider that holds `id`, if this gateway saw it created within the ttl.
-  std::optional<std::string> provider_of(const std::string& id, Clock::time_point now);
+  // Where a response lives: the provider's name in the config, and the
+  // model it was created for (the public name, for the caller's key, and the
+  // deployment's upstream name, for a path such as Azure's that names it).
+  struct Owner {
+    std::string provider;
+    std::string model;
+    std::string upstream_model;
+    bool operator==(const Owner&) const = default;
+  };
+
+  // `id` was created at `owner.provider`.
+  void remember(const std::string& id, Owner owner, Clock::time_point now);
+  // Where `id` lives, if this gateway saw it created within the ttl.
+  std::optional<Owner> owner_of(const std::string& id, Clock::time_point now);
+  // `id` was deleted at its provider.
+  void forget(const std::string& id);
   std::size_t size() const;
 
  private:
   void expire(Clock::time_point now);  // mu_ held
 
   struct Entry {
-    std::string provider;
+    Owner owner;
     Clock::time_point at;
   };
   const std::size_t capacity_;
@@ -46,5 +59,16 @@ class ResponseOwners {
   std::unordered_map<std::string, Entry> owners_;
   std::deque<std::pair<std::string, Clock::time_point>> order_;  // oldest first
 };
+
+// A path that names a stored response (with or without "/v1"):
+// /responses/{id} (GET retrieves, DELETE deletes), /responses/{id}/input_items
+// (GET) and /responses/{id}/cancel (POST, a background response). An id is
+// 1..kMaxIdBytes of [A-Za-z0-9_.:-] (what providers issue); else nullopt.
+struct ResponsePath {
+  enum class Part { kResponse, kInputItems, kCancel };
+  std::string id;
+  Part part = Part::kResponse;
+};
+std::optional<ResponsePath> response_path(std::string_view path);
 
 }  // namespace llmgate::gateway

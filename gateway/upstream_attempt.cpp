@@ -34,22 +34,6 @@ constexpr std::size_t kMaxErrorBody = 64 * 1024;
 constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
 constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 
-// Reads the rest of a (non-event-stream) response body into `body` while it
-// holds fewer than `limit` bytes, under the deadline already set on the
-// connection. Returns the read's error, if one ended it.
-net::awaitable<beast::error_code> read_body(providers::Lease& lease, UpstreamParser& parser,
-                                            std::string& body, std::size_t limit) {
-  char buf[4096];
-  while (!parser.is_done() && body.size() < limit) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    body.append(buf, sizeof buf - parser.get().body().size);
-    if (ec && ec != http::error::need_buffer) co_return ec;
-  }
-  co_return beast::error_code{};
-}
-
 AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;
   rec.detail = std::move(detail);
@@ -148,52 +132,6 @@ bool refuses_stream(const ErrorBody& said, const std::string& body) {
          (said.message.find("support") != std::string::npos ||
           said.message.find("verif") != std::string::npos ||
           said.message.find("allowed") != std::string::npos);
-}
-
-// The deployment's chat target below base_url's path: the protocol's
-// (path and query), its path replaced by chat_path (with {model} put in)
-// when one is set, then the provider's query.
-std::string upstream_target(const config::Provider& p, const std::string& model,
-                            std::string_view protocol_target) {
-  const auto q = protocol_target.find('?');
-  const std::string_view protocol_path = protocol_target.substr(0, q);
-  std::string path(protocol_path);
-  if (!p.chat_path.empty()) {
-    // chat_path is chat's; the other endpoints take the same prefix when it
-    // ends with /chat/completions (Azure's /deployments/{model}/embeddings).
-    constexpr std::string_view kChat = "/chat/completions";
-    const std::string_view chat(p.chat_path);
-    const bool other_api = protocol_path == "/responses" || protocol_path == "/embeddings" ||
-                           protocol_path == "/completions";
-    if (!other_api) {
-      path = p.chat_path;
-    } else if (chat.size() >= kChat.size() && chat.substr(chat.size() - kChat.size()) == kChat) {
-      path = std::string(chat.substr(0, chat.size() - kChat.size())) + std::string(protocol_path);
-    }
-  }
-  const std::string_view protocol_query =
-      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
-  if (auto at = path.find("{model}"); at != std::string::npos) {
-    std::string encoded;
-    for (unsigned char c : model) {
-      // A model name is printable ASCII; what would end or split a path is encoded.
-      if (c == '?' || c == '#' || c == '%' || c == ' ') {
-        static constexpr char kHex[] = "0123456789ABCDEF";
-        encoded += '%';
-        encoded += kHex[c >> 4];
-        encoded += kHex[c & 15];
-      } else {
-        encoded += static_cast<char>(c);
-      }
-    }
-    path.replace(at, 7, encoded);
-  }
-  std::string target = p.base_url.path_prefix + path;
-  for (std::string_view query : {protocol_query, std::string_view(p.query)}) {
-    if (!query.empty())
-      target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);
-  }
-  return target;
 }
 
 void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std::string& detail,
@@ -324,7 +262,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   std::string body;
   lease->stream.tcp().expires_at(ctx_.total_deadline(c_));
   // One byte past the limit tells a body over it from one exactly at it.
-  const beast::error_code ec = co_await read_body(lease, parser, body, kMaxJsonAnswer + 1);
+  const beast::error_code ec = co_await read_upstream_body(lease, parser, body, kMaxJsonAnswer + 1);
   if (LLMGATE_CANCELLED()) co_return AttemptResult{true, false};
   if (!parser.is_done()) {
     const bool timeout = ec == beast::error::timeout;
@@ -388,7 +326,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   // Read the (small) error body so the message can be reported or returned.
   std::string body;
   lease->stream.tcp().expires_at(deadline);
-  co_await read_body(lease, parser, body, kMaxErrorBody);
+  co_await read_upstream_body(lease, parser, body, kMaxErrorBody);
   if (parser.is_done() && parser.keep_alive()) lease.give_back();
 
   // Whatever an upstream says is scrubbed of anything that looks like a key
@@ -460,26 +398,97 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
 }
 
 http::request<http::string_body> UpstreamAttempt::upstream_request() {
-  const auto& url = c_.provider->base_url;
-  http::request<http::string_body> up{
+  return make_upstream_request(
       http::verb::post,
       upstream_target(*c_.provider, c_.deployment->model,
                       protocol_.target(c_.deployment->model, request_.stream)),
-      11};
+      body_, request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name, *c_.provider,
+      protocol_);
+}
+
+}  // namespace
+
+// The deployment's chat target below base_url's path: the protocol's
+// (path and query), its path replaced by chat_path (with {model} put in)
+// when one is set, then the provider's query.
+std::string upstream_target(const config::Provider& p, const std::string& model,
+                            std::string_view protocol_target) {
+  const auto q = protocol_target.find('?');
+  const std::string_view protocol_path = protocol_target.substr(0, q);
+  std::string path(protocol_path);
+  if (!p.chat_path.empty()) {
+    // chat_path is chat's; the other endpoints take the same prefix when it
+    // ends with /chat/completions (Azure's /deployments/{model}/embeddings).
+    constexpr std::string_view kChat = "/chat/completions";
+    const std::string_view chat(p.chat_path);
+    const bool other_api = protocol_path == "/responses" ||
+                           protocol_path.substr(0, 11) == "/responses/" ||
+                           protocol_path == "/embeddings" || protocol_path == "/completions";
+    if (!other_api) {
+      path = p.chat_path;
+    } else if (chat.size() >= kChat.size() && chat.substr(chat.size() - kChat.size()) == kChat) {
+      path = std::string(chat.substr(0, chat.size() - kChat.size())) + std::string(protocol_path);
+    }
+  }
+  const std::string_view protocol_query =
+      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
+  if (auto at = path.find("{model}"); at != std::string::npos) {
+    std::string encoded;
+    for (unsigned char c : model) {
+      // A model name is printable ASCII; what would end or split a path is encoded.
+      if (c == '?' || c == '#' || c == '%' || c == ' ') {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        encoded += '%';
+        encoded += kHex[c >> 4];
+        encoded += kHex[c & 15];
+      } else {
+        encoded += static_cast<char>(c);
+      }
+    }
+    path.replace(at, 7, encoded);
+  }
+  std::string target = p.base_url.path_prefix + path;
+  for (std::string_view query : {protocol_query, std::string_view(p.query)}) {
+    if (!query.empty())
+      target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);
+  }
+  return target;
+}
+
+net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
+                                                     UpstreamParser& parser, std::string& body,
+                                                     std::size_t limit) {
+  char buf[4096];
+  while (!parser.is_done() && body.size() < limit) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    body.append(buf, sizeof buf - parser.get().body().size);
+    if (ec && ec != http::error::need_buffer) co_return ec;
+  }
+  co_return beast::error_code{};
+}
+
+http::request<http::string_body> make_upstream_request(
+    http::verb method, std::string target, std::string body, bool stream,
+    const Request& client_request, const RequestContext& rc, std::string_view via_name,
+    const config::Provider& provider, const providers::UpstreamProtocol& protocol) {
+  const auto& url = provider.base_url;
+  http::request<http::string_body> up{method, std::move(target), 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
   // past the hop-by-hop filter), and so does every Via line.
   std::vector<std::string> hop;
   std::string via;
-  for (const auto& f : ctx_.client_request) {
+  for (const auto& f : client_request) {
     if (f.name() == http::field::connection) {
       for (auto& t : connection_tokens(f.value())) hop.push_back(std::move(t));
     } else if (f.name() == http::field::via) {
       via.append(via.empty() ? "" : ", ").append(f.value());
     }
   }
-  for (const auto& f : ctx_.client_request) {
+  for (const auto& f : client_request) {
     if (is_hop_by_hop(f.name_string(), hop) || is_gateway_owned(f.name_string()) ||
         f.name() == http::field::via) {
       continue;
@@ -487,35 +496,32 @@ http::request<http::string_body> UpstreamAttempt::upstream_request() {
     up.insert(f.name_string(), f.value());
   }
   up.set(http::field::via, via.append(via.empty() ? "" : ", ")
-                               .append(ctx_.rc.version == 10 ? "1.0 " : "1.1 ")
-                               .append(ctx_.worker.via_name));
+                               .append(rc.version == 10 ? "1.0 " : "1.1 ")
+                               .append(via_name));
   up.set(http::field::host, url.authority());
-  up.set(http::field::content_type, "application/json");
-  up.set(http::field::accept, request_.stream ? "text/event-stream" : "application/json");
+  if (!body.empty()) up.set(http::field::content_type, "application/json");
+  up.set(http::field::accept, stream ? "text/event-stream" : "application/json");
   up.set(http::field::user_agent, "llmgate/0.1");
-  up.set("x-request-id", ctx_.rc.request_id);  // the client's own, or the one we made
+  up.set("x-request-id", rc.request_id);  // the client's own, or the one we made
   // The key: in the header the provider names (Authorization as a Bearer
   // token, any other alone: Azure's api-key), else where the protocol puts
   // it; then the protocol's fixed headers (anthropic-version).
-  const auto& key_header = c_.provider->api_key_header;
-  const bool own_key_header = !key_header.empty() && !c_.provider->api_key.empty();
+  const auto& key_header = provider.api_key_header;
+  const bool own_key_header = !key_header.empty() && !provider.api_key.empty();
   if (own_key_header) {
-    up.set(key_header, beast::iequals(key_header, "authorization")
-                           ? "Bearer " + c_.provider->api_key
-                           : c_.provider->api_key);
+    up.set(key_header, beast::iequals(key_header, "authorization") ? "Bearer " + provider.api_key
+                                                                   : provider.api_key);
   }
   for (const auto& [name, value] :
-       protocol_.headers(own_key_header ? std::string() : c_.provider->api_key, *c_.provider)) {
+       protocol.headers(own_key_header ? std::string() : provider.api_key, provider)) {
     up.set(name, value);
   }
-  for (const auto& [name, value] : c_.provider->headers) up.set(name, value);
+  for (const auto& [name, value] : provider.headers) up.set(name, value);
   up.keep_alive(true);
-  up.body() = body_;
+  up.body() = std::move(body);
   up.prepare_payload();
   return up;
 }
-
-}  // namespace
 
 net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
                                                    AttemptRecord& rec, int branch,

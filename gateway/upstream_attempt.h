@@ -10,6 +10,7 @@
 
 #include "gateway/attempt_context.h"
 #include "gateway/attempt_result.h"
+#include "gateway/relay.h"
 #include "providers/upstream_protocol.h"
 #include "routing/stats_registry.h"
 
@@ -25,5 +26,30 @@ net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const ro
                                                    routing::StatsRegistry::InFlight& in_flight,
                                                    const providers::UpstreamRequest& request,
                                                    std::string body);
+
+// The target of a request to `protocol_target` (path and query, e.g.
+// "/chat/completions" or "/responses/resp_1") at provider `p` for its
+// deployment's `model`: below base_url's path, chat's path replaced by the
+// provider's chat_path (with {model} put in) when one is set — the other
+// OpenAI endpoints take its prefix when it ends with /chat/completions
+// (Azure's /deployments/{model}/embeddings) —, then the provider's query.
+std::string upstream_target(const config::Provider& p, const std::string& model,
+                            std::string_view protocol_target);
+
+// A request to `provider`: the client's end-to-end headers (not hop-by-hop
+// ones, not its credentials, not what the gateway owns), Via, Host, the
+// provider's key where it wants it, the protocol's and the provider's own
+// headers; `body` as JSON when not empty.
+http::request<http::string_body> make_upstream_request(
+    http::verb method, std::string target, std::string body, bool stream,
+    const Request& client_request, const RequestContext& rc, std::string_view via_name,
+    const config::Provider& provider, const providers::UpstreamProtocol& protocol);
+
+// Reads the rest of a response body into `body` while it holds fewer than
+// `limit` bytes, under the deadline already set on the connection. Returns
+// the read's error, if one ended it.
+net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
+                                                     UpstreamParser& parser, std::string& body,
+                                                     std::size_t limit);
 
 }  // namespace llmgate::gateway

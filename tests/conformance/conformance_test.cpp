@@ -542,6 +542,226 @@ INSTANTIATE_TEST_SUITE_P(Anthropic, UpstreamFault,
 INSTANTIATE_TEST_SUITE_P(Gemini, UpstreamFault,
                          ::testing::ValuesIn(upstream_rows(Protocol::kGemini)), row_name);
 
+// ---- The Responses API stream ----------------------------------------------------
+//
+// docs/failure-semantics.md, "The Responses API, embeddings and legacy
+// completions": typed events held until the first output delta, failover
+// before it, an error event and never response.completed after it, and a
+// continued conversation pinned to the provider that stored it. bad/m plays
+// OpenAI's Responses stream (event: <type>\ndata: <json>).
+
+// One typed event of a Responses stream.
+std::string response_event(const std::string& type, json fields, int sequence) {
+  fields["type"] = type;
+  fields["sequence_number"] = sequence;
+  return "event: " + type + "\ndata: " + fields.dump() + "\n\n";
+}
+
+json bad_response(const std::string& status) {
+  return {{"id", "resp_bad"},
+          {"object", "response"},
+          {"status", status},
+          {"model", "m"},
+          {"output", json::array()}};
+}
+
+std::string responses_head() {
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+}
+
+// created, in_progress and the message item's start: no output yet.
+std::string responses_opening() {
+  return response_event("response.created", {{"response", bad_response("in_progress")}}, 0) +
+         response_event("response.in_progress", {{"response", bad_response("in_progress")}}, 1) +
+         response_event("response.output_item.added",
+                        {{"output_index", 0},
+                         {"item",
+                          {{"id", "msg_bad"},
+                           {"type", "message"},
+                           {"role", "assistant"},
+                           {"status", "in_progress"},
+                           {"content", json::array()}}}},
+                        2);
+}
+
+std::string responses_delta(int i) {
+  return response_event("response.output_text.delta",
+                        {{"item_id", "msg_bad"},
+                         {"output_index", 0},
+                         {"content_index", 0},
+                         {"delta", "tok" + std::to_string(i) + " "}},
+                        3 + i);
+}
+
+std::string responses_error_event() {
+  return response_event("error",
+                        {{"code", "server_error"}, {"message", "boom"}, {"param", nullptr}}, 9);
+}
+
+std::string responses_completed() {
+  json r = bad_response("completed");
+  r["usage"] = {{"input_tokens", 3}, {"output_tokens", 2}, {"total_tokens", 5}};
+  return response_event("response.completed", {{"response", r}}, 10);
+}
+
+struct ResponsesRow {
+  std::string id;
+  Script script;
+  std::string served_by;   // x-llmgate-deployment
+  bool completed = true;   // ends with response.completed; else with an error event
+  std::string error_code;  // the error event's code
+  std::string bad_outcome;
+};
+
+void PrintTo(const ResponsesRow& row, std::ostream* os) { *os << row.id; }
+
+std::vector<ResponsesRow> responses_rows() {
+  using testing::chunk;
+  const std::string h = responses_head();
+  const std::string one = responses_opening() + responses_delta(0);
+  return {
+      {"responses-complete",
+       {{K::kSend,
+         h + chunk(one + responses_delta(1) + responses_completed()) + testing::last_chunk()},
+        {K::kClose}},
+       "bad/m",
+       true,
+       "",
+       "success"},
+      {"responses-error-event-before-first-delta",
+       {{K::kSend, h + chunk(responses_opening() + responses_error_event())}, {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "malformed"},
+      {"responses-failed-before-first-delta",
+       {{K::kSend,
+         h + chunk(responses_opening() +
+                   response_event("response.failed", {{"response", bad_response("failed")}}, 3))},
+        {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "malformed"},
+      {"responses-stall-before-first-delta",
+       {{K::kSend, h + chunk(responses_opening())}, {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "ttft_timeout"},
+      {"responses-cut-after-first-delta",
+       {{K::kSend, h + chunk(one) + cut(chunk(responses_delta(1)))}, {K::kClose}},
+       "bad/m",
+       false,
+       "upstream_stream_truncated",
+       "truncated"},
+      // The error comes after the delta has gone to the client (in the same
+      // read, nothing would have been sent yet: the failover stays open).
+      {"responses-error-event-after-first-delta",
+       {{K::kSend, h + chunk(one)},
+        {K::kSleep, "", 50ms},
+        {K::kSend, chunk(responses_error_event())},
+        {K::kHold}},
+       "bad/m",
+       false,
+       "upstream_stream_error",
+       "malformed"},
+  };
+}
+
+const std::string kResponsesModel = R"(  - name: resp
+    deployments:
+      - {provider: bad, model: m, operations: [responses]}
+      - {provider: good, model: m, operations: [responses]}
+)";
+
+class ResponsesFault : public ::testing::TestWithParam<ResponsesRow> {};
+
+TEST_P(ResponsesFault, BehavesAsDocumented) {
+  const ResponsesRow& row = GetParam();
+  Harness h(Target::kScript, row.script, "", "", kResponsesModel);
+  {
+    HttpClient c(h.port());
+    auto head = c.start("POST", "/v1/responses", R"({"model":"resp","input":"hi","stream":true})");
+    ASSERT_EQ(head.status, 200) << head.body;
+    EXPECT_EQ(head.header("x-llmgate-deployment"), row.served_by);
+    std::vector<std::string> types;
+    std::string text;
+    json last;
+    for (const auto& e : c.rest_of_events()) {
+      auto j = json::parse(e, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << e;  // never [DONE], never a chat chunk
+      types.push_back(j.value("type", "?"));
+      if (types.back() == "response.output_text.delta") text += j["delta"].get<std::string>();
+      last = j;
+    }
+    ASSERT_FALSE(types.empty());
+    // One response.created: the answering deployment's (a failed attempt's
+    // held events never reached the client).
+    EXPECT_EQ(std::count(types.begin(), types.end(), "response.created"), 1);
+    EXPECT_EQ(types.front(), "response.created");
+    if (row.served_by == "good/m") {
+      EXPECT_EQ(text.find("tok0 "), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(text.rfind("tok0 ", 0), 0u) << text;
+    }
+    if (row.completed) {
+      EXPECT_EQ(types.back(), "response.completed");
+    } else {
+      EXPECT_EQ(types.back(), "error");
+      EXPECT_EQ(last["code"], row.error_code) << last;
+      EXPECT_EQ(std::count(types.begin(), types.end(), "response.completed"), 0);
+    }
+  }
+  auto m = h.metrics();
+  EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
+                         "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
+            1)
+      << "no attempt on bad/m ended as " << row.bad_outcome;
+  EXPECT_EQ(metric_value(m, "llmgate_requests_total",
+                         "gen_ai_operation_name=\"responses\",model=\"resp\",outcome=\"success\""),
+            row.completed ? 1 : 0);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Responses, ResponsesFault, ::testing::ValuesIn(responses_rows()),
+                         row_name);
+
+TEST(ResponsesPinning, AContinuedConversationGoesOnlyToTheProviderThatStoredIt) {
+  // bad/m fails before its first delta: good/m stores the response. The
+  // continuation then skips bad/m, first in order, for good/m.
+  Harness h(
+      Target::kScript,
+      {{K::kSend, responses_head() + testing::chunk(responses_opening() + responses_error_event())},
+       {K::kHold}},
+      "", "", kResponsesModel);
+  HttpClient c(h.port());
+  auto first = c.request("POST", "/v1/responses", R"({"model":"resp","input":"hi"})");
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(first.header("x-llmgate-deployment"), "good/m");
+  const std::string id = json::parse(first.body)["id"];
+  const auto bad_requests = h.upstream()->stats().requests;
+  auto next =
+      c.request("POST", "/v1/responses",
+                R"({"model":"resp","input":"more","previous_response_id":")" + id + R"("})");
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.header("x-llmgate-deployment"), "good/m");
+  EXPECT_EQ(next.header("x-llmgate-attempts"), "1");
+  EXPECT_NE(next.header("x-llmgate-route")
+                .find("bad/m=skip(previous_response_id is stored at "
+                      "provider good)"),
+            std::string::npos)
+      << next.header("x-llmgate-route");
+  EXPECT_EQ(h.upstream()->stats().requests, bad_requests);
+  // And its GET goes there too.
+  auto got = c.request("GET", "/v1/responses/" + id);
+  EXPECT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["id"], id);
+  EXPECT_EQ(h.upstream()->stats().requests, bad_requests);
+  c.close();
+  h.expect_quiescent();
+}
+
 // ---- Client behaviours ---------------------------------------------------------
 
 struct ClientRow {

@@ -397,6 +397,12 @@ test("templating: a Prometheus datasource variable and a multi-value model varia
   assert.equal(typeof model.query === "string" ? model.query : model.query.query, "label_values(llmgate_requests_total, model)");
   assert.equal(model.multi, true);
   assert.equal(model.includeAll, true);
+  const operation = vars.get("operation");
+  assert.ok(operation, "no operation variable");
+  assert.equal(typeof operation.query === "string" ? operation.query : operation.query.query,
+    "label_values(llmgate_requests_total, gen_ai_operation_name)");
+  assert.equal(operation.multi, true);
+  assert.equal(operation.includeAll, true);
   for (const v of dashboard.templating.list.filter((x) => x.type === "query")) {
     assert.deepEqual(v.datasource, DATASOURCE, `variable ${v.name} must query the selected datasource`);
   }
@@ -455,6 +461,7 @@ test("panels: datasource variable everywhere, unique ids, a grid without overlap
 // regex alternation of regex-escaped values.
 const VARIABLE_VALUES = {
   model: "(m1|fast-chat)",
+  operation: "(chat|responses)",
   deployment: "(p1/up-1|groq/llama-3\\\\.3-70b)",
   datasource: "prometheus",
   __rate_interval: "1m",
@@ -530,24 +537,38 @@ function recordLabels(name, seen = new Set()) {
   return by[1].split(",").map((s) => s.trim());
 }
 
-test("every query of a per-model series filters by $model", () => {
-  assert.deepEqual(recordLabels("llmgate:ttft_seconds:p99_5m"), ["namespace", "job", "model", "deployment"]);
-  assert.deepEqual(recordLabels("llmgate:route_decisions:share_rate5m"), ["namespace", "job", "model", "deployment"]);
-  assert.deepEqual(recordLabels("llmgate:fallbacks_per_request:ratio_rate5m"), ["namespace", "job"]);
+// The dashboard's selectors of series that carry one of `labelNames` (as
+// exported, or kept by a recording rule): how many filter it by `variable`,
+// and which do not.
+function filteredBy(labelNames, variable) {
   const problems = [];
   let filtered = 0;
   for (const { where, expr, panel } of dashboardExpressions(dashboard)) {
     if (!panel) continue;
     for (const sel of promqlSelectors(expr)) {
       const labels = recordNames.has(sel.name) ? recordLabels(sel.name) : Object.keys(resolveMetric(sel.name)?.spec.labels ?? {});
-      const modelLabel = labels.find((l) => l === "model" || l === "gen_ai_request_model");
-      if (!modelLabel) continue;
-      if (sel.matchers.some((m) => m.label === modelLabel && m.op === "=~" && m.value.includes("$model"))) filtered++;
-      else problems.push(`${where}: ${sel.name} is not filtered by ${modelLabel}=~"$model"`);
+      const label = labels.find((l) => labelNames.includes(l));
+      if (!label) continue;
+      if (sel.matchers.some((m) => m.label === label && m.op === "=~" && m.value.includes(variable))) filtered++;
+      else problems.push(`${where}: ${sel.name} is not filtered by ${label}=~"${variable}"`);
     }
   }
+  return { problems, filtered };
+}
+
+test("every query of a per-model series filters by $model", () => {
+  assert.deepEqual(recordLabels("llmgate:ttft_seconds:p99_5m"), ["namespace", "job", "model", "operation", "deployment"]);
+  assert.deepEqual(recordLabels("llmgate:route_decisions:share_rate5m"), ["namespace", "job", "model", "deployment"]);
+  assert.deepEqual(recordLabels("llmgate:fallbacks_per_request:ratio_rate5m"), ["namespace", "job"]);
+  const { problems, filtered } = filteredBy(["model", "gen_ai_request_model"], "$model");
   assert.deepEqual(problems, []);
   assert.ok(filtered >= 20, `only ${filtered} selectors use $model`);
+});
+
+test("every query of a per-operation series filters by $operation", () => {
+  const { problems, filtered } = filteredBy(["operation", "gen_ai_operation_name"], "$operation");
+  assert.deepEqual(problems, []);
+  assert.ok(filtered >= 10, `only ${filtered} selectors use $operation`);
 });
 
 test("the dashboard shows what operators need", () => {

@@ -28,6 +28,7 @@ before(async () => {
       "--model", `${name}=${JSON.stringify({ ...fast, stall_before_first_token_ms: 5000 })}`]),
     "--model", `tools=${JSON.stringify({ ...fast, output: "tool_call" })}`,
     "--model", `thinker=${JSON.stringify({ ...fast, reasoning_tokens: 3 })}`,
+    "--model", `slow=${JSON.stringify({ ...fast, ttft_ms: 60000 })}`,
     "--model", `embed=${JSON.stringify({ ttft_ms: 5, embedding_dimensions: 8 })}`,
     "--model", `embed-down=${JSON.stringify({ ttft_ms: 5, error_rate: 1, error_status: 503 })}`,
   ], join(dir, "sim.port"));
@@ -49,6 +50,8 @@ models:
     deployments: [{provider: sim, model: stalled-tools, operations: ${all}}, {provider: sim, model: tools, operations: ${all}}]
   - name: thinker
     deployments: [{provider: sim, model: thinker, operations: ${all}}]
+  - name: slow
+    deployments: [{provider: sim, model: slow, operations: [responses]}]
   - name: embed
     deployments: [{provider: sim, model: embed-down, operations: [embeddings]}, {provider: sim, model: embed, operations: [embeddings]}]
 `;
@@ -131,6 +134,36 @@ test("responses: a function call round trip", async () => {
     ],
   });
   assert.equal(second.status, "completed");
+});
+
+test("responses.retrieve, inputItems.list, stream replay and delete reach the provider that stored it", async () => {
+  const created = await client.responses.create({ model: "gpt", input: "Remember this" });
+  const got = await client.responses.retrieve(created.id);
+  assert.equal(got.id, created.id);
+  assert.equal(got.status, "completed");
+  assert.equal(got.output_text, created.output_text);
+  const items = await client.responses.inputItems.list(created.id);
+  assert.equal(items.data.length, 1);
+  assert.equal(items.data[0].content[0].text, "Remember this");
+  const replay = await client.responses.retrieve(created.id, { stream: true });
+  const types = [];
+  for await (const ev of replay) types.push(ev.type);
+  assert.deepEqual([types[0], types.at(-1)], ["response.created", "response.completed"]);
+  await client.responses.delete(created.id);
+  await assert.rejects(client.responses.retrieve(created.id), (e) => {
+    assert.equal(e.status, 404);
+    assert.equal(e.code, "response_not_found");
+    return true;
+  });
+});
+
+test("responses in the background: queued, polled and cancelled at the provider that runs it", async () => {
+  const queued = await client.responses.create({ model: "slow", input: "A long job", background: true });
+  assert.equal(queued.status, "queued");
+  const polled = await client.responses.retrieve(queued.id);
+  assert.equal(polled.status, "in_progress");
+  const cancelled = await client.responses.cancel(queued.id);
+  assert.equal(cancelled.status, "cancelled");
 });
 
 test("embeddings.create, float and base64, through a failover", async () => {

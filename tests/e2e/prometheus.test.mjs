@@ -124,7 +124,7 @@ test("Prometheus scrapes the TTFT histogram and the router's gauges", async (t) 
   const state = await query('llmgate_router_deployment_state{deployment="sim/good",state="healthy"}');
   assert.equal(Number(state[0].value[1]), 1);
   await eventually(async () => {
-    const r = await query('llmgate_requests_total{model="chat",outcome="success"}');
+    const r = await query('llmgate_requests_total{gen_ai_operation_name="chat",model="chat",outcome="success"}');
     return r.length === 1 && Number(r[0].value[1]) === 10;
   }, "llmgate_requests_total to reach 10");
 });

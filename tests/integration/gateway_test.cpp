@@ -501,9 +501,14 @@ TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
   EXPECT_EQ(sim_b_->stats().requests, 0u);
   // The caller's mistake, not the gateway's or the upstream's: counted apart.
   auto m = c.request("GET", "/metrics").body;
-  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="client_error"} 1)"),
-            std::string::npos);
-  EXPECT_NE(m.find(R"(llmgate_requests_total{model="chat",outcome="error"} 0)"), std::string::npos);
+  EXPECT_NE(
+      m.find(
+          R"(llmgate_requests_total{gen_ai_operation_name="chat",model="chat",outcome="client_error"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      m.find(
+          R"(llmgate_requests_total{gen_ai_operation_name="chat",model="chat",outcome="error"} 0)"),
+      std::string::npos);
 }
 
 TEST_F(GatewayTest, ReportsAllFailedAttemptsInOneOpenAiError) {
@@ -812,15 +817,17 @@ TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
   auto m = c.request("GET", "/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_NE(m.body.find(R"(llmgate_requests_total{model="chat",outcome="success"} 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      m.body.find(
+          R"(llmgate_requests_total{gen_ai_operation_name="chat",model="chat",outcome="success"} 1)"),
+      std::string::npos)
       << m.body.substr(0, 2000);
   EXPECT_NE(
       m.body.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="success"} 1)"),
       std::string::npos);
   EXPECT_NE(
       m.body.find(
-          R"(gen_ai_server_time_to_first_token_seconds_count{deployment="a/model-a",gen_ai_provider_name="a",gen_ai_request_model="chat"} 1)"),
+          R"(gen_ai_server_time_to_first_token_seconds_count{deployment="a/model-a",gen_ai_operation_name="chat",gen_ai_provider_name="a",gen_ai_request_model="chat"} 1)"),
       std::string::npos);
   EXPECT_NE(
       m.body.find(R"(llmgate_router_deployment_state{deployment="a/model-a",state="healthy"} 1)"),
@@ -833,7 +840,7 @@ TEST_F(GatewayTest, MetricsAreServedAndPassPromtool) {
   EXPECT_NE(m.body.find(R"(llmgate_tokens_total{type="output"} 5)"), std::string::npos);
   EXPECT_NE(
       m.body.find(
-          R"(gen_ai_client_token_usage_count{gen_ai_request_model="chat",gen_ai_token_type="output"} 1)"),
+          R"(gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_request_model="chat",gen_ai_token_type="output"} 1)"),
       std::string::npos);
   EXPECT_EQ(m.body.find("llmgate_cost_usd_total 0\n"), std::string::npos);  // priced: a is not free
   // Every label value comes from config: an unknown model adds no series.

@@ -50,7 +50,8 @@ class OpenAiApisTest : public ::testing::Test {
     b_.reset();
   }
 
-  void start(const sim::Profile& a, const sim::Profile& b) {
+  // `server_extra`: keys added to the server section (", limits: {...}").
+  void start(const sim::Profile& a, const sim::Profile& b, const std::string& server_extra = "") {
     sim::SimOptions oa, ob;
     oa.profiles["m"] = a;
     oa.profiles["e"] = a;
@@ -61,7 +62,8 @@ class OpenAiApisTest : public ::testing::Test {
     const auto pa = a_->start(), pb = b_->start();
     const std::string yaml = R"(
 routing: {exploration: 0, defaults: {policy: ordered}}
-server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1)" +
+                             server_extra + R"(}
 timeouts: {connect: 1s, ttft: 300ms, idle: 2s, total: 20s}
 providers:
   - {name: a, base_url: "http://127.0.0.1:)" +
@@ -201,6 +203,76 @@ TEST_F(OpenAiApisTest, APreviousResponseIdPinsTheConversationToItsProvider) {
   EXPECT_EQ(unknown.header("x-llmgate-deployment"), "b/m");
 }
 
+TEST_F(OpenAiApisTest, AStoredResponseIsReadListedAndDeletedAtTheProviderThatCreatedIt) {
+  start(stalls(), testing::quick_profile(4));
+  HttpClient c(port_);
+  auto created = c.request("POST", "/v1/responses", R"({"model":"gpt","input":"hello there"})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  ASSERT_EQ(created.header("x-llmgate-deployment"), "b/m");  // a missed its first-token deadline
+  const std::string id = json::parse(created.body)["id"];
+  const auto a_requests = a_->stats().requests;
+
+  auto got = c.request("GET", "/v1/responses/" + id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  auto r = json::parse(got.body);
+  EXPECT_EQ(r["id"], id);
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_NE(got.header("x-llmgate-route").find("pinned to provider b"), std::string::npos)
+      << got.header("x-llmgate-route");
+  // Its events again, relayed as they come.
+  auto head = c.start("GET", "/v1/responses/" + id + "?stream=true", "");
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("content-type"), "text/event-stream");
+  const auto types = types_of(c.rest_of_events());
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), "response.created");
+  EXPECT_EQ(types.back(), "response.completed");
+
+  auto items = c.request("GET", "/v1/responses/" + id + "/input_items?limit=10");
+  ASSERT_EQ(items.status, 200) << items.body;
+  auto list = json::parse(items.body);
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["content"][0]["text"], "hello there");
+  // Only a background response can be cancelled: the provider's 400, passed on.
+  EXPECT_EQ(c.request("POST", "/v1/responses/" + id + "/cancel").status, 400);
+  EXPECT_EQ(a_->stats().requests, a_requests);  // nothing went to a
+
+  auto deleted = c.request("DELETE", "/v1/responses/" + id);
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(json::parse(deleted.body)["deleted"], true);
+  auto gone = c.request("GET", "/v1/responses/" + id);
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(json::parse(gone.body)["error"]["code"], "response_not_found");
+  auto unknown = c.request("GET", "/v1/responses/resp_never_seen");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["code"], "response_not_found");
+  auto put = c.request("PUT", "/v1/responses/" + id);
+  EXPECT_EQ(put.status, 405);
+  EXPECT_EQ(put.header("allow"), "GET, DELETE");
+}
+
+TEST_F(OpenAiApisTest, ABackgroundResponseIsQueuedThenPolledAndCancelledAtItsProvider) {
+  sim::Profile slow = testing::quick_profile(4);
+  slow.ttft = {sim::Distribution::Kind::kFixed, 60'000, 0};  // still running when polled
+  start(slow, testing::quick_profile());
+  HttpClient c(port_);
+  auto created =
+      c.request("POST", "/v1/responses", R"({"model":"gpt","input":"long job","background":true})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  auto r = json::parse(created.body);
+  EXPECT_EQ(r["status"], "queued");
+  EXPECT_EQ(created.header("x-llmgate-deployment"), "a/m");
+  const std::string id = r["id"];
+  auto polled = c.request("GET", "/v1/responses/" + id);
+  ASSERT_EQ(polled.status, 200) << polled.body;
+  EXPECT_EQ(json::parse(polled.body)["status"], "in_progress");
+  auto cancelled = c.request("POST", "/v1/responses/" + id + "/cancel");
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(json::parse(cancelled.body)["status"], "cancelled");
+  EXPECT_EQ(json::parse(c.request("GET", "/v1/responses/" + id).body)["status"], "cancelled");
+  EXPECT_EQ(b_->stats().requests, 0u);
+}
+
 TEST_F(OpenAiApisTest, EmbeddingsFailOverAndPassBase64Untouched) {
   sim::Profile down = testing::quick_profile();
   down.error_rate = 1;
@@ -223,6 +295,31 @@ TEST_F(OpenAiApisTest, EmbeddingsFailOverAndPassBase64Untouched) {
   // Never streamed.
   auto s = c.request("POST", "/v1/embeddings", R"({"model":"emb","input":"a","stream":true})");
   EXPECT_EQ(s.status, 400);
+}
+
+TEST_F(OpenAiApisTest, AnEmbeddingsBatchHasItsOwnBodyLimit) {
+  start(testing::quick_profile(), testing::quick_profile(),
+        ", limits: {max_body_size: 2KiB, max_embeddings_body_size: 64KiB}");
+  json inputs = json::array();
+  for (int i = 0; i < 200; ++i) inputs.push_back("input number " + std::to_string(i));
+  const std::string batch = json{{"model", "emb"}, {"input", inputs}}.dump();
+  ASSERT_GT(batch.size(), 2048u);
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/embeddings", batch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["data"].size(), 200u);
+  // The same size is too large for chat, and a batch over its own limit is a 413 too.
+  json messages = json::array({{{"role", "user"}, {"content", std::string(4096, 'x')}}});
+  HttpClient c2(port_);
+  auto chat = c2.request("POST", "/v1/chat/completions",
+                         json{{"model", "gpt"}, {"messages", messages}}.dump());
+  EXPECT_EQ(chat.status, 413);
+  EXPECT_NE(chat.body.find("max_body_size"), std::string::npos) << chat.body;
+  HttpClient c3(port_);
+  auto huge = c3.request("POST", "/v1/embeddings",
+                         json{{"model", "emb"}, {"input", std::string(70'000, 'x')}}.dump());
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_NE(huge.body.find("max_embeddings_body_size"), std::string::npos) << huge.body;
 }
 
 TEST_F(OpenAiApisTest, LegacyCompletionsStreamAndAssembleTheText) {

@@ -467,6 +467,121 @@ std::string responses_body(std::string_view id, std::int64_t created, std::strin
   return dump(finished_response(id, created, model, answer, capped, prompt_tokens, cached_tokens));
 }
 
+// ---- Stored responses ---------------------------------------------------------
+
+ResponsesOptions responses_options(std::string_view body) {
+  ResponsesOptions o;
+  const json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) return o;
+  if (auto s = j.find("store"); s != j.end() && s->is_boolean()) o.store = s->get<bool>();
+  if (auto b = j.find("background"); b != j.end() && b->is_boolean()) o.background = b->get<bool>();
+  json items = json::array();
+  if (auto in = j.find("input"); in != j.end()) {
+    if (in->is_string()) {
+      items.push_back({{"type", "message"},
+                       {"role", "user"},
+                       {"content", json::array({{{"type", "input_text"}, {"text", *in}}})}});
+    } else if (in->is_array()) {
+      items = *in;
+    }
+  }
+  int n = 0;
+  for (auto& item : items) {
+    if (item.is_object() && !item.contains("id")) item["id"] = "msg_in_" + std::to_string(++n);
+  }
+  o.input_items = dump(items);
+  return o;
+}
+
+std::string queued_response(const std::string& finished_body) {
+  json r = json::parse(finished_body, nullptr, false);
+  if (!r.is_object()) return finished_body;
+  r["status"] = "queued";
+  r["background"] = true;
+  r["output"] = json::array();
+  r["usage"] = nullptr;
+  return dump(r);
+}
+
+void ResponseStore::put(const std::string& id, Stored s) {
+  std::lock_guard lock(mu_);
+  if (stored_.insert_or_assign(id, std::move(s)).second) order_.push_back(id);
+  while (order_.size() > kCapacity) {
+    stored_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+ResponseStore::Answer ResponseStore::answer(std::string_view method, const std::string& id,
+                                            std::string_view part, bool stream,
+                                            Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  auto it = stored_.find(id);
+  if (it == stored_.end()) {
+    return {404, dump({{"error",
+                        {{"message", "Response with id '" + id + "' not found."},
+                         {"type", "invalid_request_error"},
+                         {"param", nullptr},
+                         {"code", nullptr}}}})};
+  }
+  Stored& s = it->second;
+  if (method == "DELETE") {
+    stored_.erase(it);
+    return {200, dump({{"id", id}, {"object", "response.deleted"}, {"deleted", true}})};
+  }
+  if (part == "/input_items") {
+    json items = json::parse(s.input_items, nullptr, false);
+    if (!items.is_array()) items = json::array();
+    json page = {{"object", "list"}, {"data", items}, {"has_more", false}};
+    page["first_id"] = items.empty() ? json(nullptr) : items.front().value("id", json(nullptr));
+    page["last_id"] = items.empty() ? json(nullptr) : items.back().value("id", json(nullptr));
+    return {200, dump(page)};
+  }
+  const bool running = s.background && !s.cancelled && now < s.ready;
+  if (part == "/cancel") {
+    if (!s.background) {
+      return {400, dump({{"error",
+                          {{"message",
+                            "Only responses created with background=true can be "
+                            "cancelled."},
+                           {"type", "invalid_request_error"},
+                           {"param", nullptr},
+                           {"code", nullptr}}}})};
+    }
+    if (running) s.cancelled = true;
+  }
+  json r = json::parse(s.body, nullptr, false);
+  if (!r.is_object()) r = json::object();
+  r["background"] = s.background;
+  if (s.cancelled) {
+    r["status"] = "cancelled";
+    r["output"] = json::array();
+    r["usage"] = nullptr;
+  } else if (running) {
+    r["status"] = "in_progress";
+    r["output"] = json::array();
+    r["usage"] = nullptr;
+  }
+  if (!stream) return {200, dump(r)};
+  // The stored response replayed as events: created, then its end.
+  json created = r;
+  created["status"] = "in_progress";
+  created["output"] = json::array();
+  created["usage"] = nullptr;
+  const std::string status = r.value("status", "completed");
+  const std::string end = status == "completed"    ? "response.completed"
+                          : status == "incomplete" ? "response.incomplete"
+                          : status == "cancelled"  ? "response.cancelled"
+                                                   : "response.in_progress";
+  std::string out;
+  out += "event: response.created\ndata: " +
+         dump({{"type", "response.created"}, {"sequence_number", 0}, {"response", created}}) +
+         "\n\n";
+  out += "event: " + end +
+         "\ndata: " + dump({{"type", end}, {"sequence_number", 1}, {"response", r}}) + "\n\n";
+  return {200, std::move(out), true};
+}
+
 // ---- Legacy completions -------------------------------------------------------
 
 CompletionsStream::CompletionsStream(std::string_view id, std::int64_t created,

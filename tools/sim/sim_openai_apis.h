@@ -4,9 +4,14 @@
 // (POST …/embeddings: vectors deterministic by input). Beast-free.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -22,6 +27,57 @@ enum class OpenAiApi { kChat, kResponses, kCompletions, kEmbeddings };
 // "incomplete"), reasoning.summary (reasoning streamed as summary text;
 // else hidden). Errors as OpenAI's. Never throws.
 std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view body);
+
+// What POST …/responses asks for beyond what ChatRequest carries: whether
+// the provider keeps the response (store, OpenAI's default true), whether it
+// runs in the background (the POST answers at once, status "queued"), and
+// the input as items (a string input is one user message): a JSON array.
+// For a body parse_responses_request accepted. Never throws.
+struct ResponsesOptions {
+  bool store = true;
+  bool background = false;
+  std::string input_items = "[]";
+};
+ResponsesOptions responses_options(std::string_view body);
+
+// The responses the simulator stored, for GET …/responses/{id} (?stream=true
+// replays it as events), GET …/{id}/input_items, DELETE …/{id} and POST
+// …/{id}/cancel. A background response is "queued", then "in_progress"
+// until `ready`, then what it finished as. Bounded (the oldest go first).
+// Thread-safe.
+class ResponseStore {
+ public:
+  static constexpr std::size_t kCapacity = 10'000;
+  using Clock = std::chrono::steady_clock;
+
+  struct Stored {
+    std::string body;         // the finished Response object (JSON)
+    std::string input_items;  // a JSON array
+    Clock::time_point ready;  // when a background response finishes
+    bool background = false;
+    bool cancelled = false;
+  };
+  void put(const std::string& id, Stored s);
+
+  struct Answer {
+    int status = 200;
+    std::string body;
+    bool event_stream = false;
+  };
+  // What OpenAI answers to `method` ("GET", "DELETE", "POST") on `part`
+  // ("", "/input_items", "/cancel") of `id`, at `now`; `stream` a GET's
+  // ?stream=true. 404 for an id it does not have.
+  Answer answer(std::string_view method, const std::string& id, std::string_view part, bool stream,
+                Clock::time_point now);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Stored> stored_;
+  std::deque<std::string> order_;  // oldest first
+};
+
+// A Response object as a background POST answers it ("queued", no output).
+std::string queued_response(const std::string& finished_body);
 
 // POST …/completions: model, prompt (a string or a non-empty array), stream,
 // stream_options.include_usage, max_tokens. Never throws.

@@ -284,7 +284,27 @@ struct Exchange {
   bool sse = true;                   // Gemini streaming: alt=sse, else a JSON array
   OpenAiApi api = OpenAiApi::kChat;  // OpenAI: which endpoint
   EmbeddingsRequest embeddings;      // OpenAiApi::kEmbeddings
+  ResponsesOptions responses;        // OpenAiApi::kResponses
 };
+
+// …/responses/{id}, …/responses/{id}/input_items, …/responses/{id}/cancel
+// (any prefix): the id and the part after it ("", "/input_items", "/cancel").
+std::optional<std::pair<std::string, std::string>> stored_response_path(std::string_view path) {
+  constexpr std::string_view kMark = "/responses/";
+  const auto at = path.rfind(kMark);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = path.substr(at + kMark.size());
+  std::string_view part;
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    part = rest.substr(slash);
+    rest = rest.substr(0, slash);
+  }
+  // "…/responses/{id}/cancel" has a later "/responses/" only if the id is
+  // literally "responses"; ids never are.
+  if (rest.empty() || (!part.empty() && part != "/input_items" && part != "/cancel"))
+    return std::nullopt;
+  return std::make_pair(std::string(rest), std::string(part));
+}
 
 }  // namespace
 
@@ -426,6 +446,11 @@ struct SimServer::Impl {
   static net::awaitable<Outcome> stream_answer(beast::tcp_stream& stream, const Exchange& ex);
   static net::awaitable<Outcome> answer_once(beast::tcp_stream& stream, const Exchange& ex);
   void count(Outcome outcome);
+  // A Responses API answer the provider keeps (store): remembered for later
+  // GETs. A background one is answered at once: the "queued" response.
+  std::optional<Response> store_response(const Exchange& ex);
+  Response answer_stored(const Request& req, const std::string& id, std::string_view part);
+  ResponseStore response_store;
 
   // --- lifecycle ----------------------------------------------------------
   void launch();  // bind, listen, start the acceptor (lifecycle_mu held)
@@ -566,6 +591,10 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
   if (auto api = openai_api_path(path); api && post) {
     co_return co_await handle_openai_api(shard, stream, buffer, req, *api);
   }
+  if (auto stored = stored_response_path(path)) {
+    Response res = answer_stored(req, stored->first, stored->second);
+    co_return co_await write_response(stream, std::move(res));
+  }
   // A named local, not a temporary inside the co_await expression: GCC 12
   // has bugs destroying such temporaries across a suspension.
   Response res = answer_at_once(req, path);
@@ -645,6 +674,7 @@ net::awaitable<bool> SimServer::Impl::handle_openai_api(Shard& shard, beast::tcp
     co_return co_await write_response(stream, make_error(req, *e));
   }
   ex.chat = std::move(std::get<ChatRequest>(parsed));
+  if (api == OpenAiApi::kResponses) ex.responses = responses_options(req.body());
   ex.profile = profile_for(ex.chat.model);
   co_return co_await serve(shard, stream, buffer, req, ex);
 }
@@ -753,6 +783,11 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
     co_return co_await write_response(stream, std::move(res));
   }
 
+  if (ex.api == OpenAiApi::kResponses && ex.protocol == Protocol::kOpenAI) {
+    if (std::optional<Response> queued = store_response(ex)) {
+      co_return co_await write_response(stream, std::move(*queued));
+    }
+  }
   auto respond = ex.chat.stream ? stream_answer(stream, ex) : answer_once(stream, ex);
   auto result = co_await (std::move(respond) || watch_for_hangup(stream.socket(), buffer));
   const Outcome outcome = result.index() == 0 ? std::get<0>(result) : Outcome::kClientGone;
@@ -915,6 +950,40 @@ net::awaitable<bool> end_body(beast::tcp_stream& stream, bool chunked) {
 }
 
 }  // namespace
+
+std::optional<Response> SimServer::Impl::store_response(const Exchange& ex) {
+  if (!ex.responses.store && !ex.responses.background) return std::nullopt;
+  const std::string body = answer_body(ex);
+  const double generation_ms = ex.plan.ttft_ms + 1000.0 * ex.plan.completion_tokens /
+                                                     std::max(ex.plan.tokens_per_second, 1e-3);
+  response_store.put(ex.id, ResponseStore::Stored{body, ex.responses.input_items,
+                                                  ex.received + to_duration(generation_ms),
+                                                  ex.responses.background});
+  if (!ex.responses.background || ex.chat.stream) return std::nullopt;
+  Response res =
+      make_response(ex.version, ex.keep_alive, 200, queued_response(body), "application/json");
+  set_answer_headers(res, ex, /*streamed=*/false);
+  return res;
+}
+
+Response SimServer::Impl::answer_stored(const Request& req, const std::string& id,
+                                        std::string_view part) {
+  requests.fetch_add(1);
+  record(req);
+  if (auto e = check_auth(req)) return make_error(req, *e);
+  const auto m = req.method();
+  const bool allowed = part.empty()        ? m == http::verb::get || m == http::verb::delete_
+                       : part == "/cancel" ? m == http::verb::post
+                                           : m == http::verb::get;
+  if (!allowed) return make_error(req, method_not_allowed(req));
+  const std::string_view target = req.target();
+  const bool stream =
+      part.empty() && m == http::verb::get && target.find("stream=true") != std::string_view::npos;
+  ResponseStore::Answer a =
+      response_store.answer(std::string_view(req.method_string()), id, part, stream, Clock::now());
+  return make_response(req, static_cast<http::status>(a.status), std::move(a.body),
+                       a.event_stream ? "text/event-stream" : "application/json");
+}
 
 // Streams one answer: headers and the protocol's opening events at once
 // (real providers send headers long before the first token), then one write

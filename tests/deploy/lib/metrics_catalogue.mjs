@@ -9,16 +9,17 @@
 const ATTEMPT_OUTCOMES = ["success", "connect_error", "upstream_status", "client_error", "ttft_timeout", "idle_timeout",
   "truncated", "malformed", "client_gone", "total_timeout", "hedge_lost"];
 const POLICIES = ["latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"];
-const UPSTREAM = { gen_ai_request_model: null, gen_ai_provider_name: null, deployment: null };
+const OPERATIONS = ["chat", "responses", "embeddings", "text_completion"];
+const UPSTREAM = { gen_ai_request_model: null, gen_ai_provider_name: null, gen_ai_operation_name: OPERATIONS, deployment: null };
 export const GATEWAY_METRICS = {
   gen_ai_server_time_to_first_token_seconds: { type: "histogram", labels: UPSTREAM },
   gen_ai_server_time_per_output_token_seconds: { type: "histogram", labels: UPSTREAM },
   gen_ai_server_request_duration_seconds: { type: "histogram", labels: UPSTREAM },
-  gen_ai_client_token_usage: { type: "histogram", labels: { gen_ai_request_model: null, gen_ai_token_type: ["input", "output"] } },
+  gen_ai_client_token_usage: { type: "histogram", labels: { gen_ai_request_model: null, gen_ai_operation_name: OPERATIONS, gen_ai_token_type: ["input", "output"] } },
   llmgate_gateway_overhead_seconds: { type: "histogram", labels: { phase: ["admission", "first_token"] } },
   // client_error: an upstream 4xx caused by the client's request, returned to it
   // as is (neither a gateway nor an upstream failure).
-  llmgate_requests_total: { type: "counter", labels: { model: null, outcome: ["success", "error", "rejected", "client_error", "client_gone"] } },
+  llmgate_requests_total: { type: "counter", labels: { model: null, outcome: ["success", "error", "rejected", "client_error", "client_gone"], gen_ai_operation_name: OPERATIONS } },
   llmgate_upstream_attempts_total: { type: "counter", labels: { deployment: null, outcome: ATTEMPT_OUTCOMES } },
   llmgate_fallbacks_total: { type: "counter", labels: { reason: ATTEMPT_OUTCOMES } },
   llmgate_hedges_total: { type: "counter", labels: { result: ["won", "lost", "denied"] } },

@@ -74,7 +74,7 @@ const ErrorCase kCases[] = {
      "[chat, responses]}\n",
      R"(cfg.yaml: models[0].deployments[0].operations: only chat is served through the anthropic protocol (the others need an OpenAI-compatible provider))"},
     {"RejectsUnknownKeyInLimits", "server: { limits: { max_body: 1MiB } }\n",
-     R"(cfg.yaml: server.limits: unknown key "max_body" (expected one of: max_body_size, max_header_size, max_event_size, max_connections, client_header_timeout, client_idle_timeout))"},
+     R"(cfg.yaml: server.limits: unknown key "max_body" (expected one of: max_body_size, max_embeddings_body_size, max_header_size, max_event_size, max_connections, client_header_timeout, client_idle_timeout))"},
     {"SuggestsKeysCaseInsensitively", "server: { Workers: 2 }\n",
      R"(cfg.yaml: server: unknown key "Workers" (did you mean "workers"?))"},
     {"ReportsAMisspeltRequiredKeyAsUnknownRatherThanMissing",

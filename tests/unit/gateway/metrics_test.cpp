@@ -28,7 +28,7 @@ models:
       - {provider: q, model: m}
   - name: other
     deployments:
-      - {provider: q, model: o}
+      - {provider: q, model: o, operations: [chat, responses]}
 )");
 }
 
@@ -51,6 +51,43 @@ class MetricsTest : public ::testing::Test {
   const config::Model& other() const { return cfg->models[1]; }
   std::string scrape() { return registry.scrape(*cfg, state); }
 };
+
+TEST_F(MetricsTest, RequestsAndLatenciesAreCountedPerOperation) {
+  routing::AttemptRecord rec;
+  rec.deployment = other().deployments[0].id();
+  rec.outcome = routing::AttemptOutcome::kSuccess;
+  rec.request_sent = routing::Clock::now();
+  rec.first_token = rec.request_sent + std::chrono::milliseconds(20);
+  rec.output_tokens = 7;
+  metrics.on_attempt(other(), other().deployments[0], rec, config::Operation::kResponses);
+  metrics.on_request(other(), RequestOutcome::kSuccess, config::Operation::kResponses);
+  const std::string text = scrape();
+  EXPECT_EQ(sample(text,
+                   "llmgate_requests_total{gen_ai_operation_name=\"responses\",model=\"other\","
+                   "outcome=\"success\"}"),
+            "1");
+  EXPECT_EQ(sample(text,
+                   "llmgate_requests_total{gen_ai_operation_name=\"chat\",model=\"other\","
+                   "outcome=\"success\"}"),
+            "0");
+  const std::string ttft = "gen_ai_server_time_to_first_token_seconds_count{deployment=\"" +
+                           rec.deployment + "\",gen_ai_operation_name=\"";
+  EXPECT_EQ(
+      sample(text, ttft + "responses\",gen_ai_provider_name=\"q\",gen_ai_request_model=\"other\"}"),
+      "1");
+  EXPECT_EQ(
+      sample(text, ttft + "chat\",gen_ai_provider_name=\"q\",gen_ai_request_model=\"other\"}"),
+      "0");
+  // No series for an operation the deployment does not serve.
+  EXPECT_EQ(
+      sample(text,
+             ttft + "embeddings\",gen_ai_provider_name=\"q\",gen_ai_request_model=\"other\"}"),
+      "<absent>");
+  EXPECT_EQ(sample(text,
+                   "gen_ai_client_token_usage_count{gen_ai_operation_name=\"responses\","
+                   "gen_ai_request_model=\"other\",gen_ai_token_type=\"output\"}"),
+            "1");
+}
 
 TEST_F(MetricsTest, AnAttemptCountsOnItsDeploymentAndOutcome) {
   routing::AttemptRecord rec;
@@ -75,8 +112,14 @@ TEST_F(MetricsTest, RequestsRoutesAndSaturationLandOnTheirModelAndDeployment) {
   metrics.on_saturated(chat(), chat().deployments[0], Saturation::kQueueFull);
   const std::string text = scrape();
   const std::string p = chat().deployments[0].id();
-  EXPECT_EQ(sample(text, "llmgate_requests_total{model=\"other\",outcome=\"success\"}"), "1");
-  EXPECT_EQ(sample(text, "llmgate_requests_total{model=\"chat\",outcome=\"success\"}"), "0");
+  EXPECT_EQ(sample(text,
+                   "llmgate_requests_total{gen_ai_operation_name=\"chat\",model=\"other\",outcome="
+                   "\"success\"}"),
+            "1");
+  EXPECT_EQ(sample(text,
+                   "llmgate_requests_total{gen_ai_operation_name=\"chat\",model=\"chat\",outcome="
+                   "\"success\"}"),
+            "0");
   EXPECT_EQ(sample(text, "llmgate_route_decisions_total{deployment=\"" + p +
                              "\",model=\"chat\",policy=\"cost\"}"),
             "1");
@@ -92,7 +135,10 @@ TEST_F(MetricsTest, AModelOfAnotherConfigTouchesNothing) {
   rec.outcome = routing::AttemptOutcome::kSuccess;
   metrics.on_attempt(older->models[0], older->models[0].deployments[0], rec);
   const std::string text = scrape();
-  EXPECT_EQ(sample(text, "llmgate_requests_total{model=\"chat\",outcome=\"success\"}"), "0");
+  EXPECT_EQ(sample(text,
+                   "llmgate_requests_total{gen_ai_operation_name=\"chat\",model=\"chat\",outcome="
+                   "\"success\"}"),
+            "0");
 }
 
 }  // namespace

@@ -1,0 +1,364 @@
+// GET/DELETE /v1/responses/{id}, GET …/input_items, POST …/cancel: one
+// exchange with the provider that created the response.
+#include "gateway/response_resource.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "gateway/client_api.h"
+#include "gateway/client_stream.h"
+#include "gateway/headers.h"
+#include "gateway/log.h"
+#include "gateway/relay_state.h"
+#include "gateway/upstream_attempt.h"
+
+namespace llmgate::gateway {
+namespace {
+
+using namespace net::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
+// A Response object with its output (or a page of input items) comes whole.
+constexpr std::size_t kMaxJsonBody = 16 * 1024 * 1024;
+
+std::string_view method_for(ResponsePath::Part part) {
+  switch (part) {
+    case ResponsePath::Part::kResponse:
+      return "GET, DELETE";
+    case ResponsePath::Part::kInputItems:
+      return "GET";
+    case ResponsePath::Part::kCancel:
+      return "POST";
+  }
+  return "GET";
+}
+
+bool allowed(ResponsePath::Part part, http::verb m) {
+  switch (part) {
+    case ResponsePath::Part::kResponse:
+      return m == http::verb::get || m == http::verb::delete_;
+    case ResponsePath::Part::kInputItems:
+      return m == http::verb::get;
+    case ResponsePath::Part::kCancel:
+      return m == http::verb::post;
+  }
+  return false;
+}
+
+ApiError not_found(const std::string& id) {
+  return ApiError{404,
+                  "invalid_request_error",
+                  "Response with id '" + id +
+                      "' not found. llmgate forwards a stored response's requests to the "
+                      "provider that created it, and knows the responses it saw created (the "
+                      "last 100000, for 24 hours, per gateway process).",
+                  std::nullopt,
+                  "response_not_found",
+                  std::nullopt};
+}
+
+ApiError upstream_error(int status, std::string message) {
+  return ApiError{status,
+                  "api_error",
+                  std::move(message),
+                  std::nullopt,
+                  status == 504 ? "upstream_timeout" : "upstream_error",
+                  std::nullopt};
+}
+
+class ResourceExchange {
+ public:
+  ResourceExchange(Worker& worker, beast::tcp_stream& client, const Request& request,
+                   const RequestContext& rc, const ResponsePath& path)
+      : worker_(worker),
+        snap_(worker.snapshot),
+        cfg_(*snap_->config),
+        client_(client),
+        request_(request),
+        rc_(rc),
+        path_(path) {}
+
+  net::awaitable<bool> run();
+  // One "request" log line, as for the other client APIs.
+  void log(Clock::time_point start) const;
+
+ private:
+  // The answer when no upstream exchange happens (or it failed before any
+  // byte reached the client).
+  // `error_` (and `allow_`, for a 405): set first, never passed as a
+  // temporary into the co_await (GCC 12 destroys such temporaries twice).
+  net::awaitable<bool> refuse() {
+    status_ = error_.status;
+    Response res = make_error_response(rc_, error_);
+    if (!allow_.empty()) res.set(http::field::allow, allow_);
+    co_return co_await write_response(client_, res, kWriteTimeout);
+  }
+  net::awaitable<bool> exchange(const ResponseOwners::Owner& owner, const config::Provider& p,
+                                const providers::UpstreamProtocol& protocol);
+  // Relays an event stream (GET ?stream=true) as it comes.
+  net::awaitable<bool> relay_stream(providers::Lease& lease, UpstreamParser& parser,
+                                    const config::Timeouts& t, const ResponseOwners::Owner& owner);
+  void add_route_headers(http::fields& h, const ResponseOwners::Owner& owner) const;
+
+  static constexpr std::chrono::milliseconds kWriteTimeout{30'000};
+
+  Worker& worker_;
+  const std::shared_ptr<const Snapshot> snap_;  // the config this request started with
+  const config::Config& cfg_;
+  beast::tcp_stream& client_;
+  const Request& request_;
+  const RequestContext& rc_;
+  const ResponsePath& path_;
+  const config::GatewayKey* key_ = nullptr;
+  ApiError error_;          // what refuse() answers
+  std::string_view allow_;  // its Allow header (a 405)
+  std::string provider_;    // where it was forwarded
+  int status_ = 0;          // what the client got (0: nothing, e.g. it hung up)
+};
+
+void ResourceExchange::log(Clock::time_point start) const {
+  if (!log_enabled(LogLevel::kInfo)) return;
+  std::vector<LogField> f{{"request_id", rc_.request_id},
+                          {"operation", config::gen_ai_name(config::Operation::kResponses)},
+                          {"method", std::string(request_.method_string())},
+                          {"response_id", path_.id},
+                          {"part", path_.part == ResponsePath::Part::kInputItems ? "input_items"
+                                   : path_.part == ResponsePath::Part::kCancel   ? "cancel"
+                                                                                 : "response"},
+                          {"status", std::to_string(status_), true}};
+  if (key_) f.push_back({"key", key_->name});
+  if (!provider_.empty()) f.push_back({"provider", provider_});
+  f.push_back(
+      {"duration_ms",
+       format_decimal(std::chrono::duration<double, std::milli>(Clock::now() - start).count()),
+       true});
+  log_event(LogLevel::kInfo, "request", f);
+}
+
+void ResourceExchange::add_route_headers(http::fields& h,
+                                         const ResponseOwners::Owner& owner) const {
+  h.set("x-request-id", rc_.request_id);
+  const bool explain = cfg_.explain() == config::Explain::kAll || (key_ && key_->explain);
+  if (explain) {
+    h.set("x-llmgate-route", "pinned to provider " + owner.provider + " (response " + path_.id +
+                                 " was created there)");
+  }
+}
+
+net::awaitable<bool> ResourceExchange::run() {
+  if (!allowed(path_.part, request_.method())) {
+    {
+      error_ = ApiError{405,
+                        "invalid_request_error",
+                        "method " + std::string(request_.method_string()) + " is not allowed on " +
+                            std::string(request_path(request_.target()).value_or("")),
+                        std::nullopt,
+                        "method_not_allowed",
+                        std::nullopt};
+      allow_ = method_for(path_.part);
+      co_return co_await refuse();
+    }
+  }
+  if (snap_->keys->enabled()) {
+    auto a = snap_->keys->authenticate(request_[http::field::authorization]);
+    if (auto* e = std::get_if<ApiError>(&a)) {
+      error_ = *e;
+      co_return co_await refuse();
+    }
+    key_ = std::get<const config::GatewayKey*>(a);
+  }
+  std::optional<ResponseOwners::Owner> owner;
+  if (worker_.responses) owner = worker_.responses->owner_of(path_.id, Clock::now());
+  // A key that may not use the model does not learn that the id exists.
+  const bool key_ok = owner && (!key_ || key_->models.empty() ||
+                                std::find(key_->models.begin(), key_->models.end(), owner->model) !=
+                                    key_->models.end());
+  if (!owner || !key_ok) {
+    error_ = not_found(path_.id);
+    co_return co_await refuse();
+  }
+  const config::Provider* p = cfg_.find_provider(owner->provider);
+  const providers::UpstreamProtocol* protocol =
+      p ? providers::protocol_for(*p, config::Operation::kResponses) : nullptr;
+  if (!protocol) {
+    {
+      error_ = ApiError{
+          404,
+          "invalid_request_error",
+          "Response with id '" + path_.id + "' was created at provider " + owner->provider +
+              ", which the current configuration no longer has as an OpenAI-protocol provider",
+          std::nullopt,
+          "response_not_found",
+          std::nullopt};
+      co_return co_await refuse();
+    }
+  }
+  co_return co_await exchange(*owner, *p, *protocol);
+}
+
+net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& owner,
+                                                const config::Provider& p,
+                                                const providers::UpstreamProtocol& protocol) {
+  std::string target = "/responses/" + path_.id;
+  if (path_.part == ResponsePath::Part::kInputItems) target += "/input_items";
+  if (path_.part == ResponsePath::Part::kCancel) target += "/cancel";
+  const std::string_view client_target = request_.target();
+  if (auto q = client_target.find('?'); q != std::string_view::npos)
+    target.append(client_target.substr(q));
+  const bool wants_stream = client_target.find("stream=true") != std::string_view::npos;
+  const auto up = make_upstream_request(
+      request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
+      wants_stream, request_, rc_, worker_.via_name, p, protocol);
+  provider_ = p.name;
+  const config::Timeouts t = cfg_.timeouts_for(p);
+  auto& pool = worker_.pools->get(p, snap_->tls);
+  const auto start = Clock::now();
+  // A reused connection the peer just closed says nothing about the provider:
+  // once more on a fresh one, while no response byte came.
+  for (int round = 0; round < 2; ++round) {
+    providers::AcquireResult acq = co_await pool.acquire(start + t.connect, round == 0);
+    if (!acq.lease) {
+      {
+        error_ = upstream_error(
+            502, "cannot reach provider " + p.name + ": " + acq.error.substr(0, 200));
+        co_return co_await refuse();
+      }
+    }
+    providers::Lease& lease = acq.lease;
+    auto& tcp = lease->stream.tcp();
+    tcp.expires_at(Clock::now() + t.connect);
+    auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
+    const bool stale_ok = lease.reused() && round == 0;
+    if (wec) {
+      if (stale_ok) continue;
+      {
+        error_ = upstream_error(
+            502, "cannot send the request to provider " + p.name + ": " + wec.message());
+        co_return co_await refuse();
+      }
+    }
+    UpstreamParser parser;
+    parser.body_limit(boost::none);  // bounded below: a JSON body, or event by event
+    parser.header_limit(kMaxUpstreamHeader);
+    // A stored response is read, not generated: its head comes within the
+    // provider's first-token timeout.
+    tcp.expires_at(Clock::now() + t.ttft);
+    const std::size_t buffered_before = lease->buffer.size();
+    auto [hec, hn] =
+        co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
+    if (hec) {
+      if (stale_ok && buffered_before == 0 && hn == 0 && hec != beast::error::timeout) continue;
+      const bool timeout = hec == beast::error::timeout;
+      {
+        error_ = upstream_error(timeout ? 504 : 502, "provider " + p.name +
+                                                         (timeout ? " did not answer in time"
+                                                                  : " closed the connection") +
+                                                         " (" + hec.message() + ")");
+        co_return co_await refuse();
+      }
+    }
+    auto& head = parser.get();
+    const bool event_stream =
+        head[http::field::content_type].substr(0, 17) == "text/event-stream" &&
+        head.result() == http::status::ok;
+    if (event_stream) co_return co_await relay_stream(lease, parser, t, owner);
+    std::string body;
+    tcp.expires_at(Clock::now() + t.total);
+    const beast::error_code ec = co_await read_upstream_body(lease, parser, body, kMaxJsonBody + 1);
+    if (!parser.is_done()) {
+      {
+        error_ = upstream_error(
+            ec == beast::error::timeout ? 504 : 502,
+            "provider " + p.name + " did not send its whole answer (" +
+                (body.size() > kMaxJsonBody ? std::string("over 16 MiB") : ec.message()) + ")");
+        co_return co_await refuse();
+      }
+    }
+    const int status = head.result_int();
+    status_ = status;
+    if (parser.keep_alive()) lease.give_back();
+    if (status >= 200 && status < 300 && request_.method() == http::verb::delete_ &&
+        worker_.responses) {
+      worker_.responses->forget(path_.id);
+    }
+    Response res{static_cast<http::status>(status), rc_.version};
+    res.keep_alive(rc_.keep_alive);
+    const auto ct = head[http::field::content_type];
+    res.set(http::field::content_type, ct.empty() ? beast::string_view("application/json") : ct);
+    add_route_headers(res, owner);
+    relay_upstream_headers(head, res, /*with_retry_after=*/true);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    co_return co_await write_response(client_, res, kWriteTimeout);
+  }
+  {
+    error_ = upstream_error(502, "provider " + p.name + " closed the connection before answering");
+    co_return co_await refuse();
+  }
+}
+
+net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, UpstreamParser& parser,
+                                                    const config::Timeouts& t,
+                                                    const ResponseOwners::Owner& owner) {
+  // The response head goes with the first bytes; each read is passed on as
+  // it comes (whole events are the upstream's business here: nothing is
+  // parsed, nothing is held). A cut ends the stream with an error event, so
+  // a client never reads a cut stream as a finished one.
+  status_ = 200;
+  http::response<http::empty_body> res{http::status::ok, rc_.version};
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  add_route_headers(res, owner);
+  relay_upstream_headers(parser.get(), res);
+  bool failed = false;
+  ClientStream out(client_, rc_, t.idle, failed);
+  out.set_head(res);
+  char buf[16 * 1024];
+  auto& tcp = lease->stream.tcp();
+  const auto until = Clock::now() + t.total;
+  while (!parser.is_done()) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    tcp.expires_at(std::min(Clock::now() + t.idle, until));
+    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
+    const std::size_t got = sizeof buf - parser.get().body().size;
+    if (got > 0 && !co_await out.write(std::string_view(buf, got))) co_return false;
+    if (ec && ec != http::error::need_buffer) {
+      const std::string event =
+          client_api(config::Operation::kResponses)
+              .error_event(upstream_error(502, "the upstream stream ended early (" + ec.message() +
+                                                   "); the events above are partial"));
+      co_await out.write(event, /*last=*/true);
+      co_return false;
+    }
+  }
+  if (parser.keep_alive()) lease.give_back();
+  const bool ok = co_await out.write(std::string_view(), /*last=*/true);
+  co_return ok&& rc_.keep_alive&& out.chunked();
+}
+
+}  // namespace
+
+net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream& client,
+                                              const Request& request, const RequestContext& rc,
+                                              const ResponsePath& path) {
+  const auto start = Clock::now();
+  ResourceExchange exchange(worker, client, request, rc, path);
+  // The client hanging up, or the drain running out, ends the exchange (and
+  // closes the upstream connection with it).
+  auto r =
+      co_await (exchange.run() || watch_client_disconnect(client) || wait_for_shutdown(worker));
+  exchange.log(start);
+  co_return r.index() == 0 && std::get<0>(r);
+}
+
+}  // namespace llmgate::gateway
