@@ -74,8 +74,9 @@ providers::UpstreamRequest AttemptContext::upstream_request(const routing::Candi
 
 void AttemptContext::remember_response(const std::string& id, const routing::Candidate& c) const {
   if (worker.responses)
-    worker.responses->remember(id, {c.provider->name, req.model, c.deployment->model},
-                               std::chrono::steady_clock::now());
+    worker.responses->remember(
+        id, {c.provider->name, req.model, c.deployment->model, key ? key->name : std::string()},
+        std::chrono::steady_clock::now());
 }
 
 std::vector<std::string> AttemptContext::provider_keys() const {

@@ -58,6 +58,7 @@ struct AttemptContext {
   const ClientApi& api;  // the endpoint's client API (chat, responses, ...)
   ChatRequest& req;      // its body is rewritten for each upstream request
   RouteTrace& trace;
+  const config::GatewayKey* key = nullptr;        // the caller's gateway key, if keys are on
   std::chrono::steady_clock::time_point start{};  // the request's arrival at the proxy
   bool stream_committed = false;                  // a streaming response head went to the client
   bool client_write_failed = false;               // a client write failed or was cut part-way

@@ -35,6 +35,7 @@
 #include "gateway/race.h"
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
+#include "gateway/response_resource.h"
 #include "gateway/upstream_attempt.h"
 #include "routing/route_override.h"
 #include "routing/router.h"
@@ -105,6 +106,7 @@ class ChatProxy {
         route_(std::move(route)),
         ctx_{worker, snapshot, cfg_, client, client_request, rc, api, req_, trace_} {
     trace_.explain = cfg_.explain() == config::Explain::kAll || (key && key->explain);
+    ctx_.key = key;
   }
 
   net::awaitable<bool> run(const config::Model& model);
@@ -591,6 +593,15 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   Admitted& a = std::get<Admitted>(admitted);
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
+  // A conversation another gateway key stored is not this one's to continue
+  // (the provider, with one account for every tenant, would allow it).
+  if (!a.req.previous_response_id.empty() && worker.responses) {
+    auto owner = worker.responses->owner_of(a.req.previous_response_id, Clock::now());
+    if (owner && owner->key != (key ? key->name : std::string())) {
+      Response res = make_error_response(rc, response_not_found(a.req.previous_response_id));
+      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    }
+  }
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
                   key);
   snapshot->metrics->shared().request_started();

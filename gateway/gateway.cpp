@@ -41,16 +41,20 @@ constexpr std::chrono::seconds kWriteTimeout{30};
 // After a drain timeout: how long requests get to write their error and close.
 constexpr std::chrono::seconds kShutdownGrace{2};
 
+// The body limit of a request and the setting it comes from (embeddings
+// batches have their own).
+struct BodyLimit {
+  std::size_t bytes;
+  std::string_view setting;
+};
+
 // 413, whether Beast finds out from Content-Length (with the head) or while
 // reading a chunked body.
-ApiError body_too_large(const config::ServerLimits& limits) {
+ApiError body_too_large(const BodyLimit& limit) {
   return ApiError{413,
                   "invalid_request_error",
-                  "request body is larger than the limit of " +
-                      std::to_string(limits.max_body_bytes) + " bytes" +
-                      (limits.max_body_bytes == limits.max_embeddings_body_bytes
-                           ? " (server.limits.max_embeddings_body_size)"
-                           : " (server.limits.max_body_size)"),
+                  "request body is larger than the limit of " + std::to_string(limit.bytes) +
+                      " bytes (" + std::string(limit.setting) + ")",
                   std::nullopt,
                   "request_too_large",
                   std::nullopt};
@@ -244,12 +248,14 @@ struct Gateway::Impl {
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
                                                 const RequestContext& rc,
-                                                config::ServerLimits& limits);
+                                                const config::ServerLimits& limits,
+                                                BodyLimit& body_limit);
   static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
                                                 const RequestContext& rc,
-                                                const config::ServerLimits& limits);
+                                                const config::ServerLimits& limits,
+                                                const BodyLimit& body_limit);
   static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
                                 RequestContext& rc, bool admin);
@@ -640,7 +646,7 @@ namespace {
 // What a request head that could not be read gets (nullopt: the client went
 // away or stalled, and only closing is left).
 std::optional<ApiError> head_error(beast::error_code ec, bool new_version,
-                                   const config::ServerLimits& limits) {
+                                   const BodyLimit& body_limit) {
   if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
       ec == net::error::connection_reset || ec == net::error::eof ||
       ec == net::error::operation_aborted) {
@@ -651,7 +657,7 @@ std::optional<ApiError> head_error(beast::error_code ec, bool new_version,
     return ApiError{431,          "invalid_request_error", "request headers are too large",
                     std::nullopt, "headers_too_large",     std::nullopt};
   }
-  if (ec == http::error::body_limit) return body_too_large(limits);
+  if (ec == http::error::body_limit) return body_too_large(body_limit);
   if (ec == http::error::bad_version && new_version) {
     return ApiError{505,
                     "invalid_request_error",
@@ -667,13 +673,13 @@ std::optional<ApiError> head_error(beast::error_code ec, bool new_version,
 // What a body that could not be read whole gets: too large, or malformed (a
 // bad chunk size, say). Nullopt when the client went away or stalled past
 // the deadline: it just loses the connection.
-std::optional<ApiError> body_error(beast::error_code ec, const config::ServerLimits& limits) {
+std::optional<ApiError> body_error(beast::error_code ec, const BodyLimit& body_limit) {
   if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
       ec == http::error::partial_message || ec == net::error::eof ||
       ec == net::error::connection_reset || ec == net::error::operation_aborted) {
     return std::nullopt;
   }
-  if (ec == http::error::body_limit) return body_too_large(limits);
+  if (ec == http::error::body_limit) return body_too_large(body_limit);
   return invalid_request("malformed HTTP request body: " + ec.message(), std::nullopt,
                          "bad_http_request");
 }
@@ -736,8 +742,9 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
                                                   SessionTracker& tracked, bool first, bool admin) {
   // Limits as the current config has them (a reload may change them).
   const auto snap = w.worker.snapshot;
-  // A copy: its body limit becomes the one for the request's path.
-  config::ServerLimits limits = snap->config->server.limits;
+  const auto& limits = snap->config->server.limits;
+  // The path's: embeddings batches have their own (read_request_head).
+  BodyLimit body_limit{limits.max_body_bytes, "server.limits.max_body_size"};
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
@@ -752,7 +759,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   tracked.busy(true);  // a request has begun: the drain lets it finish
   RequestContext rc{new_request_id(), 11, false};
-  const bool head_read = co_await read_request_head(stream, buffer, parser, rc, limits);
+  const bool head_read = co_await read_request_head(stream, buffer, parser, rc, limits, body_limit);
   if (!head_read) co_return false;
   auto& head = parser.get();
   rc.version = head.version() == 10 ? 10 : 11;
@@ -779,7 +786,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
     const bool written = co_await write_response(stream, res, kWriteTimeout);
     co_return written && !body_unread && rc.keep_alive;
   }
-  const bool body_read = co_await read_request_body(stream, buffer, parser, rc, limits);
+  const bool body_read = co_await read_request_body(stream, buffer, parser, rc, limits, body_limit);
   if (!body_read) co_return false;
   rc.received = std::chrono::steady_clock::now();
   if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
@@ -791,7 +798,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
 net::awaitable<bool> Gateway::Impl::read_request_head(
     beast::tcp_stream& stream, beast::flat_buffer& buffer,
     http::request_parser<http::string_body>& parser, const RequestContext& rc,
-    config::ServerLimits& limits) {
+    const config::ServerLimits& limits, BodyLimit& body_limit) {
   stream.expires_after(limits.client_header_timeout);  // the slowloris guard
   // The whole head is in the buffer before Beast parses it, so that what
   // Beast would quietly normalise (obs-fold) can be refused first.
@@ -809,14 +816,14 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
   if (!hec && is_embeddings_request(buffered(buffer))) {
     // A batch of inputs has its own limit (Beast checks Content-Length
     // against it as it parses the head).
-    limits.max_body_bytes = limits.max_embeddings_body_bytes;
-    parser.body_limit(limits.max_body_bytes);
+    body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
+    parser.body_limit(body_limit.bytes);
   }
   if (!hec)
     std::tie(hec, std::ignore) =
         co_await http::async_read_header(stream, buffer, parser, kUseTuple);
   if (!hec) co_return true;
-  if (std::optional<ApiError> e = head_error(hec, new_version, limits)) {
+  if (std::optional<ApiError> e = head_error(hec, new_version, body_limit)) {
     co_await answer_and_close(stream, rc, *e);
   }
   co_return false;
@@ -825,7 +832,7 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
 net::awaitable<bool> Gateway::Impl::read_request_body(
     beast::tcp_stream& stream, beast::flat_buffer& buffer,
     http::request_parser<http::string_body>& parser, const RequestContext& rc,
-    const config::ServerLimits& limits) {
+    const config::ServerLimits& limits, const BodyLimit& body_limit) {
   if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     http::response<http::empty_body> cont{http::status::continue_, rc.version};
     stream.expires_after(kWriteTimeout);
@@ -836,7 +843,7 @@ net::awaitable<bool> Gateway::Impl::read_request_body(
   auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
   stream.expires_never();
   if (!bec) co_return true;
-  if (std::optional<ApiError> e = body_error(bec, limits)) {
+  if (std::optional<ApiError> e = body_error(bec, body_limit)) {
     co_await answer_and_close(stream, rc, *e);
   }
   co_return false;

@@ -58,7 +58,8 @@ std::optional<ResponsePath> response_path(std::string_view path) {
       return std::nullopt;
     }
   }
-  if (id.empty() || id.size() > ResponseOwners::kMaxIdBytes) return std::nullopt;
+  if (id.empty() || id.size() > ResponseOwners::kMaxIdBytes || id == "." || id == "..")
+    return std::nullopt;
   for (unsigned char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-' || c == '.' || c == ':';

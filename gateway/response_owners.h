@@ -28,13 +28,17 @@ class ResponseOwners {
                           Clock::duration ttl = kDefaultTtl)
       : capacity_(capacity), ttl_(ttl) {}
 
-  // Where a response lives: the provider's name in the config, and the
-  // model it was created for (the public name, for the caller's key, and the
+  // Where a response lives and whose it is: the provider's name in the
+  // config, and the model it was created for (the public name, for the caller's key, and the
   // deployment's upstream name, for a path such as Azure's that names it).
   struct Owner {
     std::string provider;
     std::string model;
     std::string upstream_model;
+    // The gateway key that created it (its name; empty without keys): the
+    // provider sees one account for every tenant, so the gateway keeps a
+    // key's responses to that key.
+    std::string key;
     bool operator==(const Owner&) const = default;
   };
 

@@ -2,6 +2,7 @@
 // exchange with the provider that created the response.
 #include "gateway/response_resource.h"
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -54,7 +55,9 @@ bool allowed(ResponsePath::Part part, http::verb m) {
   return false;
 }
 
-ApiError not_found(const std::string& id) {
+}  // namespace
+
+ApiError response_not_found(const std::string& id) {
   return ApiError{404,
                   "invalid_request_error",
                   "Response with id '" + id +
@@ -66,6 +69,8 @@ ApiError not_found(const std::string& id) {
                   std::nullopt};
 }
 
+namespace {
+
 ApiError upstream_error(int status, std::string message) {
   return ApiError{status,
                   "api_error",
@@ -73,6 +78,30 @@ ApiError upstream_error(int status, std::string message) {
                   std::nullopt,
                   status == 504 ? "upstream_timeout" : "upstream_error",
                   std::nullopt};
+}
+
+// The query parameters of the Responses API's GETs (retrieve: stream,
+// starting_after, include; input_items: after, before, limit, order,
+// include), in the client's order; any other is dropped, so that a client
+// cannot add a parameter of the provider's own (Azure's api-version) ahead
+// of the one the provider's config sets.
+std::string forwarded_query(std::string_view target) {
+  static constexpr std::string_view kAllowed[] = {"stream",    "starting_after", "include",
+                                                  "include[]", "include%5B%5D",  "after",
+                                                  "before",    "limit",          "order"};
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  std::string out;
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view param = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    const std::string_view name = param.substr(0, param.find('='));
+    if (std::find(std::begin(kAllowed), std::end(kAllowed), name) == std::end(kAllowed)) continue;
+    out.append(out.empty() ? "" : "&").append(param);
+  }
+  return out;
 }
 
 class ResourceExchange {
@@ -178,13 +207,23 @@ net::awaitable<bool> ResourceExchange::run() {
   }
   std::optional<ResponseOwners::Owner> owner;
   if (worker_.responses) owner = worker_.responses->owner_of(path_.id, Clock::now());
-  // A key that may not use the model does not learn that the id exists.
-  const bool key_ok = owner && (!key_ || key_->models.empty() ||
-                                std::find(key_->models.begin(), key_->models.end(), owner->model) !=
-                                    key_->models.end());
+  // Another key's response, or one whose model this key may not use: as if
+  // the id did not exist.
+  const bool key_ok =
+      owner && owner->key == (key_ ? key_->name : std::string()) &&
+      (!key_ || key_->models.empty() ||
+       std::find(key_->models.begin(), key_->models.end(), owner->model) != key_->models.end());
   if (!owner || !key_ok) {
-    error_ = not_found(path_.id);
+    error_ = response_not_found(path_.id);
     co_return co_await refuse();
+  }
+  // The key's request rate holds here too: each of these is a provider call
+  // on the operator's account.
+  if (key_) {
+    if (auto denied = snap_->keys->authorize(*key_, owner->model)) {
+      error_ = *denied;
+      co_return co_await refuse();
+    }
   }
   const config::Provider* p = cfg_.find_provider(owner->provider);
   const providers::UpstreamProtocol* protocol =
@@ -212,9 +251,9 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   if (path_.part == ResponsePath::Part::kInputItems) target += "/input_items";
   if (path_.part == ResponsePath::Part::kCancel) target += "/cancel";
   const std::string_view client_target = request_.target();
-  if (auto q = client_target.find('?'); q != std::string_view::npos)
-    target.append(client_target.substr(q));
-  const bool wants_stream = client_target.find("stream=true") != std::string_view::npos;
+  const std::string query = forwarded_query(client_target);
+  if (!query.empty()) target.append("?").append(query);
+  const bool wants_stream = ("&" + query + "&").find("&stream=true&") != std::string::npos;
   const auto up = make_upstream_request(
       request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
       wants_stream, request_, rc_, worker_.via_name, p, protocol);

@@ -15,6 +15,10 @@
 
 namespace llmgate::gateway {
 
+// The 404 for a response id this gateway does not know (or that is another
+// key's): OpenAI's wording, and what the gateway can and cannot know.
+ApiError response_not_found(const std::string& id);
+
 // Returns whether the client connection may be kept alive.
 net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream& client,
                                               const Request& request, const RequestContext& rc,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/sim_profiles.h"
@@ -50,8 +51,10 @@ class OpenAiApisTest : public ::testing::Test {
     b_.reset();
   }
 
-  // `server_extra`: keys added to the server section (", limits: {...}").
-  void start(const sim::Profile& a, const sim::Profile& b, const std::string& server_extra = "") {
+  // `server_extra`: keys added to the server section (", limits: {...}");
+  // `extra_yaml`: top-level sections appended (auth:).
+  void start(const sim::Profile& a, const sim::Profile& b, const std::string& server_extra = "",
+             const std::string& extra_yaml = "") {
     sim::SimOptions oa, ob;
     oa.profiles["m"] = a;
     oa.profiles["e"] = a;
@@ -81,7 +84,7 @@ models:
     deployments:
       - {provider: a, model: e, operations: [embeddings]}
       - {provider: b, model: e, operations: [embeddings]}
-)";
+)" + extra_yaml;
     gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "apis.yaml"));
     port_ = gw_->start().at(0);
   }
@@ -249,6 +252,40 @@ TEST_F(OpenAiApisTest, AStoredResponseIsReadListedAndDeletedAtTheProviderThatCre
   auto put = c.request("PUT", "/v1/responses/" + id);
   EXPECT_EQ(put.status, 405);
   EXPECT_EQ(put.header("allow"), "GET, DELETE");
+}
+
+TEST_F(OpenAiApisTest, AStoredResponseIsItsKeysAloneAndCountsAgainstItsRate) {
+  start(testing::quick_profile(), testing::quick_profile(), "",
+        "auth:\n  keys:\n    - {name: tenant-a, sha256: " + gateway::sha256_hex("sk-a") +
+            ", requests_per_minute: 4}\n    - {name: tenant-b, sha256: " +
+            gateway::sha256_hex("sk-b") + "}\n");
+  const std::map<std::string, std::string> a{{"content-type", "application/json"},
+                                             {"authorization", "Bearer sk-a"}};
+  const std::map<std::string, std::string> b{{"content-type", "application/json"},
+                                             {"authorization", "Bearer sk-b"}};
+  HttpClient c(port_);
+  auto created = c.request("POST", "/v1/responses", R"({"model":"gpt","input":"mine"})", a);
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string id = json::parse(created.body)["id"];
+  // Another key: as if the id did not exist, to read and to continue.
+  EXPECT_EQ(c.request("GET", "/v1/responses/" + id, "", b).status, 404);
+  EXPECT_EQ(c.request("DELETE", "/v1/responses/" + id, "", b).status, 404);
+  auto next =
+      c.request("POST", "/v1/responses",
+                R"({"model":"gpt","input":"theirs","previous_response_id":")" + id + R"("})", b);
+  EXPECT_EQ(next.status, 404) << next.body;
+  EXPECT_EQ(json::parse(next.body)["error"]["code"], "response_not_found");
+  // Its own key reads it, with only the query parameters the API defines
+  // passed on; and each read counts against the key's request rate.
+  auto got = c.request("GET", "/v1/responses/" + id + "/input_items?api-version=x&limit=5", "", a);
+  EXPECT_EQ(got.status, 200) << got.body;
+  const auto recorded = b_->last_request().value_or(sim::RecordedRequest{}).target +
+                        a_->last_request().value_or(sim::RecordedRequest{}).target;
+  EXPECT_NE(recorded.find("/input_items?limit=5"), std::string::npos) << recorded;
+  EXPECT_EQ(recorded.find("api-version"), std::string::npos) << recorded;
+  EXPECT_EQ(c.request("GET", "/v1/responses/" + id, "", a).status, 200);
+  EXPECT_EQ(c.request("GET", "/v1/responses/" + id, "", a).status, 200);
+  EXPECT_EQ(c.request("GET", "/v1/responses/" + id, "", a).status, 429);  // the 5th this minute
 }
 
 TEST_F(OpenAiApisTest, ABackgroundResponseIsQueuedThenPolledAndCancelledAtItsProvider) {

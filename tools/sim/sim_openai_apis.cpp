@@ -1,5 +1,6 @@
 #include "tools/sim/sim_openai_apis.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -527,14 +528,18 @@ ResponseStore::Answer ResponseStore::answer(std::string_view method, const std::
   Stored& s = it->second;
   if (method == "DELETE") {
     stored_.erase(it);
+    if (auto at = std::find(order_.begin(), order_.end(), id); at != order_.end()) order_.erase(at);
     return {200, dump({{"id", id}, {"object", "response.deleted"}, {"deleted", true}})};
   }
   if (part == "/input_items") {
     json items = json::parse(s.input_items, nullptr, false);
     if (!items.is_array()) items = json::array();
     json page = {{"object", "list"}, {"data", items}, {"has_more", false}};
-    page["first_id"] = items.empty() ? json(nullptr) : items.front().value("id", json(nullptr));
-    page["last_id"] = items.empty() ? json(nullptr) : items.back().value("id", json(nullptr));
+    auto id_of = [](const json& item) {
+      return item.is_object() ? item.value("id", json(nullptr)) : json(nullptr);
+    };
+    page["first_id"] = items.empty() ? json(nullptr) : id_of(items.front());
+    page["last_id"] = items.empty() ? json(nullptr) : id_of(items.back());
     return {200, dump(page)};
   }
   const bool running = s.background && !s.cancelled && now < s.ready;

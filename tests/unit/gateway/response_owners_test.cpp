@@ -10,7 +10,9 @@ namespace {
 using Clock = ResponseOwners::Clock;
 using Part = ResponsePath::Part;
 
-ResponseOwners::Owner at(const std::string& provider) { return {provider, "gpt", "gpt-4o"}; }
+ResponseOwners::Owner at(const std::string& provider) {
+  return {provider, "gpt", "gpt-4o", "tenant"};
+}
 
 TEST(ResponseOwners, RemembersWhereAResponseLivesUntilTheTtl) {
   ResponseOwners owners(10, std::chrono::hours(1));
