@@ -87,6 +87,8 @@ constexpr const char* kUsage = R"(usage: llmgate-loadgen --url http://HOST:PORT/
   --cpu N               pin to CPU N
   --json FILE           write results as JSON
   --quiet               no human summary on stdout
+  --event-delay         per SSE event with "x_sim_ns":N (llmgate-sim --stamp-events), record
+                        its arrival time minus N (same host, CLOCK_MONOTONIC): "delay"
 Errors: connection failures, non-200 statuses, and event streams that end without
 "data: [DONE]" or carry an error event.
 )";
@@ -108,6 +110,7 @@ struct Options {
   int cpu = -1;
   std::string json_path;
   bool quiet = false;
+  bool event_delay = false;
 };
 
 std::string read_file(const std::string& path) {
@@ -168,6 +171,8 @@ Options parse_args(int argc, char** argv) {
       o.json_path = value();
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--event-delay")
+      o.event_delay = true;
     else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -208,8 +213,11 @@ struct Samples {
 };
 
 struct Results {
-  Samples total, ttfb, ttft, gap;
+  Samples total, ttfb, ttft, gap, delay;
   std::uint64_t requests = 0, errors = 0, bytes = 0, events = 0;
+  // Events that arrived inside the measured window, whenever their request
+  // started (a long stream's events are relayed across the window's edges).
+  std::uint64_t window_events = 0;
   std::map<std::string, std::uint64_t> error_kinds;
   void error(const std::string& kind) {
     ++errors;
@@ -668,6 +676,19 @@ class LoadGen {
       if (c.last_event) r_.gap.add(t - c.last_event);
     }
     c.last_event = t;
+    if (t >= window_start_ && t < window_end_) {
+      ++r_.window_events;
+      if (o_.event_delay) {
+        constexpr std::string_view kStamp = "\"x_sim_ns\":";
+        if (auto k = e.find(kStamp); k != std::string_view::npos) {
+          Nanos sent = 0;
+          const char* p = e.data() + k + kStamp.size();
+          const char* end = e.data() + e.size();
+          auto [ptr, ec] = std::from_chars(p, end, sent);
+          if (ec == std::errc() && ptr != p) r_.delay.add(t - sent);
+        }
+      }
+    }
     if (e.find("[DONE]") != std::string_view::npos) {
       c.saw_done = true;
       return;
@@ -840,7 +861,7 @@ class LoadGen {
 
   void report() {
     Summary total = summarize(r_.total.v), ttfb = summarize(r_.ttfb.v), ttft = summarize(r_.ttft.v),
-            gap = summarize(r_.gap.v);
+            gap = summarize(r_.gap.v), delay = summarize(r_.delay.v);
     const double rate = static_cast<double>(r_.requests) / o_.duration;
     const double cpu = cpu1_ - cpu0_;
     auto js = [&](const Summary& s) {
@@ -861,10 +882,11 @@ class LoadGen {
         << ",\"duration_s\":" << fmt(o_.duration) << ",\"requests\":" << r_.requests
         << ",\"errors\":" << r_.errors << ",\"error_kinds\":{" << kinds
         << "},\"rate\":" << fmt(rate) << ",\"bytes_received\":" << r_.bytes
-        << ",\"events\":" << r_.events << ",\"connections_opened\":" << opened_total()
+        << ",\"events\":" << r_.events << ",\"window_events\":" << r_.window_events
+        << ",\"connections_opened\":" << opened_total()
         << ",\"latency_us\":{\"total\":" << js(total) << ",\"ttfb\":" << js(ttfb)
-        << ",\"ttft\":" << js(ttft) << ",\"gap\":" << js(gap) << "},\"loadgen_cpu_s\":" << cpu
-        << "}\n";
+        << ",\"ttft\":" << js(ttft) << ",\"gap\":" << js(gap) << ",\"delay\":" << js(delay)
+        << "},\"loadgen_cpu_s\":" << cpu << "}\n";
       if (!f) die("cannot write " + o_.json_path);
     }
     if (o_.quiet) return;
@@ -890,6 +912,7 @@ class LoadGen {
     line("ttfb", ttfb);
     line("ttft", ttft);
     line("gap", gap);
+    line("delay", delay);
   }
 
   std::uint64_t opened_total() const { return opened_; }

@@ -520,13 +520,15 @@ def metric_labels(m: dict[str, float], name: str, label: str) -> set[str]:
     return out
 
 
-def start_sim(procs: Procs, binary: Path, workdir: Path, cpus: set[int], tps: float) -> tuple[Child, int, dict]:
-    profile = {"ttft_ms": 0, "tps": tps, "output_tokens": len(ANSWER_TOKENS)}
-    prof_path = workdir / "sim-profiles.json"
+def start_sim_profile(procs: Procs, binary: Path, workdir: Path, cpus: Optional[set[int]], profile: dict,
+                      threads: int = 1, extra: tuple[str, ...] = (), name: str = "sim") -> tuple[Child, int]:
+    """llmgate-sim with `profile` as its default, ready (/healthz); shared by
+    the overhead, scale and trickle benchmarks."""
+    prof_path = workdir / f"{name}-profiles.json"
     prof_path.write_text(json.dumps({"default": profile}))
-    port_file = workdir / "sim.port"
-    child = procs.start("sim", [str(binary), "--listen", f"{HOST}:0", "--threads", "1", "--profiles",
-                                str(prof_path), "--port-file", str(port_file)], cpus)
+    port_file = workdir / f"{name}.port"
+    child = procs.start(name, [str(binary), "--listen", f"{HOST}:0", "--threads", str(threads), "--profiles",
+                               str(prof_path), "--port-file", str(port_file), *extra], cpus)
     port: Optional[int] = None
 
     def ready() -> bool:
@@ -536,6 +538,12 @@ def start_sim(procs: Procs, binary: Path, workdir: Path, cpus: set[int], tps: fl
 
     wait_until("llmgate-sim", ready, procs)
     assert port is not None
+    return child, port
+
+
+def start_sim(procs: Procs, binary: Path, workdir: Path, cpus: set[int], tps: float) -> tuple[Child, int, dict]:
+    profile = {"ttft_ms": 0, "tps": tps, "output_tokens": len(ANSWER_TOKENS)}
+    child, port = start_sim_profile(procs, binary, workdir, cpus, profile)
     return child, port, profile
 
 

@@ -166,21 +166,7 @@ def s_of_us(v: Optional[float]) -> Optional[float]:
 
 def start_sim(procs: ov.Procs, binary: Path, workdir: Path, cpus: Optional[set[int]], threads: int,
               profile: dict) -> tuple[ov.Child, int]:
-    prof_path = workdir / "sim-profiles.json"
-    prof_path.write_text(json.dumps({"default": profile}))
-    port_file = workdir / "sim.port"
-    child = procs.start("sim", [str(binary), "--listen", f"{HOST}:0", "--threads", str(threads), "--profiles",
-                                str(prof_path), "--port-file", str(port_file)], cpus)
-    port: Optional[int] = None
-
-    def ready() -> bool:
-        nonlocal port
-        port = port or ov.read_port_file(port_file)
-        return port is not None and ov.http_request(port, "GET", "/healthz")[0] == 200
-
-    ov.wait_until("llmgate-sim", ready, procs)
-    assert port is not None
-    return child, port
+    return ov.start_sim_profile(procs, binary, workdir, cpus, profile, threads)
 
 
 def set_sim_profile(port: int, profile: dict) -> None:

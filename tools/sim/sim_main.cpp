@@ -44,6 +44,8 @@ options:
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
+  --stamp-events         put "x_sim_ns":<CLOCK_MONOTONIC ns> first in each streamed OpenAI
+                         chunk as it is written (benchmarks: event delay through a proxy)
   --help                 show this help
 
 A profile is JSON/YAML with keys ttft_ms, tps, output_tokens, error_rate,
@@ -186,6 +188,10 @@ Cli parse_cli(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       cli.help = true;
       return cli;
+    }
+    if (arg == "--stamp-events") {
+      cli.options.stamp_events = true;
+      continue;
     }
     static constexpr std::string_view kFlags[] = {"--listen", "--threads",   "--seed",
                                                   "--region", "--api-key",   "--profiles",

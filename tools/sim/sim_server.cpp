@@ -281,6 +281,7 @@ struct Exchange {
   ChatPlan plan;
   Profile profile;
   bool azure = false;                // SimOptions::azure_api_version
+  bool stamp = false;                // SimOptions::stamp_events
   bool sse = true;                   // Gemini streaming: alt=sse, else a JSON array
   OpenAiApi api = OpenAiApi::kChat;  // OpenAI: which endpoint
   EmbeddingsRequest embeddings;      // OpenAiApi::kEmbeddings
@@ -623,11 +624,16 @@ net::awaitable<bool> SimServer::Impl::handle_chat(Shard& shard, beast::tcp_strea
   ex.received = Clock::now();
   requests.fetch_add(1);
   record(req);
-  if (auto e = check_auth(req)) co_return co_await write_response(stream, make_error(req, *e));
+  if (auto e = check_auth(req)) {
+    // A named local, not a temporary in the co_await (GCC 12 destroys those twice).
+    Response refused = make_error(req, *e);
+    co_return co_await write_response(stream, std::move(refused));
+  }
 
   auto parsed = parse_chat_request(req.body());
   if (auto* e = std::get_if<ApiError>(&parsed)) {
-    co_return co_await write_response(stream, make_error(req, *e));
+    Response refused = make_error(req, *e);
+    co_return co_await write_response(stream, std::move(refused));
   }
   ex.chat = std::move(std::get<ChatRequest>(parsed));
   // Azure serves the deployment the path names, whatever the body says.
@@ -653,7 +659,11 @@ net::awaitable<bool> SimServer::Impl::handle_openai_api(Shard& shard, beast::tcp
   ex.api = api;
   requests.fetch_add(1);
   record(req);
-  if (auto e = check_auth(req)) co_return co_await write_response(stream, make_error(req, *e));
+  if (auto e = check_auth(req)) {
+    // A named local, not a temporary in the co_await (GCC 12 destroys those twice).
+    Response refused = make_error(req, *e);
+    co_return co_await write_response(stream, std::move(refused));
+  }
   std::variant<ChatRequest, ApiError> parsed = ApiError{};
   if (api == OpenAiApi::kEmbeddings) {
     auto e = parse_embeddings_request(req.body());
@@ -671,7 +681,8 @@ net::awaitable<bool> SimServer::Impl::handle_openai_api(Shard& shard, beast::tcp
                                           : parse_completions_request(req.body());
   }
   if (auto* e = std::get_if<ApiError>(&parsed)) {
-    co_return co_await write_response(stream, make_error(req, *e));
+    Response refused = make_error(req, *e);
+    co_return co_await write_response(stream, std::move(refused));
   }
   ex.chat = std::move(std::get<ChatRequest>(parsed));
   if (api == OpenAiApi::kResponses) ex.responses = responses_options(req.body());
@@ -735,6 +746,7 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
                                             beast::flat_buffer& buffer, const Request& req,
                                             Exchange& ex) {
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
+  ex.stamp = options.stamp_events;
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
   if (ex.api != OpenAiApi::kChat) {
@@ -1069,6 +1081,12 @@ net::awaitable<Outcome> SimServer::Impl::stream_answer(beast::tcp_stream& stream
     if (!answer.sent(k)) continue;  // hidden reasoning: thinking time, nothing on the wire
     events->token(event, k);
     if (event.empty()) continue;  // a Gemini tool call: the call comes whole at the end
+    if (ex.stamp && event.starts_with("data: {")) {
+      const auto ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count();
+      event.insert(7, "\"x_sim_ns\":" + std::to_string(ns) + ",");
+    }
     if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
   }
 

@@ -38,6 +38,10 @@ struct SimOptions {
   // (the deployment names the profile; another path or version is a 404),
   // the key in an `api-key` header, and Azure's prompt-filter first event.
   std::string azure_api_version;
+  // Each streamed OpenAI chunk carries "x_sim_ns": the CLOCK_MONOTONIC time
+  // (ns) it was written at, first in its object, so that a client on the
+  // same host can tell how long the event took to reach it (bench/trickle).
+  bool stamp_events = false;
   Profile default_profile;                  // for models with no profile of their own
   std::map<std::string, Profile> profiles;  // by upstream model name
 };
