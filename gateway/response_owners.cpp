@@ -1,5 +1,7 @@
 #include "gateway/response_owners.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace llmgate::gateway {
@@ -38,6 +40,26 @@ void ResponseOwners::expire(Clock::time_point now) {
     if (auto it = owners_.find(id); it != owners_.end() && it->second.at == at) owners_.erase(it);
     order_.pop_front();
   }
+}
+
+std::string responses_query(std::string_view target) {
+  static constexpr std::string_view kAllowed[] = {"stream",    "starting_after", "include",
+                                                  "include[]", "include%5B%5D",  "after",
+                                                  "before",    "limit",          "order"};
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  rest = rest.substr(0, rest.find('#'));  // a fragment is never sent on
+  std::string out;
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view param = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    const std::string_view name = param.substr(0, param.find('='));
+    if (std::find(std::begin(kAllowed), std::end(kAllowed), name) == std::end(kAllowed)) continue;
+    out.append(out.empty() ? "" : "&").append(param);
+  }
+  return out;
 }
 
 std::optional<ResponsePath> response_path(std::string_view path) {

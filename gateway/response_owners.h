@@ -75,4 +75,12 @@ struct ResponsePath {
 };
 std::optional<ResponsePath> response_path(std::string_view path);
 
+// The query of `target` that goes on to the provider: only the parameters of
+// the Responses API's GETs (retrieve: stream, starting_after, include;
+// input_items: after, before, limit, order, include), in the client's order
+// and as the client wrote them; any other is dropped, so that a client
+// cannot put a parameter of the provider's own (Azure's api-version) ahead
+// of the one the provider's config sets. "" when none is left.
+std::string responses_query(std::string_view target);
+
 }  // namespace llmgate::gateway

@@ -80,30 +80,6 @@ ApiError upstream_error(int status, std::string message) {
                   std::nullopt};
 }
 
-// The query parameters of the Responses API's GETs (retrieve: stream,
-// starting_after, include; input_items: after, before, limit, order,
-// include), in the client's order; any other is dropped, so that a client
-// cannot add a parameter of the provider's own (Azure's api-version) ahead
-// of the one the provider's config sets.
-std::string forwarded_query(std::string_view target) {
-  static constexpr std::string_view kAllowed[] = {"stream",    "starting_after", "include",
-                                                  "include[]", "include%5B%5D",  "after",
-                                                  "before",    "limit",          "order"};
-  const auto q = target.find('?');
-  if (q == std::string_view::npos) return {};
-  std::string_view rest = target.substr(q + 1);
-  std::string out;
-  while (!rest.empty()) {
-    const auto amp = rest.find('&');
-    const std::string_view param = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-    const std::string_view name = param.substr(0, param.find('='));
-    if (std::find(std::begin(kAllowed), std::end(kAllowed), name) == std::end(kAllowed)) continue;
-    out.append(out.empty() ? "" : "&").append(param);
-  }
-  return out;
-}
-
 class ResourceExchange {
  public:
   ResourceExchange(Worker& worker, beast::tcp_stream& client, const Request& request,
@@ -251,7 +227,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   if (path_.part == ResponsePath::Part::kInputItems) target += "/input_items";
   if (path_.part == ResponsePath::Part::kCancel) target += "/cancel";
   const std::string_view client_target = request_.target();
-  const std::string query = forwarded_query(client_target);
+  const std::string query = responses_query(client_target);
   if (!query.empty()) target.append("?").append(query);
   const bool wants_stream = ("&" + query + "&").find("&stream=true&") != std::string::npos;
   const auto up = make_upstream_request(

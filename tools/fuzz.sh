@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
-             fuzz_anthropic_stream fuzz_gemini_stream)
+             fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -34,6 +34,7 @@ declare -A MAX_LEN=(
   [fuzz_config]=6144
   [fuzz_anthropic_stream]=8192
   [fuzz_gemini_stream]=8192
+  [fuzz_response_path]=1024
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
 # it as a timeout finding: every target handles an input in milliseconds, so
@@ -48,6 +49,7 @@ declare -A TIMEOUT=(
   [fuzz_config]=10
   [fuzz_anthropic_stream]=10
   [fuzz_gemini_stream]=10
+  [fuzz_response_path]=10
 )
 
 seconds=60

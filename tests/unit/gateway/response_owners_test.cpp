@@ -89,5 +89,18 @@ TEST(ResponsePath, AnythingElseIsNotAStoredResponse) {
   EXPECT_FALSE(response_path("/v1/responses/" + std::string(ResponseOwners::kMaxIdBytes + 1, 'r')));
 }
 
+TEST(ResponsesQuery, OnlyTheApisOwnParametersGoOnInTheClientsOrder) {
+  EXPECT_EQ(responses_query("/v1/responses/r?stream=true&starting_after=3"),
+            "stream=true&starting_after=3");
+  EXPECT_EQ(responses_query("/v1/responses/r/input_items?api-version=x&limit=5&order=asc&key=k"),
+            "limit=5&order=asc");
+  EXPECT_EQ(responses_query("/v1/responses/r?include[]=a&include%5B%5D=b&x"),
+            "include[]=a&include%5B%5D=b");
+  EXPECT_EQ(responses_query("/v1/responses/r?limit=1#frag&api-version=2"), "limit=1");
+  EXPECT_EQ(responses_query("/v1/responses/r"), "");
+  EXPECT_EQ(responses_query("/v1/responses/r?"), "");
+  EXPECT_EQ(responses_query("/v1/responses/r?&&api-version=1&"), "");
+}
+
 }  // namespace
 }  // namespace llmgate::gateway
