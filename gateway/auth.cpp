@@ -90,10 +90,14 @@ std::variant<const config::GatewayKey*, ApiError> KeyStore::authenticate(
   return &it->second;
 }
 
+bool key_allows(const config::GatewayKey* key, const std::string& model) {
+  return !key || key->models.empty() ||
+         std::find(key->models.begin(), key->models.end(), model) != key->models.end();
+}
+
 std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const std::string& model,
                                             Clock::time_point now) {
-  if (!key.models.empty() &&
-      std::find(key.models.begin(), key.models.end(), model) == key.models.end()) {
+  if (!key_allows(&key, model)) {
     return ApiError{
         403,
         "invalid_request_error",

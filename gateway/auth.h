@@ -25,6 +25,9 @@ namespace llmgate::gateway {
 // Lowercase hex SHA-256 of `text`.
 std::string sha256_hex(std::string_view text);
 
+// Whether `key` may use `model` (no key: the API is open; no model list: all).
+bool key_allows(const config::GatewayKey* key, const std::string& model);
+
 class KeyStore {
  public:
   using Clock = std::chrono::steady_clock;

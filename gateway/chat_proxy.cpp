@@ -96,12 +96,14 @@ class ChatProxy {
  public:
   ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
             const Request& client_request, const RequestContext& rc, const ClientApi& api,
-            ChatRequest req, routing::RouteOverride route, const config::GatewayKey* key)
+            ChatRequest req, routing::RouteOverride route, const config::GatewayKey* key,
+            std::optional<std::string> stored_at)
       : snapshot_(snapshot),
         cfg_(*snapshot.config),
         rs_(*snapshot.routing),
         metrics_(*snapshot.metrics),
         key_(key),
+        stored_at_(std::move(stored_at)),
         req_(std::move(req)),
         route_(std::move(route)),
         ctx_{worker, snapshot, cfg_, client, client_request, rc, api, req_, trace_} {
@@ -155,7 +157,10 @@ class ChatProxy {
   const config::Config& cfg_;
   routing::RoutingState& rs_;
   Metrics& metrics_;
-  const config::GatewayKey* key_;         // the caller's gateway key, if keys are configured
+  const config::GatewayKey* key_;  // the caller's gateway key, if keys are configured
+  // The provider that stored the response previous_response_id names, when
+  // this gateway saw it created.
+  std::optional<std::string> stored_at_;
   const config::Model* model_ = nullptr;  // the requested model, once run() starts
   ChatRequest req_;
   routing::RouteOverride route_;
@@ -177,11 +182,9 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
                            route_.order, req_.max_tokens};
   rq.operation = req_.operation;
   // A conversation stored at a provider continues there, and only there.
-  if (!req_.previous_response_id.empty() && ctx_.worker.responses) {
-    if (auto owner = ctx_.worker.responses->owner_of(req_.previous_response_id, now)) {
-      rq.pinned_provider = owner->provider;
-      rq.pinned_because = "previous_response_id is stored at provider " + owner->provider;
-    }
+  if (stored_at_) {
+    rq.pinned_provider = *stored_at_;
+    rq.pinned_because = "previous_response_id is stored at provider " + *stored_at_;
   }
   std::vector<std::string> ids;
   for (const auto& d : model.deployments) ids.push_back(d.id());
@@ -593,17 +596,21 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   Admitted& a = std::get<Admitted>(admitted);
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
-  // A conversation another gateway key stored is not this one's to continue
-  // (the provider, with one account for every tenant, would allow it).
+  // A stored conversation continues at the provider that stored it; one
+  // another gateway key stored is not this one's to continue (the provider,
+  // with one account for every tenant, would allow it).
+  std::optional<std::string> stored_at;
   if (!a.req.previous_response_id.empty() && worker.responses) {
-    auto owner = worker.responses->owner_of(a.req.previous_response_id, Clock::now());
-    if (owner && owner->key != (key ? key->name : std::string())) {
-      Response res = make_error_response(rc, response_not_found(a.req.previous_response_id));
-      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    if (auto owner = worker.responses->owner_of(a.req.previous_response_id, Clock::now())) {
+      if (owner->key != (key ? key->name : std::string())) {
+        Response res = make_error_response(rc, response_not_found(a.req.previous_response_id));
+        co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+      }
+      stored_at = std::move(owner->provider);
     }
   }
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
-                  key);
+                  key, std::move(stored_at));
   snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;

@@ -60,15 +60,16 @@ ApiError body_too_large(const BodyLimit& limit) {
                   std::nullopt};
 }
 
+std::optional<config::Operation> api_operation(std::string_view path);  // below
+
 // Whether the request head at the start of `head` is a POST to the
 // embeddings endpoint (its request line, before Beast parses it).
 bool is_embeddings_request(std::string_view head) {
   while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);  // RFC 9112 §2.2
   if (head.substr(0, 5) != "POST ") return false;
   head.remove_prefix(5);
-  const std::string_view target = head.substr(0, head.find(' '));
-  const auto path = request_path(target);
-  return path && (*path == "/v1/embeddings" || *path == "/embeddings");
+  const auto path = request_path(head.substr(0, head.find(' ')));
+  return path && api_operation(*path) == config::Operation::kEmbeddings;
 }
 
 // What is wrong with a request head that Beast accepted, for the strict
@@ -876,11 +877,6 @@ std::int64_t process_start_unix() {
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
   return t;
-}
-
-bool key_allows(const config::GatewayKey* key, const std::string& model) {
-  return !key || key->models.empty() ||
-         std::find(key->models.begin(), key->models.end(), model) != key->models.end();
 }
 
 // A model as OpenAI lists it; `owned_by` names the providers that serve it.

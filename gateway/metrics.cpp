@@ -404,8 +404,9 @@ struct DeploymentSeries {
 };
 
 struct ModelSeries {
-  // By config::Operation, then RequestOutcome (every operation: a request
-  // for one the model does not serve is counted as refused).
+  // By config::Operation, then RequestOutcome: every operation, so each
+  // model shows under each operation label (at 0 where it serves none;
+  // admission refuses those before any request is counted).
   std::array<std::array<Counter*, kRequestOutcomes.size()>, kOperations> requests{};
   // By config::Operation; null for one no deployment of the model serves.
   std::array<Histogram*, kOperations> input_usage{};

@@ -62,6 +62,18 @@ std::string responses_query(std::string_view target) {
   return out;
 }
 
+std::string_view part_path(ResponsePath::Part part) {
+  switch (part) {
+    case ResponsePath::Part::kResponse:
+      return "";
+    case ResponsePath::Part::kInputItems:
+      return "/input_items";
+    case ResponsePath::Part::kCancel:
+      return "/cancel";
+  }
+  return "";
+}
+
 std::optional<ResponsePath> response_path(std::string_view path) {
   if (path.substr(0, 3) == "/v1") path.remove_prefix(3);
   constexpr std::string_view kPrefix = "/responses/";
@@ -72,9 +84,9 @@ std::optional<ResponsePath> response_path(std::string_view path) {
   const std::string_view id = path.substr(0, slash);
   if (slash != std::string_view::npos) {
     const std::string_view part = path.substr(slash);
-    if (part == "/input_items") {
+    if (part == part_path(ResponsePath::Part::kInputItems)) {
       r.part = ResponsePath::Part::kInputItems;
-    } else if (part == "/cancel") {
+    } else if (part == part_path(ResponsePath::Part::kCancel)) {
       r.part = ResponsePath::Part::kCancel;
     } else {
       return std::nullopt;

@@ -74,6 +74,8 @@ struct ResponsePath {
   Part part = Part::kResponse;
 };
 std::optional<ResponsePath> response_path(std::string_view path);
+// The part as a path suffix: "", "/input_items" or "/cancel".
+std::string_view part_path(ResponsePath::Part part);
 
 // The query of `target` that goes on to the provider: only the parameters of
 // the Responses API's GETs (retrieve: stream, starting_after, include;

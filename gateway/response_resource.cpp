@@ -27,9 +27,6 @@ namespace {
 using namespace net::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
-// A Response object with its output (or a page of input items) comes whole.
-constexpr std::size_t kMaxJsonBody = 16 * 1024 * 1024;
 
 std::string_view method_for(ResponsePath::Part part) {
   switch (part) {
@@ -136,9 +133,9 @@ void ResourceExchange::log(Clock::time_point start) const {
                           {"operation", config::gen_ai_name(config::Operation::kResponses)},
                           {"method", std::string(request_.method_string())},
                           {"response_id", path_.id},
-                          {"part", path_.part == ResponsePath::Part::kInputItems ? "input_items"
-                                   : path_.part == ResponsePath::Part::kCancel   ? "cancel"
-                                                                                 : "response"},
+                          {"part", path_.part == ResponsePath::Part::kResponse
+                                       ? std::string("response")
+                                       : std::string(part_path(path_.part).substr(1))},
                           {"status", std::to_string(status_), true}};
   if (key_) f.push_back({"key", key_->name});
   if (!provider_.empty()) f.push_back({"provider", provider_});
@@ -161,17 +158,15 @@ void ResourceExchange::add_route_headers(http::fields& h,
 
 net::awaitable<bool> ResourceExchange::run() {
   if (!allowed(path_.part, request_.method())) {
-    {
-      error_ = ApiError{405,
-                        "invalid_request_error",
-                        "method " + std::string(request_.method_string()) + " is not allowed on " +
-                            std::string(request_path(request_.target()).value_or("")),
-                        std::nullopt,
-                        "method_not_allowed",
-                        std::nullopt};
-      allow_ = method_for(path_.part);
-      co_return co_await refuse();
-    }
+    error_ = ApiError{405,
+                      "invalid_request_error",
+                      "method " + std::string(request_.method_string()) + " is not allowed on " +
+                          std::string(request_path(request_.target()).value_or("")),
+                      std::nullopt,
+                      "method_not_allowed",
+                      std::nullopt};
+    allow_ = method_for(path_.part);
+    co_return co_await refuse();
   }
   if (snap_->keys->enabled()) {
     auto a = snap_->keys->authenticate(request_[http::field::authorization]);
@@ -186,9 +181,7 @@ net::awaitable<bool> ResourceExchange::run() {
   // Another key's response, or one whose model this key may not use: as if
   // the id did not exist.
   const bool key_ok =
-      owner && owner->key == (key_ ? key_->name : std::string()) &&
-      (!key_ || key_->models.empty() ||
-       std::find(key_->models.begin(), key_->models.end(), owner->model) != key_->models.end());
+      owner && owner->key == (key_ ? key_->name : std::string()) && key_allows(key_, owner->model);
   if (!owner || !key_ok) {
     error_ = response_not_found(path_.id);
     co_return co_await refuse();
@@ -205,17 +198,15 @@ net::awaitable<bool> ResourceExchange::run() {
   const providers::UpstreamProtocol* protocol =
       p ? providers::protocol_for(*p, config::Operation::kResponses) : nullptr;
   if (!protocol) {
-    {
-      error_ = ApiError{
-          404,
-          "invalid_request_error",
-          "Response with id '" + path_.id + "' was created at provider " + owner->provider +
-              ", which the current configuration no longer has as an OpenAI-protocol provider",
-          std::nullopt,
-          "response_not_found",
-          std::nullopt};
-      co_return co_await refuse();
-    }
+    error_ = ApiError{
+        404,
+        "invalid_request_error",
+        "Response with id '" + path_.id + "' was created at provider " + owner->provider +
+            ", which the current configuration no longer has as an OpenAI-protocol provider",
+        std::nullopt,
+        "response_not_found",
+        std::nullopt};
+    co_return co_await refuse();
   }
   co_return co_await exchange(*owner, *p, *protocol);
 }
@@ -223,9 +214,7 @@ net::awaitable<bool> ResourceExchange::run() {
 net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& owner,
                                                 const config::Provider& p,
                                                 const providers::UpstreamProtocol& protocol) {
-  std::string target = "/responses/" + path_.id;
-  if (path_.part == ResponsePath::Part::kInputItems) target += "/input_items";
-  if (path_.part == ResponsePath::Part::kCancel) target += "/cancel";
+  std::string target = "/responses/" + path_.id + std::string(part_path(path_.part));
   const std::string_view client_target = request_.target();
   const std::string query = responses_query(client_target);
   if (!query.empty()) target.append("?").append(query);
@@ -242,11 +231,9 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   for (int round = 0; round < 2; ++round) {
     providers::AcquireResult acq = co_await pool.acquire(start + t.connect, round == 0);
     if (!acq.lease) {
-      {
-        error_ = upstream_error(
-            502, "cannot reach provider " + p.name + ": " + acq.error.substr(0, 200));
-        co_return co_await refuse();
-      }
+      error_ =
+          upstream_error(502, "cannot reach provider " + p.name + ": " + acq.error.substr(0, 200));
+      co_return co_await refuse();
     }
     providers::Lease& lease = acq.lease;
     auto& tcp = lease->stream.tcp();
@@ -255,11 +242,9 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     const bool stale_ok = lease.reused() && round == 0;
     if (wec) {
       if (stale_ok) continue;
-      {
-        error_ = upstream_error(
-            502, "cannot send the request to provider " + p.name + ": " + wec.message());
-        co_return co_await refuse();
-      }
+      error_ = upstream_error(
+          502, "cannot send the request to provider " + p.name + ": " + wec.message());
+      co_return co_await refuse();
     }
     UpstreamParser parser;
     parser.body_limit(boost::none);  // bounded below: a JSON body, or event by event
@@ -273,13 +258,11 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     if (hec) {
       if (stale_ok && buffered_before == 0 && hn == 0 && hec != beast::error::timeout) continue;
       const bool timeout = hec == beast::error::timeout;
-      {
-        error_ = upstream_error(timeout ? 504 : 502, "provider " + p.name +
-                                                         (timeout ? " did not answer in time"
-                                                                  : " closed the connection") +
-                                                         " (" + hec.message() + ")");
-        co_return co_await refuse();
-      }
+      error_ = upstream_error(timeout ? 504 : 502,
+                              "provider " + p.name +
+                                  (timeout ? " did not answer in time" : " closed the connection") +
+                                  " (" + hec.message() + ")");
+      co_return co_await refuse();
     }
     auto& head = parser.get();
     const bool event_stream =
@@ -288,15 +271,14 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     if (event_stream) co_return co_await relay_stream(lease, parser, t, owner);
     std::string body;
     tcp.expires_at(Clock::now() + t.total);
-    const beast::error_code ec = co_await read_upstream_body(lease, parser, body, kMaxJsonBody + 1);
+    const beast::error_code ec =
+        co_await read_upstream_body(lease, parser, body, kMaxJsonAnswer + 1);
     if (!parser.is_done()) {
-      {
-        error_ = upstream_error(
-            ec == beast::error::timeout ? 504 : 502,
-            "provider " + p.name + " did not send its whole answer (" +
-                (body.size() > kMaxJsonBody ? std::string("over 16 MiB") : ec.message()) + ")");
-        co_return co_await refuse();
-      }
+      error_ = upstream_error(
+          ec == beast::error::timeout ? 504 : 502,
+          "provider " + p.name + " did not send its whole answer (" +
+              (body.size() > kMaxJsonAnswer ? std::string("over 16 MiB") : ec.message()) + ")");
+      co_return co_await refuse();
     }
     const int status = head.result_int();
     status_ = status;
@@ -315,10 +297,8 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     res.prepare_payload();
     co_return co_await write_response(client_, res, kWriteTimeout);
   }
-  {
-    error_ = upstream_error(502, "provider " + p.name + " closed the connection before answering");
-    co_return co_await refuse();
-  }
+  error_ = upstream_error(502, "provider " + p.name + " closed the connection before answering");
+  co_return co_await refuse();
 }
 
 net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, UpstreamParser& parser,

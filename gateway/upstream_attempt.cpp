@@ -31,8 +31,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
-constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
-constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 
 AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
   rec.outcome = o;

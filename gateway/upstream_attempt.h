@@ -6,6 +6,8 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "gateway/attempt_context.h"
@@ -15,6 +17,11 @@
 #include "routing/stats_registry.h"
 
 namespace llmgate::gateway {
+
+// The largest upstream response head, and the largest answer read whole (a
+// JSON answer, a stored Response): beyond them the upstream is at fault.
+inline constexpr std::uint32_t kMaxUpstreamHeader = 64 * 1024;
+inline constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 
 // The attempt's outcome and detail are left in `rec` on every path; the
 // caller records them (statistics, health, metrics) when the attempt ends.

@@ -27,18 +27,6 @@ bool id_char(unsigned char c) {
          c == '-' || c == '.' || c == ':';
 }
 
-std::string_view part_suffix(ResponsePath::Part p) {
-  switch (p) {
-    case ResponsePath::Part::kResponse:
-      return "";
-    case ResponsePath::Part::kInputItems:
-      return "/input_items";
-    case ResponsePath::Part::kCancel:
-      return "/cancel";
-  }
-  return "";
-}
-
 void check_path(std::string_view path) {
   const auto r = llmgate::gateway::response_path(path);
   if (!r) return;
@@ -46,7 +34,8 @@ void check_path(std::string_view path) {
   FUZZ_CHECK(r->id != "." && r->id != "..");
   for (unsigned char c : r->id) FUZZ_CHECK(id_char(c));
   // The id and part come from the path: rebuilt, it names the same response.
-  const std::string rebuilt = "/v1/responses/" + r->id + std::string(part_suffix(r->part));
+  const std::string rebuilt =
+      "/v1/responses/" + r->id + std::string(llmgate::gateway::part_path(r->part));
   const auto again = llmgate::gateway::response_path(rebuilt);
   FUZZ_CHECK(again && again->id == r->id && again->part == r->part);
   FUZZ_CHECK(path.find(r->id) != std::string_view::npos);

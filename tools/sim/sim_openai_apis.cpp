@@ -519,11 +519,8 @@ ResponseStore::Answer ResponseStore::answer(std::string_view method, const std::
   std::lock_guard lock(mu_);
   auto it = stored_.find(id);
   if (it == stored_.end()) {
-    return {404, dump({{"error",
-                        {{"message", "Response with id '" + id + "' not found."},
-                         {"type", "invalid_request_error"},
-                         {"param", nullptr},
-                         {"code", nullptr}}}})};
+    return {404, error_body(ApiError{404, "Response with id '" + id + "' not found.",
+                                     "invalid_request_error", std::nullopt, std::nullopt})};
   }
   Stored& s = it->second;
   if (method == "DELETE") {
@@ -545,13 +542,10 @@ ResponseStore::Answer ResponseStore::answer(std::string_view method, const std::
   const bool running = s.background && !s.cancelled && now < s.ready;
   if (part == "/cancel") {
     if (!s.background) {
-      return {400, dump({{"error",
-                          {{"message",
-                            "Only responses created with background=true can be "
-                            "cancelled."},
-                           {"type", "invalid_request_error"},
-                           {"param", nullptr},
-                           {"code", nullptr}}}})};
+      return {400, error_body(ApiError{400,
+                                       "Only responses created with background=true can be "
+                                       "cancelled.",
+                                       "invalid_request_error", std::nullopt, std::nullopt})};
     }
     if (running) s.cancelled = true;
   }
