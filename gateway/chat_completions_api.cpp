@@ -78,10 +78,11 @@ void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& 
   }
   if (!req.include_usage && ev.chunk.usage) {
     if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
-    // Usage riding on a content chunk: strip it (a rewrite, rare).
-    nlohmann::json j = providers::parse_chunk(ev.data).json;
-    j.erase("usage");
-    event(out, j.dump());
+    // Usage riding on a content or finish chunk: spliced out (the rest of
+    // the chunk's text as it came).
+    auto chunk = providers::RequestBody::parse(std::string(ev.data));
+    if (auto* c = std::get_if<providers::RequestBody>(&chunk))
+      event(out, c->spliced({}, {"usage"}));
     return;
   }
   if (ev.raw.empty())

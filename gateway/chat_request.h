@@ -12,11 +12,12 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "providers/request_body.h"
 
 namespace llmgate::gateway {
 
 struct ChatRequest {
-  nlohmann::json body;                     // the client's document
+  providers::RequestBody body;             // the client's document (text, indexed)
   std::string model;                       // the public model name
   bool stream = false;                     // the client wants SSE
   bool include_usage = false;              // the client asked for the usage chunk

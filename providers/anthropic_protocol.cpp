@@ -849,9 +849,9 @@ class Anthropic final : public UpstreamProtocol {
 
   std::string target(const std::string&, bool) const override { return "/messages"; }
 
-  std::variant<std::string, Untranslatable> body(nlohmann::json& client_body,
+  std::variant<std::string, Untranslatable> body(RequestBody& client_body,
                                                  const UpstreamRequest& r) const override {
-    return build_body(client_body, r);
+    return build_body(client_body.dom(), r);
   }
 
   std::vector<std::pair<std::string, std::string>> headers(

@@ -765,8 +765,9 @@ class Gemini final : public UpstreamProtocol {
            (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
   }
 
-  std::variant<std::string, Untranslatable> body(nlohmann::json& client_body,
+  std::variant<std::string, Untranslatable> body(RequestBody& body,
                                                  const UpstreamRequest& r) const override {
+    nlohmann::json& client_body = body.dom();
     if (!client_body.is_object()) return Untranslatable{"the request must be a JSON object", ""};
     GeminiRequest out;
     for (const auto& [key, value] : client_body.items()) {

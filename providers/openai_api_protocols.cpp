@@ -111,11 +111,10 @@ class OpenAiResponses final : public OpenAiFamily {
   std::string_view name() const override { return "openai-responses"; }
   std::string target(const std::string&, bool) const override { return "/responses"; }
 
-  std::variant<std::string, Untranslatable> body(json& out,
+  std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    out["model"] = r.upstream_model;
-    out["stream"] = r.stream;
-    return out.dump();
+    return in.spliced(
+        {{"model", json_string(r.upstream_model)}, {"stream", r.stream ? "true" : "false"}});
   }
 
   // The typed events of a Responses stream: the first output is the first
@@ -193,11 +192,9 @@ class OpenAiEmbeddings final : public OpenAiFamily {
   std::string_view name() const override { return "openai-embeddings"; }
   std::string target(const std::string&, bool) const override { return "/embeddings"; }
 
-  std::variant<std::string, Untranslatable> body(json& out,
+  std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    out["model"] = r.upstream_model;
-    out.erase("stream");
-    return out.dump();
+    return in.spliced({{"model", json_string(r.upstream_model)}}, {"stream"});
   }
 
   // Never a stream: any event is out of place.
@@ -223,10 +220,10 @@ class OpenAiCompletions final : public OpenAiFamily {
   std::string_view name() const override { return "openai-completions"; }
   std::string target(const std::string&, bool) const override { return "/completions"; }
 
-  std::variant<std::string, Untranslatable> body(json& out,
+  std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
     // As for chat: the stream and its usage chunk.
-    return openai_chat_protocol().body(out, r);
+    return openai_chat_protocol().body(in, r);
   }
 
   // text_completion chunks: output is a choice's non-empty `text`.

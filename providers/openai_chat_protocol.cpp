@@ -49,6 +49,18 @@ class PassThrough final : public UpstreamStream {
   const UpstreamProtocol& protocol_;
 };
 
+// The client's stream_options with include_usage true (its text as it came
+// when it says so already).
+std::string stream_options(const RequestBody& in) {
+  const RequestBody::Member* so = in.find("stream_options");
+  if (so == nullptr || so->v.type != RequestBody::Type::kObject) return R"({"include_usage":true})";
+  const auto usage = in.member_of(*so, "include_usage");
+  if (usage && usage->v.type == RequestBody::Type::kTrue) return std::string(in.text_of(*so));
+  nlohmann::json j = in.json_of(*so);
+  j["include_usage"] = true;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 class OpenAiChat final : public UpstreamProtocol {
  public:
   std::string_view name() const override { return "openai"; }
@@ -56,18 +68,15 @@ class OpenAiChat final : public UpstreamProtocol {
 
   std::string target(const std::string&, bool) const override { return "/chat/completions"; }
 
-  std::variant<std::string, Untranslatable> body(nlohmann::json& out,
+  std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    out["model"] = r.upstream_model;
-    out["stream"] = r.stream;
+    const std::string model = json_string(r.upstream_model);
+    const std::string_view stream = r.stream ? "true" : "false";
     if (!r.stream_options || !r.stream) {
-      out.erase("stream_options");
-      return out.dump();
+      return in.spliced({{"model", model}, {"stream", stream}}, {"stream_options"});
     }
-    auto& so = out["stream_options"];
-    if (!so.is_object()) so = nlohmann::json::object();
-    so["include_usage"] = true;
-    return out.dump();
+    return in.spliced(
+        {{"model", model}, {"stream", stream}, {"stream_options", stream_options(in)}});
   }
 
   std::vector<std::pair<std::string, std::string>> headers(const std::string& api_key,

@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "providers/chat_chunk.h"
+#include "providers/request_body.h"
 #include "providers/sse_parser.h"
 
 namespace llmgate::providers {
@@ -112,13 +113,15 @@ class UpstreamProtocol {
   // providers[].chat_path replaces the path of it, providers[].query adds to it.
   virtual std::string target(const std::string& upstream_model, bool stream) const = 0;
 
-  // The upstream body from the client's chat document. May rewrite
-  // `client_body` in place (no copy per attempt); calling it again for
-  // another deployment gives that one's body. OpenAI: `model` rewritten,
-  // `stream` set, stream_options.include_usage when asked; every other field
-  // untouched. Translating protocols: everything that changes the answer is
-  // translated or refused (Untranslatable), never dropped.
-  virtual std::variant<std::string, Untranslatable> body(nlohmann::json& client_body,
+  // The upstream body from the client's chat document; calling it again for
+  // another deployment gives that one's body. OpenAI: spliced from the
+  // client's text (RequestBody::spliced: `model` rewritten, `stream` set,
+  // stream_options.include_usage when asked; every other member's text as
+  // the client sent it, no DOM). Translating protocols read
+  // client_body.dom() (parsed on first use, may be rewritten in place):
+  // everything that changes the answer is translated or refused
+  // (Untranslatable), never dropped.
+  virtual std::variant<std::string, Untranslatable> body(RequestBody& client_body,
                                                          const UpstreamRequest& r) const = 0;
 
   // The headers that carry the provider's key (and any the protocol always

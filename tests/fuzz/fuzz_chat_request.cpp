@@ -1,6 +1,10 @@
 // Fuzzes the admission of POST /v1/chat/completions bodies:
 // gateway::parse_chat_request(content_type, body) and, for accepted requests,
 // the OpenAI protocol's upstream body (providers::UpstreamProtocol::body).
+// The admission reads the body through providers::RequestBody (a validating
+// scanner's index, no DOM) and the upstream body is spliced from the client's
+// text: both are checked against a reference on nlohmann's DOM (what the
+// gateway did before), field by field and document by document.
 //
 // Input: the first line is the Content-Type header value, the rest is the
 // body. An input without '\n' is a body sent as application/json.
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -73,24 +78,71 @@ void check_rejected(const ApiError& e) {
   FUZZ_CHECK(err.at("type") == "invalid_request_error");
 }
 
-void check_accepted(const ChatRequest& r) {
-  FUZZ_CHECK(!r.model.empty());
-  FUZZ_CHECK(r.body.is_object());
-  FUZZ_CHECK(r.body.contains("model") && r.body.at("model") == r.model);
-  FUZZ_CHECK(!r.body.contains("route"));  // the override is never forwarded
-  const json& messages = r.body.at("messages");
-  FUZZ_CHECK(messages.is_array() && !messages.empty());
-  for (const json& m : messages) {
-    FUZZ_CHECK(m.is_object() && m.contains("role") && m.at("role").is_string());
+// The reference admission, on nlohmann's DOM (what the gateway did before
+// it admitted requests from the scanner's index, RequestBody): whether `doc`
+// is a valid chat request, and if so what the request reads.
+struct Reference {
+  bool valid = false;
+  bool stream = false;
+  bool include_usage = false;
+  std::optional<std::int64_t> max_tokens;
+};
+
+Reference reference(const json& doc) {
+  Reference r;
+  if (!doc.is_object()) return r;
+  auto present = [&](const char* key) { return doc.contains(key) && !doc.at(key).is_null(); };
+  if (!present("model") || !doc.at("model").is_string() ||
+      doc.at("model").get<std::string>().empty())
+    return r;
+  if (!present("messages") || !doc.at("messages").is_array() || doc.at("messages").empty())
+    return r;
+  for (const json& m : doc.at("messages")) {
+    if (!m.is_object() || !m.contains("role") || !m.at("role").is_string()) return r;
   }
-  const bool body_stream = r.body.contains("stream") && r.body.at("stream") == true;
-  FUZZ_CHECK(r.stream == body_stream);
+  if (present("stream")) {
+    if (!doc.at("stream").is_boolean()) return r;
+    r.stream = doc.at("stream").get<bool>();
+  }
+  if (present("stream_options")) {
+    const json& so = doc.at("stream_options");
+    if (!so.is_object() || !r.stream) return r;
+    if (so.contains("include_usage") && !so.at("include_usage").is_null()) {
+      if (!so.at("include_usage").is_boolean()) return r;
+      r.include_usage = so.at("include_usage").get<bool>();
+    }
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n"}) {
+    if (!present(key)) continue;
+    const json& v = doc.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) return r;
+    if (std::string_view(key) != "n") r.max_tokens = v.get<std::int64_t>();
+  }
+  r.valid = true;
+  return r;
+}
+
+void check_accepted(const ChatRequest& r, const json& doc) {
+  FUZZ_CHECK(!r.model.empty());
+  // The scanner's admission reads what the DOM's did.
+  FUZZ_CHECK(doc.is_object());
+  const Reference ref = reference(doc);
+  FUZZ_CHECK(ref.valid);
+  FUZZ_CHECK(doc.at("model") == r.model);
+  FUZZ_CHECK(r.stream == ref.stream);
+  FUZZ_CHECK(r.include_usage == ref.include_usage);
+  FUZZ_CHECK(r.max_tokens == ref.max_tokens);
+  FUZZ_CHECK(r.route == (doc.contains("route") ? doc.at("route") : json()));
   FUZZ_CHECK(!r.include_usage || r.stream);
   FUZZ_CHECK(!r.max_tokens || *r.max_tokens >= 0);
+  json client = doc;
+  client.erase("route");
+  FUZZ_CHECK(!r.body.contains("route"));  // the override is never forwarded
 
   std::string up;
   try {
-    ChatRequest copy = r;  // the protocol rewrites the document in place
+    ChatRequest copy = r;
+    FUZZ_CHECK(copy.body.dom() == client);  // the lazily parsed document
     llmgate::providers::UpstreamRequest request;
     request.upstream_model = kUpstreamModel;
     up = std::get<std::string>(llmgate::providers::openai_chat_protocol().body(copy.body, request));
@@ -108,10 +160,11 @@ void check_accepted(const ChatRequest& r) {
   const json& so = u.at("stream_options");
   FUZZ_CHECK(so.contains("include_usage") && so.at("include_usage") == true);
   FUZZ_CHECK(!u.contains("route"));
-  // Every other field passes through untouched ...
-  FUZZ_CHECK(without_gateway_keys(u) == without_gateway_keys(r.body));
+  // Every other field passes through untouched (the spliced text reads as the
+  // client's document did) ...
+  FUZZ_CHECK(without_gateway_keys(u) == without_gateway_keys(client));
   // ... and so do the client's other stream_options.
-  if (auto it = r.body.find("stream_options"); it != r.body.end() && it->is_object()) {
+  if (auto it = client.find("stream_options"); it != client.end() && it->is_object()) {
     for (const auto& [key, value] : it->items()) {
       if (key != "include_usage") FUZZ_CHECK(so.contains(key) && so.at(key) == value);
     }
@@ -166,12 +219,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     escaped("parse_chat_request", e);
   }
 
+  const bool nul = body.find('\0') != std::string_view::npos;
+  const json doc = nul || llmgate::providers::json_too_deep(body)
+                       ? json(json::value_t::discarded)
+                       : json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (const auto* error = std::get_if<ApiError>(&result)) {
     if (g_verbose) std::fprintf(stderr, "%d: %s\n", error->status, error->message.c_str());
     check_rejected(*error);
+    // Refused a body the reference admits only for its media type.
+    if (error->status != 415) FUZZ_CHECK(doc.is_discarded() || !reference(doc).valid);
   } else {
     if (g_verbose) std::fprintf(stderr, "accepted\n");
-    check_accepted(std::get<ChatRequest>(result));
+    check_accepted(std::get<ChatRequest>(result), doc);
   }
   check_json_verdict(body, result);
   return 0;

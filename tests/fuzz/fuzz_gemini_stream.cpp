@@ -124,8 +124,9 @@ void check_stream(std::string_view bytes, const UpstreamRequest& r) {
 
 void check_body(std::string_view text, const UpstreamRequest& r) {
   json doc = parse_json(text);
-  if (doc.is_discarded()) return;
-  const auto out = gemini().body(doc, r);
+  if (doc.is_discarded() || !doc.is_object()) return;
+  auto body = llmgate::providers::RequestBody::from(doc);
+  const auto out = gemini().body(body, r);
   if (const auto* refusal = std::get_if<llmgate::providers::Untranslatable>(&out)) {
     FUZZ_CHECK(!refusal->message.empty());
     return;

@@ -126,11 +126,11 @@ TEST(ChatRequest, UpstreamBodyRewritesModelForcesStreamingAndKeepsEverythingElse
   EXPECT_EQ(up["stream_options"]["include_usage"], true);
   EXPECT_EQ(up["temperature"], 0.7);
   EXPECT_EQ(up["seed"], 12345678901LL);
-  EXPECT_EQ(up["tools"], r.body["tools"]);
+  EXPECT_EQ(up["tools"], r.body.dom()["tools"]);
   EXPECT_EQ(up["tool_choice"], "auto");
   EXPECT_EQ(up["response_format"]["type"], "json_object");
   EXPECT_EQ(up["logprobs"], true);
-  EXPECT_EQ(up["messages"], r.body["messages"]);
+  EXPECT_EQ(up["messages"], r.body.dom()["messages"]);
 }
 
 TEST(ApiErrorShape, HasTheFourOpenAiFields) {

@@ -132,6 +132,17 @@ TEST(RelayState, UsageOnAContentChunkIsStrippedNotTheContent) {
   EXPECT_EQ(out.find("usage"), std::string::npos);
   EXPECT_NE(out.find("\"Hi\""), std::string::npos);
   EXPECT_EQ(out.rfind("data: ", 0), 0u);
+  // Spliced out: the rest of the chunk exactly as it came.
+  Fixture g(request(true));
+  g.state.on_event(
+      g.ev.data(
+          R"({"id":"c1", "usage":{"prompt_tokens":1,"completion_tokens":1}, "choices":[{"index":0,"delta":{"content":"caf\u00e9"},"finish_reason":"stop"}],"x":1.50})"),
+      kT0);
+  EXPECT_EQ(
+      g.state.outbox().str(),
+      "data: "
+      R"({"id":"c1","choices":[{"index":0,"delta":{"content":"caf\u00e9"},"finish_reason":"stop"}],"x":1.50})"
+      "\n\n");
 }
 
 TEST(RelayState, KeepAliveCommentsPassThroughToAStreamingClient) {

@@ -510,7 +510,7 @@ TEST(AnthropicCompletion, AssembledStreamEqualsTheWholeAnswer) {
 
 std::variant<std::string, Untranslatable> body_of(const config::Provider& p,
                                                   std::string_view client) {
-  json in = json::parse(client);
+  auto in = RequestBody::from(json::parse(client));
   UpstreamRequest r;
   r.upstream_model = "claude-sonnet-4-5";
   r.provider = &p;

@@ -64,7 +64,7 @@ class GeminiBase : public ::testing::Test {
   }
 
   json body(const std::string& client) {
-    json doc = json::parse(client);
+    auto doc = RequestBody::from(json::parse(client));
     auto out = gemini.body(doc, req);
     if (auto* u = std::get_if<Untranslatable>(&out)) {
       ADD_FAILURE() << "refused: " << u->message;
@@ -74,7 +74,7 @@ class GeminiBase : public ::testing::Test {
   }
 
   Untranslatable refusal(const std::string& client) {
-    json doc = json::parse(client);
+    auto doc = RequestBody::from(json::parse(client));
     auto out = gemini.body(doc, req);
     if (auto* u = std::get_if<Untranslatable>(&out)) return *u;
     ADD_FAILURE() << "translated: " << std::get<std::string>(out);

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Profile llmgate's per-request cost on the overhead benchmark's static upstream.
+
+Starts the same upstream nginx and llmgate as `run.py` (same config, same
+pinning: load generator on one CPU, servers on the other), drives one closed
+loop of non-streamed or streamed requests with llmgate-loadgen, and prints
+
+  * the request rate and llmgate's CPU time per request over the window, and
+  * with --perf, a `perf record -g` profile of llmgate taken in the middle of
+    the window, in the format of profiles/*.txt (dso shares, then symbols).
+
+It is the quick loop for per-request work (`run.py` is the report):
+
+  python3 bench/overhead/profile.py --kind nonstream
+  python3 bench/overhead/profile.py --kind stream --perf --out bench/overhead/profiles/after.stream.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as ov  # noqa: E402  (the overhead benchmark's setup)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kind", choices=ov.KINDS, default="nonstream")
+    p.add_argument("--duration", type=float, default=6.0, help="measured seconds (default 6)")
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--perf", action="store_true", help="record a perf profile of llmgate in the window")
+    p.add_argument("--out", help="write the profile here (default: stdout)")
+    p.add_argument("--bin-dir", default=str(ov.REPO / "build" / "bin"))
+    p.add_argument("--loadgen-cpu", type=int, default=0)
+    p.add_argument("--server-cpu", type=int, default=1)
+    p.add_argument("--label", default="", help="names the profile in its header")
+    p.add_argument("--call-graph", default="", help="perf record --call-graph MODE (e.g. dwarf); default -g")
+    p.add_argument("--perf-data", help="keep perf.data here (for perf report -g caller)")
+    args = p.parse_args(argv)
+    bin_dir = Path(args.bin_dir)
+    args.gateway = (bin_dir / "llmgate").resolve()
+    args.loadgen = (bin_dir / "llmgate-loadgen").resolve()
+    args.nginx = ov.find_nginx(None, True)
+    args.llmgate_workers, args.llmgate_pool, args.llmgate_log_level = 1, 1024, "warn"
+    try:
+        os.sched_setaffinity(0, {args.loadgen_cpu})
+    except OSError:
+        pass
+
+    workdir = Path(tempfile.mkdtemp(prefix="llmgate-profile-"))
+    os.chmod(workdir, 0o755)
+    body = workdir / "body.json"
+    body.write_bytes(ov.request_body(args.kind == "stream"))
+    procs = ov.Procs(workdir)
+    try:
+        g = ov.setup_static(procs, args, workdir)
+        ov.verify_target(g.llmgate_port, args.kind, "llmgate")
+        pid = g.pids["llmgate"]()[0]
+        out_json = workdir / "loadgen.json"
+        argv_lg = [str(args.loadgen), "--url", f"http://{ov.HOST}:{g.llmgate_port}{ov.PATH}", "--body-file",
+                   str(body), "--connections", str(args.connections), "--duration", f"{args.duration:g}",
+                   "--warmup", "1", "--cpu", str(args.loadgen_cpu), "--json", str(out_json)]
+        c0 = g.counters()
+        cpu0 = ov.cpu_of([pid])
+        lg = subprocess.Popen(argv_lg, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        perf_data = workdir / "perf.data"
+        if args.perf:
+            time.sleep(1 + args.duration / 4)
+            window = max(1.0, args.duration / 2)
+            subprocess.run(["perf", "record", "-F", "1999",
+                            *(["--call-graph", args.call_graph] if args.call_graph else ["-g"]), "-o", str(perf_data), "-p", str(pid), "--",
+                            "sleep", f"{window:g}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, err = lg.communicate(timeout=args.duration + 120)
+        cpu1 = ov.cpu_of([pid])
+        c1 = g.counters()
+        res = json.loads(out_json.read_text())
+        requests = c1[1] - c0[1]
+        cpu_s = ov.cpu_delta(cpu0, cpu1)["s"]
+        rss = ov.memory_of([pid])["rss_mib"]
+        summary = (f"{args.kind}: {res['rate']:,.0f} req/s, {res['errors']} errors, llmgate "
+                   f"{1e6 * cpu_s / max(1, requests):.1f} us CPU per request ({requests} upstream requests), "
+                   f"RSS {rss:.1f} MiB")
+        print(summary, flush=True)
+        if args.perf:
+            head = [f"# perf top symbols, llmgate ({args.label or args.kind}), closed loop {args.connections} "
+                    f"connections, static nginx upstream, {dt.date.today().isoformat()}, {ov.git_info()}",
+                    f"# python3 bench/overhead/profile.py --kind {args.kind} --perf "
+                    f"(perf record -F 1999 -g; perf report --no-children)",
+                    f"# {summary}"]
+            dso = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children", "--sort", "dso",
+                                  "--stdio", "-g", "none"], capture_output=True, text=True).stdout
+            sym = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children", "--sort", "sym",
+                                  "--stdio", "-g", "none"], capture_output=True, text=True).stdout
+            keep = lambda t, n: [l[:160].rstrip() for l in t.splitlines() if l.strip() and not l.startswith("#")][:n]
+            text = "\n".join(head + keep(dso, 6) + [""] + keep(sym, 60)) + "\n"
+            if args.perf_data:
+                shutil.copy(perf_data, args.perf_data)
+            if args.out:
+                Path(args.out).write_text(text)
+                print(f"profile: {args.out}")
+            else:
+                print(text)
+        return 0
+    finally:
+        procs.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ov.BenchError as e:
+        ov.log(f"error: {e}")
+        sys.exit(e.code if hasattr(e, "code") else 3)

@@ -1,0 +1,270 @@
+#include "providers/request_body.h"
+
+#include <array>
+#include <stdexcept>
+
+namespace llmgate::providers {
+namespace {
+
+using Member = RequestBody::Member;
+
+// The top level of a request: each member's key and where its value is.
+class TopScanner : public JsonScanner {
+ public:
+  using JsonScanner::JsonScanner;
+
+  bool scan(std::vector<Member>& out, std::vector<std::string>& keys) {
+    skip_bom();
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return end();
+    for (;;) {
+      Member m;
+      m.begin = offset();
+      if (!eat('"')) return false;
+      char buf[kKeyCap];
+      std::size_t size = 0;
+      std::string_view key;
+      bool escaped = false;
+      if (!string<true>(size, buf, &key, &escaped)) return false;
+      if (escaped && !key.empty()) {
+        m.key_owned = true;
+        m.key_at = keys.size();
+        keys.emplace_back(key);
+      } else {
+        m.key_at = m.begin + 1;
+        m.key_size = key.size();  // 0 for a key longer than kKeyCap: never looked up
+      }
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      m.value = offset();
+      if (!value(1, m.v)) return false;
+      m.end = offset();
+      out.push_back(m);
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      if (!eat('}')) return false;
+      return end();
+    }
+  }
+
+ private:
+  bool end() {
+    ws();
+    return at_end();
+  }
+};
+
+// Over one value already validated: its members or elements.
+class ValueScanner : public JsonScanner {
+ public:
+  ValueScanner(std::string_view text, std::size_t base) : JsonScanner(text), base_(base) {}
+
+  template <typename F>
+  bool object(F&& on_member) {
+    if (!eat('{')) return false;
+    return members<true>(1, [&](std::string_view key) {
+      Member m;
+      m.begin = m.value = base_ + offset();
+      if (!value(1, m.v)) return false;
+      m.end = base_ + offset();
+      on_member(key, m);
+      return true;
+    });
+  }
+
+  bool array(std::vector<Member>& out) {
+    if (!eat('[')) return false;
+    ws();
+    if (eat(']')) return true;
+    for (;;) {
+      Member m;
+      m.begin = m.value = base_ + offset();
+      if (!value(1, m.v)) return false;
+      m.end = base_ + offset();
+      out.push_back(m);
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      return eat(']');
+    }
+  }
+
+ private:
+  std::size_t base_;
+};
+
+}  // namespace
+
+std::variant<RequestBody, RequestBody::Invalid> RequestBody::parse(std::string text) {
+  RequestBody b;
+  b.text_ = std::move(text);
+  b.members_.reserve(16);
+  if (TopScanner(b.text_).scan(b.members_, b.keys_)) return b;
+  // Not a JSON object: why (the rare, slow path).
+  using Reason = Invalid::Reason;
+  if (b.text_.find('\0') != std::string::npos) return Invalid{Reason::kNulByte, {}};
+  if (json_too_deep(b.text_)) return Invalid{Reason::kTooDeep, {}};
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(b.text_);
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number no double holds (1e400).
+    return Invalid{Reason::kSyntax, e.what()};
+  }
+  if (!doc.is_object()) return Invalid{Reason::kNotObject, {}};
+  // The scanner and nlohmann disagree (the fuzzers say they do not): take
+  // nlohmann's reading.
+  RequestBody again;
+  again.text_ = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (TopScanner(again.text_).scan(again.members_, again.keys_)) return again;
+  return Invalid{Reason::kSyntax, "the document could not be read"};
+}
+
+RequestBody RequestBody::from(const nlohmann::json& doc) {
+  auto r = parse(doc.dump());
+  if (auto* b = std::get_if<RequestBody>(&r)) return std::move(*b);
+  throw std::invalid_argument("RequestBody::from: " + std::get<Invalid>(r).message);
+}
+
+const Member* RequestBody::find(std::string_view k) const {
+  for (auto it = members_.rbegin(); it != members_.rend(); ++it) {
+    if (!it->removed && key(*it) == k) return &*it;
+  }
+  return nullptr;
+}
+
+nlohmann::json RequestBody::json_of(const Member& m) const {
+  return nlohmann::json::parse(text_of(m));
+}
+
+std::string RequestBody::string_of(const Member& m) const {
+  if (m.v.type != Type::kString) return {};
+  if (!m.v.escaped) return std::string(text_of(m).substr(1, m.end - m.value - 2));
+  return json_of(m).get<std::string>();
+}
+
+std::optional<Member> RequestBody::member_of(const Member& m, std::string_view key) const {
+  std::optional<Member> found;
+  if (m.v.type != Type::kObject) return found;
+  ValueScanner(text_of(m), m.value).object([&](std::string_view k, const Member& e) {
+    if (k == key) found = e;  // the last one, as nlohmann keeps it
+  });
+  return found;
+}
+
+std::vector<Member> RequestBody::elements_of(const Member& m) const {
+  std::vector<Member> out;
+  if (m.v.type != Type::kArray) return out;
+  out.reserve(m.v.size);
+  ValueScanner(text_of(m), m.value).array(out);
+  return out;
+}
+
+nlohmann::json RequestBody::erase(std::string_view k) {
+  nlohmann::json last;
+  for (auto& m : members_) {
+    if (m.removed || key(m) != k) continue;
+    m.removed = true;
+    last = json_of(m);
+  }
+  if (dom_) dom_->erase(std::string(k));
+  return last;
+}
+
+nlohmann::json& RequestBody::dom() {
+  if (!dom_) {
+    dom_ = nlohmann::json::parse(text_);
+    for (const auto& m : members_) {
+      if (m.removed) dom_->erase(std::string(key(m)));
+    }
+  }
+  return *dom_;
+}
+
+std::string RequestBody::spliced(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> set,
+    std::initializer_list<std::string_view> drop) const {
+  constexpr std::size_t kMaxSet = 8;
+  if (set.size() > kMaxSet) throw std::invalid_argument("RequestBody::spliced: too many members");
+  std::array<bool, kMaxSet> placed{};
+  std::size_t extra = 2;
+  for (const auto& [k, v] : set) extra += k.size() + v.size() + 4;
+  std::string out;
+  out.reserve(text_.size() + extra);
+  out += '{';
+  auto comma = [&] {
+    if (out.size() > 1) out += ',';
+  };
+  for (const auto& m : members_) {
+    if (m.removed) continue;
+    const std::string_view k = key(m);
+    bool skip = false;
+    for (std::string_view d : drop) skip = skip || d == k;
+    if (skip) continue;
+    std::size_t i = 0;
+    for (; i < set.size(); ++i) {
+      if (set.begin()[i].first == k) break;
+    }
+    if (i < set.size()) {
+      if (placed[i]) continue;  // a repeat: the one value stands in the first's place
+      placed[i] = true;
+      comma();
+      out.append(text_, m.begin, m.value - m.begin);  // the key as the client wrote it
+      out += set.begin()[i].second;
+    } else {
+      comma();
+      out.append(text_, m.begin, m.end - m.begin);
+    }
+  }
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    if (placed[i]) continue;
+    comma();
+    out += json_string(set.begin()[i].first);
+    out += ':';
+    out += set.begin()[i].second;
+  }
+  out += '}';
+  return out;
+}
+
+std::string json_string(std::string_view s) {
+  // What each byte that needs it becomes: the short escapes, \u00XX for the
+  // other control characters; every other byte (UTF-8 included) as it is.
+  static constexpr auto kEscape = [] {
+    std::array<std::array<char, 7>, 128> t{};  // NUL-terminated; empty: as it is
+    constexpr char kHex[] = "0123456789abcdef";
+    for (int c = 0; c < 0x20; ++c) t[c] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15], 0};
+    t['\b'] = {'\\', 'b'};
+    t['\f'] = {'\\', 'f'};
+    t['\n'] = {'\\', 'n'};
+    t['\r'] = {'\\', 'r'};
+    t['\t'] = {'\\', 't'};
+    t['"'] = {'\\', '"'};
+    t['\\'] = {'\\', '\\'};
+    return t;
+  }();
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  std::size_t run = 0;  // start of the bytes not yet copied
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 128 || kEscape[c][0] == 0) continue;
+    out.append(s, run, i - run);
+    out += kEscape[c].data();
+    run = i + 1;
+  }
+  out.append(s, run);
+  out += '"';
+  return out;
+}
+
+}  // namespace llmgate::providers

@@ -1,0 +1,118 @@
+// A client's JSON request body, admitted without building a DOM.
+//
+// parse() validates the whole text in one pass (json_scan.h: exactly what
+// nlohmann accepts) and records where each top-level member is. Admission
+// reads the few members it judges from that index; an OpenAI-family protocol
+// builds the upstream body by splicing -- the client's own member texts, with
+// `model`, `stream` and `stream_options` replaced and the gateway's `route`
+// left out -- so a 60 KB conversation is scanned once and copied once, never
+// parsed into a DOM and serialised again (that cost ~750 us per request). A
+// translating protocol (Anthropic, Gemini) asks for dom(), parsed on first
+// use. Beast-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "providers/json_scan.h"
+
+namespace llmgate::providers {
+
+class RequestBody {
+ public:
+  using Value = JsonScanner::Value;
+  using Type = Value::Type;
+
+  // One member (or array element): where its text is and what its value is.
+  // Offsets, not views, so a RequestBody copies and moves safely.
+  struct Member {
+    std::size_t begin = 0;  // the member's text: [begin, end) from the key's quote
+    std::size_t value = 0;  // where its value's text starts
+    std::size_t end = 0;    // past its value
+    Value v;                // the value's type, size and number
+    // The decoded key: text_[key_at, key_at + key_size), or keys_[key_at]
+    // when it had escapes; empty when longer than JsonScanner::kKeyCap.
+    std::size_t key_at = 0;
+    std::size_t key_size = 0;
+    bool key_owned = false;
+    bool removed = false;  // erase()d: not part of the document any more
+  };
+
+  // Why a body is not a JSON object.
+  struct Invalid {
+    enum class Reason {
+      kNulByte,    // a raw NUL (nlohmann's lexer would stop there, dropping the rest)
+      kTooDeep,    // nested past kMaxJsonDepth (never handed to nlohmann: its stack)
+      kSyntax,     // not JSON: `message` has nlohmann's words for why
+      kNotObject,  // JSON, but not an object
+    };
+    Reason reason = Reason::kSyntax;
+    std::string message;
+  };
+
+  RequestBody() = default;
+
+  // Validates `text` and indexes its top-level members.
+  static std::variant<RequestBody, Invalid> parse(std::string text);
+  // From a document (tests, fuzzers): its dump(), parsed.
+  static RequestBody from(const nlohmann::json& doc);
+
+  const std::string& text() const { return text_; }
+  const std::vector<Member>& members() const { return members_; }
+
+  // The member named `key` (the last when repeated: nlohmann keeps the last),
+  // or null.
+  const Member* find(std::string_view key) const;
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  // A member's value as text, and as a document (parsed on each call: for
+  // small values).
+  std::string_view text_of(const Member& m) const {
+    return std::string_view(text_).substr(m.value, m.end - m.value);
+  }
+  nlohmann::json json_of(const Member& m) const;
+  // A string member's decoded value (its text when it has no escapes).
+  std::string string_of(const Member& m) const;
+  std::string_view key(const Member& m) const {
+    return m.key_owned ? std::string_view(keys_[m.key_at])
+                       : std::string_view(text_).substr(m.key_at, m.key_size);
+  }
+  // In an object value `m`: the member named `key` (the last when repeated),
+  // or nullopt. Its key is not kept (key() reads "").
+  std::optional<Member> member_of(const Member& m, std::string_view key) const;
+  // The elements of an array value `m`, in order (their keys read "").
+  std::vector<Member> elements_of(const Member& m) const;
+
+  // Takes `key` out of the document (every occurrence; the DOM too once
+  // parsed). Returns the (last) value's document, or null when absent.
+  nlohmann::json erase(std::string_view key);
+
+  // The whole document, parsed on first use (without erased members). A
+  // translating protocol may edit it in place; the text is not affected.
+  nlohmann::json& dom();
+
+  // The document with top-level members replaced or added (`set`: key and
+  // its value as JSON text; in the place of the key's first occurrence, its
+  // repeats dropped; appended when absent) and taken out (`drop`). Every
+  // other member's text is copied as the client sent it.
+  std::string spliced(std::initializer_list<std::pair<std::string_view, std::string_view>> set,
+                      std::initializer_list<std::string_view> drop = {}) const;
+
+ private:
+  std::string text_;
+  std::vector<Member> members_;
+  std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
+  std::optional<nlohmann::json> dom_;
+};
+
+// A JSON string literal for `s` (quoted, escaped as nlohmann dumps it).
+std::string json_string(std::string_view s);
+
+}  // namespace llmgate::providers

@@ -1,0 +1,142 @@
+// RequestBody: the client's request admitted from a scanner's index, and the
+// upstream body spliced from the client's own text.
+#include "providers/request_body.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace llmgate::providers {
+namespace {
+
+using nlohmann::json;
+using Type = RequestBody::Type;
+using Reason = RequestBody::Invalid::Reason;
+
+RequestBody body(const std::string& text) {
+  auto r = RequestBody::parse(text);
+  if (auto* inv = std::get_if<RequestBody::Invalid>(&r)) {
+    ADD_FAILURE() << "refused: " << inv->message;
+    return {};
+  }
+  return std::get<RequestBody>(std::move(r));
+}
+
+Reason refusal(const std::string& text) {
+  auto r = RequestBody::parse(text);
+  EXPECT_TRUE(std::holds_alternative<RequestBody::Invalid>(r)) << text;
+  return std::holds_alternative<RequestBody::Invalid>(r) ? std::get<RequestBody::Invalid>(r).reason
+                                                         : Reason::kSyntax;
+}
+
+TEST(RequestBody, IndexesTheTopLevelMembersWithTheirTypes) {
+  auto b = body(R"( {"model" : "gpt-4o", "n":3, "t":0.5, "s":true, "f":false, "z":null,
+                   "messages":[{"role":"user"},{}], "o":{"a":1,"b":[]}} )");
+  ASSERT_EQ(b.members().size(), 8u);
+  EXPECT_EQ(b.string_of(*b.find("model")), "gpt-4o");
+  EXPECT_EQ(b.find("n")->v.type, Type::kNumber);
+  EXPECT_TRUE(b.find("n")->v.integer);
+  EXPECT_EQ(b.find("n")->v.int64, 3);
+  EXPECT_FALSE(b.find("t")->v.integer);
+  EXPECT_EQ(b.find("s")->v.type, Type::kTrue);
+  EXPECT_EQ(b.find("f")->v.type, Type::kFalse);
+  EXPECT_EQ(b.find("z")->v.type, Type::kNull);
+  EXPECT_EQ(b.find("messages")->v.size, 2u);
+  EXPECT_EQ(b.find("o")->v.size, 2u);
+  EXPECT_EQ(b.text_of(*b.find("o")), R"({"a":1,"b":[]})");
+  EXPECT_EQ(b.find("absent"), nullptr);
+}
+
+TEST(RequestBody, ReadsNumbersAsNlohmannDoes) {
+  auto b = body(R"({"a":-0,"b":9223372036854775807,"c":9223372036854775808,
+                    "d":-9223372036854775808,"e":18446744073709551616,"f":1e2,"g":1.7e308})");
+  EXPECT_TRUE(b.find("a")->v.integer && b.find("a")->v.fits_int64);
+  EXPECT_EQ(b.find("a")->v.int64, 0);
+  EXPECT_EQ(b.find("b")->v.int64, INT64_MAX);
+  // uint64 beyond int64: an integer nlohmann keeps unsigned.
+  EXPECT_TRUE(b.find("c")->v.integer);
+  EXPECT_FALSE(b.find("c")->v.fits_int64);
+  EXPECT_EQ(b.find("d")->v.int64, INT64_MIN);
+  EXPECT_FALSE(b.find("e")->v.integer);  // past uint64: a double
+  EXPECT_FALSE(b.find("f")->v.integer);
+  EXPECT_FALSE(b.find("g")->v.integer);
+  // A double that overflows is not JSON nlohmann accepts.
+  EXPECT_EQ(refusal(R"({"x":1.8e308})"), Reason::kSyntax);
+  EXPECT_EQ(refusal(R"({"x":)" + std::string(400, '9') + "}"), Reason::kSyntax);
+}
+
+TEST(RequestBody, TheLastOfARepeatedKeyCountsAsForNlohmann) {
+  auto b = body(R"({"model":"a","model":"b","messages":[{"role":1,"role":"user"}]})");
+  EXPECT_EQ(b.string_of(*b.find("model")), "b");
+  auto role = b.member_of(b.elements_of(*b.find("messages"))[0], "role");
+  ASSERT_TRUE(role);
+  EXPECT_EQ(role->v.type, Type::kString);
+  EXPECT_EQ(b.dom()["model"], "b");
+}
+
+TEST(RequestBody, EscapedKeysAndStringsAreDecoded) {
+  auto b = body(R"({"mod\u0065l":"gpt\u002d4o","messages":[]})");
+  ASSERT_NE(b.find("model"), nullptr);
+  EXPECT_EQ(b.string_of(*b.find("model")), "gpt-4o");
+  EXPECT_TRUE(b.find("model")->v.escaped);
+  // Copies and moves keep the index valid (offsets, not views).
+  RequestBody copy = b;
+  RequestBody moved = std::move(b);
+  EXPECT_EQ(copy.string_of(*copy.find("model")), "gpt-4o");
+  EXPECT_EQ(moved.string_of(*moved.find("model")), "gpt-4o");
+  auto small = body(R"({"a":1})");  // short enough for the string's own buffer
+  RequestBody small_moved = std::move(small);
+  EXPECT_EQ(small_moved.find("a")->v.int64, 1);
+}
+
+TEST(RequestBody, RefusesWhatIsNotAJsonObjectWithTheReason) {
+  EXPECT_EQ(refusal("[1]"), Reason::kNotObject);
+  EXPECT_EQ(refusal(R"("x")"), Reason::kNotObject);
+  EXPECT_EQ(refusal(R"({"a":1,})"), Reason::kSyntax);
+  EXPECT_EQ(refusal(R"({"a":"\ud800"})"), Reason::kSyntax);     // a lone surrogate
+  EXPECT_EQ(refusal("{\"a\":\"\xC0\x80\"}"), Reason::kSyntax);  // overlong UTF-8
+  EXPECT_EQ(refusal(std::string("{\"a\":1}\0x", 9)), Reason::kNulByte);
+  EXPECT_EQ(refusal(R"({"a":)" + std::string(200, '[') + std::string(200, ']') + "}"),
+            Reason::kTooDeep);
+  // A byte order mark and surrounding whitespace are fine, as for nlohmann.
+  EXPECT_EQ(body("\xEF\xBB\xBF {\"a\":1}\n").members().size(), 1u);
+}
+
+TEST(RequestBody, SplicingKeepsEveryOtherMembersTextAsSent) {
+  const std::string text =
+      R"({"messages":[{"role":"user","content":"caf\u00e9 \"q\""}], "model" : "public",)"
+      R"("temperature":1.0E0,"seed":12345678901234567890,"stream":false,"route":{"prefer":"x"}})";
+  auto b = body(text);
+  b.erase("route");
+  const std::string out = b.spliced({{"model", R"("up")"}, {"stream", "true"}}, {"stream_options"});
+  // The numbers as written (not 1.0 and a double), the escapes as written.
+  EXPECT_EQ(out, R"({"messages":[{"role":"user","content":"caf\u00e9 \"q\""}],"model" : "up",)"
+                 R"("temperature":1.0E0,"seed":12345678901234567890,"stream":true})");
+  const json j = json::parse(out);
+  EXPECT_FALSE(j.contains("route"));
+}
+
+TEST(RequestBody, SplicingAddsAbsentMembersAndFoldsRepeats) {
+  auto b = body(R"({"model":"a","x":1,"model":"b","stream_options":{"include_usage":false}})");
+  EXPECT_EQ(b.spliced({{"model", R"("m")"}, {"stream", "true"}}, {"stream_options"}),
+            R"({"model":"m","x":1,"stream":true})");
+}
+
+TEST(RequestBody, TheDomIsParsedOnDemandWithoutErasedMembers) {
+  auto b = body(R"({"model":"a","route":{"prefer":"fast"},"messages":[]})");
+  EXPECT_EQ(b.erase("route"), json::parse(R"({"prefer":"fast"})"));
+  EXPECT_FALSE(b.contains("route"));
+  EXPECT_EQ(b.dom(), json::parse(R"({"model":"a","messages":[]})"));
+  EXPECT_EQ(b.erase("absent"), json());
+}
+
+TEST(RequestBody, JsonStringEscapesAsNlohmannDumps) {
+  for (std::string s : {std::string("plain"), std::string("q\"b\\s/"), std::string("\n\t\x01\x1f"),
+                        std::string("caf\xC3\xA9")}) {
+    EXPECT_EQ(json_string(s), json(s).dump()) << s;
+  }
+}
+
+}  // namespace
+}  // namespace llmgate::providers
