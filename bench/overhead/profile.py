@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--kind", choices=ov.KINDS, default="nonstream")
     p.add_argument("--duration", type=float, default=6.0, help="measured seconds (default 6)")
     p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--history-kib", type=int, default=0, help="earlier turns in each body, KiB")
     p.add_argument("--perf", action="store_true", help="record a perf profile of llmgate in the window")
     p.add_argument("--out", help="write the profile here (default: stdout)")
     p.add_argument("--bin-dir", default=str(ov.REPO / "build" / "bin"))
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="llmgate-profile-"))
     os.chmod(workdir, 0o755)
     body = workdir / "body.json"
-    body.write_bytes(ov.request_body(args.kind == "stream"))
+    body.write_bytes(ov.request_body(args.kind == "stream", args.history_kib))
     procs = ov.Procs(workdir)
     try:
         g = ov.setup_static(procs, args, workdir)

@@ -284,9 +284,24 @@ def chat_completion_sse() -> str:
     return "".join(events)
 
 
-def request_body(stream: bool) -> bytes:
+def history(kib: int) -> list[dict]:
+    """Earlier turns of a conversation, about `kib` KiB of JSON: what an agent
+    or a chat product sends with every request."""
+    turns: list[dict] = []
+    size, i = 0, 0
+    while size < kib * 1024:
+        text = (f"Turn {i}: the quick brown fox jumps over the lazy dog; then it writes "
+                f"`for (int i = 0; i < n; ++i) sum += a[i];` and explains \"why\" in café-style prose.")
+        turns.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
+        size += len(_compact(turns[-1])) + 1
+        i += 1
+    return turns
+
+
+def request_body(stream: bool, history_kib: int = 0) -> bytes:
     body: dict = {"model": PUBLIC_MODEL,
                   "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                               *history(history_kib),
                                {"role": "user", "content": PROMPT}],
                   "max_tokens": 64, "stream": stream}
     if stream:
@@ -1050,6 +1065,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--sim-loads", default="closed",
                     help="load points for the llmgate-sim upstream: 'closed' (default), 'all', or load ids")
     ap.add_argument("--connections", type=int, default=64, help="closed-loop connections (default 64)")
+    ap.add_argument("--history-kib", type=int, default=0,
+                    help="earlier conversation turns in every request body, about this many KiB "
+                         "(default 0: one short prompt)")
     ap.add_argument("--rates", default="500,5000", help="open-loop rates, req/s (default 500,5000)")
     ap.add_argument("--open-connections", type=int,
                     help="open loop: most connections the load generator opens (default: its own, 1024)")
@@ -1149,7 +1167,7 @@ def run(args, command: str) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="llmgate-overhead-"))
     os.chmod(workdir, 0o755)  # nginx workers run as nobody
     for kind in KINDS:
-        (workdir / f"body-{kind}.json").write_bytes(request_body(kind == "stream"))
+        (workdir / f"body-{kind}.json").write_bytes(request_body(kind == "stream", args.history_kib))
 
     log(f"checking that CPUs {args.loadgen_cpu} and {args.server_cpu} are idle ...")
     idle = idle_check([args.loadgen_cpu, args.server_cpu])
@@ -1169,6 +1187,7 @@ def run(args, command: str) -> int:
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "loadgen_cpu": args.loadgen_cpu,
                      "server_cpu": args.server_cpu, "llmgate_workers": args.llmgate_workers,
                      "llmgate_pool": args.llmgate_pool, "llmgate_log_level": args.llmgate_log_level,
+                     "history_kib": args.history_kib,
                      "loads": [l.__dict__ for l in loads]},
         "groups": {}, "warnings": busy_warn,
     }
@@ -1239,6 +1258,9 @@ def report(meta: dict, results: list[dict], loads: list[Load], args) -> str:
              f"- nginx: `worker_processes 1`, `access_log off`, `proxy_http_version 1.1`, "
              f"`proxy_set_header Connection \"\"`, `proxy_buffering off`, upstream `keepalive 64`, "
              f"`keepalive_requests 1000000` (client and upstream sides)",
+             f"- request body: {len(request_body(False, s.get('history_kib', 0))):,} bytes (non-stream)"
+             + (f", a conversation with about {s['history_kib']} KiB of earlier turns" if s.get("history_kib") else
+                ", one short prompt"),
              ""]
     for w in meta.get("warnings", []):
         lines.append(f"**warning**: {w}")

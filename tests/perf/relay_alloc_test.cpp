@@ -1,5 +1,6 @@
 // The relay's steady state allocates nothing per event (issue 6, "the hot
-// path"): a counting global operator new around a real gateway in process.
+// path"), and a request a bounded number of times: a counting global operator
+// new around a real gateway in process.
 //
 // The same streamed request is relayed with 20 and with 400 content tokens;
 // everything per request (the route, the headers, the log line, the scripted
@@ -146,6 +147,9 @@ models: [{name: m, deployments: [{provider: p, model: m}]}]
   return r;
 }
 
+// Allocations per streamed request, today about 133 (1 client) to 136 (8).
+constexpr double kMaxAllocationsPerRequest = 145;
+
 void expect_no_allocation_per_event(int clients) {
   constexpr int kRequests = 48;
   const Measured small = relay(20, kRequests, clients);
@@ -163,6 +167,12 @@ void expect_no_allocation_per_event(int clients) {
   // Bigger answers may need a few more reads (and so a few buffer growths),
   // never one allocation per event.
   EXPECT_LT(per_event, 0.05);
+  // Per request (a new client connection each, Connection: close): what is
+  // left after admission stopped building a DOM (172 -> 133). The issue's
+  // target is 20 (docs/ARCHITECTURE.md, known gaps: header fields, route
+  // explanations, the statistics snapshot, timer handlers); this bound only
+  // keeps it from growing back unnoticed.
+  EXPECT_LT(per_request_small, kMaxAllocationsPerRequest);
 }
 
 TEST(RelayAllocations, NoneProportionalToTheNumberOfEvents) { expect_no_allocation_per_event(1); }
