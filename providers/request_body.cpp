@@ -1,5 +1,6 @@
 #include "providers/request_body.h"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -28,6 +29,7 @@ class TopScanner : public JsonScanner {
       std::string_view key;
       bool escaped = false;
       if (!string<true>(size, buf, &key, &escaped)) return false;
+      m.key_end = offset();
       if (escaped && !key.empty()) {
         m.key_owned = true;
         m.key_at = keys.size();
@@ -189,6 +191,44 @@ nlohmann::json& RequestBody::dom() {
   return *dom_;
 }
 
+bool RequestBody::same_key(const Member& a, const Member& b) const {
+  const std::string_view ka = key(a), kb = key(b);
+  if (!ka.empty() || !kb.empty()) return ka == kb;
+  // Both read "": an empty key, or keys longer than kKeyCap: their texts.
+  return std::string_view(text_).substr(a.begin, a.key_end - a.begin) ==
+         std::string_view(text_).substr(b.begin, b.key_end - b.begin);
+}
+
+void RequestBody::superseded(std::vector<char>& out) const {
+  const std::size_t n = members_.size();
+  out.assign(n, 0);
+  constexpr std::size_t kQuadratic = 32;  // a real request has a dozen members
+  if (n <= kQuadratic) {
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = i + 1; j < n && !out[i]; ++j) {
+        if (!members_[j].removed && same_key(members_[i], members_[j])) out[i] = 1;
+      }
+    }
+    return;
+  }
+  // Many members (a hostile body): by sorting, not n^2.
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  // The decoded key, or for those that read "" the key's text (quotes and
+  // all), told apart from decoded ones.
+  auto text_key = [&](std::size_t i) {
+    const Member& m = members_[i];
+    const std::string_view k = key(m);
+    return k.empty() ? std::pair(true, std::string_view(text_).substr(m.begin, m.key_end - m.begin))
+                     : std::pair(false, k);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return text_key(a) < text_key(b); });
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    if (text_key(order[i]) == text_key(order[i + 1])) out[order[i]] = 1;
+  }
+}
+
 std::string RequestBody::spliced(
     std::initializer_list<std::pair<std::string_view, std::string_view>> set,
     std::initializer_list<std::string_view> drop) const {
@@ -203,7 +243,10 @@ std::string RequestBody::spliced(
   auto comma = [&] {
     if (out.size() > 1) out += ',';
   };
-  for (const auto& m : members_) {
+  std::vector<char> stale;
+  superseded(stale);
+  for (std::size_t at = 0; at < members_.size(); ++at) {
+    const Member& m = members_[at];
     if (m.removed) continue;
     const std::string_view k = key(m);
     bool skip = false;
@@ -219,7 +262,7 @@ std::string RequestBody::spliced(
       comma();
       out.append(text_, m.begin, m.value - m.begin);  // the key as the client wrote it
       out += set.begin()[i].second;
-    } else {
+    } else if (!stale[at]) {
       comma();
       out.append(text_, m.begin, m.end - m.begin);
     }

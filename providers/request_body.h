@@ -42,6 +42,7 @@ class RequestBody {
     // when it had escapes; empty when longer than JsonScanner::kKeyCap.
     std::size_t key_at = 0;
     std::size_t key_size = 0;
+    std::size_t key_end = 0;  // past the key's closing quote: [begin, key_end) is its text
     bool key_owned = false;
     bool removed = false;  // erase()d: not part of the document any more
   };
@@ -101,13 +102,20 @@ class RequestBody {
   // The document with top-level members replaced or added (`set`: key and
   // its value as JSON text; in the place of the key's first occurrence, its
   // repeats dropped; appended when absent) and taken out (`drop`). Every
-  // other member's text is copied as the client sent it.
+  // other member's text is copied as the client sent it -- of a repeated
+  // key only the last occurrence, the one admission read (nlohmann keeps the
+  // last; an upstream that kept the first would see a value never checked).
   std::string spliced(std::initializer_list<std::pair<std::string_view, std::string_view>> set,
                       std::initializer_list<std::string_view> drop = {}) const;
 
  private:
   std::string text_;
   std::vector<Member> members_;
+  // Whether members_[a] and members_[b] have the same key.
+  bool same_key(const Member& a, const Member& b) const;
+  // Marks the members a later one of the same key supersedes.
+  void superseded(std::vector<char>& out) const;
+
   std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
   std::optional<nlohmann::json> dom_;
 };

@@ -160,6 +160,10 @@ void check_accepted(const ChatRequest& r, const json& doc) {
   const json& so = u.at("stream_options");
   FUZZ_CHECK(so.contains("include_usage") && so.at("include_usage") == true);
   FUZZ_CHECK(!u.contains("route"));
+  // No key twice: of a repeated one only the value admission read goes up.
+  const auto spliced = llmgate::providers::RequestBody::parse(up);
+  FUZZ_CHECK(std::holds_alternative<llmgate::providers::RequestBody>(spliced));
+  FUZZ_CHECK(std::get<llmgate::providers::RequestBody>(spliced).members().size() == u.size());
   // Every other field passes through untouched (the spliced text reads as the
   // client's document did) ...
   FUZZ_CHECK(without_gateway_keys(u) == without_gateway_keys(client));

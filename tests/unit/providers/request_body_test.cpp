@@ -123,6 +123,28 @@ TEST(RequestBody, SplicingAddsAbsentMembersAndFoldsRepeats) {
             R"({"model":"m","x":1,"stream":true})");
 }
 
+// Of a repeated key only the occurrence admission read (the last) goes
+// upstream: an upstream that kept the first would see a value never checked.
+TEST(RequestBody, SplicingForwardsOnlyTheLastOfARepeatedKey) {
+  auto b = body(R"({"max_tokens":-1,"x":1,"max_tokens":5,"mod\u0065l":"a","model":"b"})");
+  EXPECT_EQ(b.spliced({{"model", R"("m")"}}), R"({"x":1,"max_tokens":5,"mod\u0065l":"m"})");
+  // Keys longer than the scanner's key capture, and the empty key, are told
+  // apart by their text.
+  const std::string k1(40, 'a'), k2 = std::string(39, 'a') + "b";
+  auto c =
+      body("{\"" + k1 + "\":1,\"" + k2 + "\":2,\"\":3,\"\\\"\\\"\":4,\"\":5,\"" + k1 + "\":6}");
+  EXPECT_EQ(c.spliced({}), "{\"" + k2 + "\":2,\"\\\"\\\"\":4,\"\":5,\"" + k1 + "\":6}");
+  // The same with many members (sorted, not compared pairwise).
+  std::string many = "{";
+  for (int i = 0; i < 100; ++i)
+    many += "\"k" + std::to_string(i % 50) + "\":" + std::to_string(i) + ",";
+  many += "\"\":1,\"\\\"\\\"\":2}";
+  const json spliced = json::parse(body(many).spliced({}));
+  EXPECT_EQ(spliced.size(), 52u);
+  EXPECT_EQ(spliced["k0"], 50);
+  EXPECT_EQ(body(many).spliced({}).find("\"k0\":0,"), std::string::npos);
+}
+
 TEST(RequestBody, TheDomIsParsedOnDemandWithoutErasedMembers) {
   auto b = body(R"({"model":"a","route":{"prefer":"fast"},"messages":[]})");
   EXPECT_EQ(b.erase("route"), json::parse(R"({"prefer":"fast"})"));
