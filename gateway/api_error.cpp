@@ -30,4 +30,13 @@ ApiError invalid_request(std::string message, std::optional<std::string> param,
       std::nullopt};
 }
 
+ApiError method_not_allowed(std::string_view method, std::string_view path) {
+  return ApiError{405,
+                  "invalid_request_error",
+                  "method " + std::string(method) + " is not allowed on " + std::string(path),
+                  std::nullopt,
+                  "method_not_allowed",
+                  std::nullopt};
+}
+
 }  // namespace llmgate::gateway

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace llmgate::gateway {
 
@@ -24,5 +25,8 @@ struct ApiError {
 
 ApiError invalid_request(std::string message, std::optional<std::string> param = std::nullopt,
                          std::optional<std::string> code = std::nullopt);
+
+// A 405 for `method` on `path` (the caller sets the Allow header).
+ApiError method_not_allowed(std::string_view method, std::string_view path);
 
 }  // namespace llmgate::gateway

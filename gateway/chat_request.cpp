@@ -119,14 +119,19 @@ std::optional<ApiError> read_stream(ChatRequest& r) {
   return std::nullopt;
 }
 
+// An integer as nlohmann reads it (an integer literal; one past int64 reads
+// negative) of at least `min`.
+bool integer_at_least(const Member& m, std::int64_t min) {
+  return m.v.type == Type::kNumber && m.v.integer && m.v.fits_int64 && m.v.int64 >= min;
+}
+
 // A token limit (or `n`), a non-negative integer when present; the value
 // when present.
 std::variant<std::optional<std::int64_t>, ApiError> read_limit(const ChatRequest& r,
                                                                const char* key) {
   const Member* m = r.body.find(key);
   if (!present(m)) return std::optional<std::int64_t>();
-  // As nlohmann reads it: an integer literal; one past int64 reads negative.
-  if (m->v.type != Type::kNumber || !m->v.integer || !m->v.fits_int64 || m->v.int64 < 0) {
+  if (!integer_at_least(*m, 0)) {
     return invalid_request(std::string(key) + " must be a non-negative integer", key,
                            "invalid_type");
   }
@@ -255,7 +260,7 @@ std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view co
     }
   }
   if (const Member* d = r.body.find("dimensions"); present(d)) {
-    if (d->v.type != Type::kNumber || !d->v.integer || !d->v.fits_int64 || d->v.int64 < 1) {
+    if (!integer_at_least(*d, 1)) {
       return invalid_request("dimensions must be a positive integer", "dimensions", "invalid_type");
     }
   }

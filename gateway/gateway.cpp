@@ -1042,14 +1042,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
   routing::RoutingState& rs = *snap.routing;
   auto method = req.method();
   auto wrong_method = [&](std::string_view allow) {
-    ApiError e{
-        405,
-        "invalid_request_error",
-        "method " + std::string(req.method_string()) + " is not allowed on " + std::string(path),
-        std::nullopt,
-        "method_not_allowed",
-        std::nullopt};
-    Response res = make_error_response(rc, e);
+    Response res = make_error_response(rc, method_not_allowed(req.method_string(), path));
     res.set(http::field::allow, allow);
     return res;
   };

@@ -28,6 +28,7 @@ using namespace net::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
+// The methods each part answers, as its Allow header says them.
 std::string_view method_for(ResponsePath::Part part) {
   switch (part) {
     case ResponsePath::Part::kResponse:
@@ -40,16 +41,13 @@ std::string_view method_for(ResponsePath::Part part) {
   return "GET";
 }
 
-bool allowed(ResponsePath::Part part, http::verb m) {
-  switch (part) {
-    case ResponsePath::Part::kResponse:
-      return m == http::verb::get || m == http::verb::delete_;
-    case ResponsePath::Part::kInputItems:
-      return m == http::verb::get;
-    case ResponsePath::Part::kCancel:
-      return m == http::verb::post;
+bool allowed(ResponsePath::Part part, std::string_view method) {
+  for (std::string_view list = method_for(part);;) {
+    const auto comma = list.find(", ");
+    if (list.substr(0, comma) == method) return true;
+    if (comma == std::string_view::npos) return false;
+    list.remove_prefix(comma + 2);
   }
-  return false;
 }
 
 }  // namespace
@@ -157,14 +155,9 @@ void ResourceExchange::add_route_headers(http::fields& h,
 }
 
 net::awaitable<bool> ResourceExchange::run() {
-  if (!allowed(path_.part, request_.method())) {
-    error_ = ApiError{405,
-                      "invalid_request_error",
-                      "method " + std::string(request_.method_string()) + " is not allowed on " +
-                          std::string(request_path(request_.target()).value_or("")),
-                      std::nullopt,
-                      "method_not_allowed",
-                      std::nullopt};
+  if (!allowed(path_.part, request_.method_string())) {
+    error_ =
+        method_not_allowed(request_.method_string(), request_path(request_.target()).value_or(""));
     allow_ = method_for(path_.part);
     co_return co_await refuse();
   }

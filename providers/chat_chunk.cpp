@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cstring>
 #include <functional>
 #include <utility>
 
@@ -56,24 +54,12 @@ class ChunkScanner : public JsonScanner {
 
 // p_ is past the '[' of the top-level "choices" array, at `depth`.
 bool ChunkScanner::choices(int depth, std::size_t& count, ChatChunk& c) {
-  if (depth > kMaxJsonDepth) return false;
-  ws();
-  if (eat(']')) return true;
-  for (;;) {
+  return elements(depth, [&] {
     ++count;
-    if (eat('{')) {
-      if (!choice(depth + 1, c)) return false;
-    } else {
-      Value v;
-      if (!value(depth, v)) return false;
-    }
-    ws();
-    if (eat(',')) {
-      ws();
-      continue;
-    }
-    return eat(']');
-  }
+    if (eat('{')) return choice(depth + 1, c);
+    Value v;
+    return value(depth, v);
+  });
 }
 
 bool ChunkScanner::choice(int depth, ChatChunk& c) {

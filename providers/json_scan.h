@@ -109,9 +109,15 @@ class JsonScanner {
   bool value(int depth, Value& v);
   // p_ is past the '{' of an object at `depth`. For each member, p_ at its
   // value, on_member(key) must consume the value; the key is the decoded key
-  // when it is at most kKeyCap bytes long and kCapture, else "".
+  // when it is at most kKeyCap bytes long and kCapture, else "". During the
+  // call key_begin_ / key_end_ delimit the key's text (quotes included) and
+  // key_escaped_ tells whether it had an escape.
   template <bool kCapture, typename OnMember>
   bool members(int depth, OnMember&& on_member);
+  // p_ is past the '[' of an array at `depth`. For each element, p_ at it,
+  // on_element() must consume it.
+  template <typename OnElement>
+  bool elements(int depth, OnElement&& on_element);
 
  protected:
   // Bytes a JSON string holds as they are: printable ASCII but '"' and '\'.
@@ -177,6 +183,10 @@ class JsonScanner {
   const char* p_;
   const char* begin_;
   const char* end_;
+  // The current member's key (members()).
+  const char* key_begin_ = nullptr;
+  const char* key_end_ = nullptr;
+  bool key_escaped_ = false;
 };
 
 template <bool kCapture>
@@ -407,25 +417,15 @@ inline bool JsonScanner::value(int depth, Value& v) {
         Value inner;
         return value(depth + 1, inner);
       });
-    case '[': {
+    case '[':
       ++p_;
       v = Value{};
       v.type = Value::Type::kArray;
-      if (depth + 1 > kMaxJsonDepth) return false;
-      ws();
-      if (eat(']')) return true;
-      for (;;) {
+      return elements(depth + 1, [&] {
         ++v.size;
         Value inner;
-        if (!value(depth + 1, inner)) return false;
-        ws();
-        if (eat(',')) {
-          ws();
-          continue;
-        }
-        return eat(']');
-      }
-    }
+        return value(depth + 1, inner);
+      });
     case '"':
       ++p_;
       v = Value{};
@@ -455,11 +455,16 @@ bool JsonScanner::members(int depth, OnMember&& on_member) {
   ws();
   if (eat('}')) return true;
   for (;;) {
+    const char* const key_begin = p_;
     if (!eat('"')) return false;
     char buf[kKeyCap];
     std::size_t size = 0;
     std::string_view key;
-    if (!string<kCapture>(size, buf, &key)) return false;
+    bool escaped = false;
+    if (!string<kCapture>(size, buf, &key, &escaped)) return false;
+    key_begin_ = key_begin;
+    key_end_ = p_;
+    key_escaped_ = escaped;
     ws();
     if (!eat(':')) return false;
     ws();
@@ -470,6 +475,22 @@ bool JsonScanner::members(int depth, OnMember&& on_member) {
       continue;
     }
     return eat('}');
+  }
+}
+
+template <typename OnElement>
+bool JsonScanner::elements(int depth, OnElement&& on_element) {
+  if (depth > kMaxJsonDepth) return false;
+  ws();
+  if (eat(']')) return true;
+  for (;;) {
+    if (!on_element()) return false;
+    ws();
+    if (eat(',')) {
+      ws();
+      continue;
+    }
+    return eat(']');
   }
 }
 

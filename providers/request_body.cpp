@@ -18,19 +18,11 @@ class TopScanner : public JsonScanner {
     skip_bom();
     ws();
     if (!eat('{')) return false;
-    ws();
-    if (eat('}')) return end();
-    for (;;) {
+    const bool ok = members<true>(1, [&](std::string_view key) {
       Member m;
-      m.begin = offset();
-      if (!eat('"')) return false;
-      char buf[kKeyCap];
-      std::size_t size = 0;
-      std::string_view key;
-      bool escaped = false;
-      if (!string<true>(size, buf, &key, &escaped)) return false;
-      m.key_end = offset();
-      if (escaped && !key.empty()) {
+      m.begin = at(key_begin_);
+      m.key_end = at(key_end_);
+      if (key_escaped_ && !key.empty()) {
         m.key_owned = true;
         m.key_at = keys.size();
         keys.emplace_back(key);
@@ -38,28 +30,18 @@ class TopScanner : public JsonScanner {
         m.key_at = m.begin + 1;
         m.key_size = key.size();  // 0 for a key longer than kKeyCap: never looked up
       }
-      ws();
-      if (!eat(':')) return false;
-      ws();
       m.value = offset();
       if (!value(1, m.v)) return false;
       m.end = offset();
       out.push_back(m);
-      ws();
-      if (eat(',')) {
-        ws();
-        continue;
-      }
-      if (!eat('}')) return false;
-      return end();
-    }
+      return true;
+    });
+    ws();
+    return ok && at_end();
   }
 
  private:
-  bool end() {
-    ws();
-    return at_end();
-  }
+  std::size_t at(const char* p) const { return static_cast<std::size_t>(p - begin_); }
 };
 
 // Over one value already validated: its members or elements.
@@ -72,9 +54,7 @@ class ValueScanner : public JsonScanner {
     if (!eat('{')) return false;
     return members<true>(1, [&](std::string_view key) {
       Member m;
-      m.begin = m.value = base_ + offset();
-      if (!value(1, m.v)) return false;
-      m.end = base_ + offset();
+      if (!value_here(m)) return false;
       on_member(key, m);
       return true;
     });
@@ -82,24 +62,23 @@ class ValueScanner : public JsonScanner {
 
   bool array(std::vector<Member>& out) {
     if (!eat('[')) return false;
-    ws();
-    if (eat(']')) return true;
-    for (;;) {
+    return elements(1, [&] {
       Member m;
-      m.begin = m.value = base_ + offset();
-      if (!value(1, m.v)) return false;
-      m.end = base_ + offset();
+      if (!value_here(m)) return false;
       out.push_back(m);
-      ws();
-      if (eat(',')) {
-        ws();
-        continue;
-      }
-      return eat(']');
-    }
+      return true;
+    });
   }
 
  private:
+  // The value at the cursor, as a member without a key.
+  bool value_here(Member& m) {
+    m.begin = m.value = base_ + offset();
+    if (!value(1, m.v)) return false;
+    m.end = base_ + offset();
+    return true;
+  }
+
   std::size_t base_;
 };
 
@@ -109,7 +88,7 @@ std::variant<RequestBody, RequestBody::Invalid> RequestBody::parse(std::string t
   RequestBody b;
   b.text_ = std::move(text);
   b.members_.reserve(16);
-  if (TopScanner(b.text_).scan(b.members_, b.keys_)) return b;
+  if (b.index()) return b;
   // Not a JSON object: why (the rare, slow path).
   using Reason = Invalid::Reason;
   if (b.text_.find('\0') != std::string::npos) return Invalid{Reason::kNulByte, {}};
@@ -126,7 +105,7 @@ std::variant<RequestBody, RequestBody::Invalid> RequestBody::parse(std::string t
   // nlohmann's reading.
   RequestBody again;
   again.text_ = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (TopScanner(again.text_).scan(again.members_, again.keys_)) return again;
+  if (again.index()) return again;
   return Invalid{Reason::kSyntax, "the document could not be read"};
 }
 
@@ -191,42 +170,37 @@ nlohmann::json& RequestBody::dom() {
   return *dom_;
 }
 
-bool RequestBody::same_key(const Member& a, const Member& b) const {
-  const std::string_view ka = key(a), kb = key(b);
-  if (!ka.empty() || !kb.empty()) return ka == kb;
-  // Both read "": an empty key, or keys longer than kKeyCap: their texts.
-  return std::string_view(text_).substr(a.begin, a.key_end - a.begin) ==
-         std::string_view(text_).substr(b.begin, b.key_end - b.begin);
+std::pair<bool, std::string_view> RequestBody::identity(const Member& m) const {
+  const std::string_view k = key(m);
+  if (!k.empty()) return {false, k};
+  return {true, std::string_view(text_).substr(m.begin, m.key_end - m.begin)};
 }
 
-void RequestBody::superseded(std::vector<char>& out) const {
+bool RequestBody::index() {
+  if (!TopScanner(text_).scan(members_, keys_)) return false;
+  // Which members a later one of the same key supersedes.
   const std::size_t n = members_.size();
-  out.assign(n, 0);
   constexpr std::size_t kQuadratic = 32;  // a real request has a dozen members
   if (n <= kQuadratic) {
     for (std::size_t i = 0; i < n; ++i) {
-      for (std::size_t j = i + 1; j < n && !out[i]; ++j) {
-        if (!members_[j].removed && same_key(members_[i], members_[j])) out[i] = 1;
+      for (std::size_t j = i + 1; j < n && !members_[i].superseded; ++j) {
+        members_[i].superseded = identity(members_[i]) == identity(members_[j]);
       }
     }
-    return;
+    return true;
   }
   // Many members (a hostile body): by sorting, not n^2.
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  // The decoded key, or for those that read "" the key's text (quotes and
-  // all), told apart from decoded ones.
-  auto text_key = [&](std::size_t i) {
-    const Member& m = members_[i];
-    const std::string_view k = key(m);
-    return k.empty() ? std::pair(true, std::string_view(text_).substr(m.begin, m.key_end - m.begin))
-                     : std::pair(false, k);
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return text_key(a) < text_key(b); });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return identity(members_[a]) < identity(members_[b]);
+  });
   for (std::size_t i = 0; i + 1 < n; ++i) {
-    if (text_key(order[i]) == text_key(order[i + 1])) out[order[i]] = 1;
+    if (identity(members_[order[i]]) == identity(members_[order[i + 1]])) {
+      members_[order[i]].superseded = true;
+    }
   }
+  return true;
 }
 
 std::string RequestBody::spliced(
@@ -243,10 +217,7 @@ std::string RequestBody::spliced(
   auto comma = [&] {
     if (out.size() > 1) out += ',';
   };
-  std::vector<char> stale;
-  superseded(stale);
-  for (std::size_t at = 0; at < members_.size(); ++at) {
-    const Member& m = members_[at];
+  for (const auto& m : members_) {
     if (m.removed) continue;
     const std::string_view k = key(m);
     bool skip = false;
@@ -262,7 +233,7 @@ std::string RequestBody::spliced(
       comma();
       out.append(text_, m.begin, m.value - m.begin);  // the key as the client wrote it
       out += set.begin()[i].second;
-    } else if (!stale[at]) {
+    } else if (!m.superseded) {
       comma();
       out.append(text_, m.begin, m.end - m.begin);
     }

@@ -44,7 +44,8 @@ class RequestBody {
     std::size_t key_size = 0;
     std::size_t key_end = 0;  // past the key's closing quote: [begin, key_end) is its text
     bool key_owned = false;
-    bool removed = false;  // erase()d: not part of the document any more
+    bool removed = false;     // erase()d: not part of the document any more
+    bool superseded = false;  // a later member has the same key (nlohmann keeps the last)
   };
 
   // Why a body is not a JSON object.
@@ -111,10 +112,12 @@ class RequestBody {
  private:
   std::string text_;
   std::vector<Member> members_;
-  // Whether members_[a] and members_[b] have the same key.
-  bool same_key(const Member& a, const Member& b) const;
-  // Marks the members a later one of the same key supersedes.
-  void superseded(std::vector<char>& out) const;
+  // What tells keys apart: the decoded key, or for those that read "" (the
+  // empty key, keys longer than kKeyCap) their text, quotes and all.
+  std::pair<bool, std::string_view> identity(const Member& m) const;
+  // Scans text_ into members_, with Member::superseded (once: the text does
+  // not change); false when it is not a JSON object.
+  bool index();
 
   std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
   std::optional<nlohmann::json> dom_;
