@@ -171,9 +171,9 @@ const FieldRule* rule_for(std::string_view key) {
 Refused check_fields(const json& in) {
   for (const auto& [key, value] : in.items()) {
     const FieldRule* rule = rule_for(key);
-    if (!rule) return unsupported(key, "the field \"" + key + "\"");
+    if (!rule) return unsupported(field_param(key), "the field \"" + key + "\"");
     if (rule->rule == Rule::kRefused && !value.is_null() && !rule->harmless(value))
-      return unsupported(key, rule->what);
+      return unsupported(field_param(key), rule->what);
   }
   return std::nullopt;
 }

@@ -456,7 +456,7 @@ Refusal add_field(std::string_view key, const json& v, const json& body, GeminiR
   if (field != std::end(kFields))
     return field->translate ? field->translate(v, body, out) : std::nullopt;
   if (is_default(key, v)) return std::nullopt;
-  return unsupported(std::string(key));
+  return unsupported(field_param(key));
 }
 
 // reasoning_effort (or the Responses-style reasoning.effort) as a budget.

@@ -78,6 +78,12 @@ struct Untranslatable {
   std::string param;    // the offending parameter ("logprobs", "messages[2].content[0]")
 };
 
+// A client's top-level field as an Untranslatable's param: its name, or
+// `""` for the empty name (a param always names something).
+inline std::string field_param(std::string_view key) {
+  return key.empty() ? std::string("\"\"") : std::string(key);
+}
+
 // One attempt's translation of the upstream stream. Protocols whose events
 // are not chat.completion.chunks keep state across them (the message id and
 // model, which content block a delta belongs to, usage split over events).

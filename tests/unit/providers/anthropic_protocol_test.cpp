@@ -722,6 +722,9 @@ TEST(AnthropicRequest, UnknownTopLevelFieldIsRefusedByName) {
   const auto u = refused(R"({"messages":[{"role":"user","content":"x"}],"verbosity":"low"})");
   EXPECT_EQ(u.param, "verbosity");
   EXPECT_NE(u.message.find("verbosity"), std::string::npos);
+  // Found by fuzz_anthropic_stream: a field named "" is named too.
+  const auto empty = refused(R"({"messages":[{"role":"user","content":"x"}],"":{"a":"b"}})");
+  EXPECT_EQ(empty.param, R"("")");
 }
 
 TEST(AnthropicRequest, FieldsWithoutAnEquivalentAreRefusedUnlessHarmless) {

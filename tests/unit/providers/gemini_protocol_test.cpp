@@ -340,6 +340,14 @@ TEST_F(GeminiRequest, ImagesAndAudioBecomeInlineOrFileData) {
       {"inlineData":{"mimeType":"audio/mp3","data":"SUQz"}}]}])"));
 }
 
+TEST_F(GeminiRequest, AnUnknownFieldIsRefusedByNameTheEmptyNameToo) {
+  EXPECT_EQ(refusal(R"({"messages":[{"role":"user","content":"x"}],"verbosity":"low"})").param,
+            "verbosity");
+  const auto empty = refusal(R"({"messages":[{"role":"user","content":"x"}],"":{"a":"b"}})");
+  EXPECT_EQ(empty.param, R"("")");
+  EXPECT_EQ(empty.message, R"("" is not supported by the Gemini protocol)");
+}
+
 TEST_F(GeminiRequest, RefusesContentItCannotSay) {
   const auto file = refusal(R"({"messages":[{"role":"user","content":[{"type":"text","text":"x"},
       {"type":"file","file":{"file_id":"f"}}]}]})");
