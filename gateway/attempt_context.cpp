@@ -9,6 +9,11 @@ std::string_view RouteTrace::hedged() const {
   return race->winner() == 1 ? "hedge-won" : "primary-won";
 }
 
+const std::string& RouteTrace::route_text() const {
+  if (!route_text_) route_text_ = routing::explain(decision);
+  return *route_text_;
+}
+
 void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
                              const routing::AttemptRecord* rec) const {
   h.set("x-request-id", request_id);
@@ -24,7 +29,7 @@ void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
     }
   }
   if (!explain) return;  // which deployments, prices and exclusions: not for this client
-  if (auto route = routing::explain(decision); !route.empty()) h.set("x-llmgate-route", route);
+  if (const std::string& route = route_text(); !route.empty()) h.set("x-llmgate-route", route);
   if (rec) h.set("x-llmgate-deployment", rec->deployment);
   if (!failures.empty()) h.set("x-llmgate-failed", failures.header());
 }

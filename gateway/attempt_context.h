@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,13 @@ struct RouteTrace {
                    const routing::AttemptRecord* rec) const;
   // "hedge-won" / "primary-won" when a hedge started, else empty.
   std::string_view hedged() const;
+  // routing::explain(decision), rendered once for the header and the log;
+  // plan_changed() forgets it when the plan grows (a reserve promoted).
+  const std::string& route_text() const;
+  void plan_changed() { route_text_.reset(); }
+
+ private:
+  mutable std::optional<std::string> route_text_;
 };
 
 // The headers of the upstream's answer a client relies on, copied to the

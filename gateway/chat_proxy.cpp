@@ -332,6 +332,7 @@ void ChatProxy::promote_reserve() {
   // The last candidate waits its configured TTFT timeout (docs/routing.md).
   pc.candidate.timeouts.ttft = cfg_.timeouts_for(*pc.candidate.provider, *dep).ttft;
   d.candidates.push_back(std::move(pc));
+  trace_.plan_changed();
 }
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec,
@@ -520,13 +521,15 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 void ChatProxy::log_request(const AttemptRecord* rec) const {
   if (!log_enabled(LogLevel::kInfo)) return;
   auto ms = [](double v) { return format_decimal(v); };
-  std::vector<LogField> f{{"request_id", ctx_.rc.request_id},
-                          {"operation", config::gen_ai_name(req_.operation)},
-                          {"model", req_.model},
-                          {"stream", req_.stream ? "true" : "false", true},
-                          {"result", to_string(outcome_)},
-                          {"policy", config::to_string(trace_.decision.policy)},
-                          {"attempts", std::to_string(trace_.attempts), true}};
+  std::vector<LogField> f;
+  f.reserve(24);  // every field below at most once: one allocation
+  f.insert(f.end(), {{"request_id", ctx_.rc.request_id},
+                     {"operation", config::gen_ai_name(req_.operation)},
+                     {"model", req_.model},
+                     {"stream", req_.stream ? "true" : "false", true},
+                     {"result", to_string(outcome_)},
+                     {"policy", config::to_string(trace_.decision.policy)},
+                     {"attempts", std::to_string(trace_.attempts), true}});
   if (key_) f.push_back({"key", key_->name});
   if (!req_.reasoning_effort.empty())
     f.push_back(
@@ -553,8 +556,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
   if (!trace_.failures.empty()) f.push_back({"failed", trace_.failures.log_field()});
   if (auto hedge = trace_.hedged(); !hedge.empty()) f.push_back({"hedged", std::string(hedge)});
   // Why this route: in the log always, whether or not the client may see it.
-  if (auto route = routing::explain(trace_.decision); !route.empty())
-    f.push_back({"route", std::move(route)});
+  if (const std::string& route = trace_.route_text(); !route.empty()) f.push_back({"route", route});
   f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
   log_event(LogLevel::kInfo, "request", f);
 }

@@ -19,6 +19,7 @@ void ClientStream::set_head(http::response<http::empty_body>& res) {
   res.chunked(chunked());
   res.keep_alive(chunked() && rc_.keep_alive);
   head_.clear();
+  head_.reserve(512);
   head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
   head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
   for (const auto& f : res)
@@ -32,6 +33,7 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
   std::size_t n = 0;
   for (const auto& b : body) n += b.size();
   bufs_.clear();
+  if (bufs_.capacity() == 0) bufs_.reserve(8);  // once, not 1, 2, 4, 8
   if (head_pending_) bufs_.emplace_back(head_.data(), head_.size());
   char size_line[24];
   if (n > 0 && chunked()) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,7 +17,8 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
 
-std::string timestamp() {
+// "2026-01-02T03:04:05.678Z", appended.
+void append_timestamp(std::string& out) {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   auto ms =
@@ -24,9 +26,38 @@ std::string timestamp() {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char stamp[64];
-  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return stamp;
+  const int n = std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                              tm.tm_sec, static_cast<int>(ms));
+  if (n > 0)
+    out.append(stamp, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof stamp - 1));
+}
+
+std::string timestamp() {
+  std::string out;
+  append_timestamp(out);
+  return out;
+}
+
+// A quoted value as nlohmann's dump writes it. Printable ASCII (the usual
+// ids, names and route explanations) is escaped here without a DOM: only
+// '"' and '\\' need it. Anything else (control bytes, UTF-8, invalid UTF-8
+// replaced) goes through nlohmann.
+void append_quoted(std::string& out, std::string_view v) {
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u > 0x7e) {
+      out.append(nlohmann::json(std::string(v))
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      return;
+    }
+  }
+  out.push_back('"');
+  for (char c : v) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
 }
 
 bool needs_quotes(std::string_view v) {
@@ -63,13 +94,14 @@ std::string format_log_line(LogLevel level, std::string_view message,
     // Replace invalid UTF-8 rather than throw: a log line never fails.
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
-  std::string line = timestamp();
+  std::string line;
+  line.reserve(256);
+  append_timestamp(line);
   line.append(" ").append(kNames[static_cast<int>(level)]).append(" ").append(message);
   for (const auto& f : fields) {
     line.append(" ").append(f.key).append("=");
     if (!f.number && needs_quotes(f.value)) {
-      line.append(
-          nlohmann::json(f.value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      append_quoted(line, f.value);
     } else {
       line.append(f.value);
     }

@@ -23,7 +23,7 @@ class Outbox {
       segs_.back().len += v.size();
       return;
     }
-    segs_.push_back({v.data(), 0, v.size()});
+    push({v.data(), 0, v.size()});
   }
   // Bytes copied now (rewritten or generated).
   void copy(std::string_view v) {
@@ -32,7 +32,7 @@ class Outbox {
         segs_.back().off + segs_.back().len == scratch_.size()) {
       segs_.back().len += v.size();
     } else {
-      segs_.push_back({nullptr, scratch_.size(), v.size()});
+      push({nullptr, scratch_.size(), v.size()});
     }
     scratch_.append(v);
   }
@@ -41,18 +41,20 @@ class Outbox {
     bool any = false;
     for (auto& s : segs_) any = any || s.ptr;
     if (!any) return;
-    auto old = std::move(segs_);
+    // The segments move to a spare vector and back: both keep their room.
+    spare_.swap(segs_);
     segs_.clear();
-    for (auto& s : old) {
+    for (auto& s : spare_) {
       if (s.ptr)
         copy({s.ptr, s.len});
       else
-        segs_.push_back(s);
+        push(s);
     }
   }
   // The bytes, in order; valid until the next change.
   std::span<const std::string_view> pieces() {
     pieces_.clear();
+    pieces_.reserve(segs_.capacity());
     for (auto& s : segs_) pieces_.emplace_back(s.ptr ? s.ptr : scratch_.data() + s.off, s.len);
     return pieces_;
   }
@@ -71,7 +73,12 @@ class Outbox {
     const char* ptr;  // a view, or null for scratch_[off, off + len)
     std::size_t off, len;
   };
+  void push(Seg s) {
+    if (segs_.capacity() == 0) segs_.reserve(8);  // once, not 1, 2, 4, 8
+    segs_.push_back(s);
+  }
   std::vector<Seg> segs_;
+  std::vector<Seg> spare_;  // hold()'s copy of segs_
   std::string scratch_;
   std::vector<std::string_view> pieces_;
 };

@@ -231,7 +231,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     providers::Lease& lease = acq.lease;
     auto& tcp = lease->stream.tcp();
     tcp.expires_at(Clock::now() + t.connect);
-    auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
+    const beast::error_code wec = co_await write_upstream_request(lease, up);
     const bool stale_ok = lease.reused() && round == 0;
     if (wec) {
       if (stale_ok) continue;

@@ -3,10 +3,14 @@
 // or the caller's own error passed through), a 200 event stream is relayed.
 #include "gateway/upstream_attempt.h"
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/container/small_vector.hpp>
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -85,8 +89,7 @@ class UpstreamAttempt {
   // connection turned out closed before any response byte (once), or the
   // upstream refused stream_options (once, without them).
   net::awaitable<std::optional<AttemptResult>> exchange(providers::Lease& lease,
-                                                        const http::request<http::string_body>& up,
-                                                        bool may_retry,
+                                                        const UpstreamMessage& up, bool may_retry,
                                                         Clock::duration acquire_time);
   net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
                                         Clock::time_point ttft_deadline);
@@ -101,7 +104,7 @@ class UpstreamAttempt {
   net::awaitable<bool> respond_client_error(const std::string& openai_body,
                                             const std::string& detail,
                                             const http::fields& upstream_head);
-  http::request<http::string_body> upstream_request();
+  UpstreamMessage upstream_request();
   void measure_admission(Clock::duration acquire_time);
 
   AttemptContext& ctx_;
@@ -183,12 +186,12 @@ void UpstreamAttempt::measure_admission(Clock::duration acquire_time) {
 }
 
 net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
-    providers::Lease& lease, const http::request<http::string_body>& up, bool may_retry,
+    providers::Lease& lease, const UpstreamMessage& up, bool may_retry,
     Clock::duration acquire_time) {
   const failover::Deadlines deadlines = ctx_.deadlines(c_);
   auto& tcp = lease->stream.tcp();
   tcp.expires_at(deadlines.write(Clock::now()));
-  auto [wec, wn] = co_await http::async_write(lease->stream, up, kUseTuple);
+  const beast::error_code wec = co_await write_upstream_request(lease, up);
   if (wec) {
     if (lease.reused() && may_retry) co_return std::nullopt;
     co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
@@ -395,7 +398,7 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
   co_return ok;
 }
 
-http::request<http::string_body> UpstreamAttempt::upstream_request() {
+UpstreamMessage UpstreamAttempt::upstream_request() {
   return make_upstream_request(
       http::verb::post,
       upstream_target(*c_.provider, c_.deployment->model,
@@ -467,12 +470,42 @@ net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
   co_return beast::error_code{};
 }
 
-http::request<http::string_body> make_upstream_request(
-    http::verb method, std::string target, std::string body, bool stream,
-    const Request& client_request, const RequestContext& rc, std::string_view via_name,
-    const config::Provider& provider, const providers::UpstreamProtocol& protocol) {
+namespace {
+
+// The fields the gateway sets on an upstream request, in order: a later one
+// of a name replaces an earlier one (as Beast's set() did), and each
+// replaces what the client sent under that name.
+class SetFields {
+ public:
+  void set(std::string_view name, std::string_view value) {
+    lines_.erase(std::remove_if(lines_.begin(), lines_.end(),
+                                [&](const Line& l) { return beast::iequals(l.name, name); }),
+                 lines_.end());
+    lines_.push_back({name, value});
+  }
+  bool has(std::string_view name) const {
+    return std::any_of(lines_.begin(), lines_.end(),
+                       [&](const Line& l) { return beast::iequals(l.name, name); });
+  }
+  void append_to(std::string& out) const {
+    for (const Line& l : lines_) out.append(l.name).append(": ").append(l.value).append("\r\n");
+  }
+
+ private:
+  struct Line {
+    std::string_view name, value;
+  };
+  boost::container::small_vector<Line, 16> lines_;
+};
+
+}  // namespace
+
+UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
+                                      bool stream, const Request& client_request,
+                                      const RequestContext& rc, std::string_view via_name,
+                                      const config::Provider& provider,
+                                      const providers::UpstreamProtocol& protocol) {
   const auto& url = provider.base_url;
-  http::request<http::string_body> up{method, std::move(target), 11};
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
@@ -486,39 +519,66 @@ http::request<http::string_body> make_upstream_request(
       via.append(via.empty() ? "" : ", ").append(f.value());
     }
   }
-  for (const auto& f : client_request) {
-    if (is_hop_by_hop(f.name_string(), hop) || is_gateway_owned(f.name_string()) ||
-        f.name() == http::field::via) {
-      continue;
-    }
-    up.insert(f.name_string(), f.value());
-  }
-  up.set(http::field::via, via.append(via.empty() ? "" : ", ")
-                               .append(rc.version == 10 ? "1.0 " : "1.1 ")
-                               .append(via_name));
-  up.set(http::field::host, url.authority());
-  if (!body.empty()) up.set(http::field::content_type, "application/json");
-  up.set(http::field::accept, stream ? "text/event-stream" : "application/json");
-  up.set(http::field::user_agent, "llmgate/0.1");
-  up.set("x-request-id", rc.request_id);  // the client's own, or the one we made
+  via.append(via.empty() ? "" : ", ").append(rc.version == 10 ? "1.0 " : "1.1 ").append(via_name);
+  const std::string host = url.authority();
+  SetFields set;
+  set.set("Via", via);
+  set.set("Host", host);
+  if (!body.empty()) set.set("Content-Type", "application/json");
+  set.set("Accept", stream ? "text/event-stream" : "application/json");
+  set.set("User-Agent", "llmgate/0.1");
+  set.set("x-request-id", rc.request_id);  // the client's own, or the one we made
   // The key: in the header the provider names (Authorization as a Bearer
   // token, any other alone: Azure's api-key), else where the protocol puts
   // it; then the protocol's fixed headers (anthropic-version).
   const auto& key_header = provider.api_key_header;
   const bool own_key_header = !key_header.empty() && !provider.api_key.empty();
+  std::string bearer;
   if (own_key_header) {
-    up.set(key_header, beast::iequals(key_header, "authorization") ? "Bearer " + provider.api_key
-                                                                   : provider.api_key);
+    if (beast::iequals(key_header, "authorization")) {
+      bearer = "Bearer " + provider.api_key;
+      set.set(key_header, bearer);
+    } else {
+      set.set(key_header, provider.api_key);
+    }
   }
-  for (const auto& [name, value] :
-       protocol.headers(own_key_header ? std::string() : provider.api_key, provider)) {
-    up.set(name, value);
+  const auto protocol_headers =
+      protocol.headers(own_key_header ? std::string() : provider.api_key, provider);
+  for (const auto& [name, value] : protocol_headers) set.set(name, value);
+  for (const auto& [name, value] : provider.headers) set.set(name, value);
+
+  UpstreamMessage m;
+  std::string& h = m.head;
+  h.reserve(512 + target.size());
+  const auto verb = http::to_string(method);
+  h.append(verb.data(), verb.size()).append(" ").append(target).append(" HTTP/1.1\r\n");
+  for (const auto& f : client_request) {
+    const std::string_view name(f.name_string().data(), f.name_string().size());
+    if (is_hop_by_hop(name, hop) || is_gateway_owned(name) || f.name() == http::field::via ||
+        set.has(name)) {
+      continue;
+    }
+    h.append(name).append(": ").append(f.value()).append("\r\n");
   }
-  for (const auto& [name, value] : provider.headers) up.set(name, value);
-  up.keep_alive(true);
-  up.body() = std::move(body);
-  up.prepare_payload();
-  return up;
+  set.append_to(h);
+  // As prepare_payload: a length for a body, and for an empty one where the
+  // method expects a body.
+  if (!body.empty() || method == http::verb::post || method == http::verb::put ||
+      method == http::verb::options) {
+    char n[24];
+    const auto r = std::to_chars(n, n + sizeof n, body.size());
+    h.append("Content-Length: ").append(n, r.ptr).append("\r\n");
+  }
+  h.append("\r\n");
+  m.body = std::move(body);
+  return m;
+}
+
+net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,
+                                                         const UpstreamMessage& m) {
+  const std::array<net::const_buffer, 2> bufs{net::buffer(m.head), net::buffer(m.body)};
+  auto [ec, n] = co_await net::async_write(lease->stream, bufs, kUseTuple);
+  co_return ec;
 }
 
 net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,

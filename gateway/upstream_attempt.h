@@ -43,14 +43,29 @@ net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const ro
 std::string upstream_target(const config::Provider& p, const std::string& model,
                             std::string_view protocol_target);
 
+// A request to an upstream as it goes on the wire: the head (request line,
+// fields, blank line) serialized once into one string, and the body. Sent in
+// one gathered write (write_upstream_request); no Beast field set is built.
+struct UpstreamMessage {
+  std::string head;
+  std::string body;
+};
+
 // A request to `provider`: the client's end-to-end headers (not hop-by-hop
 // ones, not its credentials, not what the gateway owns), Via, Host, the
 // provider's key where it wants it, the protocol's and the provider's own
-// headers; `body` as JSON when not empty.
-http::request<http::string_body> make_upstream_request(
-    http::verb method, std::string target, std::string body, bool stream,
-    const Request& client_request, const RequestContext& rc, std::string_view via_name,
-    const config::Provider& provider, const providers::UpstreamProtocol& protocol);
+// headers (a later one of a name replaces an earlier one and the client's);
+// `body` as JSON when not empty, with its Content-Length (as Beast's
+// prepare_payload would set it).
+UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
+                                      bool stream, const Request& client_request,
+                                      const RequestContext& rc, std::string_view via_name,
+                                      const config::Provider& provider,
+                                      const providers::UpstreamProtocol& protocol);
+
+// Writes `m` on the lease's connection, under the deadline already set on it.
+net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,
+                                                         const UpstreamMessage& m);
 
 // Reads the rest of a response body into `body` while it holds fewer than
 // `limit` bytes, under the deadline already set on the connection. Returns

@@ -1,6 +1,7 @@
 #include "routing/router.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -693,58 +694,118 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   return out;
 }
 
+namespace {
+
+// snprintf of one number, appended: no temporary string.
+void append_fmt(std::string& out, const char* format, double v) {
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, format, v);
+  if (n > 0) out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+}
+
+// `label`, then the number.
+void append_fmt(std::string& out, std::string_view label, const char* format, double v) {
+  out += label;
+  append_fmt(out, format, v);
+}
+
+void append_int(std::string& out, long long v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
+// Built in place (one output string and one scratch per call, reused across
+// the candidates): a request renders this once, for its header and its log.
 std::string explain(const RouteDecision& d) {
-  std::string out;
-  auto add = [&](const std::string& item) {
+  std::string out, item;
+  auto add = [&] {
     if (out.size() + item.size() > 1024) return;  // a header, not a report
-    out += (out.empty() ? "" : ", ") + item;
+    if (!out.empty()) out += ", ";
+    out += item;
   };
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {
     const auto& c = d.candidates[i];
+    item.clear();
+    item += c.candidate.deployment->provider;
+    item += '/';
+    item += c.candidate.deployment->model;
+    item += "=#";
+    append_int(item, static_cast<long long>(i + 1));
+    item += '(';
+    const std::size_t why_at = item.size();
     // The score the policy compared, how it was made, and the measured
     // median beside it (the estimate is peak-sensitive and load-adjusted).
-    const std::string est = fmt("%.0fms", c.estimate_ms) + (c.stalled ? " waiting" : "") +
-                            (c.times_out ? " past its deadline" : "") +
-                            (c.bounded ? " or more" : "");
-    const std::string load = c.load_multiplier > 1 ? fmt(" x%.2f load", c.load_multiplier) : "";
-    const std::string speed = fmt("%.0f", c.speed) + (c.speed_is_chars ? "c/s" : "t/s");
-    std::string why;
+    auto speed = [&] {
+      append_fmt(item, "%.0f", c.speed);
+      item += c.speed_is_chars ? "c/s" : "t/s";
+    };
+    const double price = c.candidate.deployment->price.output_per_1m;
     switch (d.policy) {
       case config::Policy::kLatency:
-        why = "score " + fmt("%.0fms", c.score) + " = est " + est + load;
+        append_fmt(item, "score ", "%.0fms", c.score);
+        append_fmt(item, " = est ", "%.0fms", c.estimate_ms);
+        if (c.stalled) item += " waiting";
+        if (c.times_out) item += " past its deadline";
+        if (c.bounded) item += " or more";
+        if (c.load_multiplier > 1) append_fmt(item, " x%.2f load", c.load_multiplier);
         break;
       case config::Policy::kE2e:
-        why = "score " + fmt("%.0fms", c.score) + " = ttft " + fmt("%.0fms", c.expected_ttft_ms) +
-              " + " + fmt("%.0f", d.e2e_tokens) + " tokens at " + speed;
+        append_fmt(item, "score ", "%.0fms", c.score);
+        append_fmt(item, " = ttft ", "%.0fms", c.expected_ttft_ms);
+        append_fmt(item, " + ", "%.0f", d.e2e_tokens);
+        item += " tokens at ";
+        speed();
         break;
       case config::Policy::kThroughput:
-        why = "speed " + speed;
+        item += "speed ";
+        speed();
         break;
       case config::Policy::kCost:
-        why = fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
+        append_fmt(item, "$%.2f/M", price);
         break;
       case config::Policy::kBalanced:
-        why = "score " + fmt("%.2f", c.score) + " of ttft " + fmt("%.0fms", c.expected_ttft_ms) +
-              ", " + speed + ", " + fmt("$%.2f/M", c.candidate.deployment->price.output_per_1m);
+        append_fmt(item, "score ", "%.2f", c.score);
+        append_fmt(item, " of ttft ", "%.0fms", c.expected_ttft_ms);
+        item += ", ";
+        speed();
+        append_fmt(item, ", ", "$%.2f/M", price);
         break;
       case config::Policy::kOrdered:
       case config::Policy::kRoundRobin:
       case config::Policy::kRandom:
         break;
     }
-    if (c.p50_ms) why += (why.empty() ? "" : "; ") + fmt("p50 %.0fms", *c.p50_ms);
-    if (c.preferred) why += " preferred";
+    if (c.p50_ms) {
+      if (item.size() > why_at) item += "; ";
+      append_fmt(item, "p50 %.0fms", *c.p50_ms);
+    }
+    if (c.preferred) item += " preferred";
     if (c.recheck)
-      why += " recheck";
+      item += " recheck";
     else if (c.explored)
-      why += " explore";
-    if (c.probe) why += " probe";
-    if (c.panic) why += " panic";
-    if (c.capped) why += " hedge@" + std::to_string(c.hedge_delay.count()) + "ms";
-    add(c.candidate.deployment->id() + "=#" + std::to_string(i + 1) + "(" + why + ")");
+      item += " explore";
+    if (c.probe) item += " probe";
+    if (c.panic) item += " panic";
+    if (c.capped) {
+      item += " hedge@";
+      append_int(item, static_cast<long long>(c.hedge_delay.count()));
+      item += "ms";
+    }
+    item += ')';
+    add();
   }
-  for (const auto& s : d.skipped) add(s.deployment + "=skip(" + s.reason + ")");
-  if (d.relaxed) add("constraints=relaxed(none met them)");
+  for (const auto& s : d.skipped) {
+    item.clear();
+    item.append(s.deployment).append("=skip(").append(s.reason).append(")");
+    add();
+  }
+  if (d.relaxed) {
+    item = "constraints=relaxed(none met them)";
+    add();
+  }
   return out;
 }
 

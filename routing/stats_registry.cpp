@@ -1,6 +1,8 @@
 #include "routing/stats_registry.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 
 namespace llmgate::routing {
 
@@ -236,7 +238,10 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_estimate_ms = e.ttft.estimate(now);
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
-  auto q = e.ttft_window.quantiles({0.5, 0.9, 0.95, 0.99}, now, &s.ttft_quantile_lower_bound);
+  // p50, p90, p95, p99, into arrays: nothing allocated per snapshot.
+  static constexpr std::array<double, 4> kQs{0.5, 0.9, 0.95, 0.99};
+  std::array<std::optional<double>, 4> q;
+  e.ttft_window.quantiles(kQs, now, q, &s.ttft_quantile_lower_bound);
   s.ttft_p50_ms = q[0];
   s.ttft_p90_ms = q[1];
   s.ttft_p95_ms = q[2];
@@ -252,14 +257,20 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
     s.ttft_answered_p95_ms = s.ttft_p95_ms;
     s.ttft_answered_p99_ms = s.ttft_p99_ms;
   } else {
-    auto a = e.ttft_window.observed_quantiles({0.5, 0.9, 0.95, 0.99}, now);
+    std::array<std::optional<double>, 4> a;
+    e.ttft_window.observed_quantiles(kQs, now, a);
     s.ttft_answered_p50_ms = a[0];
     s.ttft_answered_p90_ms = a[1];
     s.ttft_answered_p95_ms = a[2];
     s.ttft_answered_p99_ms = a[3];
   }
-  if (s.ttft_quantile_lower_bound) e.ttft_window.quantiles({0.95}, now, &s.ttft_p95_lower_bound);
-  auto recent = e.ttft_window.recent_quantiles({0.5, 0.9, 0.95, 0.99}, now, kRecentSamples);
+  if (s.ttft_quantile_lower_bound) {
+    std::optional<double> p95;
+    e.ttft_window.quantiles(std::span<const double>(&kQs[2], 1), now,
+                            std::span<std::optional<double>>(&p95, 1), &s.ttft_p95_lower_bound);
+  }
+  std::array<std::optional<double>, 4> recent;
+  e.ttft_window.recent_quantiles(kQs, now, kRecentSamples, recent);
   s.ttft_recent_p50_ms = recent[0];
   s.ttft_recent_p90_ms = recent[1];
   s.ttft_recent_p95_ms = recent[2];
@@ -271,9 +282,17 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
     // before any of them times out, and one slow request in the tail alone
     // does not. (The oldest alone would be any tail request; the median
     // would follow a stall at half its speed.)
-    std::vector<Clock::time_point> since = e.awaiting_since;
-    std::nth_element(since.begin(), since.begin() + 1, since.end());
-    s.awaiting_lower_bound_ms = std::max(0.0, ms(now - since[1]));
+    // The two oldest in one pass (no copy to partition).
+    Clock::time_point oldest = Clock::time_point::max(), second = Clock::time_point::max();
+    for (const auto t : e.awaiting_since) {
+      if (t < oldest) {
+        second = oldest;
+        oldest = t;
+      } else if (t < second) {
+        second = t;
+      }
+    }
+    s.awaiting_lower_bound_ms = std::max(0.0, ms(now - second));
   }
   s.ttft_prior_ms = e.ttft.prior();
   s.tps_estimate = e.tps.value().value_or(e.tps_prior);

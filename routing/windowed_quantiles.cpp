@@ -42,39 +42,81 @@ std::size_t WindowedQuantiles::censored(TimePoint now) {
 }
 
 std::optional<double> WindowedQuantiles::quantile(double q, TimePoint now) {
-  return quantiles({q}, now).front();
+  std::optional<double> out;
+  quantiles(std::span<const double>(&q, 1), now, std::span<std::optional<double>>(&out, 1));
+  return out;
 }
 
 std::vector<std::optional<double>> WindowedQuantiles::quantiles(const std::vector<double>& qs,
                                                                 TimePoint now, bool* lower_bound) {
-  evict(now);
-  return of(sorted_, censored_, qs, lower_bound);
+  std::vector<std::optional<double>> out(qs.size());
+  quantiles(qs, now, out, lower_bound);
+  return out;
 }
 
 std::vector<std::optional<double>> WindowedQuantiles::recent_quantiles(
     const std::vector<double>& qs, TimePoint now, std::size_t n, bool* lower_bound) {
-  evict(now);
-  std::vector<Point> last;
-  std::size_t censored = 0;
-  const std::size_t from = samples_.size() > n ? samples_.size() - n : 0;
-  for (std::size_t i = from; i < samples_.size(); ++i) {
-    last.push_back({samples_[i].value, samples_[i].censored});
-    censored += samples_[i].censored ? 1 : 0;
-  }
-  std::sort(last.begin(), last.end());
-  return of(last, censored, qs, lower_bound);
+  std::vector<std::optional<double>> out(qs.size());
+  recent_quantiles(qs, now, n, out, lower_bound);
+  return out;
 }
 
 std::vector<std::optional<double>> WindowedQuantiles::observed_quantiles(
     const std::vector<double>& qs, TimePoint now) {
+  std::vector<std::optional<double>> out(qs.size());
+  observed_quantiles(qs, now, out);
+  return out;
+}
+
+void WindowedQuantiles::quantiles(std::span<const double> qs, TimePoint now,
+                                  std::span<std::optional<double>> out, bool* lower_bound) {
   evict(now);
-  if (censored_ == 0) return of(sorted_, 0, qs, nullptr);
-  std::vector<Point> observed;
-  observed.reserve(sorted_.size() - censored_);
-  for (const Point& p : sorted_) {
-    if (!p.censored) observed.push_back(p);
+  of(sorted_, censored_, qs, out, lower_bound);
+}
+
+void WindowedQuantiles::recent_quantiles(std::span<const double> qs, TimePoint now, std::size_t n,
+                                         std::span<std::optional<double>> out, bool* lower_bound) {
+  evict(now);
+  const std::size_t from = samples_.size() > n ? samples_.size() - n : 0;
+  const std::size_t count = samples_.size() - from;
+  // The router asks for the last 20: sorted on the stack.
+  constexpr std::size_t kOnStack = 64;
+  Point stack[kOnStack];
+  std::vector<Point> heap;
+  Point* last = stack;
+  if (count > kOnStack) {
+    heap.resize(count);
+    last = heap.data();
   }
-  return of(observed, 0, qs, nullptr);
+  std::size_t censored = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Sample& s = samples_[from + i];
+    last[i] = {s.value, s.censored};
+    censored += s.censored ? 1 : 0;
+  }
+  std::sort(last, last + count);
+  of(std::span<const Point>(last, count), censored, qs, out, lower_bound);
+}
+
+void WindowedQuantiles::observed_quantiles(std::span<const double> qs, TimePoint now,
+                                           std::span<std::optional<double>> out) {
+  evict(now);
+  if (censored_ == 0) return of(sorted_, 0, qs, out, nullptr);
+  // Nearest rank among the observed points of the sorted window, in one walk.
+  for (auto& o : out) o.reset();
+  const std::size_t n = sorted_.size() - censored_;
+  if (n == 0) return;
+  std::size_t rank = 0;  // observed points seen so far
+  for (const Point& p : sorted_) {
+    if (p.censored) continue;
+    ++rank;
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      if (out[i]) continue;
+      const auto want =
+          static_cast<std::size_t>(std::ceil(std::clamp(qs[i], 0.0, 1.0) * static_cast<double>(n)));
+      if (rank >= std::max<std::size_t>(want, 1)) out[i] = p.value;
+    }
+  }
 }
 
 std::optional<double> WindowedQuantiles::recent_max_observed(TimePoint now, std::size_t n) {
@@ -88,13 +130,12 @@ std::optional<double> WindowedQuantiles::recent_max_observed(TimePoint now, std:
   return max;
 }
 
-std::vector<std::optional<double>> WindowedQuantiles::of(const std::vector<Point>& sorted,
-                                                         std::size_t censored,
-                                                         const std::vector<double>& qs,
-                                                         bool* lower_bound) {
+void WindowedQuantiles::of(std::span<const Point> sorted, std::size_t censored,
+                           std::span<const double> qs, std::span<std::optional<double>> out,
+                           bool* lower_bound) {
   if (lower_bound) *lower_bound = false;
-  std::vector<std::optional<double>> out(qs.size());
-  if (sorted.empty()) return out;
+  for (auto& o : out) o.reset();
+  if (sorted.empty()) return;
   const auto n = sorted.size();
   if (censored == 0) {
     for (std::size_t i = 0; i < qs.size(); ++i) {
@@ -103,7 +144,7 @@ std::vector<std::optional<double>> WindowedQuantiles::of(const std::vector<Point
       auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(n)));
       out[i] = sorted[rank == 0 ? 0 : rank - 1].value;
     }
-    return out;
+    return;
   }
   // Kaplan-Meier: F(t) = 1 - prod over observed t_i <= t of (1 - 1/at_risk_i).
   // One pass in value order answers every quantile.
@@ -125,7 +166,6 @@ std::vector<std::optional<double>> WindowedQuantiles::of(const std::vector<Point
     q = sorted.back().value;  // beyond what the samples can tell: at least this
     if (lower_bound) *lower_bound = true;
   }
-  return out;
 }
 
 }  // namespace llmgate::routing

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <deque>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace llmgate::routing {
@@ -54,6 +55,14 @@ class WindowedQuantiles {
   // looks like, for when an answer is late (a hedge's delay).
   std::vector<std::optional<double>> observed_quantiles(const std::vector<double>& qs,
                                                         TimePoint now);
+  // The three above into `out` (one per q), allocating nothing: the router
+  // reads them per candidate per request.
+  void quantiles(std::span<const double> qs, TimePoint now, std::span<std::optional<double>> out,
+                 bool* lower_bound = nullptr);
+  void recent_quantiles(std::span<const double> qs, TimePoint now, std::size_t n,
+                        std::span<std::optional<double>> out, bool* lower_bound = nullptr);
+  void observed_quantiles(std::span<const double> qs, TimePoint now,
+                          std::span<std::optional<double>> out);
   // The largest of the `n` most recent samples if there are n and none of
   // them is censored, else nullopt.
   std::optional<double> recent_max_observed(TimePoint now, std::size_t n);
@@ -63,9 +72,8 @@ class WindowedQuantiles {
  private:
   void insert(double value, bool censored, TimePoint now);
   struct Point;
-  static std::vector<std::optional<double>> of(const std::vector<Point>& sorted,
-                                               std::size_t censored, const std::vector<double>& qs,
-                                               bool* lower_bound);
+  static void of(std::span<const Point> sorted, std::size_t censored, std::span<const double> qs,
+                 std::span<std::optional<double>> out, bool* lower_bound);
   void evict(TimePoint now);
   void drop_oldest();
 

@@ -48,5 +48,22 @@ TEST(LogFormat, ParsesOnlyKnownFormatNames) {
   EXPECT_FALSE(parse_log_format("JSON", f));
 }
 
+TEST(LogFormat, TextValuesAreQuotedAsJsonStrings) {
+  // The quoted value is the JSON string nlohmann writes, on the fast path
+  // (printable ASCII) and off it (control bytes, UTF-8, invalid UTF-8).
+  for (const std::string& v :
+       {std::string("fast chat"), std::string(R"(say "hi" \ bye)"), std::string("a=b"),
+        std::string("tab\there"), std::string("caf\xc3\xa9 ok"), std::string("bad\xff\xfe x"),
+        std::string("")}) {
+    const std::vector<LogField> f{{"v", v}};
+    const auto line = format_log_line(LogLevel::kInfo, "m", f, LogFormat::kText);
+    const std::string want =
+        " info m v=" +
+        nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    ASSERT_GE(line.size(), want.size()) << line;
+    EXPECT_EQ(line.substr(line.size() - want.size()), want) << line;
+  }
+}
+
 }  // namespace
 }  // namespace llmgate::gateway

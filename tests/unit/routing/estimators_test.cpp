@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <random>
+#include <vector>
 
 #include "routing/failure_tracker.h"
 #include "routing/peak_ewma.h"
@@ -191,6 +195,70 @@ TEST(WindowedQuantiles, WithoutCensoringKaplanMeierIsTheNearestRank) {
   for (double q : {0.0, 0.1, 0.5, 0.9, 0.95, 0.99}) {
     EXPECT_EQ(*km.quantile(q, t0), *plain.quantile(q, t0)) << q;
   }
+}
+
+// The nearest rank of `values` (sorted here), as a reference.
+std::optional<double> nearest_rank(std::vector<double> values, double q) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[rank == 0 ? 0 : rank - 1];
+}
+
+TEST(WindowedQuantiles, ObservedQuantilesAreTheNearestRankOfTheAnsweredSamples) {
+  // Random windows with and without censored samples, against a reference
+  // that keeps only the answered ones and sorts them.
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    WindowedQuantiles w(60s, 1000);
+    std::vector<double> answered;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      const double v = static_cast<double>(rng() % 50);  // ties on purpose
+      if (rng() % 3 == 0) {
+        w.add_censored(v, t0);
+      } else {
+        w.add(v, t0);
+        answered.push_back(v);
+      }
+    }
+    const std::vector<double> qs{0.0, 0.5, 0.9, 0.95, 0.99, 1.0};
+    const auto got = w.observed_quantiles(qs, t0);
+    ASSERT_EQ(got.size(), qs.size());
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      EXPECT_EQ(got[i], nearest_rank(answered, qs[i])) << "round " << round << " q " << qs[i];
+    }
+  }
+}
+
+TEST(WindowedQuantiles, RecentQuantilesReadOnlyTheLastSamples) {
+  std::mt19937_64 rng(11);
+  for (std::size_t last : {std::size_t{1}, std::size_t{20}, std::size_t{100}}) {
+    WindowedQuantiles w(60s, 1000);
+    std::vector<double> all;
+    for (int i = 0; i < 90; ++i) {
+      const double v = static_cast<double>(rng() % 1000);
+      w.add(v, t0 + std::chrono::milliseconds(i));
+      all.push_back(v);
+    }
+    const std::vector<double> tail(
+        all.end() - static_cast<std::ptrdiff_t>(std::min(last, all.size())), all.end());
+    const std::vector<double> qs{0.5, 0.9, 0.99};
+    bool lower_bound = true;
+    const auto got = w.recent_quantiles(qs, t0 + 100ms, last, &lower_bound);
+    EXPECT_FALSE(lower_bound);
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      EXPECT_EQ(got[i], nearest_rank(tail, qs[i])) << last << " q " << qs[i];
+    }
+  }
+  // Censored among the recent ones: the estimate may only be a lower bound.
+  WindowedQuantiles w(60s, 1000);
+  for (int i = 0; i < 30; ++i) w.add(10, t0);
+  for (int i = 0; i < 5; ++i) w.add_censored(500, t0);
+  bool lower_bound = false;
+  const auto got = w.recent_quantiles({0.5, 0.99}, t0, 5, &lower_bound);
+  EXPECT_TRUE(lower_bound);
+  EXPECT_EQ(got[1], 500);
 }
 
 }  // namespace
