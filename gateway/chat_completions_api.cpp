@@ -11,10 +11,11 @@ class ChatAssembly final : public ClientApi::Assembly {
  public:
   void add(const providers::UpstreamEvent& ev) override {
     if (ev.kind != providers::UpstreamEvent::Kind::kData) return;
-    // The bulk of an answer (plain content chunks) is appended unparsed.
-    if (!ev.chunk.plain || !assembler_.add_plain(ev.chunk.content, ev.chunk.meta_keys)) {
+    // The usual chunks (role, content, finish, usage) are taken unparsed.
+    if (ev.chunk.plain)
+      assembler_.add_plain(ev.chunk);
+    else
       assembler_.add(providers::parse_chunk(ev.data).json);
-    }
   }
   std::string body() const override {
     return assembler_.result().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "providers/json_depth.h"
@@ -45,11 +47,20 @@ class ChunkScanner : public JsonScanner {
   bool detail(int depth, const char (&name)[N], std::int64_t& out);
 
   // ChatChunk::plain, as far as seen: cleared by anything that would make the
-  // assembler read more than the content.
+  // assembler read more than the role, the content, the finish reason, the
+  // usage and the kMeta* fields.
   bool plain_ = true;
-  const char* content_ = nullptr;  // the content string's text, between the quotes
-  std::size_t content_len_ = 0;
+  bool choice_object_ = false;  // a choice that is an object with a delta object
+  // The views ChatChunk::plain hands out (the last "role" wins, as in nlohmann).
+  std::optional<std::string_view> role_, content_, finish_;
+  std::string_view usage_json_;
+  std::array<std::string_view, 5> meta_text_{};
   unsigned meta_ = 0;
+
+  // A string value's text between its quotes: [at, p_) is the value.
+  std::string_view inner(const char* at) const {
+    return {at + 1, static_cast<std::size_t>(p_ - at) - 2};
+  }
 };
 
 // p_ is past the '[' of the top-level "choices" array, at `depth`.
@@ -57,6 +68,7 @@ bool ChunkScanner::choices(int depth, std::size_t& count, ChatChunk& c) {
   return elements(depth, [&] {
     ++count;
     if (eat('{')) return choice(depth + 1, c);
+    plain_ = false;  // not an object: nothing the assembler reads, but rare
     Value v;
     return value(depth, v);
   });
@@ -75,11 +87,15 @@ bool ChunkScanner::choice(int depth, ChatChunk& c) {
       plain_ = false;
     } else if (is(key, "finish_reason")) {
       if (!once(seen, 2)) return false;
+      const char* at = p_;
       Value v;
       if (!value(depth, v)) return false;
       if (v.type != Value::Type::kNull) {
         c.has_finish = true;
-        plain_ = false;
+        if (v.type == Value::Type::kString)
+          finish_ = inner(at);
+        else
+          plain_ = false;
       }
       return true;
     } else if (is(key, "index")) {
@@ -95,6 +111,7 @@ bool ChunkScanner::choice(int depth, ChatChunk& c) {
     return true;
   });
   if (!has_delta) plain_ = false;
+  choice_object_ = has_delta;
   return ok;
 }
 
@@ -136,15 +153,22 @@ bool ChunkScanner::delta(int depth, ChatChunk& c) {
     const char* at = p_;
     Value v;
     if (!value(depth, v)) return false;
-    // The assembler reads more than content (a null adds nothing).
-    if (bit != 1 && v.type != Value::Type::kNull) plain_ = false;
-    if (bit == 1) {
-      if (v.type == Value::Type::kString) {
-        content_ = at + 1;
-        content_len_ = static_cast<std::size_t>(p_ - at) - 2;
-      } else {
+    // The assembler reads more than the role and the content (a null adds
+    // nothing, and a null role after a string one leaves none).
+    if (role) {
+      if (v.type == Value::Type::kString)
+        role_ = inner(at);
+      else if (v.type == Value::Type::kNull)
+        role_.reset();
+      else
         plain_ = false;
-      }
+    } else if (bit == 1) {
+      if (v.type == Value::Type::kString)
+        content_ = inner(at);
+      else if (v.type != Value::Type::kNull)
+        plain_ = false;
+    } else if (v.type != Value::Type::kNull) {
+      plain_ = false;
     }
     if (what == kText && v.type == Value::Type::kString) {
       c.output_chars += v.size;
@@ -216,10 +240,12 @@ bool ChunkScanner::scan(ChatChunk& c) {
     }
     if (is(key, "usage")) {
       if (!once(seen, 2)) return false;
+      const char* at = p_;
       if (eat('{')) {
         has_usage = true;
-        plain_ = false;
-        return usage(2, u);
+        if (!usage(2, u)) return false;
+        usage_json_ = std::string_view(at, static_cast<std::size_t>(p_ - at));
+        return true;
       }
     } else if (is(key, "error")) {  // only a null one stays on this path
       if (!once(seen, 4) || p_ == end_ || *p_ != 'n') return false;
@@ -232,9 +258,14 @@ bool ChunkScanner::scan(ChatChunk& c) {
                                                       : 0;
       if (meta) {
         if (!once(seen, meta << 3)) plain_ = false;  // repeated: the last one counts
+        const char* at = p_;
         Value v;
         if (!value(1, v)) return false;
-        if (v.type != Value::Type::kNull) meta_ |= meta;
+        if (v.type != Value::Type::kNull) {
+          meta_ |= meta;
+          meta_text_[static_cast<std::size_t>(std::countr_zero(meta))] =
+              std::string_view(at, static_cast<std::size_t>(p_ - at));
+        }
         return true;
       }
     }
@@ -254,10 +285,19 @@ bool ChunkScanner::scan(ChatChunk& c) {
     c.usage = u;
   }
   c.usage_only = choice_count == 0 && c.usage.has_value();
-  if (plain_ && choice_count == 1 && content_) {
+  // One choice (an object with a delta) and no usage, or no choice.
+  if (plain_ && (choice_count == 1 ? choice_object_ && !has_usage : choice_count == 0)) {
     c.plain = true;
-    c.content = std::string_view(content_, content_len_);
+    c.plain_choice = choice_count == 1;
+    c.has_role = role_.has_value();
+    c.has_content = content_.has_value();
+    c.has_finish_reason = finish_.has_value();
+    c.role = role_.value_or(std::string_view());
+    c.content = content_.value_or(std::string_view());
+    c.finish_reason = finish_.value_or(std::string_view());
+    c.usage_json = usage_json_;
     c.meta_keys = meta_;
+    c.meta = meta_text_;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 // is broken (fail over before commit, error event after).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,7 @@ struct Usage {
   // prompt_tokens_details.cached_tokens: input read from the provider's
   // prompt cache (inside prompt_tokens, billed at the cached price).
   std::int64_t cached_tokens = 0;
+  bool operator==(const Usage&) const = default;
 };
 
 struct ChatChunk {
@@ -48,18 +50,33 @@ struct ChatChunk {
   std::string error_message;     // for kError / kMalformed
 
   // inspect_chunk() only (parse_chunk() leaves them false/empty): a plain
-  // content chunk, the bulk of every answer: exactly one choice, with "index"
-  // 0 or absent, a delta whose only key the assembler reads is "content" (a
-  // string), no finish_reason, no logprobs object, and no usage. `content` is
-  // then that string's JSON text between the quotes (still escaped), and
-  // `meta_keys` tells which of id, created, model, system_fingerprint and
-  // service_tier are present and not null (kMeta* bits), so a non-streamed
-  // answer can be assembled without parsing the chunk.
+  // chunk, one the assembler can take without parsing it -- every chunk of a
+  // usual answer: the role chunk, the content chunks, the finish chunk and
+  // the usage chunk. At most one choice, with "index" 0 or absent and a
+  // delta object whose non-null fields are only "role" and "content"
+  // (strings); a string or null finish_reason; no logprobs or other choice
+  // field; no top-level field the assembler keeps beyond the kMeta* ones;
+  // and a usage object only when there is no choice. The views below are the
+  // JSON text of `data` (valid while it is): strings between their quotes,
+  // still escaped.
   static constexpr unsigned kMetaId = 1, kMetaCreated = 2, kMetaModel = 4,
                             kMetaSystemFingerprint = 8, kMetaServiceTier = 16;
   bool plain = false;
-  std::string_view content;
+  bool plain_choice = false;  // the chunk has its one choice
+  bool has_role = false, has_content = false, has_finish_reason = false;
+  std::string_view role, content, finish_reason;
+  std::string_view usage_json;  // the usage object's text, when there is one
+  // Which of id, created, model, system_fingerprint and service_tier are
+  // present and not null (kMeta* bits), and each one's JSON text, in that
+  // order.
   unsigned meta_keys = 0;
+  std::array<std::string_view, 5> meta{};
+
+  // Drops the views (before `data` goes away; the flags stay).
+  void forget_views() {
+    role = content = finish_reason = usage_json = {};
+    meta = {};
+  }
 };
 
 // The relay's per-event classification, on the hot path (once per streamed

@@ -124,18 +124,33 @@ void append_unescaped(std::string& out, std::string_view s) {
 
 }  // namespace
 
-bool CompletionAssembler::add_plain(std::string_view escaped_content, unsigned meta_keys) {
-  unsigned missing = 0;
-  if (empty_value(id_)) missing |= ChatChunk::kMetaId;
-  if (empty_value(created_)) missing |= ChatChunk::kMetaCreated;
-  if (empty_value(model_)) missing |= ChatChunk::kMetaModel;
-  if (system_fingerprint_.is_null()) missing |= ChatChunk::kMetaSystemFingerprint;
-  if (service_tier_.is_null()) missing |= ChatChunk::kMetaServiceTier;
-  if (meta_keys & missing) return false;
+void CompletionAssembler::add_plain(const ChatChunk& c) {
+  // keep_first, from each value's text.
+  nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+  for (std::size_t i = 0; i < c.meta.size(); ++i) {
+    if (!(c.meta_keys & (1u << i)) || !empty_value(*meta[i])) continue;
+    nlohmann::json v = nlohmann::json::parse(c.meta[i].begin(), c.meta[i].end());
+    if (!empty_value(v)) *meta[i] = std::move(v);
+  }
+  if (!c.usage_json.empty()) {
+    raw_usage_ = nlohmann::json::parse(c.usage_json.begin(), c.usage_json.end());
+    usage_ = c.usage;
+  }
+  if (!c.plain_choice) return;
   Choice& out = choices_[0];
-  if (!out.content) out.content.emplace();
-  append_unescaped(*out.content, escaped_content);
-  return true;
+  if (c.has_finish_reason) {
+    std::string reason;
+    append_unescaped(reason, c.finish_reason);
+    out.finish_reason = std::move(reason);
+  }
+  if (c.has_role) {
+    out.role.clear();
+    append_unescaped(out.role, c.role);
+  }
+  if (c.has_content) {
+    if (!out.content) out.content.emplace();
+    append_unescaped(*out.content, c.content);
+  }
 }
 
 void CompletionAssembler::add(const nlohmann::json& chunk) {

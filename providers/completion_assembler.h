@@ -25,11 +25,11 @@ namespace llmgate::providers {
 class CompletionAssembler {
  public:
   void add(const nlohmann::json& chunk);  // one chat.completion.chunk
-  // A plain content chunk (ChatChunk::plain from inspect_chunk) without
-  // parsing it: appends its still-escaped content to choice 0. Returns false
-  // (and does nothing) when the chunk carries metadata not seen yet; then
-  // add(parse_chunk(data).json) instead.
-  bool add_plain(std::string_view escaped_content, unsigned meta_keys);
+  // A plain chunk (ChatChunk::plain from inspect_chunk, its data still
+  // alive) without parsing the chunk: what add(parse_chunk(data).json) would
+  // do, from the views the scan kept (only the kMeta* values not seen yet and
+  // a usage object are parsed, each on its own).
+  void add_plain(const ChatChunk& c);
   nlohmann::json result() const;  // the assembled chat.completion
   const std::optional<Usage>& usage() const { return usage_; }
 

@@ -9,10 +9,16 @@ loop of non-streamed or streamed requests with llmgate-loadgen, and prints
   * with --perf, a `perf record -g` profile of llmgate taken in the middle of
     the window, in the format of profiles/*.txt (dso shares, then symbols).
 
+  * with --callgrind, llmgate's user-space instructions per request, counted
+    by valgrind's callgrind over the window (deterministic where CPU time on
+    a shared virtual machine varies by tens of percent between runs; the
+    kernel's share is not in it), and the functions that execute them.
+
 It is the quick loop for per-request work (`run.py` is the report):
 
   python3 bench/overhead/profile.py --kind nonstream
   python3 bench/overhead/profile.py --kind stream --perf --out bench/overhead/profiles/after.stream.txt
+  python3 bench/overhead/profile.py --kind nonstream --callgrind --connections 8 --duration 20
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--label", default="", help="names the profile in its header")
     p.add_argument("--call-graph", default="", help="perf record --call-graph MODE (e.g. dwarf); default -g")
     p.add_argument("--perf-data", help="keep perf.data here (for perf report -g caller)")
+    p.add_argument("--callgrind", action="store_true",
+                   help="run llmgate under valgrind's callgrind: instructions per request in the window")
+    p.add_argument("--callgrind-out", help="keep the callgrind dump here (for callgrind_annotate)")
     args = p.parse_args(argv)
     bin_dir = Path(args.bin_dir)
     args.gateway = (bin_dir / "llmgate").resolve()
@@ -62,6 +71,16 @@ def main(argv: list[str]) -> int:
     body = workdir / "body.json"
     body.write_bytes(ov.request_body(args.kind == "stream", args.history_kib))
     procs = ov.Procs(workdir)
+    cg_out = workdir / "callgrind.out"
+    if args.callgrind:
+        if not shutil.which("valgrind"):
+            raise ov.BenchError("--callgrind needs valgrind (apt-get install valgrind)")
+        # The wrapper execs: the pid the benchmark watches is valgrind's, running llmgate.
+        wrapper = workdir / "llmgate-callgrind"
+        wrapper.write_text(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={cg_out} "
+                           f"{args.gateway} \"$@\"\n")
+        wrapper.chmod(0o755)
+        args.gateway = wrapper
     try:
         g = ov.setup_static(procs, args, workdir)
         ov.verify_target(g.llmgate_port, args.kind, "llmgate")
@@ -70,6 +89,8 @@ def main(argv: list[str]) -> int:
         argv_lg = [str(args.loadgen), "--url", f"http://{ov.HOST}:{g.llmgate_port}{ov.PATH}", "--body-file",
                    str(body), "--connections", str(args.connections), "--duration", f"{args.duration:g}",
                    "--warmup", "1", "--cpu", str(args.loadgen_cpu), "--json", str(out_json)]
+        if args.callgrind:  # count from here on
+            subprocess.run(["callgrind_control", "--zero", str(pid)], capture_output=True, check=True)
         c0 = g.counters()
         cpu0 = ov.cpu_of([pid])
         lg = subprocess.Popen(argv_lg, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -83,6 +104,8 @@ def main(argv: list[str]) -> int:
         _, err = lg.communicate(timeout=args.duration + 120)
         cpu1 = ov.cpu_of([pid])
         c1 = g.counters()
+        if args.callgrind:
+            subprocess.run(["callgrind_control", "--dump", str(pid)], capture_output=True, check=True)
         res = json.loads(out_json.read_text())
         requests = c1[1] - c0[1]
         cpu_s = ov.cpu_delta(cpu0, cpu1)["s"]
@@ -91,6 +114,15 @@ def main(argv: list[str]) -> int:
                    f"{1e6 * cpu_s / max(1, requests):.1f} us CPU per request ({requests} upstream requests), "
                    f"RSS {rss:.1f} MiB")
         print(summary, flush=True)
+        if args.callgrind:
+            dumps = sorted(workdir.glob("callgrind.out*"), key=lambda f: f.stat().st_mtime)
+            dump = next(f for f in reversed(dumps) if "totals:" in f.read_text(errors="replace"))
+            totals = int(next(l for l in dump.read_text(errors="replace").splitlines()
+                              if l.startswith("totals:")).split()[1])
+            print(f"callgrind: {totals / max(1, requests):,.0f} instructions per request in llmgate "
+                  f"(user space; {requests} requests)", flush=True)
+            if args.callgrind_out:
+                shutil.copy(dump, args.callgrind_out)
         if args.perf:
             head = [f"# perf top symbols, llmgate ({args.label or args.kind}), closed loop {args.connections} "
                     f"connections, static nginx upstream, {dt.date.today().isoformat()}, {ov.git_info()}",

@@ -36,7 +36,7 @@ class Collector final : public UpstreamStream::Sink {
  public:
   void on(UpstreamEvent& ev) override {
     Seen s{ev.kind, std::string(ev.data), std::string(ev.raw), ev.message, ev.chunk, nullptr};
-    s.chunk.content = {};  // viewed the translator's buffer: dead after this call
+    s.chunk.forget_views();  // they viewed the translator's buffer: dead after this call
     if (!s.data.empty()) s.parsed = json::parse(s.data);
     events.push_back(std::move(s));
   }
@@ -486,10 +486,12 @@ TEST(AnthropicCompletion, AssembledStreamEqualsTheWholeAnswer) {
   CompletionAssembler assembler;
   for (const auto& e : translate(stream)) {
     if (e.kind != Kind::kData) continue;
-    // The relay's way; inspected again because chunk.content viewed the
+    // The relay's way; inspected again because the chunk's views were of the
     // translator's buffer, valid only during the sink call.
     const ChatChunk c = inspect_chunk(e.data);
-    if (!c.plain || !assembler.add_plain(c.content, c.meta_keys))
+    if (c.plain)
+      assembler.add_plain(c);
+    else
       assembler.add(parse_chunk(e.data).json);
   }
   // Compact input, as Anthropic's whole answer dumps it (whitespace in a

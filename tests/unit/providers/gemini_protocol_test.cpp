@@ -559,7 +559,9 @@ TEST_F(GeminiAnswer, AnAssembledStreamEqualsTheWholeAnswer) {
       // As the gateway's assembly does: plain chunks unparsed (inspected
       // again: the copied event's views died with the sink call).
       const ChatChunk c = inspect_chunk(e.data);
-      if (!c.plain || !assembler.add_plain(c.content, c.meta_keys))
+      if (c.plain)
+        assembler.add_plain(c);
+      else
         assembler.add(parse_chunk(e.data).json);
     }
     const auto out = gemini.completion(json::parse(whole), req);
