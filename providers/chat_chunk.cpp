@@ -414,13 +414,17 @@ ChatChunk parse_chunk(std::string_view data) {
   return c;
 }
 
-ChatChunk inspect_chunk(std::string_view data) {
-  ChatChunk c;
+void inspect_chunk(std::string_view data, ChatChunk& c) {
   if (data == "[DONE]") {
     c.kind = ChatChunk::Kind::kDone;
-    return c;
+    return;
   }
-  if (!ChunkScanner(data).scan(c)) return parse_chunk(data);
+  if (!ChunkScanner(data).scan(c)) c = parse_chunk(data);
+}
+
+ChatChunk inspect_chunk(std::string_view data) {
+  ChatChunk c;
+  inspect_chunk(data, c);
   return c;
 }
 

@@ -87,6 +87,8 @@ struct ChatChunk {
 // returns parse_chunk(data), `json` included. Callers that need the document
 // must call parse_chunk().
 ChatChunk inspect_chunk(std::string_view data);
+// The same into `c`, a default ChatChunk (the relay's event, filled in place).
+void inspect_chunk(std::string_view data, ChatChunk& c);
 
 // The reference classification: parses `data` with nlohmann::json and fills
 // `json` (the parsed event for kChunk and kError). inspect_chunk() must agree

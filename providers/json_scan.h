@@ -66,14 +66,11 @@ class JsonScanner {
     return true;
   }
 
-  // key == lit, comparing a known number of bytes (unrolled, no memcmp call).
+  // key == lit: a memcmp of a constant length, which the compiler turns into
+  // a few word compares (no call, no loop).
   template <std::size_t N>
   static bool is(std::string_view key, const char (&lit)[N]) {
-    if (key.size() != N - 1) return false;
-    for (std::size_t i = 0; i < N - 1; ++i) {
-      if (key[i] != lit[i]) return false;
-    }
-    return true;
+    return key.size() == N - 1 && std::memcmp(key.data(), lit, N - 1) == 0;
   }
 
   // Offset of the cursor in the text.

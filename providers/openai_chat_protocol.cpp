@@ -14,7 +14,7 @@ UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev) const {
   }
   out.data = ev.data;
   // A targeted scan, not a parse: what the relay needs to know.
-  out.chunk = inspect_chunk(ev.data);
+  inspect_chunk(ev.data, out.chunk);
   switch (out.chunk.kind) {
     case ChatChunk::Kind::kDone:
       out.kind = UpstreamEvent::Kind::kDone;
