@@ -38,6 +38,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as ov  # noqa: E402  (the overhead benchmark's setup)
 
 
+def callgrind_self_costs(dump: Path) -> tuple[int, list[tuple[int, str]]]:
+    """(total instructions, [(self instructions, function)] most first) of a callgrind dump.
+
+    Self cost: the cost lines under each fn=, without the inclusive cost
+    lines that follow a calls= line (those are the callee's)."""
+    names: dict[str, str] = {}
+    self_cost: dict[str, int] = {}
+    current = ""
+    callee_line = False
+
+    def name(spec: str) -> str:
+        # "(12) name" defines id 12; "(12)" refers to it (name compression).
+        if spec.startswith("("):
+            ident, _, rest = spec[1:].partition(")")
+            if rest.strip():
+                names[ident] = rest.strip()
+            return names.get(ident, ident)
+        return spec
+
+    for line in dump.read_text(errors="replace").splitlines():
+        if line.startswith("fn="):
+            current = name(line[3:])
+        elif line.startswith("cfn="):
+            name(line[4:])
+        elif line.startswith("calls="):
+            callee_line = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            fields = line.split()
+            if callee_line:
+                callee_line = False
+            elif len(fields) >= 2 and current:
+                self_cost[current] = self_cost.get(current, 0) + int(fields[1])
+    total = sum(self_cost.values())
+    return total, sorted(((v, k) for k, v in self_cost.items()), reverse=True)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kind", choices=ov.KINDS, default="nonstream")
@@ -119,10 +155,23 @@ def main(argv: list[str]) -> int:
             dump = next(f for f in reversed(dumps) if "totals:" in f.read_text(errors="replace"))
             totals = int(next(l for l in dump.read_text(errors="replace").splitlines()
                               if l.startswith("totals:")).split()[1])
-            print(f"callgrind: {totals / max(1, requests):,.0f} instructions per request in llmgate "
-                  f"(user space; {requests} requests)", flush=True)
+            line = (f"callgrind: {totals / max(1, requests):,.0f} instructions per request in llmgate "
+                    f"(user space; {requests} requests)")
+            print(line, flush=True)
             if args.callgrind_out:
                 shutil.copy(dump, args.callgrind_out)
+            if args.out:  # the functions that execute them, by self instructions per request
+                total, fns = callgrind_self_costs(dump)
+                n = max(1, requests)
+                rows = [f"{v / n:10,.0f} {100 * v / max(1, total):5.1f}%  {f[:150]}" for v, f in fns[:60]]
+                head = [f"# callgrind self instructions per request, llmgate ({args.label or args.kind}), closed "
+                        f"loop {args.connections} connections, static nginx upstream, "
+                        f"{dt.date.today().isoformat()}, {ov.git_info()}",
+                        f"# python3 bench/overhead/profile.py --kind {args.kind} --callgrind "
+                        f"--connections {args.connections} --duration {args.duration:g}",
+                        f"# {summary}", f"# {line}"]
+                Path(args.out).write_text("\n".join(head + rows) + "\n")
+                print(f"profile: {args.out}")
         if args.perf:
             head = [f"# perf top symbols, llmgate ({args.label or args.kind}), closed loop {args.connections} "
                     f"connections, static nginx upstream, {dt.date.today().isoformat()}, {ov.git_info()}",

@@ -163,5 +163,42 @@ class Planning(unittest.TestCase):
         self.assertEqual(run.make_loads(64, [500], 256)[1].flags(), ["--rate", "500", "--connections", "256"])
 
 
+
+class CallgrindDump(unittest.TestCase):
+    def test_self_cost_leaves_out_callees_and_reads_compressed_names(self):
+        import importlib.util
+        import tempfile
+        # bench/overhead/profile.py by its path (the standard library has a `profile` too).
+        spec = importlib.util.spec_from_file_location("overhead_profile", Path(__file__).parent / "profile.py")
+        prof = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(prof)
+        dump = """# callgrind format
+events: Ir
+summary: 180
+
+ob=(1) /bin/x
+fl=(1) a.cpp
+fn=(1) parent
+10 5
++1 20
+cfn=(2) child
+calls=3 40
+12 100
+fn=(2)
+40 30
+fn=(3) other
+5 25
+fn=(1)
+*  0
+-2 0
+"""
+        with tempfile.NamedTemporaryFile("w", suffix=".out", delete=False) as f:
+            f.write(dump)
+        total, fns = prof.callgrind_self_costs(Path(f.name))
+        Path(f.name).unlink()
+        self.assertEqual(total, 80)  # 5 + 20 + 30 + 25: the call's 100 is child's, inclusive
+        self.assertEqual(fns, [(30, "child"), (25, "parent"), (25, "other")])
+
+
 if __name__ == "__main__":
     unittest.main()
