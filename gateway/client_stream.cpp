@@ -19,7 +19,7 @@ void ClientStream::set_head(http::response<http::empty_body>& res) {
   res.chunked(chunked());
   res.keep_alive(chunked() && rc_.keep_alive);
   head_.clear();
-  head_.reserve(512);
+  head_.reserve(512);  // one allocation, freed once the head is sent
   head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
   head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
   for (const auto& f : res)
@@ -53,6 +53,7 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
     bufs_.emplace_back(kCrlf.data(), kCrlf.size());
   }
   if (bufs_.empty()) co_return true;
+  const bool with_head = head_pending_;
   head_pending_ = false;
   client_.expires_after(timeout_);
   // A span, not the vector: the operation copies its buffer sequence, and
@@ -60,6 +61,8 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
   const std::span<const net::const_buffer> seq(bufs_);
   auto [ec, written] = co_await net::async_write(client_, seq, kUseTuple);
   client_.expires_never();
+  // The head is sent once: its memory goes, not at the end of the stream.
+  if (with_head) std::string().swap(head_);
   if (ec) failed_ = true;
   co_return !ec;
 }

@@ -89,7 +89,7 @@ class UpstreamAttempt {
   // connection turned out closed before any response byte (once), or the
   // upstream refused stream_options (once, without them).
   net::awaitable<std::optional<AttemptResult>> exchange(providers::Lease& lease,
-                                                        const UpstreamMessage& up, bool may_retry,
+                                                        UpstreamMessage& up, bool may_retry,
                                                         Clock::duration acquire_time);
   net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
                                         Clock::time_point ttft_deadline);
@@ -186,8 +186,7 @@ void UpstreamAttempt::measure_admission(Clock::duration acquire_time) {
 }
 
 net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
-    providers::Lease& lease, const UpstreamMessage& up, bool may_retry,
-    Clock::duration acquire_time) {
+    providers::Lease& lease, UpstreamMessage& up, bool may_retry, Clock::duration acquire_time) {
   const failover::Deadlines deadlines = ctx_.deadlines(c_);
   auto& tcp = lease->stream.tcp();
   tcp.expires_at(deadlines.write(Clock::now()));
@@ -230,6 +229,10 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
         hec.message());
     co_return AttemptResult{};
   }
+  // A head came: this request is not sent again as it is (a retry without a
+  // refused option builds it anew). Its memory goes now, not at the end of a
+  // stream that may last minutes.
+  up = UpstreamMessage{};
   AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
   if (retry_without_) co_return std::nullopt;
   co_return r;
