@@ -50,7 +50,6 @@ class ChunkScanner : public JsonScanner {
   // assembler read more than the role, the content, the finish reason, the
   // usage and the kMeta* fields.
   bool plain_ = true;
-  bool choice_object_ = false;  // a choice that is an object with a delta object
   // The views ChatChunk::plain hands out (the last "role" wins, as in nlohmann).
   std::optional<std::string_view> role_, content_, finish_;
   std::string_view usage_json_;
@@ -111,7 +110,6 @@ bool ChunkScanner::choice(int depth, ChatChunk& c) {
     return true;
   });
   if (!has_delta) plain_ = false;
-  choice_object_ = has_delta;
   return ok;
 }
 
@@ -285,8 +283,9 @@ bool ChunkScanner::scan(ChatChunk& c) {
     c.usage = u;
   }
   c.usage_only = choice_count == 0 && c.usage.has_value();
-  // One choice (an object with a delta) and no usage, or no choice.
-  if (plain_ && (choice_count == 1 ? choice_object_ && !has_usage : choice_count == 0)) {
+  // One choice and no usage, or no choice (plain_ says the choice was an
+  // object with a delta).
+  if (plain_ && (choice_count == 1 ? !has_usage : choice_count == 0)) {
     c.plain = true;
     c.plain_choice = choice_count == 1;
     c.has_role = role_.has_value();

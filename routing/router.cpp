@@ -22,10 +22,29 @@ using stages::SoftResult;
 using stages::Working;
 using std::chrono::milliseconds;
 
-std::string fmt(const char* format, double v) {
+// snprintf of one number, appended: no temporary string.
+void append_fmt(std::string& out, const char* format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+  const int n = std::snprintf(buf, sizeof buf, format, v);
+  if (n > 0) out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+}
+
+// `label`, then the number.
+void append_fmt(std::string& out, std::string_view label, const char* format, double v) {
+  out += label;
+  append_fmt(out, format, v);
+}
+
+void append_int(std::string& out, long long v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+std::string fmt(const char* format, double v) {
+  std::string out;
+  append_fmt(out, format, v);
+  return out;
 }
 
 std::string area_of(const std::string& region) { return region.substr(0, region.find('-')); }
@@ -693,29 +712,6 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
                 std::move(soft.recheck_next), request, options, rng, out);
   return out;
 }
-
-namespace {
-
-// snprintf of one number, appended: no temporary string.
-void append_fmt(std::string& out, const char* format, double v) {
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, format, v);
-  if (n > 0) out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
-}
-
-// `label`, then the number.
-void append_fmt(std::string& out, std::string_view label, const char* format, double v) {
-  out += label;
-  append_fmt(out, format, v);
-}
-
-void append_int(std::string& out, long long v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-}  // namespace
 
 // Built in place (one output string and one scratch per call, reused across
 // the candidates): a request renders this once, for its header and its log.
