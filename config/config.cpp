@@ -84,6 +84,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   const auto models = sections.optional("models");
   const auto routing = sections.optional("routing");
   const auto auth = sections.optional("auth");
+  const auto shared_state = sections.optional("shared_state");
   // Checked first: a misspelt "providers:" would otherwise surface as
   // "unknown provider" errors under models.
   sections.reject_unknown_keys();
@@ -98,6 +99,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
   config->models_declared = models.has_value();
   if (auth) config->auth = read_auth(*auth, config->models);  // after models: keys name them
+  if (shared_state) config->shared_state = read_shared_state(*shared_state, env);
   for (const auto& p : config->providers) {
     // A provider key readable by other users of the machine is a leak
     // waiting to happen (ssh refuses such keys; we warn).

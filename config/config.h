@@ -412,9 +412,37 @@ struct Auth {
   bool enabled() const { return !keys.empty(); }
 };
 
+// shared_state: replicas share key request limits, deployments'
+// max_concurrent and upstream Retry-After cooldowns through Redis (RESP2:
+// Redis, Valkey, ...). Latency statistics stay local on purpose: each replica
+// measures its own path (docs/scale-out.md).
+struct SharedState {
+  enum class OnFailure {
+    kOpen,    // decide with this replica's own limits, warn and count it
+    kClosed,  // refuse what needs the shared state: 503 (requests) / skip (slots)
+  };
+  std::string host;  // "" = not configured: every limit is this process's own
+  std::uint16_t port = 6379;
+  bool tls = false;  // rediss://
+  Tls tls_settings;
+  int db = 0;
+  std::string username;         // ACL user; "" = the default user
+  std::string password;         // resolved secret; "" = no AUTH
+  std::string password_source;  // "env:NAME" / "file:/path", for logs
+  std::string key_prefix = "llmgate";
+  OnFailure on_failure = OnFailure::kOpen;
+  Duration timeout{50};             // per Redis command: the most a request waits for it
+  Duration connect_timeout{1'000};  // TCP + TLS + AUTH
+  Duration lease_window{100};       // a key's rate earned in this long is leased at once
+  Duration slot_ttl{15'000};        // a crashed replica's max_concurrent slots free after this
+  bool enabled() const { return !host.empty(); }
+  bool operator==(const SharedState&) const = default;
+};
+
 struct Config {
   Server server;
   Auth auth;
+  SharedState shared_state;
   Timeouts timeouts;
   Routing routing;
   std::vector<Provider> providers;

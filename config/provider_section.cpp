@@ -81,10 +81,7 @@ std::string read_path(const ConfigNode& node) {
 
 // --- secrets ----------------------------------------------------------------
 
-struct ApiKey {
-  std::string value;
-  std::string source;  // for logs: "env:NAME" / "file:/path"
-};
+}  // namespace
 
 ApiKey key_from_env(const ConfigNode& node, EnvLookup env) {
   const std::string name = node.string();
@@ -116,6 +113,8 @@ ApiKey key_from_file(const ConfigNode& node) {
     node.fail("file " + quote(path) + " contains spaces or control characters inside the key");
   return ApiKey{std::string(key), "file:" + path};
 }
+
+namespace {
 
 // --- sub-sections -------------------------------------------------------------
 
@@ -149,6 +148,8 @@ std::string read_sni(const ConfigNode& node) {
   return name;
 }
 
+}  // namespace
+
 Tls read_tls(const ConfigNode& node) {
   Tls tls;
   node.read_map([&](ConfigMap& m) {
@@ -158,6 +159,8 @@ Tls read_tls(const ConfigNode& node) {
   });
   return tls;
 }
+
+namespace {
 
 // A header value: the text itself, or a secret read like api_key
 // ({env: NAME} or {file: PATH}), which is then scrubbed like the key.

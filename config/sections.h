@@ -47,6 +47,20 @@ std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider
 // A speed in tokens per second, greater than zero.
 double read_tokens_per_second(const ConfigNode& node);
 
+// A secret named by an environment variable ({api_key,password}_env) or a
+// file ({api_key,password}_file): trimmed, non-empty, no spaces or controls.
+struct ApiKey {
+  std::string value;
+  std::string source;  // for logs: "env:NAME" / "file:/path"
+};
+ApiKey key_from_env(const ConfigNode& node, EnvLookup env);
+ApiKey key_from_file(const ConfigNode& node);
+// tls: {verify, ca_file, sni}
+Tls read_tls(const ConfigNode& node);
+
+// shared_state: the Redis that replicas share limits and cooldowns through.
+SharedState read_shared_state(const ConfigNode& node, EnvLookup env);
+
 // auth: gateway keys; each key's models must be among `models`.
 Auth read_auth(const ConfigNode& node, const std::vector<Model>& models);
 

@@ -119,20 +119,35 @@ std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const
                     "rate_limit_exceeded",
                     std::max(1, s.tokens.wait_s(1))};
   }
+  if (requests_shared_) return std::nullopt;
+  return take_request(key, s);
+}
+
+ApiError KeyStore::requests_limited(const config::GatewayKey& key, int wait_s) {
+  return ApiError{429,
+                  "requests",
+                  "Rate limit reached for key \"" + key.name + "\" on requests per minute: limit " +
+                      std::to_string(static_cast<long long>(key.requests_per_minute.value_or(0))) +
+                      ".",
+                  std::nullopt,
+                  "rate_limit_exceeded",
+                  std::max(1, wait_s)};
+}
+
+std::optional<ApiError> KeyStore::take_request(const config::GatewayKey& key, State& s) {
   if (s.requests.capacity > 0) {
-    if (s.requests.level < 1) {
-      return ApiError{429,
-                      "requests",
-                      "Rate limit reached for key \"" + key.name +
-                          "\" on requests per minute: limit " +
-                          std::to_string(static_cast<long long>(s.requests.capacity)) + ".",
-                      std::nullopt,
-                      "rate_limit_exceeded",
-                      std::max(1, s.requests.wait_s(1))};
-    }
+    if (s.requests.level < 1) return requests_limited(key, s.requests.wait_s(1));
     s.requests.level -= 1;
   }
   return std::nullopt;
+}
+
+std::optional<ApiError> KeyStore::take_local_request(const config::GatewayKey& key,
+                                                     Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  State& s = state_[key.name];
+  s.requests.refill(now);
+  return take_request(key, s);
 }
 
 void KeyStore::charge_tokens(const config::GatewayKey& key, std::int64_t tokens,

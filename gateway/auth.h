@@ -45,6 +45,16 @@ class KeyStore {
   // the request bucket when allowed.
   std::optional<ApiError> authorize(const config::GatewayKey& key, const std::string& model,
                                     Clock::time_point now = Clock::now());
+  // shared_state: request rates are then enforced fleet-wide (SharedLimits)
+  // and authorize() leaves the request bucket alone; take_local_request() is
+  // the fallback when the shared state is unavailable (on_failure: open).
+  void set_requests_shared(bool shared) { requests_shared_ = shared; }
+  bool requests_shared() const { return requests_shared_; }
+  std::optional<ApiError> take_local_request(const config::GatewayKey& key,
+                                             Clock::time_point now = Clock::now());
+  // The 429 for `key` over its requests per minute, retry after `wait_s`.
+  static ApiError requests_limited(const config::GatewayKey& key, int wait_s);
+
   // Tokens a finished request of `key` used (input + output).
   void charge_tokens(const config::GatewayKey& key, std::int64_t tokens,
                      Clock::time_point now = Clock::now());
@@ -66,7 +76,10 @@ class KeyStore {
     Bucket tokens;
   };
 
+  std::optional<ApiError> take_request(const config::GatewayKey& key, State& s);  // mu_ held
+
   std::map<std::string, config::GatewayKey> keys_;  // by sha256
+  bool requests_shared_ = false;
   std::string admin_sha256_;
   mutable std::mutex mu_;
   std::map<std::string, State> state_;  // by key name; mu_

@@ -36,6 +36,7 @@
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
 #include "gateway/response_resource.h"
+#include "gateway/shared_limits.h"
 #include "gateway/upstream_attempt.h"
 #include "routing/route_override.h"
 #include "routing/router.h"
@@ -131,7 +132,8 @@ class ChatProxy {
   net::awaitable<AttemptResult> run_attempt(const routing::PlannedCandidate& pc, int branch);
   // A slot of the deployment's max_concurrent (when it has one) and room in
   // the worker's pool: false when saturated (recorded, no attempt made).
-  net::awaitable<bool> reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot);
+  net::awaitable<bool> reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot,
+                               SharedLimits::Slot& shared_slot);
   // Why a pair of candidates races.
   enum class HedgeKind {
     kBudget,    // hedging is on: at the hedge delay, if the model's hedge budget allows
@@ -355,12 +357,15 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
     rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
                           recorded.error_rate, recorded.attempts, now, pc.probe);
   }
-  if (fx.cooldown)
+  if (fx.cooldown) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
+    if (snapshot_.shared)
+      snapshot_.shared->publish_cooldown(rec.deployment, std::chrono::seconds(*rec.retry_after_s));
+  }
 }
 
-net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c,
-                                        ConcurrencyLimiter::Slot& slot) {
+net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot,
+                                        SharedLimits::Slot& shared_slot) {
   // A deployment at its max_concurrent: wait in its queue (bounded by the
   // connect timeout), or move on without contacting it — not an attempt.
   if (auto it = snapshot_.limiters.find(c.deployment->id()); it != snapshot_.limiters.end()) {
@@ -378,6 +383,30 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c,
       co_return false;
     }
     slot = std::move(got.slot);
+    // Fleet-wide: every replica's requests to the deployment count against
+    // its max_concurrent (shared_state:), waited for within the same bound.
+    if (SharedLimits* shared = snapshot_.shared.get()) {
+      SharedLimits::SlotResult s =
+          co_await shared->acquire_slot(c.deployment->id(), *c.deployment->max_concurrent,
+                                        ctx_.deadlines(c).connect(Clock::now()));
+      if (s.verdict == SharedLimits::Verdict::kUnavailable) {
+        metrics_.shared().on_shared_fallback(SharedOp::kSlotAcquire, shared->fail_open());
+      }
+      if (s.verdict == SharedLimits::Verdict::kAllowed) {
+        shared_slot = std::move(s.slot);
+      } else if (s.verdict == SharedLimits::Verdict::kLimited || !shared->fail_open()) {
+        if (LLMGATE_CANCELLED()) co_return false;
+        const bool limited = s.verdict == SharedLimits::Verdict::kLimited;
+        trace_.failures.saturated(
+            c.deployment->id(),
+            limited ? "at its max_concurrent across the gateway's replicas (shared_state), no "
+                      "slot within the connect timeout"
+                    : "its max_concurrent is shared and the shared state is unavailable "
+                      "(on_failure: closed)");
+        metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
+        co_return false;
+      }
+    }
   }
   // The same for this worker's connection pool to the provider: waiting for
   // a slot is local saturation, never an upstream failure — no attempt, no
@@ -420,7 +449,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     co_return AttemptResult{};
   }
   ConcurrencyLimiter::Slot slot;
-  if (!co_await reserve(c, slot)) co_return AttemptResult{};
+  SharedLimits::Slot shared_slot;  // released before `slot`: the local one is the wider bound
+  if (!co_await reserve(c, slot, shared_slot)) co_return AttemptResult{};
   ++trace_.attempts;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
@@ -598,6 +628,13 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   Admitted& a = std::get<Admitted>(admitted);
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
+  if (key && snapshot->shared) {
+    if (auto no = co_await admit_shared_request(snapshot->shared.get(), *snapshot->keys, *key,
+                                                snapshot->metrics->shared())) {
+      Response res = make_error_response(rc, *no);
+      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    }
+  }
   // A stored conversation continues at the provider that stored it; one
   // another gateway key stored is not this one's to continue (the provider,
   // with one account for every tenant, would allow it).

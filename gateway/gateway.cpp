@@ -31,6 +31,7 @@
 #include "gateway/headers.h"
 #include "gateway/log.h"
 #include "gateway/response_resource.h"
+#include "gateway/shared_limits.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -223,6 +224,8 @@ struct Gateway::Impl {
   std::condition_variable sessions_cv;
   std::size_t api_sessions = 0;     // sessions_mu
   std::condition_variable stop_cv;  // wakes a drain's delay when stop() is called
+  // shared_state: started once with the first config (a change needs a restart).
+  std::shared_ptr<SharedLimits> shared;
   // Last: destroying a worker destroys session frames, which use the members above.
   std::vector<std::unique_ptr<WorkerThread>> workers;
 
@@ -355,6 +358,25 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
   snap->tls = tls_contexts(*config, nullptr);
   snap->limiters = limiters(*config, nullptr);
   snap->keys = std::make_shared<KeyStore>(config->auth);
+  if (config->shared_state.enabled()) {
+    Impl* impl = impl_.get();
+    SharedLimits::Hooks hooks;
+    hooks.metrics = impl->metrics.get();
+    hooks.on_cooldown = [impl](const std::string& deployment, std::chrono::milliseconds after) {
+      impl->snapshot()->routing->health.on_retry_after(deployment, after, routing::Clock::now());
+    };
+    impl_->shared = SharedLimits::start(config->shared_state, std::move(hooks));
+    snap->keys->set_requests_shared(true);
+    log_line(
+        LogLevel::kInfo,
+        "shared state: redis " + config->shared_state.host + ":" +
+            std::to_string(config->shared_state.port) + " (prefix \"" +
+            config->shared_state.key_prefix + "\", on_failure " +
+            (config->shared_state.on_failure == config::SharedState::OnFailure::kOpen ? "open"
+                                                                                      : "closed") +
+            ")");
+  }
+  snap->shared = impl_->shared;
   snap->config = std::move(config);
   snap->generation = 1;
   impl_->current = std::move(snap);
@@ -363,6 +385,7 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
 Gateway::~Gateway() {
   stop();
   wait();
+  if (impl_->shared) impl_->shared->stop();
 }
 
 std::shared_ptr<const config::Config> Gateway::config() const { return impl_->snapshot()->config; }
@@ -555,6 +578,12 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
   snap->limiters = limiters(*cfg, old.get());
   snap->keys = std::make_shared<KeyStore>(cfg->auth, old->keys.get());
+  if (!(cfg->shared_state == old->config->shared_state)) {
+    log_line(LogLevel::kWarn,
+             "config reload: shared_state takes effect only at restart; the running one is kept");
+  }
+  snap->shared = old->shared;
+  snap->keys->set_requests_shared(snap->shared != nullptr);
   snap->config = cfg;
   snap->generation = old->generation + 1;
   {

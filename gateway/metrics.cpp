@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -153,6 +154,23 @@ struct MetricsRegistry::Impl {
       prometheus::BuildCounter(), registry, "llmgate_auth_rejections_total",
       "Requests refused by gateway-key auth, by reason (unauthenticated, admin_unauthenticated, "
       "model_not_allowed, rate_limited)");
+  Family<Gauge>& shared_up_family = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_shared_state_up",
+      "1 while the shared-state backend (Redis) is connected; absent when not configured");
+  Family<Counter>& shared_ops = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_shared_state_operations_total",
+      "Operations on the shared-state backend, by op (rate_lease, slot_acquire, slot_release, "
+      "slot_renew, publish) and result (ok, error, timeout, unavailable)");
+  Family<Histogram>& shared_latency = family<Histogram>(
+      prometheus::BuildHistogram(), registry, "llmgate_shared_state_latency_seconds",
+      "Round trip of answered shared-state operations, by op");
+  Family<Counter>& shared_fallbacks = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_shared_state_fallbacks_total",
+      "Decisions taken without the shared-state backend, by op and mode (open: this replica's "
+      "own limits; closed: refused)");
+  Family<Counter>& shared_events = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_shared_state_events_applied_total",
+      "Cooldowns published by other replicas and applied here");
   Family<Gauge>& draining_family =
       family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_draining",
                     "1 while the gateway drains for shutdown");
@@ -195,6 +213,15 @@ struct MetricsRegistry::Impl {
   Counter& cost_total = cost.Add({});
   std::array<Histogram*, 2> overhead_by{};
   std::array<Counter*, kAuthRejections.size()> auth_by{};  // by AuthRejection
+  struct SharedSeries {
+    Gauge* up = nullptr;
+    std::array<std::array<Counter*, kSharedResults>, kSharedOps> ops{};
+    std::array<Histogram*, kSharedOps> latency{};
+    std::array<std::array<Counter*, 2>, kSharedOps> fallbacks{};  // [op][open]
+    Counter* events = nullptr;
+  };
+  std::atomic<SharedSeries*> shared_series{nullptr};
+  std::unique_ptr<SharedSeries> shared_storage;
   std::array<Counter*, 3> reloads_by = {
       &reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
       &reloads.Add({{"result", to_string(ReloadResult::kFailure)}}),
@@ -337,6 +364,79 @@ void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
   impl_->reloads_by[static_cast<std::size_t>(result)]->Increment();
   impl_->reload_ok.Add({}).Set(ok ? 1 : 0);
   if (ok) impl_->reload_time.Add({}).Set(unix_seconds);
+}
+
+const char* to_string(SharedOp op) {
+  switch (op) {
+    case SharedOp::kRateLease:
+      return "rate_lease";
+    case SharedOp::kSlotAcquire:
+      return "slot_acquire";
+    case SharedOp::kSlotRelease:
+      return "slot_release";
+    case SharedOp::kSlotRenew:
+      return "slot_renew";
+    case SharedOp::kPublish:
+      return "publish";
+  }
+  return "unknown";
+}
+
+const char* to_string(SharedResult r) {
+  switch (r) {
+    case SharedResult::kOk:
+      return "ok";
+    case SharedResult::kError:
+      return "error";
+    case SharedResult::kTimeout:
+      return "timeout";
+    case SharedResult::kUnavailable:
+      return "unavailable";
+  }
+  return "unknown";
+}
+
+void MetricsRegistry::enable_shared_state() {
+  if (impl_->shared_series.load()) return;
+  static const Histogram::BucketBoundaries kSharedBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
+  auto s = std::make_unique<Impl::SharedSeries>();
+  s->up = &impl_->shared_up_family.Add({});
+  for (std::size_t o = 0; o < kSharedOps; ++o) {
+    const char* op = to_string(static_cast<SharedOp>(o));
+    for (std::size_t r = 0; r < kSharedResults; ++r) {
+      s->ops[o][r] =
+          &impl_->shared_ops.Add({{"op", op}, {"result", to_string(static_cast<SharedResult>(r))}});
+    }
+    s->latency[o] = &impl_->shared_latency.Add({{"op", op}}, kSharedBuckets);
+    s->fallbacks[o][0] = &impl_->shared_fallbacks.Add({{"op", op}, {"mode", "closed"}});
+    s->fallbacks[o][1] = &impl_->shared_fallbacks.Add({{"op", op}, {"mode", "open"}});
+  }
+  s->events = &impl_->shared_events.Add({});
+  impl_->shared_storage = std::move(s);
+  impl_->shared_series.store(impl_->shared_storage.get());
+}
+
+void MetricsRegistry::set_shared_up(bool up) {
+  if (auto* s = impl_->shared_series.load()) s->up->Set(up ? 1 : 0);
+}
+
+void MetricsRegistry::on_shared_op(SharedOp op, SharedResult result, double seconds) {
+  auto* s = impl_->shared_series.load();
+  if (!s) return;
+  const auto o = static_cast<std::size_t>(op);
+  s->ops[o][static_cast<std::size_t>(result)]->Increment();
+  if (result == SharedResult::kOk || result == SharedResult::kError)
+    s->latency[o]->Observe(seconds);
+}
+
+void MetricsRegistry::on_shared_fallback(SharedOp op, bool open) {
+  if (auto* s = impl_->shared_series.load())
+    s->fallbacks[static_cast<std::size_t>(op)][open ? 1 : 0]->Increment();
+}
+
+void MetricsRegistry::on_shared_event_applied() {
+  if (auto* s = impl_->shared_series.load()) s->events->Increment();
 }
 
 void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }

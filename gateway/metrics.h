@@ -40,6 +40,20 @@ enum class ReloadResult {
 };
 const char* to_string(ReloadResult r);
 
+// The shared-state backend's operations (llmgate_shared_state_operations_total{op}).
+enum class SharedOp {
+  kRateLease,    // a key's request tokens leased from the shared bucket
+  kSlotAcquire,  // a deployment's max_concurrent slot taken
+  kSlotRelease,
+  kSlotRenew,  // held slots' expiry pushed back
+  kPublish,    // a cooldown told to the other replicas
+};
+inline constexpr std::size_t kSharedOps = 5;
+const char* to_string(SharedOp op);
+enum class SharedResult { kOk, kError, kTimeout, kUnavailable };
+inline constexpr std::size_t kSharedResults = 4;
+const char* to_string(SharedResult r);
+
 class MetricsRegistry {
  public:
   MetricsRegistry();
@@ -57,6 +71,15 @@ class MetricsRegistry {
   void on_reload(ReloadResult result, double unix_seconds);
   void set_draining(bool draining);
   void on_auth_rejected(AuthRejection reason);
+
+  // shared_state: (gateway/shared_limits.h). The series exist once
+  // enable_shared_state() is called (when it is configured).
+  void enable_shared_state();
+  void set_shared_up(bool up);
+  void on_shared_op(SharedOp op, SharedResult result, double seconds);
+  // A decision taken without the backend: `open` = by this replica's own limits.
+  void on_shared_fallback(SharedOp op, bool open);
+  void on_shared_event_applied();  // another replica's cooldown, applied here
 
   // The text exposition format, with the router gauges refreshed first for
   // the deployments of `cfg` (gauges of deployments no longer configured are

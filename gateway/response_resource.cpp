@@ -19,6 +19,7 @@
 #include "gateway/headers.h"
 #include "gateway/log.h"
 #include "gateway/relay_state.h"
+#include "gateway/shared_limits.h"
 #include "gateway/upstream_attempt.h"
 
 namespace llmgate::gateway {
@@ -185,6 +186,13 @@ net::awaitable<bool> ResourceExchange::run() {
     if (auto denied = snap_->keys->authorize(*key_, owner->model)) {
       error_ = *denied;
       co_return co_await refuse();
+    }
+    if (snap_->shared) {
+      if (auto denied = co_await admit_shared_request(snap_->shared.get(), *snap_->keys, *key_,
+                                                      snap_->metrics->shared())) {
+        error_ = *denied;
+        co_return co_await refuse();
+      }
     }
   }
   const config::Provider* p = cfg_.find_provider(owner->provider);

@@ -22,6 +22,8 @@
 
 namespace llmgate::gateway {
 
+class SharedLimits;
+
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
@@ -39,6 +41,8 @@ struct Snapshot {
   // Deployments with max_concurrent, by id. Carried over by reloads, so the
   // limit holds across requests of old and new snapshots alike.
   std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters;
+  // shared_state: (nullptr when not configured); the same object in every snapshot.
+  std::shared_ptr<SharedLimits> shared;
   std::uint64_t generation = 0;  // 1 at start-up, +1 per successful reload
 };
 

@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
-             fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path)
+             fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path fuzz_resp)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -35,6 +35,7 @@ declare -A MAX_LEN=(
   [fuzz_anthropic_stream]=8192
   [fuzz_gemini_stream]=8192
   [fuzz_response_path]=1024
+  [fuzz_resp]=4096
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
 # it as a timeout finding: every target handles an input in milliseconds, so
@@ -50,6 +51,7 @@ declare -A TIMEOUT=(
   [fuzz_anthropic_stream]=10
   [fuzz_gemini_stream]=10
   [fuzz_response_path]=10
+  [fuzz_resp]=10
 )
 
 seconds=60

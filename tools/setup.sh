@@ -17,6 +17,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev
   nodejs npm curl ca-certificates openssl
   prometheus  # promtool: the suite checks /metrics with it
+  redis-server  # shared_state: the scale-out test runs three gateways on a real Redis
   python3 python3-yaml  # the benchmark runners' unit tests (bench/*/test_*.py)
 )
 # LLMGATE_DEPS=all (default): build and test. LLMGATE_DEPS=build: the binaries

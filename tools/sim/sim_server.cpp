@@ -73,10 +73,15 @@ struct Shard {
 };
 
 // Decrements in_flight on every path out of a request, including the
-// destruction of a suspended coroutine at shutdown.
+// destruction of a suspended coroutine at shutdown; keeps the peak.
 class InFlight {
  public:
-  explicit InFlight(std::atomic<std::uint64_t>& n) : n_(n) { n_.fetch_add(1); }
+  InFlight(std::atomic<std::uint64_t>& n, std::atomic<std::uint64_t>& peak) : n_(n) {
+    const std::uint64_t now = n_.fetch_add(1) + 1;
+    std::uint64_t was = peak.load();
+    while (was < now && !peak.compare_exchange_weak(was, now)) {
+    }
+  }
   ~InFlight() { n_.fetch_sub(1); }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
@@ -368,6 +373,7 @@ struct SimServer::Impl {
     s.streams_completed = streams_completed.load();
     s.streams_aborted = streams_aborted.load();
     s.in_flight = in_flight.load();
+    s.max_in_flight = max_in_flight.load();
     s.errors_injected = errors_injected.load();
     s.streams_cut = streams_cut.load();
     s.streams_errored = streams_errored.load();
@@ -471,6 +477,7 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> streams_cut{0};
   std::atomic<std::uint64_t> streams_errored{0};
   std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<std::uint64_t> max_in_flight{0};
   std::atomic<std::uint64_t> errors_injected{0};
   std::atomic<std::uint64_t> connections_accepted{0};
   std::atomic<std::uint64_t> next_id{0};
@@ -782,7 +789,7 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
   ex.version = req.version();
   ex.keep_alive = req.keep_alive();
 
-  InFlight guard(in_flight);
+  InFlight guard(in_flight, max_in_flight);
   if (ex.plan.inject_error) {
     errors_injected.fetch_add(1);
     const ApiError e =
@@ -1182,6 +1189,7 @@ Response SimServer::Impl::handle_admin(const Request& req, std::string_view path
                                {"streams_cut", s.streams_cut},
                                {"streams_errored", s.streams_errored},
                                {"in_flight", s.in_flight},
+                               {"max_in_flight", s.max_in_flight},
                                {"errors_injected", s.errors_injected},
                                {"connections_accepted", s.connections_accepted}}));
   }

@@ -51,6 +51,7 @@ struct SimStats {
   std::uint64_t streams_completed = 0;  // responses written to the end
   std::uint64_t streams_aborted = 0;    // client went away before the end
   std::uint64_t in_flight = 0;
+  std::uint64_t max_in_flight = 0;  // the most in flight at once since start
   std::uint64_t errors_injected = 0;
   std::uint64_t streams_cut = 0;           // closed mid-event by cut_after_tokens
   std::uint64_t streams_errored = 0;       // ended by error_after_tokens' in-band error

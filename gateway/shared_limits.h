@@ -1,0 +1,118 @@
+// State that llmgate replicas share through Redis (config shared_state:):
+//
+//  - per-key request rates: a token bucket per key lives in Redis (a Lua
+//    script, on Redis's clock); each replica leases the tokens the key earns
+//    in `lease_window` at a time and spends them locally, so Redis is on a
+//    request's path only when its lease runs out. Tokens a replica holds
+//    unspent may let the fleet exceed a minute's allowance by at most
+//    replicas x lease size (lease = max(1, rate x lease_window)).
+//  - max_concurrent per deployment: a slot is a member of a Redis sorted set
+//    scored by its expiry, taken by a script that first drops expired ones,
+//    renewed every slot_ttl/3 while held and removed when released; a replica
+//    that dies leaks its slots for at most slot_ttl.
+//  - Retry-After cooldowns: one replica's upstream 429/503 + Retry-After is
+//    published on a channel and applied by every replica's health tracker.
+//
+// When Redis is down, paused or slow (no reply within `timeout`), each
+// decision falls back per `on_failure`: open = this replica's own limits (a
+// metric and a warning say so), closed = refuse (503 / skip the deployment).
+// A hung Redis costs a request at most one `timeout`: the connection is then
+// dropped and remade, and decisions fail fast until it is back.
+//
+// Latency statistics are deliberately not shared: each replica routes on its
+// own measurements of its own network path.
+//
+// Includes Asio: include only from gateway .cpp files.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "gateway/api_error.h"
+#include "gateway/auth.h"
+#include "gateway/metrics.h"
+
+namespace llmgate::gateway {
+
+class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Hooks {
+    MetricsRegistry* metrics = nullptr;
+    // A cooldown another replica saw (called on the shared-state thread).
+    std::function<void(const std::string& deployment, std::chrono::milliseconds after)> on_cooldown;
+  };
+  // Starts the shared-state thread and connects in the background.
+  static std::shared_ptr<SharedLimits> start(const config::SharedState& cfg, Hooks hooks);
+  ~SharedLimits();
+  void stop();  // joins the thread; pending operations fail
+
+  bool up() const;
+  bool fail_open() const { return cfg_.on_failure == config::SharedState::OnFailure::kOpen; }
+  const config::SharedState& config() const { return cfg_; }
+
+  enum class Verdict { kAllowed, kLimited, kUnavailable };
+
+  // One request of `key` against its shared bucket of `per_minute` requests
+  // (a minute's allowance is the burst, as for local limits).
+  struct RateDecision {
+    Verdict verdict = Verdict::kUnavailable;
+    int retry_after_s = 0;  // kLimited
+  };
+  boost::asio::awaitable<RateDecision> take_request(const std::string& key, double per_minute);
+
+  // A fleet-wide max_concurrent slot of `deployment`, waiting for one until
+  // `deadline`. Releasing (destroying) the slot frees it.
+  class Slot {
+   public:
+    Slot() = default;
+    Slot(std::shared_ptr<SharedLimits> owner, std::string deployment, std::string id);
+    Slot(Slot&&) = default;
+    Slot& operator=(Slot&& o) noexcept;
+    ~Slot() { release(); }
+    explicit operator bool() const { return owner_ != nullptr; }
+
+   private:
+    void release();
+    std::shared_ptr<SharedLimits> owner_;
+    std::string deployment_;
+    std::string id_;
+  };
+  struct SlotResult {
+    Verdict verdict = Verdict::kUnavailable;
+    Slot slot;
+  };
+  boost::asio::awaitable<SlotResult> acquire_slot(const std::string& deployment, unsigned limit,
+                                                  Clock::time_point deadline);
+  unsigned slots_held() const;
+
+  // Tells the other replicas of an upstream Retry-After on `deployment`.
+  void publish_cooldown(const std::string& deployment, std::chrono::milliseconds after);
+
+  struct Impl;
+
+ private:
+  SharedLimits(const config::SharedState& cfg, Hooks hooks);
+  config::SharedState cfg_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A request of `key` against its fleet-wide request rate, when `shared` is
+// set and the key has one: nullopt = go on; else the refusal (429 over the
+// rate; when the shared state is unavailable, this replica's own bucket
+// decides under on_failure: open, and a 503 under closed).
+boost::asio::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits* shared,
+                                                                     KeyStore& keys,
+                                                                     const config::GatewayKey& key,
+                                                                     MetricsRegistry& metrics);
+
+// The 503 a request gets when what it needs from the shared state cannot be
+// had (on_failure: closed).
+ApiError shared_state_unavailable();
+
+}  // namespace llmgate::gateway

@@ -1,0 +1,277 @@
+// Scale-out through Redis (shared_state:), with a real redis-server and three
+// llmgate processes in front of llmgate-sim:
+//   - a key limited to 60 requests/minute gets about 60 successes across the
+//     three replicas, not 180;
+//   - a deployment with max_concurrent: 4 never has more than 4 streams open
+//     at the upstream (the sim's max_in_flight), whichever replica sent them;
+//   - one replica's upstream 429 + Retry-After keeps the others off that
+//     deployment;
+//   - faults: Redis paused with SIGSTOP (requests wait at most about the
+//     configured timeout, a stream in flight does not stall), killed
+//     (on_failure: open serves on local limits; closed refuses with a clean
+//     503), restarted (connections, leases and limits recover).
+// Run by run.sh (through ctest); needs redis-server (tools/setup.sh installs it).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually, freePort, which } from "../support/node_support.mjs";
+
+const BIN = process.env.LLMGATE_BIN_DIR;
+assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
+const REDIS = which("redis-server");
+assert.ok(REDIS, "redis-server is not installed (tools/setup.sh installs it)");
+const dir = mkdtempSync(join(tmpdir(), "llmgate-scale-"));
+const children = [];
+const TEAM_KEY = "sk-team-key-0001";
+const OPEN_KEY = "sk-open-key-0002";
+const sha = (k) => createHash("sha256").update(k).digest("hex");
+const TIMEOUT_MS = 100;  // shared_state.timeout
+
+function spawnLogged(cmd, args) {
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+  child.out = "";
+  child.stdout.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
+  child.stderr.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
+  child.exited = new Promise((resolve) => child.on("exit", () => resolve()));
+  children.push(child);
+  return child;
+}
+
+async function startSim(name, models) {
+  const portFile = join(dir, `${name}.port`);
+  const args = ["--listen", "127.0.0.1:0", "--port-file", portFile];
+  for (const [m, p] of Object.entries(models)) args.push("--model", `${m}=${JSON.stringify(p)}`);
+  spawnLogged(join(BIN, "llmgate-sim"), args);
+  return Number(await eventually(() => existsSync(portFile) && readFileSync(portFile, "utf8").trim(), name));
+}
+
+let redisPort;
+let redis;
+async function startRedis() {
+  redis = spawnLogged(REDIS, ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "",
+    "--appendonly", "no", "--daemonize", "no"]);
+  await eventually(() => redis.out.includes("Ready to accept connections"), "redis-server");
+}
+
+let simPort, capPort, rlPort;
+const gateways = [];
+
+function config(apiPort, onFailure) {
+  return `
+server:
+  listeners: [{address: 127.0.0.1, port: ${apiPort}}]
+  workers: 2
+shared_state:
+  url: redis://127.0.0.1:${redisPort}
+  key_prefix: e2e
+  on_failure: ${onFailure}
+  timeout: ${TIMEOUT_MS}ms
+  connect_timeout: 300ms
+timeouts: {connect: 30s}
+routing: {exploration: 0, defaults: {policy: ordered}}
+providers:
+  - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1"}
+  - {name: capsim, base_url: "http://127.0.0.1:${capPort}/v1"}
+  - {name: rlsim, base_url: "http://127.0.0.1:${rlPort}/v1"}
+models:
+  - {name: quick, deployments: [{provider: sim, model: quick}]}
+  - {name: capped, deployments: [{provider: capsim, model: slow, max_concurrent: 4, max_queue: 64}]}
+  - name: limited
+    deployments: [{provider: rlsim, model: busy}, {provider: sim, model: quick}]
+auth:
+  keys:
+    - {name: team, sha256: ${sha(TEAM_KEY)}, requests_per_minute: 60}
+    - {name: open, sha256: ${sha(OPEN_KEY)}, explain: true}
+`;
+}
+
+async function startGateway(name, onFailure = "open") {
+  const api = await freePort();
+  const cfg = join(dir, `${name}.yaml`);
+  writeFileSync(cfg, config(api, onFailure));
+  const portFile = join(dir, `${name}.port`);
+  const child = spawnLogged(join(BIN, "llmgate"), ["--config", cfg, "--port-file", portFile]);
+  await eventually(() => existsSync(portFile), name);
+  const g = { name, child, url: `http://127.0.0.1:${api}` };
+  await eventually(async () => (await metric(g, "llmgate_shared_state_up")) === 1, `${name} connected to redis`);
+  return g;
+}
+
+async function chat(g, key, model, { stream = false } = {}) {
+  const started = Date.now();
+  const res = await fetch(`${g.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hi" }] }),
+  });
+  const text = await res.text();
+  return { status: res.status, text, headers: res.headers, ms: Date.now() - started };
+}
+
+async function metricsText(g) {
+  return (await fetch(`${g.url}/metrics`)).text();
+}
+// The sum of a metric's series whose labels include every `match` pair.
+async function metric(g, name, match = {}) {
+  const text = await metricsText(g);
+  let sum = null;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name)) continue;
+    const m = line.match(/^([a-z_]+)(\{[^}]*\})? (\S+)$/);
+    if (!m || m[1] !== name) continue;
+    const labels = m[2] || "";
+    if (Object.entries(match).every(([k, v]) => labels.includes(`${k}="${v}"`))) sum = (sum ?? 0) + Number(m[3]);
+  }
+  return sum;
+}
+
+async function simStats(port) {
+  return (await fetch(`http://127.0.0.1:${port}/admin/stats`)).json();
+}
+
+before(async () => {
+  redisPort = await freePort();
+  await startRedis();
+  simPort = await startSim("sim", { quick: { ttft_ms: 1, tps: 5000, output_tokens: 3 } });
+  capPort = await startSim("capsim", { slow: { ttft_ms: 10, tps: 50, output_tokens: 20 } });
+  rlPort = await startSim("rlsim", { busy: { error_rate: 1, error_status: 429, retry_after_s: 30 } });
+  for (const name of ["a", "b", "c"]) gateways.push(await startGateway(name));
+});
+
+after(() => {
+  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("a key's 60 requests/minute hold across three replicas, not 60 each", async () => {
+  const results = [];
+  // 150 requests, 10 at a time, round-robin over the replicas: well within a
+  // few seconds, so the bucket refills by a few tokens at most.
+  let next = 0;
+  const worker = async () => {
+    while (next < 150) {
+      const i = next++;
+      results.push(await chat(gateways[i % 3], TEAM_KEY, "quick"));
+    }
+  };
+  await Promise.all(Array.from({ length: 10 }, worker));
+  const ok = results.filter((r) => r.status === 200).length;
+  const limited = results.filter((r) => r.status === 429);
+  assert.equal(ok + limited.length, 150, "every answer is a 200 or a 429");
+  // The documented bound: the burst (60) + what refills meanwhile + at most
+  // one lease per replica (1 token at 1/s and lease_window 100ms).
+  assert.ok(ok >= 57 && ok <= 72, `expected about 60 successes in total, got ${ok}`);
+  const body = JSON.parse(limited[0].text);
+  assert.equal(body.error.code, "rate_limit_exceeded");
+  assert.ok(Number(limited[0].headers.get("retry-after")) >= 1);
+  // Every replica took part in both outcomes.
+  for (let g = 0; g < 3; ++g) {
+    const mine = results.filter((_, i) => i % 3 === g);
+    assert.ok(mine.some((r) => r.status === 200), `replica ${g} served some`);
+  }
+});
+
+test("max_concurrent: 4 holds across three replicas", async () => {
+  const started = await simStats(capPort);
+  assert.equal(started.max_in_flight, 0);
+  const all = [];
+  for (let i = 0; i < 24; ++i) all.push(chat(gateways[i % 3], OPEN_KEY, "capped", { stream: true }));
+  const results = await Promise.all(all);
+  for (const r of results) {
+    assert.equal(r.status, 200, r.text.slice(0, 300));
+    assert.ok(r.text.includes("data: [DONE]"), "every stream ran to its end");
+  }
+  const s = await simStats(capPort);
+  assert.equal(s.requests, 24);
+  assert.ok(s.max_in_flight <= 4, `at most 4 streams open at the upstream, saw ${s.max_in_flight}`);
+  assert.equal(s.max_in_flight, 4, "and the limit was used");
+  // Every slot was given back.
+  await eventually(async () => {
+    let held = 0;
+    for (const g of gateways) held += await metric(g, "llmgate_shared_state_operations_total", { op: "slot_release", result: "ok" });
+    return held === 24;
+  }, "24 slot releases");
+});
+
+test("one replica's 429 + Retry-After cools the deployment on every replica", async () => {
+  const [a, b, c] = gateways;
+  const r = await chat(a, OPEN_KEY, "limited");
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.headers.get("x-llmgate-deployment"), "sim/quick", "failed over from the 429");
+  assert.equal((await simStats(rlPort)).requests, 1);
+  for (const g of [b, c]) {
+    await eventually(async () => (await metric(g, "llmgate_shared_state_events_applied_total")) >= 1, `${g.name} heard the cooldown`);
+  }
+  for (const g of [b, c, b, c]) {
+    const x = await chat(g, OPEN_KEY, "limited");
+    assert.equal(x.status, 200);
+    assert.equal(x.headers.get("x-llmgate-deployment"), "sim/quick");
+    assert.equal(x.headers.get("x-llmgate-attempts"), "1", "the cooled deployment was not tried");
+  }
+  assert.equal((await simStats(rlPort)).requests, 1, "no other replica tried the 429ing deployment");
+});
+
+test("Redis paused (SIGSTOP): requests wait at most about the timeout; a stream in flight does not stall", async () => {
+  const g = gateways[0];
+  const stream = chat(g, OPEN_KEY, "capped", { stream: true });  // holds a shared slot
+  await eventually(async () => (await simStats(capPort)).in_flight === 1, "the stream is upstream");
+  process.kill(redis.pid, "SIGSTOP");
+  try {
+    const timed = [];
+    for (let i = 0; i < 6; ++i) timed.push(await chat(gateways[i % 3], TEAM_KEY, "quick"));
+    for (const t of timed) {
+      assert.ok(t.status === 200 || t.status === 429, `served on local limits (${t.status}: ${t.text.slice(0, 200)})`);
+      // One timeout at most, plus a generous allowance for a loaded CI machine.
+      assert.ok(t.ms < TIMEOUT_MS + 1500, `request took ${t.ms} ms with Redis paused`);
+    }
+    const s = await stream;
+    assert.equal(s.status, 200);
+    assert.ok(s.text.includes("data: [DONE]"), "the stream in flight finished");
+    let fallbacks = 0;
+    for (const x of gateways) fallbacks += await metric(x, "llmgate_shared_state_fallbacks_total", { mode: "open" });
+    assert.ok(fallbacks >= 1, "fail-open decisions are counted");
+  } finally {
+    process.kill(redis.pid, "SIGCONT");
+  }
+  for (const x of gateways) await eventually(async () => (await metric(x, "llmgate_shared_state_up")) === 1, `${x.name} reconnected`);
+});
+
+test("Redis killed: fail-open serves on local limits, fail-closed refuses cleanly; restarted, limits recover", async () => {
+  const closed = await startGateway("closed", "closed");
+  redis.kill("SIGKILL");
+  await redis.exited;
+  for (const g of [...gateways, closed]) {
+    await eventually(async () => (await metric(g, "llmgate_shared_state_up")) === 0, `${g.name} saw Redis go`);
+  }
+  // Open: the key's own per-replica bucket decides (this replica's first
+  // requests under it, so they pass).
+  for (let i = 0; i < 3; ++i) {
+    const r = await chat(gateways[i], TEAM_KEY, "quick");
+    assert.equal(r.status, 200, r.text);
+  }
+  // Closed: what needs the shared state gets an OpenAI-shaped 503; what does
+  // not (a key without a rate) is served.
+  const refused = await chat(closed, TEAM_KEY, "quick");
+  assert.equal(refused.status, 503);
+  const err = JSON.parse(refused.text).error;
+  assert.equal(err.code, "shared_state_unavailable");
+  assert.equal(typeof err.message, "string");
+  assert.equal((await chat(closed, OPEN_KEY, "quick")).status, 200);
+  const cappedClosed = await chat(closed, OPEN_KEY, "capped");
+  assert.equal(cappedClosed.status, 503, "a shared max_concurrent cannot be honoured: refused");
+
+  // Restarted (empty: no persistence): every replica reconnects and the
+  // shared limit holds again.
+  await startRedis();
+  for (const g of [...gateways, closed]) {
+    await eventually(async () => (await metric(g, "llmgate_shared_state_up")) === 1, `${g.name} reconnected`, 20000);
+  }
+  let ok = 0;
+  const all = [...gateways, closed];
+  for (let i = 0; i < 100; ++i) if ((await chat(all[i % 4], TEAM_KEY, "quick")).status === 200) ++ok;
+  assert.ok(ok >= 57 && ok <= 75, `about 60 again across four replicas after the restart, got ${ok}`);
+});
