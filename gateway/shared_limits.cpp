@@ -264,6 +264,8 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
     if (m) m->set_shared_up(up);
     if (up) {
       log_line(LogLevel::kInfo, "shared state: connected to " + where);
+    } else if (why == "stopped") {
+      log_line(LogLevel::kInfo, "shared state: disconnected from " + where + " (stopping)");
     } else {
       log_line(LogLevel::kWarn,
                "shared state: " + where + " unavailable (" + why + "); " +
@@ -279,9 +281,9 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
       [where](bool up, const std::string& why) {
         if (up) {
           log_line(LogLevel::kInfo, "shared state: subscribed to cooldowns at " + where);
-        } else {
-          log_line(LogLevel::kWarn,
-                   "shared state: cooldown subscription to " + where + " lost (" + why + ")");
+        } else if (why != "stopped") {
+          log_line(LogLevel::kWarn, "shared state: no cooldown subscription at " + where + " (" +
+                                        why + "); other replicas' cooldowns are not heard");
         }
       },
       [ip](const std::string&, const std::string& message) {
