@@ -81,8 +81,6 @@ std::string read_path(const ConfigNode& node) {
 
 // --- secrets ----------------------------------------------------------------
 
-}  // namespace
-
 ApiKey key_from_env(const ConfigNode& node, EnvLookup env) {
   const std::string name = node.string();
   // Not echoed: a value that is not a variable name may be a pasted key.
@@ -112,6 +110,18 @@ ApiKey key_from_file(const ConfigNode& node) {
   if (!is_header_safe_key(key))
     node.fail("file " + quote(path) + " contains spaces or control characters inside the key");
   return ApiKey{std::string(key), "file:" + path};
+}
+
+}  // namespace
+
+std::optional<ApiKey> read_secret(ConfigMap& m, const ConfigNode& node, const std::string& name,
+                                  EnvLookup env) {
+  const auto from_env = m.optional(name + "_env");
+  const auto from_file = m.optional(name + "_file");
+  if (from_env && from_file) node.fail("set at most one of " + name + "_env and " + name + "_file");
+  if (from_env) return key_from_env(*from_env, env);
+  if (from_file) return key_from_file(*from_file);
+  return std::nullopt;
 }
 
 namespace {
@@ -290,13 +300,9 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
     }
     provider.base_url = read_url(m.required("base_url"));
 
-    const auto env_key = m.optional("api_key_env");
-    const auto file_key = m.optional("api_key_file");
-    if (env_key && file_key) node.fail("set at most one of api_key_env and api_key_file");
-    if (env_key || file_key) {
-      ApiKey key = env_key ? key_from_env(*env_key, env) : key_from_file(*file_key);
-      provider.api_key = std::move(key.value);
-      provider.api_key_source = std::move(key.source);
+    if (auto key = read_secret(m, node, "api_key", env)) {
+      provider.api_key = std::move(key->value);
+      provider.api_key_source = std::move(key->source);
     }
 
     m.read("region", provider.region, read_label_value);

@@ -5,6 +5,7 @@
 // limits live next to the reader that enforces them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,10 @@ struct ApiKey {
   std::string value;
   std::string source;  // for logs: "env:NAME" / "file:/path"
 };
-ApiKey key_from_env(const ConfigNode& node, EnvLookup env);
-ApiKey key_from_file(const ConfigNode& node);
+// The secret under `<name>_env` or `<name>_file` of `m` (the map `node`), if
+// either is set; both is an error.
+std::optional<ApiKey> read_secret(ConfigMap& m, const ConfigNode& node, const std::string& name,
+                                  EnvLookup env);
 // tls: {verify, ca_file, sni}
 Tls read_tls(const ConfigNode& node);
 

@@ -104,13 +104,9 @@ SharedState read_shared_state(const ConfigNode& node, EnvLookup env) {
   node.read_map([&](ConfigMap& m) {
     read_url(m.required("url"), s);
     m.read("username", s.username, &ConfigNode::string);
-    const auto env_pw = m.optional("password_env");
-    const auto file_pw = m.optional("password_file");
-    if (env_pw && file_pw) node.fail("set at most one of password_env and password_file");
-    if (env_pw || file_pw) {
-      ApiKey pw = env_pw ? key_from_env(*env_pw, env) : key_from_file(*file_pw);
-      s.password = std::move(pw.value);
-      s.password_source = std::move(pw.source);
+    if (auto pw = read_secret(m, node, "password", env)) {
+      s.password = std::move(pw->value);
+      s.password_source = std::move(pw->source);
     }
     if (auto tls = m.optional("tls")) {
       if (!s.tls) tls->fail("url is redis://; tls settings need rediss://");

@@ -49,7 +49,6 @@ class KeyStore {
   // and authorize() leaves the request bucket alone; take_local_request() is
   // the fallback when the shared state is unavailable (on_failure: open).
   void set_requests_shared(bool shared) { requests_shared_ = shared; }
-  bool requests_shared() const { return requests_shared_; }
   std::optional<ApiError> take_local_request(const config::GatewayKey& key,
                                              Clock::time_point now = Clock::now());
   // The 429 for `key` over its requests per minute, retry after `wait_s`.

@@ -389,22 +389,26 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
       SharedLimits::SlotResult s =
           co_await shared->acquire_slot(c.deployment->id(), *c.deployment->max_concurrent,
                                         ctx_.deadlines(c).connect(Clock::now()));
-      if (s.verdict == SharedLimits::Verdict::kUnavailable) {
-        metrics_.shared().on_shared_fallback(SharedOp::kSlotAcquire, shared->fail_open());
-      }
-      if (s.verdict == SharedLimits::Verdict::kAllowed) {
-        shared_slot = std::move(s.slot);
-      } else if (s.verdict == SharedLimits::Verdict::kLimited || !shared->fail_open()) {
-        if (LLMGATE_CANCELLED()) co_return false;
-        const bool limited = s.verdict == SharedLimits::Verdict::kLimited;
-        trace_.failures.saturated(
-            c.deployment->id(),
-            limited ? "at its max_concurrent across the gateway's replicas (shared_state), no "
-                      "slot within the connect timeout"
-                    : "its max_concurrent is shared and the shared state is unavailable "
-                      "(on_failure: closed)");
-        metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
-        co_return false;
+      switch (s.verdict) {
+        case SharedLimits::Verdict::kAllowed:
+          shared_slot = std::move(s.slot);
+          break;
+        case SharedLimits::Verdict::kUnavailable:
+          metrics_.shared().on_shared_fallback(SharedOp::kSlotAcquire, shared->fail_open());
+          if (shared->fail_open()) break;
+          if (LLMGATE_CANCELLED()) co_return false;
+          trace_.failures.saturated(c.deployment->id(),
+                                    "its max_concurrent is shared and the shared state is "
+                                    "unavailable (on_failure: closed)");
+          metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
+          co_return false;
+        case SharedLimits::Verdict::kLimited:
+          if (LLMGATE_CANCELLED()) co_return false;
+          trace_.failures.saturated(c.deployment->id(),
+                                    "at its max_concurrent across the gateway's replicas "
+                                    "(shared_state), no slot within the connect timeout");
+          metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
+          co_return false;
       }
     }
   }
@@ -629,7 +633,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   const config::Model* model = a.model;
   const config::GatewayKey* key = a.key;
   if (key && snapshot->shared) {
-    if (auto no = co_await admit_shared_request(snapshot->shared.get(), *snapshot->keys, *key,
+    if (auto no = co_await admit_shared_request(*snapshot->shared, *snapshot->keys, *key,
                                                 snapshot->metrics->shared())) {
       Response res = make_error_response(rc, *no);
       co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;

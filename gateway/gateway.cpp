@@ -32,6 +32,7 @@
 #include "gateway/log.h"
 #include "gateway/response_resource.h"
 #include "gateway/shared_limits.h"
+#include "providers/tls_client.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -287,7 +288,7 @@ providers::TlsContexts tls_contexts(const config::Config& cfg, const Snapshot* p
         continue;
       }
     }
-    out[p.name] = providers::make_tls_context(p);
+    out[p.name] = providers::make_tls_context(p.tls);
   }
   return out;
 }
@@ -366,17 +367,9 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
       impl->snapshot()->routing->health.on_retry_after(deployment, after, routing::Clock::now());
     };
     impl_->shared = SharedLimits::start(config->shared_state, std::move(hooks));
-    snap->keys->set_requests_shared(true);
-    log_line(
-        LogLevel::kInfo,
-        "shared state: redis " + config->shared_state.host + ":" +
-            std::to_string(config->shared_state.port) + " (prefix \"" +
-            config->shared_state.key_prefix + "\", on_failure " +
-            (config->shared_state.on_failure == config::SharedState::OnFailure::kOpen ? "open"
-                                                                                      : "closed") +
-            ")");
   }
   snap->shared = impl_->shared;
+  snap->keys->set_requests_shared(snap->shared != nullptr);
   snap->config = std::move(config);
   snap->generation = 1;
   impl_->current = std::move(snap);

@@ -73,6 +73,9 @@ constexpr bool in_declaration_order(const std::array<Enum, N>& all) {
 }
 static_assert(in_declaration_order(kOutcomes) &&
               kOutcomes.back() == routing::AttemptOutcome::kHedgeLost);
+static_assert(in_declaration_order(kSharedOps) && kSharedOps.back() == SharedOp::kPublish);
+static_assert(in_declaration_order(kSharedResults) &&
+              kSharedResults.back() == SharedResult::kUnavailable);
 static_assert(in_declaration_order(config::kAllPolicies) &&
               config::kAllPolicies.back() == config::Policy::kRandom);
 
@@ -215,9 +218,9 @@ struct MetricsRegistry::Impl {
   std::array<Counter*, kAuthRejections.size()> auth_by{};  // by AuthRejection
   struct SharedSeries {
     Gauge* up = nullptr;
-    std::array<std::array<Counter*, kSharedResults>, kSharedOps> ops{};
-    std::array<Histogram*, kSharedOps> latency{};
-    std::array<std::array<Counter*, 2>, kSharedOps> fallbacks{};  // [op][open]
+    std::array<std::array<Counter*, kSharedResults.size()>, kSharedOps.size()> ops{};
+    std::array<Histogram*, kSharedOps.size()> latency{};
+    std::array<std::array<Counter*, 2>, kSharedOps.size()> fallbacks{};  // [op][open]
     Counter* events = nullptr;
   };
   std::atomic<SharedSeries*> shared_series{nullptr};
@@ -366,51 +369,21 @@ void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
   if (ok) impl_->reload_time.Add({}).Set(unix_seconds);
 }
 
-const char* to_string(SharedOp op) {
-  switch (op) {
-    case SharedOp::kRateLease:
-      return "rate_lease";
-    case SharedOp::kSlotAcquire:
-      return "slot_acquire";
-    case SharedOp::kSlotRelease:
-      return "slot_release";
-    case SharedOp::kSlotRenew:
-      return "slot_renew";
-    case SharedOp::kPublish:
-      return "publish";
-  }
-  return "unknown";
-}
-
-const char* to_string(SharedResult r) {
-  switch (r) {
-    case SharedResult::kOk:
-      return "ok";
-    case SharedResult::kError:
-      return "error";
-    case SharedResult::kTimeout:
-      return "timeout";
-    case SharedResult::kUnavailable:
-      return "unavailable";
-  }
-  return "unknown";
-}
-
 void MetricsRegistry::enable_shared_state() {
   if (impl_->shared_series.load()) return;
   static const Histogram::BucketBoundaries kSharedBuckets = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
   auto s = std::make_unique<Impl::SharedSeries>();
   s->up = &impl_->shared_up_family.Add({});
-  for (std::size_t o = 0; o < kSharedOps; ++o) {
-    const char* op = to_string(static_cast<SharedOp>(o));
-    for (std::size_t r = 0; r < kSharedResults; ++r) {
-      s->ops[o][r] =
-          &impl_->shared_ops.Add({{"op", op}, {"result", to_string(static_cast<SharedResult>(r))}});
+  for (auto op : kSharedOps) {
+    const std::size_t o = index_of(op);
+    for (auto r : kSharedResults) {
+      s->ops[o][index_of(r)] =
+          &impl_->shared_ops.Add({{"op", to_string(op)}, {"result", to_string(r)}});
     }
-    s->latency[o] = &impl_->shared_latency.Add({{"op", op}}, kSharedBuckets);
-    s->fallbacks[o][0] = &impl_->shared_fallbacks.Add({{"op", op}, {"mode", "closed"}});
-    s->fallbacks[o][1] = &impl_->shared_fallbacks.Add({{"op", op}, {"mode", "open"}});
+    s->latency[o] = &impl_->shared_latency.Add({{"op", to_string(op)}}, kSharedBuckets);
+    s->fallbacks[o][0] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "closed"}});
+    s->fallbacks[o][1] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "open"}});
   }
   s->events = &impl_->shared_events.Add({});
   impl_->shared_storage = std::move(s);
@@ -424,15 +397,13 @@ void MetricsRegistry::set_shared_up(bool up) {
 void MetricsRegistry::on_shared_op(SharedOp op, SharedResult result, double seconds) {
   auto* s = impl_->shared_series.load();
   if (!s) return;
-  const auto o = static_cast<std::size_t>(op);
-  s->ops[o][static_cast<std::size_t>(result)]->Increment();
+  s->ops[index_of(op)][index_of(result)]->Increment();
   if (result == SharedResult::kOk || result == SharedResult::kError)
-    s->latency[o]->Observe(seconds);
+    s->latency[index_of(op)]->Observe(seconds);
 }
 
 void MetricsRegistry::on_shared_fallback(SharedOp op, bool open) {
-  if (auto* s = impl_->shared_series.load())
-    s->fallbacks[static_cast<std::size_t>(op)][open ? 1 : 0]->Increment();
+  if (auto* s = impl_->shared_series.load()) s->fallbacks[index_of(op)][open ? 1 : 0]->Increment();
 }
 
 void MetricsRegistry::on_shared_event_applied() {

@@ -40,20 +40,6 @@ enum class ReloadResult {
 };
 const char* to_string(ReloadResult r);
 
-// The shared-state backend's operations (llmgate_shared_state_operations_total{op}).
-enum class SharedOp {
-  kRateLease,    // a key's request tokens leased from the shared bucket
-  kSlotAcquire,  // a deployment's max_concurrent slot taken
-  kSlotRelease,
-  kSlotRenew,  // held slots' expiry pushed back
-  kPublish,    // a cooldown told to the other replicas
-};
-inline constexpr std::size_t kSharedOps = 5;
-const char* to_string(SharedOp op);
-enum class SharedResult { kOk, kError, kTimeout, kUnavailable };
-inline constexpr std::size_t kSharedResults = 4;
-const char* to_string(SharedResult r);
-
 class MetricsRegistry {
  public:
   MetricsRegistry();

@@ -1,20 +1,19 @@
 #include "gateway/redis_client.h"
 
-#include <openssl/ssl.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
 #include <random>
+
+#include "providers/tls_client.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -52,7 +51,7 @@ class Connection final : public RedisConnection {
     net::post(ioc_, [self = shared()] {
       self->stopped_ = true;
       self->backoff_timer_.cancel();
-      self->drop("stopped");
+      self->drop(kRedisStopped);
     });
   }
 
@@ -74,7 +73,7 @@ class Connection final : public RedisConnection {
 
   void enqueue(const std::vector<std::string>& args, Callback cb) {
     if (!connected_ || !subscribe_.empty()) {
-      cb(RedisReply{std::nullopt, stopped_ ? "stopped" : "not connected"});
+      cb(RedisReply{std::nullopt, stopped_ ? kRedisStopped : kRedisNotConnected});
       return;
     }
     resp::append_command(out_, args);
@@ -86,13 +85,13 @@ class Connection final : public RedisConnection {
 
   // Closes the connection; every pending command fails with `why`.
   void drop(const std::string& why) {
-    if (!why.empty() && drop_reason_.empty()) drop_reason_ = why;
+    if (drop_reason_.empty()) drop_reason_ = why;
     boost::system::error_code ignored;
     if (tls_) tls_->lowest_layer().close(ignored);
     sock_.close(ignored);
     wake_.cancel();
     watchdog_.cancel();
-    fail_pending(why.empty() ? "connection lost" : why);
+    fail_pending(why);
   }
 
   void fail_pending(const std::string& why) {
@@ -210,8 +209,10 @@ class Connection final : public RedisConnection {
     if (o_.tls_context) {
       tls_ = std::make_unique<ssl::stream<tcp::socket>>(std::move(sock_), *o_.tls_context);
       sock_ = tcp::socket(ioc_);
-      SSL_set_tlsext_host_name(tls_->native_handle(), o_.host.c_str());
-      tls_->set_verify_callback(ssl::host_name_verification(o_.host));
+      if (!providers::prepare_tls_client(*tls_, o_.tls, o_.host)) {
+        why = "cannot set TLS SNI to " + providers::tls_server_name(o_.tls, o_.host);
+        co_return false;
+      }
       auto [hec] = co_await tls_->async_handshake(ssl::stream_base::client, kUseTuple);
       if (hec) {
         why = drop_reason_.empty() ? "TLS handshake: " + hec.message() : drop_reason_;
@@ -285,7 +286,7 @@ class Connection final : public RedisConnection {
       auto [ec] = co_await watchdog_.async_wait(kUseTuple);
       if (!connected_ || session != session_) co_return;
       if (!ec && !pending_.empty() && pending_.front().deadline <= Clock::now()) {
-        drop("timeout");
+        drop(kRedisTimeout);
         co_return;
       }
     }
@@ -338,8 +339,8 @@ class Connection final : public RedisConnection {
       co_await backoff_timer_.async_wait(kUseTuple);
       backoff = std::min(o_.backoff_max, backoff * 2);
     }
-    drop("stopped");
-    set_up(false, "stopped");
+    drop(kRedisStopped);
+    set_up(false, kRedisStopped);
   }
 
   net::io_context& ioc_;

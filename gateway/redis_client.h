@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "gateway/resp.h"
 
 namespace llmgate::gateway {
@@ -37,8 +38,9 @@ namespace llmgate::gateway {
 struct RedisOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
-  // Set: TLS (server verified by tls_context's settings, SNI = host).
+  // Set: TLS, with `tls`'s server name and verification (providers/tls_client.h).
   std::shared_ptr<boost::asio::ssl::context> tls_context;
+  config::Tls tls;
   std::string username;  // an ACL user; "" = AUTH with the password alone
   std::string password;  // "" = no AUTH
   int db = 0;
@@ -47,6 +49,11 @@ struct RedisOptions {
   std::chrono::milliseconds backoff_min{100};
   std::chrono::milliseconds backoff_max{5000};
 };
+
+// RedisReply::error and OnState's `why` for the failures callers tell apart.
+inline constexpr const char* kRedisTimeout = "timeout";  // no reply by the deadline
+inline constexpr const char* kRedisStopped = "stopped";  // stop() was called
+inline constexpr const char* kRedisNotConnected = "not connected";
 
 struct RedisReply {
   std::optional<resp::Value> value;  // the reply (an error reply is a kError value)

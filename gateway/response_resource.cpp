@@ -188,7 +188,7 @@ net::awaitable<bool> ResourceExchange::run() {
       co_return co_await refuse();
     }
     if (snap_->shared) {
-      if (auto denied = co_await admit_shared_request(snap_->shared.get(), *snap_->keys, *key_,
+      if (auto denied = co_await admit_shared_request(*snap_->shared, *snap_->keys, *key_,
                                                       snap_->metrics->shared())) {
         error_ = *denied;
         co_return co_await refuse();

@@ -7,7 +7,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,12 +22,12 @@
 
 #include "gateway/log.h"
 #include "gateway/redis_client.h"
+#include "providers/tls_client.h"
 
 namespace llmgate::gateway {
 namespace {
 
 namespace net = boost::asio;
-namespace ssl = boost::asio::ssl;
 using Clock = std::chrono::steady_clock;
 
 // A token bucket on Redis's clock. KEYS[1] the bucket; ARGV: capacity,
@@ -102,7 +101,7 @@ std::string num(double v) {
 SharedResult classify(const RedisReply& r) {
   if (r.ok()) return SharedResult::kOk;
   if (r.value) return SharedResult::kError;
-  if (r.error == "timeout") return SharedResult::kTimeout;
+  if (r.error == kRedisTimeout) return SharedResult::kTimeout;
   return SharedResult::kUnavailable;
 }
 
@@ -114,18 +113,47 @@ std::string random_id() {
   return buf;
 }
 
-std::shared_ptr<ssl::context> tls_context(const config::SharedState& cfg) {
-  if (!cfg.tls) return nullptr;
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
-  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-  if (cfg.tls_settings.ca_file.empty()) {
-    ctx->set_default_verify_paths();
-  } else {
-    ctx->load_verify_file(cfg.tls_settings.ca_file);  // throws: start-up fails, saying why
-  }
-  ctx->set_verify_mode(cfg.tls_settings.verify ? ssl::verify_peer : ssl::verify_none);
-  return ctx;
+// What travels on <prefix>:events: "cooldown <replica> <ms> <deployment>".
+std::string cooldown_message(const std::string& replica, std::chrono::milliseconds after,
+                             const std::string& deployment) {
+  return "cooldown " + replica + " " + std::to_string(after.count()) + " " + deployment;
+}
+
+struct Cooldown {
+  std::string_view replica;
+  std::chrono::milliseconds after{0};
+  std::string_view deployment;
+};
+
+std::optional<Cooldown> parse_cooldown(std::string_view message) {
+  constexpr std::string_view kCooldown = "cooldown ";
+  if (message.substr(0, kCooldown.size()) != kCooldown) return std::nullopt;
+  message.remove_prefix(kCooldown.size());
+  const auto sp1 = message.find(' ');
+  if (sp1 == std::string_view::npos) return std::nullopt;
+  Cooldown c;
+  c.replica = message.substr(0, sp1);
+  message.remove_prefix(sp1 + 1);
+  const auto sp2 = message.find(' ');
+  if (sp2 == std::string_view::npos) return std::nullopt;
+  long long ms = 0;
+  auto [p, ec] = std::from_chars(message.data(), message.data() + sp2, ms);
+  if (ec != std::errc() || p != message.data() + sp2 || ms <= 0) return std::nullopt;
+  c.after = std::chrono::milliseconds(ms);
+  c.deployment = message.substr(sp2 + 1);
+  if (c.deployment.empty()) return std::nullopt;
+  return c;
+}
+
+// The bucket script's answer: {taken, ms until the next whole token}.
+struct LeaseReply {
+  std::int64_t got = 0;
+  std::int64_t wait_ms = 0;
+};
+std::optional<LeaseReply> parse_lease(const RedisReply& r) {
+  if (!r.ok() || r.value->type != resp::Value::Type::kArray || r.value->elements.size() != 2)
+    return std::nullopt;
+  return LeaseReply{r.value->elements[0].integer, r.value->elements[1].integer};
 }
 
 }  // namespace
@@ -141,12 +169,15 @@ struct SharedLimits::Impl {
   std::shared_ptr<RedisConnection> cmd;
   std::shared_ptr<RedisConnection> sub;
   net::steady_timer renew_timer{ioc};
+  std::int64_t slot_ttl_ms = 15'000;
+  double lease_window_ms = 100;
 
   struct Lease {
     double tokens = 0;
     Clock::time_point empty_until{};
     int empty_wait_ms = 0;
     bool refilling = false;
+    int retry_after_s() const { return std::max(1, (empty_wait_ms + 999) / 1000); }
   };
   mutable std::mutex mu;
   std::unordered_map<std::string, Lease> leases;      // by key name
@@ -156,6 +187,25 @@ struct SharedLimits::Impl {
   std::string bucket_key(const std::string& key) const { return prefix + ":rate:req:" + key; }
   std::string slots_key(const std::string& deployment) const {
     return prefix + ":slots:" + deployment;
+  }
+
+  // The bucket script for `want` of `key`'s tokens at `per_minute`.
+  std::vector<std::string> lease_command(const std::string& key, double per_minute,
+                                         double want) const {
+    return {"EVAL",          kBucketScript,   "1",
+            bucket_key(key), num(per_minute), num(per_minute / 60'000.0),
+            num(want)};
+  }
+  // The tokens one lease takes: what the key earns in lease_window, at least 1.
+  double lease_size(double per_minute) const {
+    return std::max(1.0, std::floor(per_minute / 60'000.0 * lease_window_ms));
+  }
+
+  // Not connected: counted as such, and the caller decides without Redis.
+  bool unavailable(SharedOp op) const {
+    if (cmd->up()) return false;
+    if (hooks.metrics) hooks.metrics->on_shared_op(op, SharedResult::kUnavailable, 0);
+    return true;
   }
 
   // Runs `args`; `done` gets the reply on the shared-state thread.
@@ -184,15 +234,15 @@ struct SharedLimits::Impl {
         net::use_awaitable);
   }
 
-  void on_lease(const std::string& key, double wanted, const RedisReply& r) {
+  // A background lease's answer.
+  void on_lease(const std::string& key, const RedisReply& r) {
     std::lock_guard lock(mu);
     Lease& l = leases[key];
     l.refilling = false;
-    if (!r.ok() || r.value->type != resp::Value::Type::kArray || r.value->elements.size() != 2)
-      return;
-    const auto got = static_cast<double>(r.value->elements[0].integer);
-    if (got > 0) l.tokens += std::min(got, wanted);
-    if (got < 1) note_empty(l, r.value->elements[1].integer);
+    const auto lease = parse_lease(r);
+    if (!lease) return;
+    if (lease->got > 0) l.tokens += static_cast<double>(lease->got);
+    if (lease->got < 1) note_empty(l, lease->wait_ms);
   }
 
   static void note_empty(Lease& l, std::int64_t wait_ms) {
@@ -211,7 +261,7 @@ struct SharedLimits::Impl {
         if (!ids.empty()) batches[dep].assign(ids.begin(), ids.end());
       }
     }
-    const std::string ttl = std::to_string(cfg_ttl_ms);
+    const std::string ttl = std::to_string(slot_ttl_ms);
     for (auto& [dep, ids] : batches) {
       std::vector<std::string> args{"EVAL", kRenewScript, "1", slots_key(dep), ttl};
       args.insert(args.end(), ids.begin(), ids.end());
@@ -220,20 +270,17 @@ struct SharedLimits::Impl {
   }
 
   void schedule_renew() {
-    renew_timer.expires_after(std::chrono::milliseconds(cfg_ttl_ms / 3));
+    renew_timer.expires_after(std::chrono::milliseconds(slot_ttl_ms / 3));
     renew_timer.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       renew();
       schedule_renew();
     });
   }
-
-  std::int64_t cfg_ttl_ms = 15'000;
 };
 
 std::shared_ptr<SharedLimits> SharedLimits::start(const config::SharedState& cfg, Hooks hooks) {
-  std::shared_ptr<SharedLimits> s(new SharedLimits(cfg, std::move(hooks)));
-  return s;
+  return std::shared_ptr<SharedLimits>(new SharedLimits(cfg, std::move(hooks)));
 }
 
 SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
@@ -242,7 +289,8 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
   i.hooks = std::move(hooks);
   i.prefix = cfg.key_prefix;
   i.channel = cfg.key_prefix + ":events";
-  i.cfg_ttl_ms = cfg.slot_ttl.count();
+  i.slot_ttl_ms = cfg.slot_ttl.count();
+  i.lease_window_ms = static_cast<double>(cfg.lease_window.count());
   if (i.hooks.metrics) {
     i.hooks.metrics->enable_shared_state();
     i.hooks.metrics->set_shared_up(false);
@@ -250,7 +298,8 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
   RedisOptions o;
   o.host = cfg.host;
   o.port = cfg.port;
-  o.tls_context = tls_context(cfg);
+  if (cfg.tls) o.tls_context = providers::make_tls_context(cfg.tls_settings);
+  o.tls = cfg.tls_settings;
   o.username = cfg.username;
   o.password = cfg.password;
   o.db = cfg.db;
@@ -259,12 +308,14 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
   const std::string where =
       (cfg.tls ? "rediss://" : "redis://") + cfg.host + ":" + std::to_string(cfg.port);
   const bool open = cfg.on_failure == config::SharedState::OnFailure::kOpen;
+  log_line(LogLevel::kInfo, "shared state: " + where + " (prefix \"" + cfg.key_prefix +
+                                "\", on_failure " + (open ? "open" : "closed") + ")");
   MetricsRegistry* m = i.hooks.metrics;
   i.cmd = RedisConnection::create(i.ioc, o, {}, [where, open, m](bool up, const std::string& why) {
     if (m) m->set_shared_up(up);
     if (up) {
       log_line(LogLevel::kInfo, "shared state: connected to " + where);
-    } else if (why == "stopped") {
+    } else if (why == kRedisStopped) {
       log_line(LogLevel::kInfo, "shared state: disconnected from " + where + " (stopping)");
     } else {
       log_line(LogLevel::kWarn,
@@ -281,29 +332,15 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
       [where](bool up, const std::string& why) {
         if (up) {
           log_line(LogLevel::kInfo, "shared state: subscribed to cooldowns at " + where);
-        } else if (why != "stopped") {
+        } else if (why != kRedisStopped) {
           log_line(LogLevel::kWarn, "shared state: no cooldown subscription at " + where + " (" +
                                         why + "); other replicas' cooldowns are not heard");
         }
       },
       [ip](const std::string&, const std::string& message) {
-        // "cooldown <replica> <ms> <deployment>"
-        constexpr std::string_view kCooldown = "cooldown ";
-        std::string_view rest = message;
-        if (rest.substr(0, kCooldown.size()) != kCooldown) return;
-        rest.remove_prefix(kCooldown.size());
-        const auto sp1 = rest.find(' ');
-        if (sp1 == std::string_view::npos) return;
-        const std::string_view from = rest.substr(0, sp1);
-        rest.remove_prefix(sp1 + 1);
-        const auto sp2 = rest.find(' ');
-        if (sp2 == std::string_view::npos) return;
-        long long ms = 0;
-        auto [p, ec] = std::from_chars(rest.data(), rest.data() + sp2, ms);
-        if (ec != std::errc() || p != rest.data() + sp2 || ms <= 0) return;
-        const std::string deployment(rest.substr(sp2 + 1));
-        if (from == ip->replica || deployment.empty()) return;
-        if (ip->hooks.on_cooldown) ip->hooks.on_cooldown(deployment, std::chrono::milliseconds(ms));
+        const auto c = parse_cooldown(message);
+        if (!c || c->replica == ip->replica) return;
+        if (ip->hooks.on_cooldown) ip->hooks.on_cooldown(std::string(c->deployment), c->after);
         if (ip->hooks.metrics) ip->hooks.metrics->on_shared_event_applied();
       });
   i.cmd->start();
@@ -333,10 +370,7 @@ bool SharedLimits::up() const { return impl_->cmd->up(); }
 net::awaitable<SharedLimits::RateDecision> SharedLimits::take_request(const std::string& key,
                                                                       double per_minute) {
   Impl& i = *impl_;
-  const double rate_per_ms = per_minute / 60'000.0;
-  const double batch =
-      std::max(1.0, std::floor(rate_per_ms * static_cast<double>(cfg_.lease_window.count())));
-  const auto now = Clock::now();
+  const double batch = i.lease_size(per_minute);
   {
     std::unique_lock lock(i.mu);
     Impl::Lease& l = i.leases[key];
@@ -347,56 +381,42 @@ net::awaitable<SharedLimits::RateDecision> SharedLimits::take_request(const std:
       lock.unlock();
       if (refill) {
         // The next request should find a token here: lease now, in the background.
-        i.call(SharedOp::kRateLease,
-               {"EVAL", kBucketScript, "1", i.bucket_key(key), num(per_minute), num(rate_per_ms),
-                num(batch)},
-               [ip = impl_.get(), key, batch](RedisReply r) { ip->on_lease(key, batch, r); });
+        i.call(SharedOp::kRateLease, i.lease_command(key, per_minute, batch),
+               [ip = impl_.get(), key](RedisReply r) { ip->on_lease(key, r); });
       }
       co_return RateDecision{Verdict::kAllowed, 0};
     }
-    if (now < l.empty_until)
-      co_return RateDecision{Verdict::kLimited, std::max(1, (l.empty_wait_ms + 999) / 1000)};
+    if (Clock::now() < l.empty_until) co_return RateDecision{Verdict::kLimited, l.retry_after_s()};
   }
-  if (!i.cmd->up()) {
-    if (i.hooks.metrics)
-      i.hooks.metrics->on_shared_op(SharedOp::kRateLease, SharedResult::kUnavailable, 0);
-    co_return RateDecision{};
-  }
+  if (i.unavailable(SharedOp::kRateLease)) co_return RateDecision{};
   // This request's token and the next lease in one round trip.
-  // (Named, not a braced list in the co_await: gcc 12 miscompiles those.)
-  std::vector<std::string> args{"EVAL",          kBucketScript,    "1",           i.bucket_key(key),
-                                num(per_minute), num(rate_per_ms), num(batch + 1)};
-  RedisReply r = co_await i.ask(SharedOp::kRateLease, std::move(args));
-  if (!r.ok() || r.value->type != resp::Value::Type::kArray || r.value->elements.size() != 2) {
+  RedisReply r = co_await i.ask(SharedOp::kRateLease, i.lease_command(key, per_minute, batch + 1));
+  const auto lease = parse_lease(r);
+  if (!lease) {
     if (r.value && !r.ok()) log_line(LogLevel::kWarn, "shared state: rate lease: " + r.what());
     co_return RateDecision{};
   }
-  const std::int64_t got = r.value->elements[0].integer;
   std::lock_guard lock(i.mu);
   Impl::Lease& l = i.leases[key];
-  if (got >= 1) {
-    l.tokens += static_cast<double>(got - 1);
+  if (lease->got >= 1) {
+    l.tokens += static_cast<double>(lease->got - 1);
     co_return RateDecision{Verdict::kAllowed, 0};
   }
-  Impl::note_empty(l, r.value->elements[1].integer);
-  co_return RateDecision{Verdict::kLimited, std::max(1, (l.empty_wait_ms + 999) / 1000)};
+  Impl::note_empty(l, lease->wait_ms);
+  co_return RateDecision{Verdict::kLimited, l.retry_after_s()};
 }
 
 net::awaitable<SharedLimits::SlotResult> SharedLimits::acquire_slot(const std::string& deployment,
                                                                     unsigned limit,
                                                                     Clock::time_point deadline) {
   Impl& i = *impl_;
-  if (!i.cmd->up()) {
-    if (i.hooks.metrics)
-      i.hooks.metrics->on_shared_op(SharedOp::kSlotAcquire, SharedResult::kUnavailable, 0);
-    co_return SlotResult{};
-  }
+  if (i.unavailable(SharedOp::kSlotAcquire)) co_return SlotResult{};
   std::string id;
   {
     std::lock_guard lock(i.mu);
     id = i.replica + ":" + std::to_string(++i.next_slot);
   }
-  const std::string ttl = std::to_string(i.cfg_ttl_ms);
+  const std::string ttl = std::to_string(i.slot_ttl_ms);
   constexpr auto kPoll = std::chrono::milliseconds(20);
   std::optional<net::steady_timer> timer;
   for (;;) {
@@ -429,14 +449,8 @@ unsigned SharedLimits::slots_held() const {
 void SharedLimits::publish_cooldown(const std::string& deployment,
                                     std::chrono::milliseconds after) {
   Impl& i = *impl_;
-  if (!i.cmd->up()) {
-    if (i.hooks.metrics)
-      i.hooks.metrics->on_shared_op(SharedOp::kPublish, SharedResult::kUnavailable, 0);
-    return;
-  }
-  i.call(SharedOp::kPublish,
-         {"PUBLISH", i.channel,
-          "cooldown " + i.replica + " " + std::to_string(after.count()) + " " + deployment},
+  if (i.unavailable(SharedOp::kPublish)) return;
+  i.call(SharedOp::kPublish, {"PUBLISH", i.channel, cooldown_message(i.replica, after, deployment)},
          {});
 }
 
@@ -478,12 +492,12 @@ ApiError shared_state_unavailable() {
                   1};
 }
 
-net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits* shared, KeyStore& keys,
+net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& shared, KeyStore& keys,
                                                              const config::GatewayKey& key,
                                                              MetricsRegistry& metrics) {
-  if (!shared || !key.requests_per_minute) co_return std::nullopt;
+  if (!key.requests_per_minute) co_return std::nullopt;
   const SharedLimits::RateDecision d =
-      co_await shared->take_request(key.name, *key.requests_per_minute);
+      co_await shared.take_request(key.name, *key.requests_per_minute);
   switch (d.verdict) {
     case SharedLimits::Verdict::kAllowed:
       co_return std::nullopt;
@@ -493,8 +507,8 @@ net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits* share
     case SharedLimits::Verdict::kUnavailable:
       break;
   }
-  metrics.on_shared_fallback(SharedOp::kRateLease, shared->fail_open());
-  if (!shared->fail_open()) co_return shared_state_unavailable();
+  metrics.on_shared_fallback(SharedOp::kRateLease, shared.fail_open());
+  if (!shared.fail_open()) co_return shared_state_unavailable();
   auto local = keys.take_local_request(key);
   if (local) metrics.on_auth_rejected(AuthRejection::kRateLimited);
   co_return local;

@@ -102,11 +102,11 @@ class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
   std::unique_ptr<Impl> impl_;
 };
 
-// A request of `key` against its fleet-wide request rate, when `shared` is
-// set and the key has one: nullopt = go on; else the refusal (429 over the
+// A request of `key` against its fleet-wide request rate, when the key has
+// one: nullopt = go on; else the refusal (429 over the
 // rate; when the shared state is unavailable, this replica's own bucket
 // decides under on_failure: open, and a 503 under closed).
-boost::asio::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits* shared,
+boost::asio::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& shared,
                                                                      KeyStore& keys,
                                                                      const config::GatewayKey& key,
                                                                      MetricsRegistry& metrics);

@@ -56,4 +56,34 @@ const char* to_string(Saturation s) {
   return "unknown";
 }
 
+const char* to_string(SharedOp op) {
+  switch (op) {
+    case SharedOp::kRateLease:
+      return "rate_lease";
+    case SharedOp::kSlotAcquire:
+      return "slot_acquire";
+    case SharedOp::kSlotRelease:
+      return "slot_release";
+    case SharedOp::kSlotRenew:
+      return "slot_renew";
+    case SharedOp::kPublish:
+      return "publish";
+  }
+  return "unknown";
+}
+
+const char* to_string(SharedResult r) {
+  switch (r) {
+    case SharedResult::kOk:
+      return "ok";
+    case SharedResult::kError:
+      return "error";
+    case SharedResult::kTimeout:
+      return "timeout";
+    case SharedResult::kUnavailable:
+      return "unavailable";
+  }
+  return "unknown";
+}
+
 }  // namespace llmgate::gateway

@@ -1,5 +1,6 @@
 // The gateway's fixed vocabularies: how a request ended, how a hedge ended,
-// why a request was refused by auth, why a candidate was passed over. Each is
+// why a request was refused by auth, why a candidate was passed over, what
+// was asked of the shared state and how it went. Each is
 // an enum with one to_string, used alike by the request log, the metric
 // labels (series indexed by the enum, resolved once) and response headers.
 // Attempt outcomes are routing's (routing/attempt_record.h). Beast-free.
@@ -55,6 +56,31 @@ enum class Saturation {
 inline constexpr std::array kSaturations = {Saturation::kQueueFull, Saturation::kQueueTimeout,
                                             Saturation::kPoolFull};
 const char* to_string(Saturation s);
+
+// An operation on the shared-state backend, shared_state:
+// (llmgate_shared_state_operations_total{op}, ..._fallbacks_total{op}).
+enum class SharedOp {
+  kRateLease,    // a key's request tokens leased from the shared bucket
+  kSlotAcquire,  // a deployment's max_concurrent slot taken
+  kSlotRelease,
+  kSlotRenew,  // held slots' expiry pushed back
+  kPublish,    // a cooldown told to the other replicas
+};
+inline constexpr std::array kSharedOps = {SharedOp::kRateLease, SharedOp::kSlotAcquire,
+                                          SharedOp::kSlotRelease, SharedOp::kSlotRenew,
+                                          SharedOp::kPublish};
+const char* to_string(SharedOp op);
+
+// How one ended (llmgate_shared_state_operations_total{result}).
+enum class SharedResult {
+  kOk,
+  kError,        // Redis answered with an error
+  kTimeout,      // no answer within shared_state.timeout
+  kUnavailable,  // not connected
+};
+inline constexpr std::array kSharedResults = {SharedResult::kOk, SharedResult::kError,
+                                              SharedResult::kTimeout, SharedResult::kUnavailable};
+const char* to_string(SharedResult r);
 
 // The index of an enum value in its kXxx array (they are listed in order).
 template <class E>

@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 
+#include "providers/tls_client.h"
+
 namespace llmgate::providers {
 namespace {
 
@@ -193,20 +195,8 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
   tcp.socket().set_option(net::ip::tcp::no_delay(true));
 
   if (auto* tls = c->stream.tls()) {
-    const std::string& sni = provider_.tls.sni.empty() ? url.host : provider_.tls.sni;
-    // RFC 6066 §3: a literal IP address is never sent as a server name. (The
-    // certificate is still checked against it: host_name_verification
-    // matches IP addresses against the IP SANs.)
-    beast::error_code not_ip;
-    net::ip::make_address(sni, not_ip);
-    if (not_ip && !SSL_set_tlsext_host_name(tls->native_handle(), sni.c_str())) {
-      co_return fail("cannot set TLS SNI to " + sni);
-    }
-    if (provider_.tls.verify) {
-      tls->set_verify_mode(ssl::verify_peer);
-      tls->set_verify_callback(ssl::host_name_verification(sni));
-    } else {
-      tls->set_verify_mode(ssl::verify_none);
+    if (!prepare_tls_client(*tls, provider_.tls, url.host)) {
+      co_return fail("cannot set TLS SNI to " + tls_server_name(provider_.tls, url.host));
     }
     auto [hec] = co_await tls->async_handshake(ssl::stream_base::client, kUseTuple);
     if (hec) {
@@ -216,18 +206,6 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
   }
   tcp.expires_never();
   co_return AcquireResult{Lease(this, std::move(c), /*reused=*/false), {}};
-}
-
-std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider) {
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
-  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-  if (provider.tls.ca_file.empty()) {
-    ctx->set_default_verify_paths();
-  } else {
-    ctx->load_verify_file(provider.tls.ca_file);  // throws: reported at start-up
-  }
-  return ctx;
 }
 
 ConnectionPool& UpstreamPools::get(const config::Provider& provider, const TlsContexts& tls) {

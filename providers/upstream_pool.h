@@ -166,10 +166,6 @@ class ConnectionPool {
   bool retired_ = false;
 };
 
-// TLS client context for a provider: verification on unless disabled, the
-// configured CA file or the system store. Throws on a bad CA file (start-up).
-std::shared_ptr<ssl::context> make_tls_context(const config::Provider& provider);
-
 // TLS contexts of a config's providers, by provider name (plain ones absent).
 using TlsContexts = std::map<std::string, std::shared_ptr<ssl::context>>;
 
