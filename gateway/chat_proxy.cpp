@@ -400,7 +400,6 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
           trace_.failures.saturated(c.deployment->id(),
                                     "its max_concurrent is shared and the shared state is "
                                     "unavailable (on_failure: closed)");
-          metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
           co_return false;
         case SharedLimits::Verdict::kLimited:
           if (LLMGATE_CANCELLED()) co_return false;
