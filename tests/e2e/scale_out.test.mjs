@@ -9,11 +9,13 @@
 //   - faults: Redis paused with SIGSTOP (requests wait at most about the
 //     configured timeout, a stream in flight does not stall), killed
 //     (on_failure: open serves on local limits; closed refuses with a clean
-//     503), restarted (connections, leases and limits recover).
+//     503), restarted (connections, leases and limits recover);
+//   - rediss:// with an ACL user: TLS verified against the server name, AUTH
+//     as that user; a wrong name or password never connects.
 // Run by run.sh (through ctest); needs redis-server (tools/setup.sh installs it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,8 +33,8 @@ const OPEN_KEY = "sk-open-key-0002";
 const sha = (k) => createHash("sha256").update(k).digest("hex");
 const TIMEOUT_MS = 100;  // shared_state.timeout
 
-function spawnLogged(cmd, args) {
-  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+function spawnLogged(cmd, args, env = {}) {
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   child.out = "";
   child.stdout.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
   child.stderr.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
@@ -60,17 +62,13 @@ async function startRedis() {
 let simPort, capPort, rlPort;
 const gateways = [];
 
-function config(apiPort, onFailure) {
+// `redis`: the shared_state keys that say how to reach Redis.
+function config(apiPort, onFailure, redis) {
   return `
 server:
   listeners: [{address: 127.0.0.1, port: ${apiPort}}]
   workers: 2
-shared_state:
-  url: redis://127.0.0.1:${redisPort}
-  key_prefix: e2e
-  on_failure: ${onFailure}
-  timeout: ${TIMEOUT_MS}ms
-  connect_timeout: 300ms
+shared_state: {${redis}, key_prefix: e2e, on_failure: ${onFailure}, timeout: ${TIMEOUT_MS}ms, connect_timeout: 300ms}
 timeouts: {connect: 30s}
 routing: {exploration: 0, defaults: {policy: ordered}}
 providers:
@@ -89,15 +87,18 @@ auth:
 `;
 }
 
-async function startGateway(name, onFailure = "open") {
+async function startGateway(name, onFailure = "open",
+  { redis = `url: "redis://127.0.0.1:${redisPort}"`, env = {}, connected = true } = {}) {
   const api = await freePort();
   const cfg = join(dir, `${name}.yaml`);
-  writeFileSync(cfg, config(api, onFailure));
+  writeFileSync(cfg, config(api, onFailure, redis));
   const portFile = join(dir, `${name}.port`);
-  const child = spawnLogged(join(BIN, "llmgate"), ["--config", cfg, "--port-file", portFile]);
+  const child = spawnLogged(join(BIN, "llmgate"), ["--config", cfg, "--port-file", portFile], env);
   await eventually(() => existsSync(portFile), name);
   const g = { name, child, url: `http://127.0.0.1:${api}` };
-  await eventually(async () => (await metric(g, "llmgate_shared_state_up")) === 1, `${name} connected to redis`);
+  if (connected) {
+    await eventually(async () => (await metric(g, "llmgate_shared_state_up")) === 1, `${name} connected to redis`);
+  }
   return g;
 }
 
@@ -274,4 +275,36 @@ test("Redis killed: fail-open serves on local limits, fail-closed refuses cleanl
   const all = [...gateways, closed];
   for (let i = 0; i < 100; ++i) if ((await chat(all[i % 4], TEAM_KEY, "quick")).status === 200) ++ok;
   assert.ok(ok >= 57 && ok <= 75, `about 60 again across four replicas after the restart, got ${ok}`);
+});
+
+test("rediss:// with an ACL user: TLS verified against the server name, AUTH as the user", async () => {
+  const key = join(dir, "redis.key");
+  const cert = join(dir, "redis.crt");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+  { stdio: "ignore" });
+  const tlsPort = await freePort();
+  // Only TLS, and only the ACL user llmgate (the default user is off).
+  const tlsRedis = spawnLogged(REDIS, ["--port", "0", "--tls-port", String(tlsPort), "--bind", "127.0.0.1",
+    "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
+    "--save", "", "--appendonly", "no", "--user", "default", "off",
+    "--user", "llmgate", "on", ">gate-pw", "~*", "&*", "+@all"]);
+  await eventually(() => tlsRedis.out.includes("Ready to accept connections"), "redis-server with TLS");
+  const tls = (extra = "") =>
+    `url: "rediss://localhost:${tlsPort}", username: llmgate, password_env: REDIS_PW, tls: {ca_file: "${cert}"${extra}}`;
+
+  const g = await startGateway("tls", "closed", { redis: tls(), env: { REDIS_PW: "gate-pw" } });
+  const r = await chat(g, TEAM_KEY, "quick");
+  assert.equal(r.status, 200, r.text);
+  assert.ok((await metric(g, "llmgate_shared_state_operations_total", { op: "rate_lease", result: "ok" })) >= 1,
+    "the key's rate went through the TLS Redis");
+
+  const wrongName = await startGateway("tls-wrong-name", "open",
+    { redis: tls(", sni: wrong.example"), env: { REDIS_PW: "gate-pw" }, connected: false });
+  await eventually(() => wrongName.child.out.includes("certificate verify failed"), "a certificate for another name refused");
+  const wrongPassword = await startGateway("tls-wrong-password", "open",
+    { redis: tls(), env: { REDIS_PW: "not-the-password" }, connected: false });
+  await eventually(() => wrongPassword.child.out.includes("handshake refused"), "a wrong password refused");
+  for (const x of [wrongName, wrongPassword]) assert.equal(await metric(x, "llmgate_shared_state_up"), 0);
+  tlsRedis.kill("SIGKILL");
 });
