@@ -46,6 +46,12 @@ GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
     }
     m.read("requests_per_minute", key.requests_per_minute, read_rate);
     m.read("tokens_per_minute", key.tokens_per_minute, read_rate);
+    if (auto budget = m.optional("budget")) {
+      budget->read_map([&](ConfigMap& b) {
+        b.read("usd_per_day", key.budget_usd_per_day, read_rate);
+        b.read("usd_per_month", key.budget_usd_per_month, read_rate);
+      });
+    }
     m.read("allow_overrides", key.allow_overrides, &ConfigNode::boolean);
     m.read("explain", key.explain, &ConfigNode::boolean);
   });

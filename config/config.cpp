@@ -21,6 +21,9 @@ namespace {
 constexpr std::size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 // routing.region when the file sets none: one image can run in many regions.
 constexpr const char* kRegionVariable = "LLMGATE_REGION";
+// The shared_state section as YAML, for deployments that add a Redis to a
+// config they do not own (deploy/kustomize/components/shared-state-redis).
+constexpr const char* kSharedStateVariable = "LLMGATE_SHARED_STATE";
 
 // Counts documents without keeping them.
 struct DiscardEvents : YAML::EventHandler {
@@ -99,7 +102,18 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
   config->models_declared = models.has_value();
   if (auth) config->auth = read_auth(*auth, config->models);  // after models: keys name them
-  if (shared_state) config->shared_state = read_shared_state(*shared_state, env);
+  const auto shared_from_env = env(kSharedStateVariable);
+  if (shared_state) {
+    if (shared_from_env) {
+      shared_state->fail(std::string("is also set by the environment variable ") +
+                         kSharedStateVariable + "; keep one");
+    }
+    config->shared_state = read_shared_state(*shared_state, env);
+  } else if (shared_from_env) {
+    const std::string from = std::string("$") + kSharedStateVariable;
+    const ConfigNode node(parse_yaml(*shared_from_env, from), from, "shared_state");
+    config->shared_state = read_shared_state(node, env);
+  }
   for (const auto& p : config->providers) {
     // A provider key readable by other users of the machine is a leak
     // waiting to happen (ssh refuses such keys; we warn).

@@ -390,6 +390,15 @@ struct GatewayKey {
   std::vector<std::string> models;  // public models it may use; empty = all
   std::optional<double> requests_per_minute;
   std::optional<double> tokens_per_minute;  // input + output, counted after each response
+  // Spend budgets in USD (the deployments' prices x the usage providers
+  // report), per calendar day and month in UTC. Charged after each answer
+  // (never cut for it); a key at or over a budget is refused until the
+  // period ends (429 insufficient_quota).
+  std::optional<double> budget_usd_per_day{};
+  std::optional<double> budget_usd_per_month{};
+  bool has_usage_limits() const {
+    return tokens_per_minute || budget_usd_per_day || budget_usd_per_month;
+  }
   // Per-request overrides (`route`, x-llmgate-*) from this key may loosen the
   // configured limits (price cap, max_attempts, hedging, ...); by default a
   // request can only narrow them (docs/routing.md, "Per-request overrides").
@@ -435,6 +444,9 @@ struct SharedState {
   Duration connect_timeout{1'000};  // TCP + TLS + AUTH
   Duration lease_window{100};       // a key's rate earned in this long is leased at once
   Duration slot_ttl{15'000};        // a crashed replica's max_concurrent slots free after this
+  // One replica's outlier ejection of a deployment is applied by the others
+  // for the same time (off: each replica ejects on its own measurements).
+  bool share_ejections = true;
   bool enabled() const { return !host.empty(); }
   bool operator==(const SharedState&) const = default;
 };

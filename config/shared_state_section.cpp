@@ -118,6 +118,7 @@ SharedState read_shared_state(const ConfigNode& node, EnvLookup env) {
     m.read("connect_timeout", s.connect_timeout, &ConfigNode::duration);
     m.read("lease_window", s.lease_window, &ConfigNode::duration);
     m.read("slot_ttl", s.slot_ttl, &ConfigNode::duration);
+    m.read("share_ejections", s.share_ejections, &ConfigNode::boolean);
   });
   if (!s.username.empty() && s.password.empty())
     node.fail("username needs a password (password_env or password_file)");

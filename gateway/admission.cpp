@@ -61,8 +61,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   }
   if (a.key) {
     if (auto denied = keys.authorize(*a.key, a.model->name)) {
-      return refuse(*denied, denied->status == 403 ? AuthRejection::kModelNotAllowed
-                                                   : AuthRejection::kRateLimited);
+      return refuse(*denied, rejection_of(*denied));
     }
   }
   // Per-request routing overrides: the body's `route` object and x-llmgate-*

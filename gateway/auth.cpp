@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace llmgate::gateway {
 namespace {
@@ -26,7 +27,77 @@ ApiError unauthorized(std::string message) {
                   std::nullopt, "invalid_api_key",       std::nullopt};
 }
 
+// "$5.02", "$0.0031": enough digits to see a small spend move.
+std::string usd(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 1 ? "$%.2f" : "$%.4f", v);
+  return buf;
+}
+
+ApiError out_of_budget(const config::GatewayKey& key, const char* period, double spent,
+                       double budget, int left_s, const char* resets) {
+  return ApiError{429,
+                  "insufficient_quota",
+                  "The key \"" + key.name + "\" has used its " + period + " budget: " + usd(spent) +
+                      " of " + usd(budget) + " (resets " + resets + " UTC).",
+                  std::nullopt,
+                  "insufficient_quota",
+                  std::max(1, left_s)};
+}
+
 }  // namespace
+
+SpendPeriods SpendPeriods::at(std::chrono::system_clock::time_point wall) {
+  using namespace std::chrono;
+  const auto today = floor<days>(wall);
+  const year_month_day ymd{today};
+  const auto next_month = sys_days{ymd.year() / ymd.month() / 1 + months{1}};
+  SpendPeriods p;
+  p.day = today.time_since_epoch().count();
+  p.month = static_cast<int>(ymd.year()) * 12 + static_cast<int>(unsigned(ymd.month())) - 1;
+  p.day_left_s = static_cast<int>(ceil<seconds>(today + days{1} - wall).count());
+  p.month_left_s = static_cast<int>(ceil<seconds>(next_month - wall).count());
+  return p;
+}
+
+std::optional<ApiError> usage_refusal(const config::GatewayKey& key, const KeyUsage& u,
+                                      const SpendPeriods& periods) {
+  if (key.budget_usd_per_month && u.month_usd >= *key.budget_usd_per_month) {
+    return out_of_budget(key, "monthly", u.month_usd, *key.budget_usd_per_month,
+                         periods.month_left_s, "on the 1st at 00:00");
+  }
+  if (key.budget_usd_per_day && u.day_usd >= *key.budget_usd_per_day) {
+    return out_of_budget(key, "daily", u.day_usd, *key.budget_usd_per_day, periods.day_left_s,
+                         "at 00:00");
+  }
+  if (key.tokens_per_minute && u.token_level <= 0) {
+    return ApiError{429,
+                    "tokens",
+                    "Rate limit reached for key \"" + key.name + "\" on tokens per minute: limit " +
+                        std::to_string(static_cast<long long>(*key.tokens_per_minute)) + ".",
+                    std::nullopt,
+                    "rate_limit_exceeded",
+                    std::max(1, u.token_wait_s)};
+  }
+  return std::nullopt;
+}
+
+AuthRejection rejection_of(const ApiError& refusal) {
+  if (refusal.status == 403) return AuthRejection::kModelNotAllowed;
+  if (refusal.code == "insufficient_quota") return AuthRejection::kBudgetExhausted;
+  return AuthRejection::kRateLimited;
+}
+
+void KeyStore::Spend::roll(const SpendPeriods& p) {
+  if (day != p.day) {
+    day = p.day;
+    day_usd = 0;
+  }
+  if (month != p.month) {
+    month = p.month;
+    month_usd = 0;
+  }
+}
 
 std::string sha256_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -71,6 +142,7 @@ KeyStore::KeyStore(const config::Auth& auth, const KeyStore* previous, Clock::ti
         s.tokens.level = std::min(s.tokens.capacity, it->second.tokens.level);
         s.requests.at = it->second.requests.at;
         s.tokens.at = it->second.tokens.at;
+        s.spend = it->second.spend;  // a new budget applies to what was spent
       }
     }
     state_.emplace(k.name, s);
@@ -96,7 +168,7 @@ bool key_allows(const config::GatewayKey* key, const std::string& model) {
 }
 
 std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const std::string& model,
-                                            Clock::time_point now) {
+                                            Clock::time_point now, Wall::time_point wall) {
   if (!key_allows(&key, model)) {
     return ApiError{
         403,
@@ -106,21 +178,33 @@ std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const
         "model_not_allowed",
         std::nullopt};
   }
+  if (shared_) return std::nullopt;
   std::lock_guard lock(mu_);
   State& s = state_[key.name];
   s.requests.refill(now);
-  s.tokens.refill(now);
-  if (s.tokens.capacity > 0 && s.tokens.level <= 0) {
-    return ApiError{429,
-                    "tokens",
-                    "Rate limit reached for key \"" + key.name + "\" on tokens per minute: limit " +
-                        std::to_string(static_cast<long long>(s.tokens.capacity)) + ".",
-                    std::nullopt,
-                    "rate_limit_exceeded",
-                    std::max(1, s.tokens.wait_s(1))};
-  }
-  if (requests_shared_) return std::nullopt;
+  const SpendPeriods p = SpendPeriods::at(wall);
+  if (auto no = usage_refusal(key, usage_of(s, now, p), p)) return no;
   return take_request(key, s);
+}
+
+KeyUsage KeyStore::usage_of(State& s, Clock::time_point now, const SpendPeriods& p) {
+  s.tokens.refill(now);
+  s.spend.roll(p);
+  return KeyUsage{s.tokens.level, s.tokens.wait_s(1), s.spend.day_usd, s.spend.month_usd};
+}
+
+std::optional<ApiError> KeyStore::check_local_usage(const config::GatewayKey& key,
+                                                    Clock::time_point now, Wall::time_point wall) {
+  const SpendPeriods p = SpendPeriods::at(wall);
+  std::lock_guard lock(mu_);
+  return usage_refusal(key, usage_of(state_[key.name], now, p), p);
+}
+
+KeyUsage KeyStore::usage(const config::GatewayKey& key, Clock::time_point now,
+                         Wall::time_point wall) {
+  const SpendPeriods p = SpendPeriods::at(wall);
+  std::lock_guard lock(mu_);
+  return usage_of(state_[key.name], now, p);
 }
 
 ApiError KeyStore::requests_limited(const config::GatewayKey& key, int wait_s) {
@@ -150,16 +234,25 @@ std::optional<ApiError> KeyStore::take_local_request(const config::GatewayKey& k
   return take_request(key, s);
 }
 
-void KeyStore::charge_tokens(const config::GatewayKey& key, std::int64_t tokens,
-                             Clock::time_point now) {
-  if (tokens <= 0) return;
+void KeyStore::charge(const config::GatewayKey& key, Charge used, Clock::time_point now,
+                      Wall::time_point wall) {
+  if (used.tokens <= 0 && !(used.usd > 0)) return;
+  const SpendPeriods p = SpendPeriods::at(wall);
   std::lock_guard lock(mu_);
   auto it = state_.find(key.name);
-  if (it == state_.end() || it->second.tokens.capacity <= 0) return;
-  it->second.tokens.refill(now);
-  // May go below zero: a long answer is never cut for the rate; the key
-  // waits until it has paid it back.
-  it->second.tokens.level -= static_cast<double>(tokens);
+  if (it == state_.end()) return;
+  State& s = it->second;
+  if (s.tokens.capacity > 0 && used.tokens > 0) {
+    s.tokens.refill(now);
+    // May go below zero: a long answer is never cut for the rate; the key
+    // waits until it has paid it back.
+    s.tokens.level -= static_cast<double>(used.tokens);
+  }
+  if (used.usd > 0) {
+    s.spend.roll(p);
+    s.spend.day_usd += used.usd;
+    s.spend.month_usd += used.usd;
+  }
 }
 
 bool KeyStore::admin_allowed(std::string_view authorization) const {

@@ -114,8 +114,9 @@ class ChatProxy {
 
   net::awaitable<bool> run(const config::Model& model);
   RequestOutcome outcome() const { return outcome_; }
-  // Input + output tokens of the attempt that answered (for key rate limits).
-  std::int64_t tokens_used() const { return tokens_used_; }
+  // Input + output tokens of the attempt that answered and their cost (for
+  // key rate limits and budgets).
+  KeyStore::Charge used() const { return used_; }
   // The drain ran out of time while this request was in flight (its run()
   // was cancelled): end it explicitly — an error event on a committed
   // stream (never [DONE]), else a 503 — unless a write was cut part-way,
@@ -171,7 +172,7 @@ class ChatProxy {
   Clock::time_point start_ = Clock::now();
   std::optional<AttemptRecord> last_failed_;
   bool total_expired_ = false;  // a candidate was passed over for its timeouts.total
-  std::int64_t tokens_used_ = 0;
+  KeyStore::Charge used_;
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
 };
 
@@ -354,13 +355,20 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   if (fx.health == failover::HealthEffect::kNone) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
-    rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
-                          recorded.error_rate, recorded.attempts, now, pc.probe);
+    const auto ejected =
+        rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
+                              recorded.error_rate, recorded.attempts, now, pc.probe);
+    if (ejected && snapshot_.shared) {
+      snapshot_.shared->publish(HealthEvent::kEjection, rec.deployment,
+                                std::chrono::duration_cast<std::chrono::milliseconds>(*ejected));
+    }
   }
   if (fx.cooldown) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
-    if (snapshot_.shared)
-      snapshot_.shared->publish_cooldown(rec.deployment, std::chrono::seconds(*rec.retry_after_s));
+    if (snapshot_.shared) {
+      snapshot_.shared->publish(HealthEvent::kCooldown, rec.deployment,
+                                std::chrono::seconds(*rec.retry_after_s));
+    }
   }
 }
 
@@ -474,8 +482,10 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
                                                   std::move(std::get<std::string>(body)));
   if (trace_.race && trace_.race->lost(branch)) co_return AttemptResult{};  // lost
   if (r.responded) {
-    tokens_used_ = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
+    used_.tokens = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
                    std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
+    used_.usd = c.deployment->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
+                                             rec.output_tokens.value_or(0));
     outcome_ = to_request_outcome(rec.outcome);
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
@@ -658,15 +668,15 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
     Metrics& m;
     const ChatProxy& proxy;
     const config::Model& model;
-    KeyStore& keys;
+    const Snapshot& snapshot;
     const config::GatewayKey* key;
     config::Operation op;
     ~Count() {
       m.on_request(model, proxy.outcome(), op);
       m.shared().request_finished();
-      if (key) keys.charge_tokens(*key, proxy.tokens_used());
+      if (key) charge_key(snapshot.shared.get(), *snapshot.keys, *key, proxy.used());
     }
-  } count{*snapshot->metrics, proxy, *model, *snapshot->keys, key, api.operation()};
+  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api.operation()};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

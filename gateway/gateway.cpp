@@ -363,13 +363,19 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
     Impl* impl = impl_.get();
     SharedLimits::Hooks hooks;
     hooks.metrics = impl->metrics.get();
-    hooks.on_cooldown = [impl](const std::string& deployment, std::chrono::milliseconds after) {
-      impl->snapshot()->routing->health.on_retry_after(deployment, after, routing::Clock::now());
+    hooks.on_health = [impl](HealthEvent event, const std::string& deployment,
+                             std::chrono::milliseconds after) {
+      auto& health = impl->snapshot()->routing->health;
+      if (event == HealthEvent::kCooldown) {
+        health.on_retry_after(deployment, after, routing::Clock::now());
+      } else {
+        health.on_shared_ejection(deployment, after, routing::Clock::now());
+      }
     };
     impl_->shared = SharedLimits::start(config->shared_state, std::move(hooks));
   }
   snap->shared = impl_->shared;
-  snap->keys->set_requests_shared(snap->shared != nullptr);
+  snap->keys->set_shared(snap->shared != nullptr);
   snap->config = std::move(config);
   snap->generation = 1;
   impl_->current = std::move(snap);
@@ -576,7 +582,7 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
              "config reload: shared_state takes effect only at restart; the running one is kept");
   }
   snap->shared = old->shared;
-  snap->keys->set_requests_shared(snap->shared != nullptr);
+  snap->keys->set_shared(snap->shared != nullptr);
   snap->config = cfg;
   snap->generation = old->generation + 1;
   {

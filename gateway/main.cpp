@@ -167,7 +167,12 @@ int check_config(const std::string& path) {
     std::size_t deployments = 0;
     for (const auto& m : cfg->models) deployments += m.deployments.size();
     std::cout << path << ": OK (" << cfg->providers.size() << " providers, " << cfg->models.size()
-              << " models, " << deployments << " deployments)\n";
+              << " models, " << deployments << " deployments";
+    if (const auto& s = cfg->shared_state; s.enabled()) {
+      std::cout << "; shared state " << (s.tls ? "rediss://" : "redis://") << s.host << ":"
+                << s.port;
+    }
+    std::cout << ")\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";

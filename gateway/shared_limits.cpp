@@ -30,43 +30,53 @@ namespace {
 namespace net = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-// A token bucket on Redis's clock. KEYS[1] the bucket; ARGV: capacity,
-// refill per millisecond, tokens wanted. Takes min(wanted, whole tokens
-// available); returns {taken, ms until the next whole token}.
-constexpr const char* kBucketScript = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+// Shared by every script: Redis's clock, and token buckets kept as hashes
+// {l: level, t: ms of the level}, refilled continuously up to `cap` at `rate`
+// per ms (the level may be below zero: a debt, for tokens charged after the
+// fact). A bucket expires once it would be full again.
+constexpr const char* kLuaPrelude = R"lua(
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function bucket_level(key, cap, rate, now)
+  local b = redis.call('HMGET', key, 'l', 't')
+  local level = tonumber(b[1])
+  local ts = tonumber(b[2])
+  if level == nil or ts == nil then return cap end
+  if now > ts then level = level + (now - ts) * rate end
+  return math.min(cap, level)
+end
+local function bucket_store(key, level, cap, rate, now)
+  redis.call('HSET', key, 'l', tostring(level), 't', tostring(now))
+  redis.call('PEXPIRE', key, math.ceil((cap - level) / rate) + 60000)
+end
+local function ms_until_one(level, rate)
+  if level >= 1 then return 0 end
+  return math.ceil((1 - level) / rate)
+end
+)lua";
+
+std::string script(const char* body) { return std::string(kLuaPrelude) + body; }
+
+// A token bucket. KEYS[1] the bucket; ARGV: capacity, refill per
+// millisecond, tokens wanted. Takes min(wanted, whole tokens available);
+// returns {taken, ms until the next whole token}.
+const std::string kBucketScript = script(R"lua(
+local now = now_ms()
 local cap = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local b = redis.call('HMGET', KEYS[1], 'l', 't')
-local level = tonumber(b[1])
-local ts = tonumber(b[2])
-if level == nil or ts == nil then
-  level = cap
-  ts = now
-end
-if now > ts then
-  level = math.min(cap, level + (now - ts) * rate)
-  ts = now
-end
-if level > cap then level = cap end
-local got = math.floor(level)
-if got > want then got = want end
-if got < 0 then got = 0 end
+local level = bucket_level(KEYS[1], cap, rate, now)
+local got = math.max(0, math.min(math.floor(level), tonumber(ARGV[3])))
 level = level - got
-redis.call('HSET', KEYS[1], 'l', tostring(level), 't', tostring(ts))
-redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate) + 60000)
-local wait = 0
-if level < 1 then wait = math.ceil((1 - level) / rate) end
-return {got, wait}
-)lua";
+bucket_store(KEYS[1], level, cap, rate, now)
+return {got, ms_until_one(level, rate)}
+)lua");
 
 // A max_concurrent slot. KEYS[1] the deployment's sorted set of slots scored
 // by expiry; ARGV: limit, slot id, ttl ms. Returns 1 if taken, else 0.
-constexpr const char* kSlotScript = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const std::string kSlotScript = script(R"lua(
+local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
@@ -74,13 +84,12 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
   return 1
 end
 return 0
-)lua";
+)lua");
 
 // Pushes back the expiry of held slots that are still there. KEYS[1] the
 // set; ARGV: ttl ms, slot ids... Returns how many were renewed.
-constexpr const char* kRenewScript = R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const std::string kRenewScript = script(R"lua(
+local now = now_ms()
 local n = 0
 for i = 2, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
@@ -90,7 +99,81 @@ for i = 2, #ARGV do
 end
 if n > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2) end
 return n
-)lua";
+)lua");
+
+// A key's token bucket and spend. KEYS[1] the token bucket (as above),
+// KEYS[2] / KEYS[3] the spend of the day / month. ARGV: token capacity (0 =
+// no token rate), refill per ms, tokens to charge, USD to charge, "1" if the
+// key has a budget, day / month key ttl ms. Returns {token level, ms until
+// one token, day USD, month USD} (numbers as strings: Lua would truncate).
+const std::string kUsageScript = script(R"lua(
+local level = 0
+local wait = 0
+local cap = tonumber(ARGV[1])
+if cap > 0 then
+  local now = now_ms()
+  local rate = tonumber(ARGV[2])
+  level = bucket_level(KEYS[1], cap, rate, now) - tonumber(ARGV[3])
+  bucket_store(KEYS[1], level, cap, rate, now)
+  wait = ms_until_one(level, rate)
+end
+local day = '0'
+local month = '0'
+if ARGV[5] == '1' then
+  if tonumber(ARGV[4]) > 0 then
+    day = redis.call('INCRBYFLOAT', KEYS[2], ARGV[4])
+    month = redis.call('INCRBYFLOAT', KEYS[3], ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[6])
+    redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  else
+    day = redis.call('GET', KEYS[2]) or '0'
+    month = redis.call('GET', KEYS[3]) or '0'
+  end
+end
+return {tostring(level), wait, day, month}
+)lua");
+
+// A cooldown or ejection, stored and published. KEYS[1] the hash of running
+// ones (field "<kind> <deployment>", value "<until ms> <replica>"); ARGV:
+// field, ms, replica, channel, message. Drops the ended ones.
+const std::string kHealthPublishScript = script(R"lua(
+local now = now_ms()
+local untilms = now + tonumber(ARGV[2])
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local curms = cur and tonumber(string.match(cur, '^(%d+)')) or 0
+if untilms > curms then
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d %s', untilms, ARGV[3]))
+end
+local all = redis.call('HGETALL', KEYS[1])
+local last = now
+for i = 1, #all, 2 do
+  local u = tonumber(string.match(all[i + 1], '^(%d+)'))
+  if u == nil or u <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  elseif u > last then
+    last = u
+  end
+end
+if last > now then redis.call('PEXPIRE', KEYS[1], last - now) end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+)lua");
+
+// The running cooldowns and ejections: {field, "<ms left> <replica>", ...}.
+const std::string kHealthReadScript = script(R"lua(
+local now = now_ms()
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  local u, who = string.match(all[i + 1], '^(%d+) (.*)$')
+  u = tonumber(u)
+  if u ~= nil and u > now then
+    out[#out + 1] = all[i]
+    out[#out + 1] = string.format('%d %s', u - now, who)
+  end
+end
+return out
+)lua");
 
 std::string num(double v) {
   char buf[32];
@@ -113,36 +196,81 @@ std::string random_id() {
   return buf;
 }
 
-// What travels on <prefix>:events: "cooldown <replica> <ms> <deployment>".
-std::string cooldown_message(const std::string& replica, std::chrono::milliseconds after,
-                             const std::string& deployment) {
-  return "cooldown " + replica + " " + std::to_string(after.count()) + " " + deployment;
+const char* event_name(HealthEvent e) { return e == HealthEvent::kCooldown ? "cooldown" : "eject"; }
+std::optional<HealthEvent> event_named(std::string_view name) {
+  if (name == "cooldown") return HealthEvent::kCooldown;
+  if (name == "eject") return HealthEvent::kEjection;
+  return std::nullopt;
 }
 
-struct Cooldown {
+// What travels on <prefix>:events: "<event> <replica> <ms> <deployment>".
+std::string health_message(HealthEvent e, const std::string& replica,
+                           std::chrono::milliseconds after, const std::string& deployment) {
+  return std::string(event_name(e)) + " " + replica + " " + std::to_string(after.count()) + " " +
+         deployment;
+}
+
+struct HealthNews {
+  HealthEvent event = HealthEvent::kCooldown;
   std::string_view replica;
   std::chrono::milliseconds after{0};
   std::string_view deployment;
 };
 
-std::optional<Cooldown> parse_cooldown(std::string_view message) {
-  constexpr std::string_view kCooldown = "cooldown ";
-  if (message.substr(0, kCooldown.size()) != kCooldown) return std::nullopt;
-  message.remove_prefix(kCooldown.size());
-  const auto sp1 = message.find(' ');
-  if (sp1 == std::string_view::npos) return std::nullopt;
-  Cooldown c;
-  c.replica = message.substr(0, sp1);
-  message.remove_prefix(sp1 + 1);
-  const auto sp2 = message.find(' ');
-  if (sp2 == std::string_view::npos) return std::nullopt;
+// The first word of `line` (removed from it), or nullopt if there is no
+// non-empty word followed by a space and more text.
+std::optional<std::string_view> take_word(std::string_view& line) {
+  const auto sp = line.find(' ');
+  if (sp == 0 || sp == std::string_view::npos || sp + 1 == line.size()) return std::nullopt;
+  const std::string_view word = line.substr(0, sp);
+  line.remove_prefix(sp + 1);
+  return word;
+}
+
+std::optional<std::chrono::milliseconds> positive_ms(std::string_view text) {
   long long ms = 0;
-  auto [p, ec] = std::from_chars(message.data(), message.data() + sp2, ms);
-  if (ec != std::errc() || p != message.data() + sp2 || ms <= 0) return std::nullopt;
-  c.after = std::chrono::milliseconds(ms);
-  c.deployment = message.substr(sp2 + 1);
-  if (c.deployment.empty()) return std::nullopt;
-  return c;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || p != text.data() + text.size() || ms <= 0) return std::nullopt;
+  return std::chrono::milliseconds(ms);
+}
+
+std::optional<HealthNews> parse_health_message(std::string_view line) {
+  // <event> <replica> <ms> <deployment>
+  const auto event = take_word(line);
+  const auto replica = event ? take_word(line) : std::nullopt;
+  const auto ms = replica ? take_word(line) : std::nullopt;
+  if (!ms) return std::nullopt;
+  const auto e = event_named(*event);
+  const auto after = positive_ms(*ms);
+  if (!e || !after) return std::nullopt;
+  return HealthNews{*e, *replica, *after, line};
+}
+
+// "usage <replica> <key>": a charge took `key` over one of its limits; other
+// replicas' views of it are out of date.
+std::string usage_message(const std::string& replica, const std::string& key) {
+  return "usage " + replica + " " + key;
+}
+struct UsageNews {
+  std::string_view replica;
+  std::string_view key;
+};
+std::optional<UsageNews> parse_usage_message(std::string_view line) {
+  const auto kind = take_word(line);
+  const auto replica = kind && *kind == "usage" ? take_word(line) : std::nullopt;
+  if (!replica) return std::nullopt;
+  return UsageNews{*replica, line};
+}
+
+// A stored one: field "<event> <deployment>", value "<ms left> <replica>".
+std::optional<HealthNews> parse_stored_health(std::string_view field, std::string_view value) {
+  const auto event = take_word(field);
+  const auto ms = take_word(value);
+  if (!event || !ms) return std::nullopt;
+  const auto e = event_named(*event);
+  const auto after = positive_ms(*ms);
+  if (!e || !after) return std::nullopt;
+  return HealthNews{*e, value, *after, field};
 }
 
 // The bucket script's answer: {taken, ms until the next whole token}.
@@ -154,6 +282,35 @@ std::optional<LeaseReply> parse_lease(const RedisReply& r) {
   if (!r.ok() || r.value->type != resp::Value::Type::kArray || r.value->elements.size() != 2)
     return std::nullopt;
   return LeaseReply{r.value->elements[0].integer, r.value->elements[1].integer};
+}
+
+std::optional<double> parse_number(const resp::Value& v) {
+  if (v.type == resp::Value::Type::kInteger) return static_cast<double>(v.integer);
+  if (v.type != resp::Value::Type::kBulk && v.type != resp::Value::Type::kSimple)
+    return std::nullopt;
+  double d = 0;
+  auto [p, ec] = std::from_chars(v.str.data(), v.str.data() + v.str.size(), d);
+  if (ec != std::errc() || p != v.str.data() + v.str.size() || !std::isfinite(d))
+    return std::nullopt;
+  return d;
+}
+
+// The usage script's answer: {token level, ms until one, day USD, month USD}.
+std::optional<KeyUsage> parse_usage(const RedisReply& r) {
+  if (!r.ok() || r.value->type != resp::Value::Type::kArray || r.value->elements.size() != 4)
+    return std::nullopt;
+  const auto& e = r.value->elements;
+  const auto level = parse_number(e[0]);
+  const auto wait = parse_number(e[1]);
+  const auto day = parse_number(e[2]);
+  const auto month = parse_number(e[3]);
+  if (!level || !wait || !day || !month) return std::nullopt;
+  KeyUsage u;
+  u.token_level = *level;
+  u.token_wait_s = static_cast<int>(std::ceil(std::max(0.0, *wait) / 1000.0));
+  u.day_usd = *day;
+  u.month_usd = *month;
+  return u;
 }
 
 }  // namespace
@@ -179,12 +336,114 @@ struct SharedLimits::Impl {
     bool refilling = false;
     int retry_after_s() const { return std::max(1, (empty_wait_ms + 999) / 1000); }
   };
+  // A key's shared token level and spend as last read (or charged).
+  struct UsageView {
+    KeyUsage usage;
+    SpendPeriods periods;  // the day and month it counts
+    Clock::time_point at{};
+    bool have = false;
+    bool refreshing = false;
+  };
   mutable std::mutex mu;
   std::unordered_map<std::string, Lease> leases;      // by key name
   std::map<std::string, std::set<std::string>> held;  // deployment -> slot ids
   std::uint64_t next_slot = 0;                        // mu
+  std::unordered_map<std::string, UsageView> usage;   // by key name; mu
+  // Charges made while Redis was unreachable, sent when it is back.
+  std::map<std::string, std::pair<config::GatewayKey, KeyStore::Charge>> unsent;  // mu
 
   std::string bucket_key(const std::string& key) const { return prefix + ":rate:req:" + key; }
+  std::string health_key() const { return prefix + ":health"; }
+
+  // The usage script for `key`, charging `used` (nothing: a read).
+  std::vector<std::string> usage_command(const config::GatewayKey& key, const SpendPeriods& p,
+                                         KeyStore::Charge used) const {
+    const double cap = key.tokens_per_minute.value_or(0);
+    const bool budget = key.budget_usd_per_day || key.budget_usd_per_month;
+    constexpr std::int64_t kDayMs = 86'400'000;
+    return {"EVAL",
+            kUsageScript,
+            "3",
+            prefix + ":rate:tok:" + key.name,
+            prefix + ":spend:" + key.name + ":d:" + std::to_string(p.day),
+            prefix + ":spend:" + key.name + ":m:" + std::to_string(p.month),
+            num(cap),
+            num(cap / 60'000.0),
+            std::to_string(cap > 0 ? std::max<std::int64_t>(0, used.tokens) : 0),
+            num(std::max(0.0, used.usd)),
+            budget ? "1" : "0",
+            std::to_string(std::int64_t{p.day_left_s} * 1000 + kDayMs),
+            std::to_string(std::int64_t{p.month_left_s} * 1000 + kDayMs)};
+  }
+
+  // The usage script's answer into the key's view (mu not held).
+  std::optional<KeyUsage> on_usage(const std::string& key, const SpendPeriods& p,
+                                   const RedisReply& r) {
+    const auto u = parse_usage(r);
+    std::lock_guard lock(mu);
+    UsageView& v = usage[key];
+    v.refreshing = false;
+    if (!u) {
+      if (r.value && !r.ok()) log_line(LogLevel::kWarn, "shared state: key usage: " + r.what());
+      return std::nullopt;
+    }
+    v.usage = *u;
+    v.periods = p;
+    v.at = Clock::now();
+    v.have = true;
+    return u;
+  }
+
+  // A charge's answer: when it took the key over a limit, the other
+  // replicas hear at once instead of at their next refresh.
+  void on_charged(const config::GatewayKey& key, const SpendPeriods& p, const RedisReply& r) {
+    const auto u = on_usage(key.name, p, r);
+    if (u && usage_refusal(key, *u, p) && cmd->up()) {
+      call(SharedOp::kPublish, {"PUBLISH", channel, usage_message(replica, key.name)}, {});
+    }
+  }
+
+  // Another replica's charge took `key` over a limit: decide on a fresh view.
+  void on_usage_news(const UsageNews& n) {
+    if (n.replica == replica) return;
+    std::lock_guard lock(mu);
+    if (auto it = usage.find(std::string(n.key)); it != usage.end()) it->second.have = false;
+  }
+
+  // Cooldowns and ejections another replica told of (or stored).
+  void apply(const HealthNews& n) {
+    if (n.replica == replica) return;
+    if (hooks.on_health) hooks.on_health(n.event, std::string(n.deployment), n.after);
+    if (hooks.metrics) hooks.metrics->on_shared_event_applied();
+  }
+
+  // The running ones, on (re)connect: what was published while this
+  // replica was not listening.
+  void load_health() {
+    if (!cmd->up()) return;
+    call(SharedOp::kHealthRead, {"EVAL", kHealthReadScript, "1", health_key()},
+         [this](RedisReply r) {
+           if (!r.ok() || r.value->type != resp::Value::Type::kArray) return;
+           const auto& e = r.value->elements;
+           for (std::size_t k = 0; k + 1 < e.size(); k += 2) {
+             if (auto n = parse_stored_health(e[k].str, e[k + 1].str)) apply(*n);
+           }
+         });
+  }
+
+  // Charges held while Redis was unreachable.
+  void send_unsent() {
+    std::map<std::string, std::pair<config::GatewayKey, KeyStore::Charge>> out;
+    {
+      std::lock_guard lock(mu);
+      out.swap(unsent);
+    }
+    const SpendPeriods p = SpendPeriods::at(std::chrono::system_clock::now());
+    for (auto& [name, kc] : out) {
+      call(SharedOp::kUsageCharge, usage_command(kc.first, p, kc.second),
+           [this, key = kc.first, p](RedisReply r) { on_charged(key, p, r); });
+    }
+  }
   std::string slots_key(const std::string& deployment) const {
     return prefix + ":slots:" + deployment;
   }
@@ -311,37 +570,44 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
   log_line(LogLevel::kInfo, "shared state: " + where + " (prefix \"" + cfg.key_prefix +
                                 "\", on_failure " + (open ? "open" : "closed") + ")");
   MetricsRegistry* m = i.hooks.metrics;
-  i.cmd = RedisConnection::create(i.ioc, o, {}, [where, open, m](bool up, const std::string& why) {
-    if (m) m->set_shared_up(up);
-    if (up) {
-      log_line(LogLevel::kInfo, "shared state: connected to " + where);
-    } else if (why == kRedisStopped) {
-      log_line(LogLevel::kInfo, "shared state: disconnected from " + where + " (stopping)");
-    } else {
-      log_line(LogLevel::kWarn,
-               "shared state: " + where + " unavailable (" + why + "); " +
-                   (open ? "failing open: key rate limits and max_concurrent are this "
-                           "replica's own until it is back"
-                         : "failing closed: requests that need it are refused until it is "
-                           "back"));
-    }
-  });
   Impl* ip = impl_.get();
+  i.cmd =
+      RedisConnection::create(i.ioc, o, {}, [where, open, m, ip](bool up, const std::string& why) {
+        if (m) m->set_shared_up(up);
+        if (up) {
+          log_line(LogLevel::kInfo, "shared state: connected to " + where);
+          ip->send_unsent();
+          ip->load_health();
+        } else if (why == kRedisStopped) {
+          log_line(LogLevel::kInfo, "shared state: disconnected from " + where + " (stopping)");
+        } else {
+          log_line(LogLevel::kWarn,
+                   "shared state: " + where + " unavailable (" + why + "); " +
+                       (open ? "failing open: key rate limits and max_concurrent are this "
+                               "replica's own until it is back"
+                             : "failing closed: requests that need it are refused until it is "
+                               "back"));
+        }
+      });
   i.sub = RedisConnection::create(
       i.ioc, o, {i.channel},
-      [where](bool up, const std::string& why) {
+      [where, ip](bool up, const std::string& why) {
         if (up) {
-          log_line(LogLevel::kInfo, "shared state: subscribed to cooldowns at " + where);
+          log_line(LogLevel::kInfo,
+                   "shared state: subscribed to cooldowns and ejections at " + where);
+          ip->load_health();  // what was told while this replica was not listening
         } else if (why != kRedisStopped) {
-          log_line(LogLevel::kWarn, "shared state: no cooldown subscription at " + where + " (" +
-                                        why + "); other replicas' cooldowns are not heard");
+          log_line(LogLevel::kWarn, "shared state: no subscription at " + where + " (" + why +
+                                        "); other replicas' cooldowns and ejections are not "
+                                        "heard until it is back");
         }
       },
       [ip](const std::string&, const std::string& message) {
-        const auto c = parse_cooldown(message);
-        if (!c || c->replica == ip->replica) return;
-        if (ip->hooks.on_cooldown) ip->hooks.on_cooldown(std::string(c->deployment), c->after);
-        if (ip->hooks.metrics) ip->hooks.metrics->on_shared_event_applied();
+        if (auto n = parse_health_message(message)) {
+          ip->apply(*n);
+        } else if (auto u = parse_usage_message(message)) {
+          ip->on_usage_news(*u);
+        }
       });
   i.cmd->start();
   i.sub->start();
@@ -446,12 +712,69 @@ unsigned SharedLimits::slots_held() const {
   return n;
 }
 
-void SharedLimits::publish_cooldown(const std::string& deployment,
-                                    std::chrono::milliseconds after) {
+void SharedLimits::publish(HealthEvent event, const std::string& deployment,
+                           std::chrono::milliseconds after) {
   Impl& i = *impl_;
+  if (after <= std::chrono::milliseconds::zero()) return;
+  if (event == HealthEvent::kEjection && !cfg_.share_ejections) return;
   if (i.unavailable(SharedOp::kPublish)) return;
-  i.call(SharedOp::kPublish, {"PUBLISH", i.channel, cooldown_message(i.replica, after, deployment)},
+  i.call(SharedOp::kPublish,
+         {"EVAL", kHealthPublishScript, "1", i.health_key(),
+          std::string(event_name(event)) + " " + deployment, std::to_string(after.count()),
+          i.replica, i.channel, health_message(event, i.replica, after, deployment)},
          {});
+}
+
+net::awaitable<SharedLimits::UsageDecision> SharedLimits::check_usage(
+    const config::GatewayKey& key) {
+  Impl& i = *impl_;
+  if (!key.has_usage_limits()) co_return UsageDecision{Verdict::kAllowed, std::nullopt};
+  const SpendPeriods p = SpendPeriods::at(std::chrono::system_clock::now());
+  const auto fresh_for = std::chrono::milliseconds(static_cast<std::int64_t>(i.lease_window_ms));
+  // A view older than this is not decided on: Redis is asked (or, if it
+  // cannot be, the fallback decides).
+  const auto usable_for = std::max<Clock::duration>(10 * fresh_for, std::chrono::seconds(1));
+  const auto decide = [&](const KeyUsage& u) {
+    auto no = usage_refusal(key, u, p);
+    return UsageDecision{no ? Verdict::kLimited : Verdict::kAllowed, std::move(no)};
+  };
+  {
+    std::unique_lock lock(i.mu);
+    Impl::UsageView& v = i.usage[key.name];
+    const auto age = Clock::now() - v.at;
+    if (v.have && v.periods.day == p.day && v.periods.month == p.month && age < usable_for) {
+      const KeyUsage u = v.usage;
+      const bool refresh = age >= fresh_for && !v.refreshing && i.cmd->up();
+      if (refresh) v.refreshing = true;
+      lock.unlock();
+      if (refresh) {
+        i.call(SharedOp::kUsageRead, i.usage_command(key, p, {}),
+               [ip = impl_.get(), name = key.name, p](RedisReply r) { ip->on_usage(name, p, r); });
+      }
+      co_return decide(u);
+    }
+  }
+  if (i.unavailable(SharedOp::kUsageRead)) co_return UsageDecision{};
+  RedisReply r = co_await i.ask(SharedOp::kUsageRead, i.usage_command(key, p, {}));
+  const auto u = i.on_usage(key.name, p, r);
+  if (!u) co_return UsageDecision{};
+  co_return decide(*u);
+}
+
+void SharedLimits::charge_usage(const config::GatewayKey& key, KeyStore::Charge used) {
+  Impl& i = *impl_;
+  if (!key.has_usage_limits() || (used.tokens <= 0 && !(used.usd > 0))) return;
+  if (i.unavailable(SharedOp::kUsageCharge)) {
+    std::lock_guard lock(i.mu);
+    auto& [k, sum] = i.unsent[key.name];
+    k = key;
+    sum.tokens += used.tokens;
+    sum.usd += used.usd;
+    return;
+  }
+  const SpendPeriods p = SpendPeriods::at(std::chrono::system_clock::now());
+  i.call(SharedOp::kUsageCharge, i.usage_command(key, p, used),
+         [ip = impl_.get(), key, p](RedisReply r) { ip->on_charged(key, p, r); });
 }
 
 SharedLimits::Slot::Slot(std::shared_ptr<SharedLimits> owner, std::string deployment,
@@ -495,6 +818,19 @@ ApiError shared_state_unavailable() {
 net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& shared, KeyStore& keys,
                                                              const config::GatewayKey& key,
                                                              MetricsRegistry& metrics) {
+  const auto refused = [&](ApiError e) {
+    metrics.on_auth_rejected(rejection_of(e));
+    return std::optional<ApiError>(std::move(e));
+  };
+  if (key.has_usage_limits()) {
+    SharedLimits::UsageDecision d = co_await shared.check_usage(key);
+    if (d.verdict == SharedLimits::Verdict::kLimited) co_return refused(std::move(*d.refusal));
+    if (d.verdict == SharedLimits::Verdict::kUnavailable) {
+      metrics.on_shared_fallback(SharedOp::kUsageRead, shared.fail_open());
+      if (!shared.fail_open()) co_return shared_state_unavailable();
+      if (auto local = keys.check_local_usage(key)) co_return refused(std::move(*local));
+    }
+  }
   if (!key.requests_per_minute) co_return std::nullopt;
   const SharedLimits::RateDecision d =
       co_await shared.take_request(key.name, *key.requests_per_minute);
@@ -502,16 +838,20 @@ net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& share
     case SharedLimits::Verdict::kAllowed:
       co_return std::nullopt;
     case SharedLimits::Verdict::kLimited:
-      metrics.on_auth_rejected(AuthRejection::kRateLimited);
-      co_return KeyStore::requests_limited(key, d.retry_after_s);
+      co_return refused(KeyStore::requests_limited(key, d.retry_after_s));
     case SharedLimits::Verdict::kUnavailable:
       break;
   }
   metrics.on_shared_fallback(SharedOp::kRateLease, shared.fail_open());
   if (!shared.fail_open()) co_return shared_state_unavailable();
-  auto local = keys.take_local_request(key);
-  if (local) metrics.on_auth_rejected(AuthRejection::kRateLimited);
-  co_return local;
+  if (auto local = keys.take_local_request(key)) co_return refused(std::move(*local));
+  co_return std::nullopt;
+}
+
+void charge_key(SharedLimits* shared, KeyStore& keys, const config::GatewayKey& key,
+                KeyStore::Charge used) {
+  keys.charge(key, used);
+  if (shared) shared->charge_usage(key, used);
 }
 
 }  // namespace llmgate::gateway

@@ -10,8 +10,16 @@
 //    scored by its expiry, taken by a script that first drops expired ones,
 //    renewed every slot_ttl/3 while held and removed when released; a replica
 //    that dies leaks its slots for at most slot_ttl.
-//  - Retry-After cooldowns: one replica's upstream 429/503 + Retry-After is
-//    published on a channel and applied by every replica's health tracker.
+//  - per-key token rates and spend budgets: tokens and cost are charged after
+//    each answer (a script adds them to the key's token bucket and to its
+//    spend of the UTC day and month); each replica decides on a view of them
+//    at most `lease_window` old, refreshed in the background, so the fleet
+//    may pass a limit by what replicas admit within one lease_window (plus
+//    the answers in flight, as for one process: no answer is cut).
+//  - Retry-After cooldowns and outlier ejections: one replica's upstream
+//    429/503 + Retry-After, or its ejection of a deployment, is published on
+//    a channel and applied by every replica's health tracker; running ones
+//    are also stored, so that a replica that (re)connects learns them.
 //
 // When Redis is down, paused or slow (no reply within `timeout`), each
 // decision falls back per `on_failure`: open = this replica's own limits (a
@@ -39,13 +47,21 @@
 
 namespace llmgate::gateway {
 
+// What replicas tell each other about a deployment.
+enum class HealthEvent {
+  kCooldown,  // an upstream Retry-After
+  kEjection,  // outlier ejection
+};
+
 class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
  public:
   using Clock = std::chrono::steady_clock;
   struct Hooks {
     MetricsRegistry* metrics = nullptr;
-    // A cooldown another replica saw (called on the shared-state thread).
-    std::function<void(const std::string& deployment, std::chrono::milliseconds after)> on_cooldown;
+    // A cooldown or ejection another replica saw (called on the shared-state
+    // thread).
+    std::function<void(HealthEvent, const std::string& deployment, std::chrono::milliseconds after)>
+        on_health;
   };
   // Starts the shared-state thread and connects in the background.
   static std::shared_ptr<SharedLimits> start(const config::SharedState& cfg, Hooks hooks);
@@ -91,8 +107,21 @@ class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
                                                   Clock::time_point deadline);
   unsigned slots_held() const;
 
-  // Tells the other replicas of an upstream Retry-After on `deployment`.
-  void publish_cooldown(const std::string& deployment, std::chrono::milliseconds after);
+  // `key`'s fleet-wide token rate and budgets (when it has any): kAllowed,
+  // kLimited with the refusal, or kUnavailable (no view of them recent
+  // enough and Redis cannot be asked).
+  struct UsageDecision {
+    Verdict verdict = Verdict::kUnavailable;
+    std::optional<ApiError> refusal;  // kLimited
+  };
+  boost::asio::awaitable<UsageDecision> check_usage(const config::GatewayKey& key);
+  // Adds what an answer of `key` used to its shared totals (in the
+  // background; held and sent on reconnect while Redis is unreachable).
+  void charge_usage(const config::GatewayKey& key, KeyStore::Charge used);
+
+  // Tells the other replicas of an upstream Retry-After on (kCooldown), or an
+  // ejection of (kEjection), `deployment`.
+  void publish(HealthEvent event, const std::string& deployment, std::chrono::milliseconds after);
 
   struct Impl;
 
@@ -102,14 +131,19 @@ class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
   std::unique_ptr<Impl> impl_;
 };
 
-// A request of `key` against its fleet-wide request rate, when the key has
-// one: nullopt = go on; else the refusal (429 over the
-// rate; when the shared state is unavailable, this replica's own bucket
-// decides under on_failure: open, and a 503 under closed).
+// A request of `key` against its fleet-wide token rate and budgets, then
+// its request rate (when it has them): nullopt = go on; else the refusal
+// (429; when the shared state is unavailable, this replica's own limits
+// decide under on_failure: open, and a 503 under closed).
 boost::asio::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& shared,
                                                                      KeyStore& keys,
                                                                      const config::GatewayKey& key,
                                                                      MetricsRegistry& metrics);
+
+// What a finished request of `key` used, charged to this replica's
+// KeyStore and, with `shared`, to the fleet's totals.
+void charge_key(SharedLimits* shared, KeyStore& keys, const config::GatewayKey& key,
+                KeyStore::Charge used);
 
 // The 503 a request gets when what it needs from the shared state cannot be
 // had (on_failure: closed).

@@ -40,6 +40,8 @@ const char* to_string(AuthRejection r) {
       return "model_not_allowed";
     case AuthRejection::kRateLimited:
       return "rate_limited";
+    case AuthRejection::kBudgetExhausted:
+      return "budget_exhausted";
   }
   return "unknown";
 }
@@ -68,6 +70,12 @@ const char* to_string(SharedOp op) {
       return "slot_renew";
     case SharedOp::kPublish:
       return "publish";
+    case SharedOp::kUsageRead:
+      return "usage_read";
+    case SharedOp::kUsageCharge:
+      return "usage_charge";
+    case SharedOp::kHealthRead:
+      return "health_read";
   }
   return "unknown";
 }

@@ -40,10 +40,11 @@ enum class AuthRejection {
   kAdminUnauthenticated,  // /admin/*: not the admin key
   kModelNotAllowed,       // the key may not use the model
   kRateLimited,           // the key's request or token rate
+  kBudgetExhausted,       // the key's daily or monthly spend budget
 };
 inline constexpr std::array kAuthRejections = {
     AuthRejection::kUnauthenticated, AuthRejection::kAdminUnauthenticated,
-    AuthRejection::kModelNotAllowed, AuthRejection::kRateLimited};
+    AuthRejection::kModelNotAllowed, AuthRejection::kRateLimited, AuthRejection::kBudgetExhausted};
 const char* to_string(AuthRejection r);
 
 // Why a candidate was passed over without an attempt: local saturation
@@ -63,12 +64,15 @@ enum class SharedOp {
   kRateLease,    // a key's request tokens leased from the shared bucket
   kSlotAcquire,  // a deployment's max_concurrent slot taken
   kSlotRelease,
-  kSlotRenew,  // held slots' expiry pushed back
-  kPublish,    // a cooldown told to the other replicas
+  kSlotRenew,    // held slots' expiry pushed back
+  kPublish,      // a cooldown or ejection told to the other replicas
+  kUsageRead,    // a key's shared token level and spend, refreshed
+  kUsageCharge,  // an answer's tokens and cost added to them
+  kHealthRead,   // running cooldowns and ejections, read on (re)connect
 };
-inline constexpr std::array kSharedOps = {SharedOp::kRateLease, SharedOp::kSlotAcquire,
-                                          SharedOp::kSlotRelease, SharedOp::kSlotRenew,
-                                          SharedOp::kPublish};
+inline constexpr std::array kSharedOps = {
+    SharedOp::kRateLease, SharedOp::kSlotAcquire, SharedOp::kSlotRelease, SharedOp::kSlotRenew,
+    SharedOp::kPublish,   SharedOp::kUsageRead,   SharedOp::kUsageCharge, SharedOp::kHealthRead};
 const char* to_string(SharedOp op);
 
 // How one ended (llmgate_shared_state_operations_total{result}).

@@ -84,39 +84,64 @@ void HealthTracker::readmit(Entry& e, Clock::time_point now) {
   e.attempts_since_readmitted = 0;
 }
 
-void HealthTracker::on_attempt(const std::string& deployment, bool failed, double error_rate,
-                               std::uint64_t attempts, Clock::time_point now, bool probe) {
+std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& deployment, bool failed,
+                                                         double error_rate, std::uint64_t attempts,
+                                                         Clock::time_point now, bool probe) {
   std::lock_guard lock(mu_);
   Entry& e = entries_[deployment];
+  const auto ejected = [&](std::string cause) -> std::optional<Clock::duration> {
+    eject(e, std::move(cause), now);
+    return *e.ejected_until - now;
+  };
   if (e.ejected_until) {
     if (now < *e.ejected_until) {
       // Still ejected: only a probe's result counts — a success ends the
       // ejection, a failure frees the slot for the next interval's probe.
       if (probe) failed ? e.probe_taken_at.reset() : readmit(e, now);
-      return;
+      return std::nullopt;
     }
     // Half-open: this result is the probe's.
-    failed ? eject(e, "probe failed", now) : readmit(e, now);
-    return;
+    if (failed) return ejected("probe failed");
+    readmit(e, now);
+    return std::nullopt;
   }
   if (e.attempts_since_readmitted) ++*e.attempts_since_readmitted;
   if (!failed) {
     e.consecutive_failures = 0;
-    return;
+    return std::nullopt;
   }
   ++e.consecutive_failures;
   // A threshold of 0 consecutive failures disables that rule.
   if (options_.consecutive_failures > 0 &&
       e.consecutive_failures >= options_.consecutive_failures) {
-    eject(e, std::to_string(e.consecutive_failures) + " consecutive failures", now);
-    return;
+    return ejected(std::to_string(e.consecutive_failures) + " consecutive failures");
   }
   const bool enough_attempts =
       attempts >= options_.min_requests &&
       (!e.attempts_since_readmitted || *e.attempts_since_readmitted >= options_.min_requests);
   if (enough_attempts && error_rate >= options_.error_rate) {
-    eject(e, "error rate " + std::to_string(std::lround(error_rate * 100)) + "%", now);
+    return ejected("error rate " + std::to_string(std::lround(error_rate * 100)) + "%");
   }
+  return std::nullopt;
+}
+
+void HealthTracker::on_shared_ejection(const std::string& deployment,
+                                       std::chrono::milliseconds after, Clock::time_point now) {
+  if (after <= std::chrono::milliseconds::zero()) return;
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[deployment];
+  const auto until = now + std::min<Clock::duration>(after, options_.max_duration);
+  if (e.ejected_until && *e.ejected_until >= until) return;
+  if (!e.ejected_until || now >= *e.ejected_until) {
+    // Not ejected here (or half-open): a new ejection starts now.
+    e.ejected_at = now;
+    e.probe_taken_at.reset();
+    e.last_probe_at.reset();
+  }
+  e.ejected_until = until;
+  e.ejection_cause = "by another replica";
+  e.consecutive_failures = 0;
+  e.readmitted_at.reset();
 }
 
 void HealthTracker::on_retry_after(const std::string& deployment, std::chrono::milliseconds after,

@@ -70,8 +70,17 @@ class HealthTracker {
   // waits for `min_requests` new attempts, so the slowly decaying rate that
   // caused the last ejection cannot cause the next one on its own.
   // `probe`: the attempt was the probe check() handed out for it.
-  void on_attempt(const std::string& deployment, bool failed, double error_rate,
-                  std::uint64_t attempts, Clock::time_point now, bool probe = false);
+  // Returns how long the deployment is now ejected for, if this result
+  // ejected it (shared_state tells the other replicas).
+  std::optional<Clock::duration> on_attempt(const std::string& deployment, bool failed,
+                                            double error_rate, std::uint64_t attempts,
+                                            Clock::time_point now, bool probe = false);
+
+  // Another replica ejected `deployment` for `after` (shared_state): out of
+  // plans until then and half-open after, like an ejection of its own, but
+  // the backoff does not grow and a running, longer ejection is kept.
+  void on_shared_ejection(const std::string& deployment, std::chrono::milliseconds after,
+                          Clock::time_point now);
 
   // An upstream 429/503 with Retry-After: out of plans until now + after
   // (at most max_duration, so one bad header cannot bench a deployment for a

@@ -615,6 +615,48 @@ describe("components/hpa-in-flight", { skip: SKIP }, () => {
   });
 });
 
+describe("components/shared-state-redis", { skip: SKIP }, () => {
+  test("adds one Redis the standalone replicas share, wired by name, port and password", async () => {
+    const objs = renderWithComponent("standalone", "shared-state-redis");
+    for (const o of objs) await assertValid(o);
+    runChecks("standalone", objs);
+    const { c } = gateway(objs);
+    const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e]));
+    // The section as llmgate reads it, and what it points at.
+    const shared = parseYaml(env.LLMGATE_SHARED_STATE.value);
+    const url = new URL(shared.url);
+    assert.equal(url.protocol, "redis:");
+    const svc = find(objs, "Service", url.hostname);
+    assert.ok(svc, `no Service ${url.hostname} for ${shared.url}`);
+    const redisPort = svc.spec.ports.find((p) => p.port === Number(url.port || 6379));
+    assert.ok(redisPort, `Service ${url.hostname} has no port ${url.port}`);
+    const redis = find(objs, "Deployment", "llmgate-redis");
+    const rc = podSpec(redis).containers[0];
+    assert.ok(rc.ports.some((p) => p.name === redisPort.targetPort), "the Service targets the Redis port");
+    for (const [k, v] of Object.entries(svc.spec.selector)) {
+      assert.equal(redis.spec.template.metadata.labels[k], v, `the Service selects the Redis pod (${k})`);
+    }
+    // One password, from one generated Secret, on both sides.
+    assert.equal(shared.password_env, "REDIS_PASSWORD");
+    const gwRef = env.REDIS_PASSWORD.valueFrom.secretKeyRef;
+    const redisRef = rc.env.find((e) => e.name === "REDIS_PASSWORD").valueFrom.secretKeyRef;
+    assert.deepEqual(gwRef, redisRef);
+    assert.match(gwRef.name, /^llmgate-redis-[a-z0-9]{10}$/);
+    assert.ok(find(objs, "Secret", gwRef.name), "the Secret exists");
+    assert.ok(rc.args.includes("$(REDIS_PASSWORD)"), "Redis requires the password");
+    // Only the gateway's pods may reach it.
+    const np = find(objs, "NetworkPolicy", "llmgate-redis");
+    const gwLabels = gateway(objs).deploy.spec.template.metadata.labels;
+    for (const [k, v] of Object.entries(np.spec.ingress[0].from[0].podSelector.matchLabels)) {
+      assert.equal(gwLabels[k], v, `the NetworkPolicy admits the gateway pods (${k})`);
+    }
+    // llmgate accepts the result, shared state included.
+    const r = checkConfig(objs);
+    assert.equal(r.status, 0, `llmgate --check-config failed: ${r.output}`);
+    assert.match(r.output, /shared state redis:\/\/llmgate-redis:6379/);
+  });
+});
+
 // Each semantic check is shown to fail on a broken copy of a good render.
 const gw = (objs) => gateway(objs).c;
 const dep = (objs, kind = "Deployment") => all(objs, kind)[0];

@@ -107,10 +107,12 @@ let gateway = null;
 let stderrText = "";
 
 before(async () => {
+  // shared_state (a Redis that is not there: its metrics exist all the same).
   writeFileSync(join(dir, "llmgate.yaml"), `
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
+shared_state: {url: "redis://127.0.0.1:9", connect_timeout: 100ms}
 providers:
   - {name: p1, base_url: "http://127.0.0.1:9/v1"}
 models:

@@ -4,8 +4,10 @@
 //     three replicas, not 180;
 //   - a deployment with max_concurrent: 4 never has more than 4 streams open
 //     at the upstream (the sim's max_in_flight), whichever replica sent them;
-//   - one replica's upstream 429 + Retry-After keeps the others off that
-//     deployment;
+//   - a key's tokens per minute and daily spend budget hold across the three;
+//   - one replica's upstream 429 + Retry-After, or its ejection of a failing
+//     deployment, keeps the others off that deployment; a replica started
+//     later learns the running ones;
 //   - faults: Redis paused with SIGSTOP (requests wait at most about the
 //     configured timeout, a stream in flight does not stall), killed
 //     (on_failure: open serves on local limits; closed refuses with a clean
@@ -30,6 +32,10 @@ const dir = mkdtempSync(join(tmpdir(), "llmgate-scale-"));
 const children = [];
 const TEAM_KEY = "sk-team-key-0001";
 const OPEN_KEY = "sk-open-key-0002";
+const TOKENS_KEY = "sk-tokens-key-0003";
+const BUDGET_KEY = "sk-budget-key-0004";
+const TOKENS_PER_MINUTE = 30;
+const USD_PER_DAY = 30;  // 10 answers of "priced" ($3 each: 3 output tokens at $1 each)
 const sha = (k) => createHash("sha256").update(k).digest("hex");
 const TIMEOUT_MS = 100;  // shared_state.timeout
 
@@ -59,7 +65,7 @@ async function startRedis() {
   await eventually(() => redis.out.includes("Ready to accept connections"), "redis-server");
 }
 
-let simPort, capPort, rlPort;
+let simPort, capPort, rlPort, failPort;
 const gateways = [];
 
 // `redis`: the shared_state keys that say how to reach Redis.
@@ -70,13 +76,20 @@ server:
   workers: 2
 shared_state: {${redis}, key_prefix: e2e, on_failure: ${onFailure}, timeout: ${TIMEOUT_MS}ms, connect_timeout: 300ms}
 timeouts: {connect: 30s}
-routing: {exploration: 0, defaults: {policy: ordered}}
+routing:
+  exploration: 0
+  defaults: {policy: ordered}
+  ejection: {consecutive_failures: 2, base_duration: 30s, jitter: 0, probe_interval: 0s}
 providers:
   - {name: sim, base_url: "http://127.0.0.1:${simPort}/v1"}
   - {name: capsim, base_url: "http://127.0.0.1:${capPort}/v1"}
   - {name: rlsim, base_url: "http://127.0.0.1:${rlPort}/v1"}
+  - {name: failsim, base_url: "http://127.0.0.1:${failPort}/v1"}
 models:
   - {name: quick, deployments: [{provider: sim, model: quick}]}
+  - {name: priced, deployments: [{provider: sim, model: quick, price: {input_per_1m: 0, output_per_1m: 1000000}}]}
+  - name: flaky
+    deployments: [{provider: failsim, model: boom}, {provider: sim, model: quick}]
   - {name: capped, deployments: [{provider: capsim, model: slow, max_concurrent: 4, max_queue: 64}]}
   - name: limited
     deployments: [{provider: rlsim, model: busy}, {provider: sim, model: quick}]
@@ -84,6 +97,8 @@ auth:
   keys:
     - {name: team, sha256: ${sha(TEAM_KEY)}, requests_per_minute: 60}
     - {name: open, sha256: ${sha(OPEN_KEY)}, explain: true}
+    - {name: tokens, sha256: ${sha(TOKENS_KEY)}, tokens_per_minute: ${TOKENS_PER_MINUTE}}
+    - {name: budget, sha256: ${sha(BUDGET_KEY)}, budget: {usd_per_day: ${USD_PER_DAY}}}
 `;
 }
 
@@ -140,6 +155,7 @@ before(async () => {
   simPort = await startSim("sim", { quick: { ttft_ms: 1, tps: 5000, output_tokens: 3 } });
   capPort = await startSim("capsim", { slow: { ttft_ms: 10, tps: 50, output_tokens: 20 } });
   rlPort = await startSim("rlsim", { busy: { error_rate: 1, error_status: 429, retry_after_s: 30 } });
+  failPort = await startSim("failsim", { boom: { error_rate: 1, error_status: 500 } });
   for (const name of ["a", "b", "c"]) gateways.push(await startGateway(name));
 });
 
@@ -214,6 +230,84 @@ test("one replica's 429 + Retry-After cools the deployment on every replica", as
     assert.equal(x.headers.get("x-llmgate-attempts"), "1", "the cooled deployment was not tried");
   }
   assert.equal((await simStats(rlPort)).requests, 1, "no other replica tried the 429ing deployment");
+});
+
+// Requests one at a time, round-robin over the replicas, until `n`.
+async function roundRobin(key, model, n) {
+  const results = [];
+  for (let i = 0; i < n; ++i) results.push(await chat(gateways[i % 3], key, model));
+  return results;
+}
+
+test("a key's tokens per minute hold across three replicas", async () => {
+  const results = await roundRobin(TOKENS_KEY, "quick", 60);
+  const ok = results.filter((r) => r.status === 200);
+  assert.ok(ok.length > 0);
+  const used = JSON.parse(ok[0].text).usage.total_tokens;
+  // One process lets requests in while its bucket is above zero: a minute's
+  // tokens / tokens per answer, rounded up. Three replicas each on their own
+  // would allow three times that; shared, a replica may decide on a view at
+  // most lease_window old, so a few more may pass.
+  const alone = Math.ceil(TOKENS_PER_MINUTE / used);
+  assert.ok(alone * 3 < 60, `the test needs room to tell (${used} tokens per answer)`);
+  assert.ok(ok.length >= alone && ok.length <= alone + 3,
+    `expected about ${alone} successes across three replicas, got ${ok.length}`);
+  const limited = results.find((r) => r.status === 429);
+  const err = JSON.parse(limited.text).error;
+  assert.equal(err.code, "rate_limit_exceeded");
+  assert.equal(err.type, "tokens");
+});
+
+test("a key's daily budget holds across three replicas", async () => {
+  const results = await roundRobin(BUDGET_KEY, "priced", 30);
+  const ok = results.filter((r) => r.status === 200).length;
+  assert.ok(ok >= 10 && ok <= 13, `$30 a day at $3 an answer: about 10 across three replicas, got ${ok}`);
+  const refusals = results.filter((r) => r.status === 429);
+  assert.equal(ok + refusals.length, 30);
+  const err = JSON.parse(refusals[0].text).error;
+  assert.equal(err.code, "insufficient_quota");
+  assert.equal(err.type, "insufficient_quota");
+  assert.ok(Number(refusals[0].headers.get("retry-after")) >= 1, "retry when the UTC day ends");
+  // Every replica now refuses it (each one's view is refreshed within a second).
+  for (const g of gateways) {
+    await eventually(async () => (await chat(g, BUDGET_KEY, "priced")).status === 429, `${g.name} refuses the spent key`);
+  }
+  for (const g of gateways) {
+    assert.ok((await metric(g, "llmgate_auth_rejections_total", { reason: "budget_exhausted" })) >= 1);
+  }
+});
+
+test("one replica's ejection of a failing deployment keeps the others off it; a late replica learns it", async () => {
+  const [a, b, c] = gateways;
+  for (let i = 0; i < 2; ++i) {
+    const r = await chat(a, OPEN_KEY, "flaky");
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers.get("x-llmgate-deployment"), "sim/quick", "failed over from the 500");
+  }
+  assert.equal((await simStats(failPort)).requests, 2, "two failures in a row: ejected");
+  for (const g of [b, c]) {
+    await eventually(async () => {
+      const routes = await (await fetch(`${g.url}/admin/routes`)).json();
+      return JSON.stringify(routes).includes("by another replica");
+    }, `${g.name} applied the ejection`);
+  }
+  for (const g of [b, c, b, c]) {
+    const x = await chat(g, OPEN_KEY, "flaky");
+    assert.equal(x.status, 200);
+    assert.equal(x.headers.get("x-llmgate-attempts"), "1", "the ejected deployment was not tried");
+  }
+  // A replica that starts now reads the running ejection (and cooldown) on connect.
+  const late = await startGateway("late");
+  await eventually(async () => (await metric(late, "llmgate_shared_state_events_applied_total")) >= 1, "late heard it");
+  for (const model of ["flaky", "limited"]) {
+    const x = await chat(late, OPEN_KEY, model);
+    assert.equal(x.status, 200);
+    assert.equal(x.headers.get("x-llmgate-attempts"), "1", `${model}: the benched deployment was not tried`);
+  }
+  assert.equal((await simStats(failPort)).requests, 2, "no replica tried the ejected deployment again");
+  assert.equal((await simStats(rlPort)).requests, 1, "nor the cooling one");
+  late.child.kill("SIGTERM");
+  await late.child.exited;
 });
 
 test("Redis paused (SIGSTOP): requests wait at most about the timeout; a stream in flight does not stall", async () => {

@@ -10,6 +10,8 @@ const ATTEMPT_OUTCOMES = ["success", "connect_error", "upstream_status", "client
   "truncated", "malformed", "client_gone", "total_timeout", "hedge_lost"];
 const POLICIES = ["latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"];
 const OPERATIONS = ["chat", "responses", "embeddings", "text_completion"];
+const SHARED_OPS = ["rate_lease", "slot_acquire", "slot_release", "slot_renew", "publish", "usage_read", "usage_charge",
+  "health_read"];
 const UPSTREAM = { gen_ai_request_model: null, gen_ai_provider_name: null, gen_ai_operation_name: OPERATIONS, deployment: null };
 export const GATEWAY_METRICS = {
   gen_ai_server_time_to_first_token_seconds: { type: "histogram", labels: UPSTREAM },
@@ -41,6 +43,12 @@ export const GATEWAY_METRICS = {
   llmgate_router_rank: { type: "gauge", labels: { model: null, deployment: null } },
   llmgate_router_in_flight: { type: "gauge", labels: { deployment: null } },
   llmgate_router_error_rate: { type: "gauge", labels: { deployment: null } },
+  // Only with shared_state: (docs/scale-out.md).
+  llmgate_shared_state_up: { type: "gauge", labels: {} },
+  llmgate_shared_state_operations_total: { type: "counter", labels: { op: SHARED_OPS, result: ["ok", "error", "timeout", "unavailable"] } },
+  llmgate_shared_state_latency_seconds: { type: "histogram", labels: { op: SHARED_OPS } },
+  llmgate_shared_state_fallbacks_total: { type: "counter", labels: { op: SHARED_OPS, mode: ["open", "closed"] } },
+  llmgate_shared_state_events_applied_total: { type: "counter", labels: {} },
 };
 // Added by Prometheus to every series of a target (Kubernetes service discovery
 // adds namespace and pod).

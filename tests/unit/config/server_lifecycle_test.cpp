@@ -159,6 +159,24 @@ TEST(AuthConfig, ReadsKeysWithTheirModelsAndRates) {
   EXPECT_EQ(cfg->auth.admin_key_sha256, std::string(64, 'b'));  // normalised to lowercase
 }
 
+TEST(AuthConfig, ReadsSpendBudgets) {
+  auto cfg = testing::parse(kModels + "auth:\n  keys:\n    - {name: app, sha256: " + kHash +
+                            ", budget: {usd_per_day: 5, usd_per_month: 100.5}}\n    - {name: b, "
+                            "sha256: " +
+                            std::string(64, 'c') + ", budget: {usd_per_month: 1}}\n");
+  const auto& k = cfg->auth.keys[0];
+  EXPECT_EQ(k.budget_usd_per_day, 5);
+  EXPECT_EQ(k.budget_usd_per_month, 100.5);
+  EXPECT_TRUE(k.has_usage_limits());
+  EXPECT_FALSE(cfg->auth.keys[1].budget_usd_per_day.has_value());
+  EXPECT_THAT(testing::config_error(kModels + "auth:\n  keys:\n    - {name: app, sha256: " + kHash +
+                                    ", budget: {usd_per_day: 0}}\n"),
+              HasSubstr("usd_per_day: must be greater than 0"));
+  EXPECT_THAT(testing::config_error(kModels + "auth:\n  keys:\n    - {name: app, sha256: " + kHash +
+                                    ", budget: {usd_per_week: 3}}\n"),
+              HasSubstr("usd_per_week"));
+}
+
 TEST(AuthConfig, ReadsPermissionsAndExplicitOpenness) {
   auto cfg = testing::parse(kModels + "auth:\n  keys:\n    - {name: ops, sha256: " + kHash +
                             ", allow_overrides: true, explain: true}\n    - {name: app, sha256: " +

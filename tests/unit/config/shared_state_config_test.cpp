@@ -33,6 +33,7 @@ shared_state:
   connect_timeout: 2s
   lease_window: 250ms
   slot_ttl: 30s
+  share_ejections: false
 )");
   const SharedState& s = cfg->shared_state;
   EXPECT_TRUE(s.enabled());
@@ -50,6 +51,7 @@ shared_state:
   EXPECT_EQ(s.connect_timeout, Duration{2000});
   EXPECT_EQ(s.lease_window, Duration{250});
   EXPECT_EQ(s.slot_ttl, Duration{30000});
+  EXPECT_FALSE(s.share_ejections);
 }
 
 TEST_F(SharedStateConfigTest, DefaultsAndIpv6) {
@@ -61,6 +63,26 @@ TEST_F(SharedStateConfigTest, DefaultsAndIpv6) {
   EXPECT_EQ(s.on_failure, SharedState::OnFailure::kOpen);
   EXPECT_EQ(s.timeout, Duration{50});
   EXPECT_EQ(s.key_prefix, "llmgate");
+  EXPECT_TRUE(s.share_ejections);
+}
+
+TEST_F(SharedStateConfigTest, MayComeFromTheEnvironmentWhenTheFileHasNone) {
+  fake_env()["LLMGATE_SHARED_STATE"] =
+      "{url: \"redis://llmgate-redis:6379\", password_env: REDIS_PASSWORD, on_failure: closed}";
+  fake_env()["REDIS_PASSWORD"] = "pw";
+  const SharedState s = parse("models: []\n")->shared_state;
+  EXPECT_EQ(s.host, "llmgate-redis");
+  EXPECT_EQ(s.password, "pw");
+  EXPECT_EQ(s.on_failure, SharedState::OnFailure::kClosed);
+  // Validated as the section is, and named as where it came from.
+  fake_env()["LLMGATE_SHARED_STATE"] = "{url: \"redis://r\", timeout: 10s}";
+  const std::string bad = config_error("models: []\n");
+  EXPECT_NE(bad.find("$LLMGATE_SHARED_STATE"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("timeout"), std::string::npos) << bad;
+  // Both: which one was meant is not guessed.
+  fake_env()["LLMGATE_SHARED_STATE"] = "{url: \"redis://r\"}";
+  EXPECT_NE(config_error("shared_state: {url: \"redis://q\"}\n").find("keep one"),
+            std::string::npos);
 }
 
 TEST_F(SharedStateConfigTest, RefusesWhatWouldGoWrongLater) {

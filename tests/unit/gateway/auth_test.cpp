@@ -76,7 +76,7 @@ TEST(KeyStore, TokensPerMinuteAreChargedAfterTheAnswerAndWaitedOff) {
   KeyStore ks(auth_with(std::nullopt, 600), nullptr, t0);
   const auto& a = *std::get<const config::GatewayKey*>(ks.authenticate("Bearer sk-team-a"));
   EXPECT_FALSE(ks.authorize(a, "chat", t0).has_value());
-  ks.charge_tokens(a, 900, t0);  // a long answer is never cut: the bucket goes below zero
+  ks.charge(a, {900, 0}, t0);  // a long answer is never cut: the bucket goes below zero
   auto limited = ks.authorize(a, "chat", t0);
   ASSERT_TRUE(limited.has_value());
   EXPECT_EQ(limited->type, "tokens");
@@ -92,6 +92,97 @@ TEST(KeyStore, AReloadKeepsWhatAKeyHasUsed) {
   KeyStore fresh(auth_with(1), &old, t0);
   const auto& a2 = *std::get<const config::GatewayKey*>(fresh.authenticate("Bearer sk-team-a"));
   EXPECT_TRUE(fresh.authorize(a2, "chat", t0).has_value());
+}
+
+config::Auth auth_with_budget(std::optional<double> per_day, std::optional<double> per_month) {
+  config::Auth a = auth_with();
+  a.keys[0].budget_usd_per_day = per_day;
+  a.keys[0].budget_usd_per_month = per_month;
+  return a;
+}
+
+std::chrono::system_clock::time_point utc(std::chrono::year_month_day d, std::chrono::seconds s) {
+  return std::chrono::sys_days{d} + s;
+}
+
+// The budget tests' steady clock (buckets) and wall clock (periods).
+const Clock::time_point t0{std::chrono::hours(1)};
+const auto noon = utc(std::chrono::year{2026} / std::chrono::November / 27, std::chrono::hours(12));
+
+const config::GatewayKey& key_named(const KeyStore& ks, const char* key) {
+  return *std::get<const config::GatewayKey*>(ks.authenticate(std::string("Bearer ") + key));
+}
+
+TEST(SpendPeriods, CountUtcDaysAndMonthsAndTheTimeLeftInThem) {
+  using namespace std::chrono;
+  const auto p = SpendPeriods::at(utc(2026y / November / 27, 23h + 59min + 30s));
+  EXPECT_EQ(p.day_left_s, 30);
+  EXPECT_EQ(p.month_left_s, 3 * 86400 + 30);  // to 2026-12-01T00:00Z
+  EXPECT_EQ(p.month, 2026 * 12 + 10);
+  const auto dec = SpendPeriods::at(utc(2026y / December / 31, 0s));
+  EXPECT_EQ(dec.day, p.day + 34);
+  EXPECT_EQ(dec.month_left_s, 86400);  // the year turns
+  EXPECT_EQ(dec.month, p.month + 1);
+}
+
+TEST(KeyStore, ADailyBudgetRefusesOnceSpentUntilTheDayEnds) {
+  using namespace std::chrono;
+  KeyStore ks(auth_with_budget(1.0, std::nullopt), nullptr, t0);
+  const auto& a = key_named(ks, "sk-team-a");
+  EXPECT_FALSE(ks.authorize(a, "chat", t0, noon).has_value());
+  ks.charge(a, {1000, 0.6}, t0, noon);
+  EXPECT_FALSE(ks.authorize(a, "chat", t0, noon).has_value());  // $0.60 of $1.00
+  ks.charge(a, {1000, 0.45}, t0, noon);  // an answer is never cut: the spend passes the budget
+  auto no = ks.authorize(a, "chat", t0, noon);
+  ASSERT_TRUE(no.has_value());
+  EXPECT_EQ(no->status, 429);
+  EXPECT_EQ(no->type, "insufficient_quota");
+  EXPECT_EQ(no->code, "insufficient_quota");
+  EXPECT_EQ(no->retry_after_s, 12 * 3600);
+  EXPECT_NE(no->message.find("$1.05 of $1.00"), std::string::npos) << no->message;
+  EXPECT_EQ(rejection_of(*no), AuthRejection::kBudgetExhausted);
+  // Other keys are not affected; the next UTC day starts from zero.
+  const auto& b = key_named(ks, "sk-team-b");
+  EXPECT_FALSE(ks.authorize(b, "chat", t0, noon).has_value());
+  EXPECT_FALSE(ks.authorize(a, "chat", t0, noon + 12h).has_value());
+  EXPECT_DOUBLE_EQ(ks.usage(a, t0, noon + 12h).month_usd, 1.05);
+}
+
+TEST(KeyStore, AMonthlyBudgetSpansDaysAndRetriesAfterTheMonth) {
+  using namespace std::chrono;
+  KeyStore ks(auth_with_budget(10.0, 2.0), nullptr, t0);
+  const auto& a = key_named(ks, "sk-team-a");
+  ks.charge(a, {0, 1.5}, t0, utc(2026y / November / 3, 0s));
+  ks.charge(a, {0, 0.5}, t0, utc(2026y / November / 20, 0s));
+  const auto late = utc(2026y / November / 30, 23h);
+  auto no = ks.authorize(a, "chat", t0, late);
+  ASSERT_TRUE(no.has_value());
+  EXPECT_EQ(no->type, "insufficient_quota");
+  EXPECT_EQ(no->retry_after_s, 3600);
+  EXPECT_NE(no->message.find("monthly"), std::string::npos);
+  EXPECT_FALSE(ks.authorize(a, "chat", t0, utc(2026y / December / 1, 0s)).has_value());
+}
+
+TEST(KeyStore, AReloadKeepsWhatAKeyHasSpent) {
+  using namespace std::chrono;
+  KeyStore old(auth_with_budget(1.0, std::nullopt), nullptr, t0);
+  const auto& a = key_named(old, "sk-team-a");
+  old.charge(a, {0, 0.75}, t0, noon);
+  KeyStore fresh(auth_with_budget(0.5, std::nullopt), &old, t0);  // a lower budget applies at once
+  const auto& a2 = key_named(fresh, "sk-team-a");
+  EXPECT_TRUE(fresh.authorize(a2, "chat", t0, noon).has_value());
+}
+
+TEST(KeyStore, SharedLimitsLeaveOnlyTheModelCheckToAuthorize) {
+  using namespace std::chrono;
+  KeyStore ks(auth_with_budget(1.0, std::nullopt), nullptr, t0);
+  const auto& a = key_named(ks, "sk-team-a");
+  ks.set_shared(true);
+  ks.charge(a, {0, 5.0}, t0, noon);
+  EXPECT_FALSE(ks.authorize(a, "chat", t0, noon).has_value());
+  ASSERT_TRUE(ks.authorize(a, "other", t0, noon).has_value());
+  // ... and what was charged is there for the fallback.
+  EXPECT_TRUE(ks.check_local_usage(a, t0, noon).has_value());
 }
 
 TEST(KeyStore, TheAdminKeyGuardsOnlyWhenConfigured) {

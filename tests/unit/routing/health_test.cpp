@@ -432,6 +432,45 @@ TEST(HealthTracker, AnEjectedDeploymentIsProbedEveryProbeInterval) {
   EXPECT_EQ(h.ejections_total("a/m"), 1u);
 }
 
+TEST(HealthTracker, OnAttemptSaysWhenAndForHowLongItEjected) {
+  HealthTracker h(options());
+  EXPECT_FALSE(h.on_attempt("a/x", true, 0, 1, t0).has_value());
+  EXPECT_FALSE(h.on_attempt("a/x", true, 0, 1, t0).has_value());
+  EXPECT_EQ(h.on_attempt("a/x", true, 0, 1, t0), std::optional<Clock::duration>(5s));
+  // Results while ejected eject nothing more; a failed probe ejects for twice as long.
+  EXPECT_FALSE(h.on_attempt("a/x", true, 0, 1, t0 + 1s).has_value());
+  ASSERT_TRUE(alone(h, "a/x", t0 + 5s).probe);
+  EXPECT_EQ(h.on_attempt("a/x", true, 0, 1, t0 + 5s, true), std::optional<Clock::duration>(10s));
+}
+
+TEST(HealthTracker, ASharedEjectionKeepsTheDeploymentOutThenProbesIt) {
+  HealthTracker h(options());
+  h.on_shared_ejection("a/x", 7000ms, t0);
+  auto a = alone(h, "a/x", t0 + 6s);
+  EXPECT_EQ(a.state, HealthState::kEjected);
+  EXPECT_FALSE(a.routable);
+  EXPECT_NE(a.reason.find("by another replica"), std::string::npos) << a.reason;
+  EXPECT_EQ(h.ejections_total("a/x"), 0u);  // not this replica's own
+  a = alone(h, "a/x", t0 + 7s);
+  EXPECT_TRUE(a.probe);
+  h.on_attempt("a/x", false, 0, 1, t0 + 7s, true);
+  EXPECT_EQ(alone(h, "a/x", t0 + 7s).state, HealthState::kHealthy);
+  // The backoff did not grow: an ejection of its own afterwards is the base one.
+  fail(h, "a/x", 3, t0 + 8s);
+  EXPECT_EQ(*alone(h, "a/x", t0 + 8s).until, t0 + 8s + 5s);
+}
+
+TEST(HealthTracker, ASharedEjectionNeverShortensARunningOne) {
+  HealthTracker h(options());
+  fail(h, "a/x", 3, t0);  // ejected until t0 + 5s
+  h.on_shared_ejection("a/x", 2000ms, t0 + 1s);
+  EXPECT_EQ(*alone(h, "a/x", t0 + 1s).until, t0 + 5s);
+  h.on_shared_ejection("a/x", 9000ms, t0 + 1s);  // a longer one extends it
+  EXPECT_EQ(*alone(h, "a/x", t0 + 1s).until, t0 + 10s);
+  h.on_shared_ejection("a/x", 3600s, t0 + 1s);  // capped at max_duration
+  EXPECT_EQ(*alone(h, "a/x", t0 + 1s).until, t0 + 61s);
+}
+
 TEST(HealthTracker, StatesHaveStableNames) {
   EXPECT_STREQ(to_string(HealthState::kHealthy), "healthy");
   EXPECT_STREQ(to_string(HealthState::kEjected), "ejected");
