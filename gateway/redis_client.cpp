@@ -56,6 +56,7 @@ class Connection final : public RedisConnection {
   }
 
   void call(std::vector<std::string> args, Callback cb) override {
+    if (!cb) cb = [](RedisReply) {};  // fire and forget: the reply is still read in order
     net::post(ioc_, [self = shared(), args = std::move(args), cb = std::move(cb)]() mutable {
       self->enqueue(args, std::move(cb));
     });

@@ -77,7 +77,7 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
 
   virtual void start() = 0;  // thread-safe; connects in the background
   virtual void stop() = 0;   // thread-safe; pending commands fail with "stopped"
-  // Thread-safe. `cb` runs on the io_context, exactly once.
+  // Thread-safe. `cb` (may be empty) runs on the io_context, exactly once.
   virtual void call(std::vector<std::string> args, Callback cb) = 0;
   bool up() const { return up_.load(std::memory_order_relaxed); }
 

@@ -328,6 +328,7 @@ struct SharedLimits::Impl {
   net::steady_timer renew_timer{ioc};
   std::int64_t slot_ttl_ms = 15'000;
   double lease_window_ms = 100;
+  bool share_ejections = true;  // sent and applied
 
   struct Lease {
     double tokens = 0;
@@ -413,6 +414,7 @@ struct SharedLimits::Impl {
   // Cooldowns and ejections another replica told of (or stored).
   void apply(const HealthNews& n) {
     if (n.replica == replica) return;
+    if (n.event == HealthEvent::kEjection && !share_ejections) return;
     if (hooks.on_health) hooks.on_health(n.event, std::string(n.deployment), n.after);
     if (hooks.metrics) hooks.metrics->on_shared_event_applied();
   }
@@ -550,6 +552,7 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
   i.channel = cfg.key_prefix + ":events";
   i.slot_ttl_ms = cfg.slot_ttl.count();
   i.lease_window_ms = static_cast<double>(cfg.lease_window.count());
+  i.share_ejections = cfg.share_ejections;
   if (i.hooks.metrics) {
     i.hooks.metrics->enable_shared_state();
     i.hooks.metrics->set_shared_up(false);

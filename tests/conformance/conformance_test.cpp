@@ -1120,10 +1120,10 @@ INSTANTIATE_TEST_SUITE_P(Table, Limit, ::testing::ValuesIn(limit_rows()), row_na
 
 // ---- Gateway keys ----------------------------------------------------------------
 
-std::string auth_yaml(const std::string& key_extra = "") {
+std::string auth_yaml(const std::string& key_extra = "", const std::string& models = "[chat]") {
   return "auth:\n  admin_key_sha256: " + gateway::sha256_hex("sk-admin") +
          "\n  keys:\n    - {name: app, sha256: " + gateway::sha256_hex("sk-app") +
-         ", models: [chat]" + key_extra + "}\n";
+         ", models: " + models + key_extra + "}\n";
 }
 
 testing::HttpResponse chat_with(Harness& h, const std::string& authorization,
@@ -1190,6 +1190,29 @@ std::vector<ClientRow> key_rows() {
        "",
        "",
        auth_yaml(", requests_per_minute: 1")},
+      {"key-budget-spent",
+       {},
+       [](Harness& h) {
+         // $1 a token: the first answer spends the day's $1 budget.
+         EXPECT_EQ(chat_with(h, "Bearer sk-app", "priced").status, 200);
+         auto r = chat_with(h, "Bearer sk-app", "priced");
+         EXPECT_EQ(r.status, 429);
+         EXPECT_GE(std::stoi(r.header("retry-after")), 1);
+         EXPECT_LE(std::stoi(r.header("retry-after")), 86400);
+         auto e = json::parse(r.body)["error"];
+         EXPECT_EQ(e["type"], "insufficient_quota");
+         EXPECT_EQ(e["code"], "insufficient_quota");
+         EXPECT_NE(e["message"].get<std::string>().find("daily budget"), std::string::npos);
+         EXPECT_EQ(h.upstream()->stats().requests, 1u);
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_auth_rejections_total",
+                                "reason=\"budget_exhausted\""),
+                   1);
+       },
+       "",
+       "",
+       "  - name: priced\n    deployments: [{provider: bad, model: m, price: {input_per_1m: "
+       "1000000, output_per_1m: 1000000}}]\n" +
+           auth_yaml(", budget: {usd_per_day: 1}", "[priced]")},
       {"key-never-forwarded-or-logged",
        {},
        [](Harness& h) {
