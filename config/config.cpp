@@ -88,6 +88,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   const auto routing = sections.optional("routing");
   const auto auth = sections.optional("auth");
   const auto shared_state = sections.optional("shared_state");
+  const auto tracing = sections.optional("tracing");
   // Checked first: a misspelt "providers:" would otherwise surface as
   // "unknown provider" errors under models.
   sections.reject_unknown_keys();
@@ -114,6 +115,7 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
     const ConfigNode node(parse_yaml(*shared_from_env, from), from, "shared_state");
     config->shared_state = read_shared_state(node, env);
   }
+  config->tracing = read_tracing(tracing, env, config->warnings);
   for (const auto& p : config->providers) {
     // A provider key readable by other users of the machine is a leak
     // waiting to happen (ssh refuses such keys; we warn).

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace llmgate::config {
@@ -451,10 +452,48 @@ struct SharedState {
   bool operator==(const SharedState&) const = default;
 };
 
+// ---- Traces (docs/config.md, "tracing"; docs/tracing.md) ---------------------
+
+// Which requests are traced: OTEL_TRACES_SAMPLER's samplers.
+struct TraceSampler {
+  enum class Root { kAlwaysOn, kAlwaysOff, kRatio };
+  Root root = Root::kAlwaysOn;
+  double ratio = 1.0;        // kRatio: the share of traces recorded, 0..1
+  bool parent_based = true;  // a caller's traceparent decides when it has one
+  bool operator==(const TraceSampler&) const = default;
+};
+// "always_on", "always_off", "traceidratio", or one of them after
+// "parentbased_"; `arg`: the ratio ("" = 1). nullopt with `error` otherwise.
+std::optional<TraceSampler> parse_trace_sampler(std::string_view name, std::string_view arg,
+                                                std::string* error);
+std::string to_string(const TraceSampler& s);  // "parentbased_traceidratio 0.25"
+
+// OpenTelemetry traces exported over OTLP/HTTP with the JSON encoding. The
+// standard OTEL_* environment variables give the defaults; the file's keys
+// win over them.
+struct Tracing {
+  UpstreamUrl endpoint;  // the traces URL (path included: /v1/traces); no host = off
+  Tls tls;
+  std::string endpoint_source;  // where the endpoint came from, for logs
+  std::string service_name = "llmgate";
+  // Resource attributes besides service.name (OTEL_RESOURCE_ATTRIBUTES).
+  std::vector<std::pair<std::string, std::string>> resource;
+  TraceSampler sampler;
+  // Sent with every export (a hosted backend's API key). Never logged.
+  std::vector<std::pair<std::string, std::string>> headers;
+  Duration timeout{2'000};         // one export, connect included
+  Duration schedule_delay{1'000};  // how often the buffer is exported
+  std::size_t max_queue_size = 2048;
+  std::size_t max_export_batch_size = 512;
+  bool enabled() const { return !endpoint.host.empty(); }
+  bool operator==(const Tracing&) const = default;
+};
+
 struct Config {
   Server server;
   Auth auth;
   SharedState shared_state;
+  Tracing tracing;
   Timeouts timeouts;
   Routing routing;
   std::vector<Provider> providers;

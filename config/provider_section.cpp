@@ -210,6 +210,8 @@ void check_header_name(const ConfigNode& where, const std::string& name) {
   }
 }
 
+}  // namespace
+
 void read_headers(const ConfigNode& node, EnvLookup env, Provider& provider) {
   std::set<std::string> seen;  // lower-cased: header names are case-insensitive
   for (const auto& [name, value_node] : node.entries()) {
@@ -221,6 +223,8 @@ void read_headers(const ConfigNode& node, EnvLookup env, Provider& provider) {
     provider.headers.emplace(name, std::move(value.text));
   }
 }
+
+namespace {
 
 // A path below base_url: "/..." with no query or fragment; "{model}" allowed.
 std::string read_chat_path(const ConfigNode& node) {

@@ -64,6 +64,14 @@ Tls read_tls(const ConfigNode& node);
 // shared_state: the Redis that replicas share limits and cooldowns through.
 SharedState read_shared_state(const ConfigNode& node, EnvLookup env);
 
+// tracing: OTLP/HTTP traces; the OTEL_* variables give the defaults (their
+// problems that are not errors go to `warnings`).
+Tracing read_tracing(const std::optional<ConfigNode>& node, EnvLookup env,
+                     std::vector<std::string>& warnings);
+// Extra request headers ({name: value | {env: X} | {file: Y}}) into
+// provider.headers (and their secrets into provider.header_secrets).
+void read_headers(const ConfigNode& node, EnvLookup env, Provider& provider);
+
 // auth: gateway keys; each key's models must be among `models`.
 Auth read_auth(const ConfigNode& node, const std::vector<Model>& models);
 

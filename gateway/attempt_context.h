@@ -17,6 +17,7 @@
 #include "gateway/http_response.h"
 #include "gateway/race.h"
 #include "gateway/snapshot.h"
+#include "gateway/tracer.h"
 #include "gateway/worker.h"
 #include "providers/upstream_protocol.h"
 #include "routing/attempt_record.h"
@@ -67,6 +68,7 @@ struct AttemptContext {
   ChatRequest& req;      // its body is rewritten for each upstream request
   RouteTrace& trace;
   const config::GatewayKey* key = nullptr;        // the caller's gateway key, if keys are on
+  const RequestTrace* request_trace = nullptr;    // with tracing: the request's trace
   std::chrono::steady_clock::time_point start{};  // the request's arrival at the proxy
   bool stream_committed = false;                  // a streaming response head went to the client
   bool client_write_failed = false;               // a client write failed or was cut part-way

@@ -37,6 +37,7 @@
 #include "gateway/relay_state.h"
 #include "gateway/response_resource.h"
 #include "gateway/shared_limits.h"
+#include "gateway/tracer.h"
 #include "gateway/upstream_attempt.h"
 #include "routing/route_override.h"
 #include "routing/router.h"
@@ -98,7 +99,7 @@ class ChatProxy {
   ChatProxy(Worker& worker, const Snapshot& snapshot, beast::tcp_stream& client,
             const Request& client_request, const RequestContext& rc, const ClientApi& api,
             ChatRequest req, routing::RouteOverride route, const config::GatewayKey* key,
-            std::optional<std::string> stored_at)
+            std::optional<std::string> stored_at, const RequestTrace* request_trace)
       : snapshot_(snapshot),
         cfg_(*snapshot.config),
         rs_(*snapshot.routing),
@@ -110,6 +111,7 @@ class ChatProxy {
         ctx_{worker, snapshot, cfg_, client, client_request, rc, api, req_, trace_} {
     trace_.explain = cfg_.explain() == config::Explain::kAll || (key && key->explain);
     ctx_.key = key;
+    ctx_.request_trace = request_trace;
   }
 
   net::awaitable<bool> run(const config::Model& model);
@@ -117,6 +119,8 @@ class ChatProxy {
   // Input + output tokens of the attempt that answered and their cost (for
   // key rate limits and budgets).
   KeyStore::Charge used() const { return used_; }
+  // The request's SERVER span (tracing), once it has ended.
+  SpanData server_span(const RequestTrace& t, Clock::time_point end) const;
   // The drain ran out of time while this request was in flight (its run()
   // was cancelled): end it explicitly — an error event on a committed
   // stream (never [DONE]), else a 503 — unless a write was cut part-way,
@@ -146,7 +150,11 @@ class ChatProxy {
   net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
                                        const routing::PlannedCandidate& second, HedgeKind kind,
                                        bool& second_started);
-  void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch);
+  void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
+                      const SpanId& span);
+  // An attempt's CLIENT span (tracing).
+  void record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
+                           int branch, const SpanId& span, Clock::time_point end) const;
   // The next candidate beyond max_attempts joins the end of the plan (the
   // plan's capacity was reserved for it: references into it stay valid).
   void promote_reserve();
@@ -173,6 +181,9 @@ class ChatProxy {
   std::optional<AttemptRecord> last_failed_;
   bool total_expired_ = false;  // a candidate was passed over for its timeouts.total
   KeyStore::Charge used_;
+  // The attempt that answered: deployment, provider and tokens (tracing).
+  std::optional<AttemptRecord> answered_;
+  const routing::Candidate* answered_by_ = nullptr;
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
 };
 
@@ -338,8 +349,8 @@ void ChatProxy::promote_reserve() {
   trace_.plan_changed();
 }
 
-void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec,
-                               int branch) {
+void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
+                               const SpanId& span) {
   if (trace_.race && trace_.race->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
     rec.detail = "a hedge produced the first token first";
@@ -363,6 +374,8 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
                                 std::chrono::duration_cast<std::chrono::milliseconds>(*ejected));
     }
   }
+  if (ctx_.request_trace && ctx_.request_trace->sampled())
+    record_attempt_span(pc, rec, branch, span, now);
   if (fx.cooldown) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
     if (snapshot_.shared) {
@@ -469,17 +482,26 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     rec.stats_key = routing::stats_key(rec.deployment, req_.reasoning_effort);
   rec.started = Clock::now();
   rec.outcome = AttemptOutcome::kClientGone;  // what it is if this frame is cancelled
+  // Traced: the attempt's span is the upstream's parent.
+  SpanId span;
+  std::string traceparent;
+  if (const RequestTrace* t = ctx_.request_trace) {
+    span = snapshot_.tracer->new_span_id();
+    traceparent = format_traceparent(SpanContext{t->server.trace, span, t->server.flags});
+  }
   struct Report {
     ChatProxy& self;
     const routing::PlannedCandidate& pc;
     AttemptRecord& rec;
     int branch;
-    ~Report() { self.finish_attempt(pc, rec, branch); }
-  } report{*this, pc, rec, branch};
+    const SpanId& span;
+    ~Report() { self.finish_attempt(pc, rec, branch, span); }
+  } report{*this, pc, rec, branch, span};
   routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
 
-  AttemptResult r = co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight, request,
-                                                  std::move(std::get<std::string>(body)));
+  AttemptResult r =
+      co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight, request,
+                                    std::move(std::get<std::string>(body)), traceparent);
   if (trace_.race && trace_.race->lost(branch)) co_return AttemptResult{};  // lost
   if (r.responded) {
     used_.tokens = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
@@ -487,6 +509,10 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     used_.usd = c.deployment->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
                                              rec.output_tokens.value_or(0));
     outcome_ = to_request_outcome(rec.outcome);
+    if (ctx_.request_trace) {
+      answered_ = rec;
+      answered_by_ = &c;
+    }
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
     log_request(&rec);
@@ -498,6 +524,110 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   }
   if (rec.outcome != AttemptOutcome::kHedgeLost) on_attempt_failed(rec);
   co_return r;
+}
+
+namespace {
+
+// gen_ai.provider.name: the semantic conventions' names for the native
+// protocols, the provider's configured name for OpenAI-compatible ones
+// ("openai", "groq", "together", ...).
+std::string gen_ai_provider(const config::Provider& p) {
+  switch (p.protocol) {
+    case config::Protocol::kAnthropic:
+      return "anthropic";
+    case config::Protocol::kGemini:
+      return "gcp.gemini";
+    case config::Protocol::kOpenAi:
+      break;
+  }
+  return p.name;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
+                                    int branch, const SpanId& span, Clock::time_point end) const {
+  const RequestTrace& t = *ctx_.request_trace;
+  const routing::Candidate& c = pc.candidate;
+  const char* op = config::gen_ai_name(req_.operation);
+  SpanData s;
+  s.trace = t.server.trace;
+  s.span = span;
+  s.parent = t.server.span;
+  s.kind = SpanKind::kClient;
+  s.name = std::string(op) + " " + c.deployment->model;
+  s.start_unix_ns = t.unix_ns(rec.started);
+  s.end_unix_ns = t.unix_ns(end);
+  s.set("gen_ai.operation.name", std::string(op));
+  s.set("gen_ai.provider.name", gen_ai_provider(*c.provider));
+  s.set("gen_ai.request.model", c.deployment->model);
+  s.set("server.address", c.provider->base_url.host);
+  s.set("server.port", std::int64_t{c.provider->base_url.port});
+  if (rec.http_status != 0) s.set("http.response.status_code", std::int64_t{rec.http_status});
+  if (rec.input_tokens) s.set("gen_ai.usage.input_tokens", *rec.input_tokens);
+  if (rec.output_tokens) s.set("gen_ai.usage.output_tokens", *rec.output_tokens);
+  s.set("llmgate.deployment", rec.deployment);
+  s.set("llmgate.attempt.outcome", std::string(routing::to_string(rec.outcome)));
+  const auto& plan = trace_.decision.candidates;
+  if (&pc >= plan.data() && &pc < plan.data() + plan.size())
+    s.set("llmgate.attempt.rank", static_cast<std::int64_t>(&pc - plan.data() + 1));
+  if (pc.probe) s.set("llmgate.attempt.probe", true);
+  if (auto ttft = rec.ttft()) s.set("llmgate.ttft_seconds", seconds(*ttft));
+  s.set("llmgate.ttft_deadline_seconds", seconds(c.timeouts.ttft));
+  if (trace_.race) {
+    s.set("llmgate.hedge.branch", std::string(branch == 0 ? "primary" : "hedge"));
+    s.set("llmgate.hedge.result", std::string(rec.outcome == AttemptOutcome::kHedgeLost ? "lost"
+                                              : trace_.race->lost(branch)               ? "lost"
+                                                                                        : "won"));
+  }
+  if (rec.outcome != AttemptOutcome::kSuccess && rec.outcome != AttemptOutcome::kHedgeLost) {
+    s.error = true;
+    s.status_message = rec.detail.substr(0, 256);
+    s.set("error.type", std::string(routing::to_string(rec.outcome)));
+  }
+  snapshot_.tracer->record(std::move(s));
+}
+
+SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) const {
+  const char* op = config::gen_ai_name(req_.operation);
+  SpanData s;
+  s.trace = t.server.trace;
+  s.span = t.server.span;
+  s.parent = t.parent;
+  s.trace_state = t.trace_state;
+  s.kind = SpanKind::kServer;
+  s.name = std::string(op) + " " + req_.model;
+  s.start_unix_ns = t.start_unix_ns;
+  s.end_unix_ns = t.unix_ns(end);
+  s.set("gen_ai.operation.name", std::string(op));
+  s.set("gen_ai.request.model", req_.model);
+  s.set("http.request.method", std::string("POST"));
+  s.set("http.route", std::string(config::endpoint_of(req_.operation)));
+  s.set("llmgate.request_id", ctx_.rc.request_id);
+  s.set("llmgate.policy", std::string(config::to_string(trace_.decision.policy)));
+  s.set("llmgate.attempts", std::int64_t{trace_.attempts});
+  s.set("llmgate.outcome", std::string(to_string(outcome_)));
+  if (trace_.race || !trace_.hedged().empty()) s.set("llmgate.hedge", std::string(trace_.hedged()));
+  if (key_) s.set("llmgate.key", key_->name);
+  if (answered_ && answered_by_) {
+    s.set("gen_ai.provider.name", gen_ai_provider(*answered_by_->provider));
+    s.set("gen_ai.response.model", answered_by_->deployment->model);
+    s.set("llmgate.deployment", answered_->deployment);
+    if (answered_->input_tokens) s.set("gen_ai.usage.input_tokens", *answered_->input_tokens);
+    if (answered_->output_tokens) s.set("gen_ai.usage.output_tokens", *answered_->output_tokens);
+    if (auto ttft = answered_->ttft()) s.set("llmgate.ttft_seconds", seconds(*ttft));
+  }
+  if (last_failed_) {
+    s.set("llmgate.failover_reason", std::string(routing::to_string(last_failed_->outcome)));
+  }
+  if (outcome_ == RequestOutcome::kError || outcome_ == RequestOutcome::kRejected) {
+    s.error = true;
+    s.set("error.type", std::string(to_string(outcome_)));
+    if (last_failed_) s.status_message = last_failed_->detail.substr(0, 256);
+  }
+  return s;
 }
 
 void ChatProxy::on_attempt_failed(const AttemptRecord& rec) {
@@ -661,8 +791,17 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
       stored_at = std::move(owner->provider);
     }
   }
+  std::optional<RequestTrace> request_trace;
+  if (snapshot->tracer) {
+    // Several tracestate lines are one list (W3C Trace Context, 3.3.1.1).
+    std::string tracestate;
+    for (auto [it, end] = request.equal_range("tracestate"); it != end; ++it) {
+      tracestate.append(tracestate.empty() ? "" : ",").append(it->value());
+    }
+    request_trace = snapshot->tracer->begin(request["traceparent"], tracestate, rc.received);
+  }
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
-                  key, std::move(stored_at));
+                  key, std::move(stored_at), request_trace ? &*request_trace : nullptr);
   snapshot->metrics->shared().request_started();
   struct Count {
     Metrics& m;
@@ -671,12 +810,15 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
     const Snapshot& snapshot;
     const config::GatewayKey* key;
     config::Operation op;
+    const std::optional<RequestTrace>& trace;
     ~Count() {
       m.on_request(model, proxy.outcome(), op);
       m.shared().request_finished();
       if (key) charge_key(snapshot.shared.get(), *snapshot.keys, *key, proxy.used());
+      if (trace && trace->sampled())
+        snapshot.tracer->record(proxy.server_span(*trace, Clock::now()));
     }
-  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api.operation()};
+  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api.operation(), request_trace};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

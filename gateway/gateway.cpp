@@ -32,6 +32,7 @@
 #include "gateway/log.h"
 #include "gateway/response_resource.h"
 #include "gateway/shared_limits.h"
+#include "gateway/tracer.h"
 #include "providers/tls_client.h"
 
 namespace llmgate::gateway {
@@ -227,6 +228,8 @@ struct Gateway::Impl {
   std::condition_variable stop_cv;  // wakes a drain's delay when stop() is called
   // shared_state: started once with the first config (a change needs a restart).
   std::shared_ptr<SharedLimits> shared;
+  // tracing: likewise.
+  std::shared_ptr<Tracer> tracer;
   // Last: destroying a worker destroys session frames, which use the members above.
   std::vector<std::unique_ptr<WorkerThread>> workers;
 
@@ -359,32 +362,45 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
   snap->tls = tls_contexts(*config, nullptr);
   snap->limiters = limiters(*config, nullptr);
   snap->keys = std::make_shared<KeyStore>(config->auth);
-  if (config->shared_state.enabled()) {
+  snap->keys->set_shared(config->shared_state.enabled());
+  if (config->tracing.enabled())
+    impl_->tracer = Tracer::start(config->tracing, impl_->metrics.get());
+  snap->tracer = impl_->tracer;
+  snap->config = std::move(config);
+  snap->generation = 1;
+  {
+    std::lock_guard lock(impl_->snapshot_mu);
+    impl_->current = snap;
+  }
+  // After the snapshot is published: the shared-state thread applies other
+  // replicas' cooldowns and ejections to it from the moment it connects.
+  const config::SharedState& shared_cfg = snap->config->shared_state;
+  if (shared_cfg.enabled()) {
     Impl* impl = impl_.get();
     SharedLimits::Hooks hooks;
     hooks.metrics = impl->metrics.get();
     hooks.on_health = [impl](HealthEvent event, const std::string& deployment,
                              std::chrono::milliseconds after) {
-      auto& health = impl->snapshot()->routing->health;
+      const auto current = impl->snapshot();
+      auto& health = current->routing->health;
       if (event == HealthEvent::kCooldown) {
         health.on_retry_after(deployment, after, routing::Clock::now());
       } else {
         health.on_shared_ejection(deployment, after, routing::Clock::now());
       }
     };
-    impl_->shared = SharedLimits::start(config->shared_state, std::move(hooks));
+    impl_->shared = SharedLimits::start(shared_cfg, std::move(hooks));
+    // No request reads it yet: the workers start later (start()).
+    snap->shared = impl_->shared;
   }
-  snap->shared = impl_->shared;
-  snap->keys->set_shared(snap->shared != nullptr);
-  snap->config = std::move(config);
-  snap->generation = 1;
-  impl_->current = std::move(snap);
 }
 
 Gateway::~Gateway() {
   stop();
   wait();
   if (impl_->shared) impl_->shared->stop();
+  // Last: the spans of requests that ran to the end go out (within one export timeout).
+  if (impl_->tracer) impl_->tracer->stop();
 }
 
 std::shared_ptr<const config::Config> Gateway::config() const { return impl_->snapshot()->config; }
@@ -583,6 +599,11 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
   }
   snap->shared = old->shared;
   snap->keys->set_shared(snap->shared != nullptr);
+  if (!(cfg->tracing == old->config->tracing)) {
+    log_line(LogLevel::kWarn,
+             "config reload: tracing takes effect only at restart; the running one is kept");
+  }
+  snap->tracer = old->tracer;
   snap->config = cfg;
   snap->generation = old->generation + 1;
   {

@@ -163,7 +163,8 @@ struct MetricsRegistry::Impl {
   Family<Counter>& shared_ops = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_shared_state_operations_total",
       "Operations on the shared-state backend, by op (rate_lease, slot_acquire, slot_release, "
-      "slot_renew, publish) and result (ok, error, timeout, unavailable)");
+      "slot_renew, publish, usage_read, usage_charge, health_read) and result (ok, error, "
+      "timeout, unavailable)");
   Family<Histogram>& shared_latency = family<Histogram>(
       prometheus::BuildHistogram(), registry, "llmgate_shared_state_latency_seconds",
       "Round trip of answered shared-state operations, by op");
@@ -173,7 +174,14 @@ struct MetricsRegistry::Impl {
       "own limits; closed: refused)");
   Family<Counter>& shared_events = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_shared_state_events_applied_total",
-      "Cooldowns published by other replicas and applied here");
+      "Cooldowns and ejections published by other replicas and applied here");
+  Family<Counter>& trace_exported =
+      family<Counter>(prometheus::BuildCounter(), registry, "llmgate_trace_spans_exported_total",
+                      "Spans the OTLP collector accepted; absent when tracing is not configured");
+  Family<Counter>& trace_dropped = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_trace_spans_dropped_total",
+      "Spans dropped, by reason: queue_full (the buffer was full: the collector is slow or "
+      "down) or export_failed (refused, failed or timed out)");
   Family<Gauge>& draining_family =
       family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_draining",
                     "1 while the gateway drains for shutdown");
@@ -224,6 +232,11 @@ struct MetricsRegistry::Impl {
     Counter* events = nullptr;
   };
   std::atomic<SharedSeries*> shared_series{nullptr};
+  struct TraceSeries {
+    std::array<Counter*, 3> by{};  // by TraceSpanResult
+  };
+  std::atomic<TraceSeries*> trace_series{nullptr};
+  std::unique_ptr<TraceSeries> trace_storage;
   std::unique_ptr<SharedSeries> shared_storage;
   std::array<Counter*, 3> reloads_by = {
       &reloads.Add({{"result", to_string(ReloadResult::kSuccess)}}),
@@ -408,6 +421,21 @@ void MetricsRegistry::on_shared_fallback(SharedOp op, bool open) {
 
 void MetricsRegistry::on_shared_event_applied() {
   if (auto* s = impl_->shared_series.load()) s->events->Increment();
+}
+
+void MetricsRegistry::enable_tracing() {
+  if (impl_->trace_series.load()) return;
+  auto t = std::make_unique<Impl::TraceSeries>();
+  t->by[0] = &impl_->trace_exported.Add({});
+  t->by[1] = &impl_->trace_dropped.Add({{"reason", "queue_full"}});
+  t->by[2] = &impl_->trace_dropped.Add({{"reason", "export_failed"}});
+  impl_->trace_storage = std::move(t);
+  impl_->trace_series.store(impl_->trace_storage.get());
+}
+
+void MetricsRegistry::on_trace_spans(TraceSpanResult result, std::uint64_t n) {
+  if (auto* t = impl_->trace_series.load())
+    t->by[static_cast<std::size_t>(result)]->Increment(static_cast<double>(n));
 }
 
 void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining ? 1 : 0); }

@@ -65,7 +65,12 @@ class MetricsRegistry {
   void on_shared_op(SharedOp op, SharedResult result, double seconds);
   // A decision taken without the backend: `open` = by this replica's own limits.
   void on_shared_fallback(SharedOp op, bool open);
-  void on_shared_event_applied();  // another replica's cooldown, applied here
+  void on_shared_event_applied();  // another replica's cooldown or ejection, applied here
+
+  // tracing: (gateway/tracer.h). The series exist once enable_tracing() is
+  // called (when it is configured).
+  void enable_tracing();
+  void on_trace_spans(TraceSpanResult result, std::uint64_t n);
 
   // The text exposition format, with the router gauges refreshed first for
   // the deployments of `cfg` (gauges of deployments no longer configured are

@@ -23,6 +23,7 @@
 namespace llmgate::gateway {
 
 class SharedLimits;
+class Tracer;
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -43,6 +44,8 @@ struct Snapshot {
   std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters;
   // shared_state: (nullptr when not configured); the same object in every snapshot.
   std::shared_ptr<SharedLimits> shared;
+  // tracing: (nullptr when not configured); the same object in every snapshot.
+  std::shared_ptr<Tracer> tracer;
   std::uint64_t generation = 0;  // 1 at start-up, +1 per successful reload
 };
 

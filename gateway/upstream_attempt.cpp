@@ -72,7 +72,8 @@ class UpstreamAttempt {
  public:
   UpstreamAttempt(AttemptContext& ctx, const routing::Candidate& c, AttemptRecord& rec, int branch,
                   routing::StatsRegistry::InFlight& in_flight,
-                  const providers::UpstreamRequest& request, std::string body)
+                  const providers::UpstreamRequest& request, std::string body,
+                  std::string_view traceparent)
       : ctx_(ctx),
         c_(c),
         rec_(rec),
@@ -80,7 +81,8 @@ class UpstreamAttempt {
         in_flight_(in_flight),
         protocol_(ctx.protocol(c)),
         request_(request),
-        body_(std::move(body)) {}
+        body_(std::move(body)),
+        traceparent_(traceparent) {}
 
   net::awaitable<AttemptResult> run();
 
@@ -115,6 +117,7 @@ class UpstreamAttempt {
   const providers::UpstreamProtocol& protocol_;
   providers::UpstreamRequest request_;  // stream and stream_options as sent
   std::string body_;                    // the upstream body for request_
+  std::string_view traceparent_;        // the attempt span's, "" when not traced
   // What the upstream just refused (stream_options, or streaming): the
   // same request once more without it.
   std::optional<providers::Quirk> retry_without_;
@@ -407,7 +410,7 @@ UpstreamMessage UpstreamAttempt::upstream_request() {
       upstream_target(*c_.provider, c_.deployment->model,
                       protocol_.target(c_.deployment->model, request_.stream)),
       body_, request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name, *c_.provider,
-      protocol_);
+      protocol_, traceparent_, ctx_.request_trace ? ctx_.request_trace->trace_state : "");
 }
 
 }  // namespace
@@ -486,17 +489,25 @@ class SetFields {
                  lines_.end());
     lines_.push_back({name, value});
   }
+  // Neither the client's `name` nor one of ours.
+  void drop(std::string_view name) {
+    set(name, {});
+    lines_.back().dropped = true;
+  }
   bool has(std::string_view name) const {
     return std::any_of(lines_.begin(), lines_.end(),
                        [&](const Line& l) { return beast::iequals(l.name, name); });
   }
   void append_to(std::string& out) const {
-    for (const Line& l : lines_) out.append(l.name).append(": ").append(l.value).append("\r\n");
+    for (const Line& l : lines_) {
+      if (!l.dropped) out.append(l.name).append(": ").append(l.value).append("\r\n");
+    }
   }
 
  private:
   struct Line {
     std::string_view name, value;
+    bool dropped = false;
   };
   boost::container::small_vector<Line, 16> lines_;
 };
@@ -507,7 +518,8 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
                                       bool stream, const Request& client_request,
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,
-                                      const providers::UpstreamProtocol& protocol) {
+                                      const providers::UpstreamProtocol& protocol,
+                                      std::string_view traceparent, std::string_view tracestate) {
   const auto& url = provider.base_url;
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
@@ -531,6 +543,12 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
   set.set("Accept", stream ? "text/event-stream" : "application/json");
   set.set("User-Agent", "llmgate/0.1");
   set.set("x-request-id", rc.request_id);  // the client's own, or the one we made
+  if (!traceparent.empty()) {
+    // Traced: the upstream's parent is the attempt's span (the client's
+    // tracestate goes on only if well-formed).
+    set.set("traceparent", traceparent);
+    tracestate.empty() ? set.drop("tracestate") : set.set("tracestate", tracestate);
+  }
   // The key: in the header the provider names (Authorization as a Bearer
   // token, any other alone: Azure's api-key), else where the protocol puts
   // it; then the protocol's fixed headers (anthropic-version).
@@ -588,8 +606,8 @@ net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const ro
                                                    AttemptRecord& rec, int branch,
                                                    routing::StatsRegistry::InFlight& in_flight,
                                                    const providers::UpstreamRequest& request,
-                                                   std::string body) {
-  UpstreamAttempt attempt(ctx, c, rec, branch, in_flight, request, std::move(body));
+                                                   std::string body, std::string_view traceparent) {
+  UpstreamAttempt attempt(ctx, c, rec, branch, in_flight, request, std::move(body), traceparent);
   AttemptResult r = co_await attempt.run();
   co_return r;
 }

@@ -32,7 +32,8 @@ net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const ro
                                                    routing::AttemptRecord& rec, int branch,
                                                    routing::StatsRegistry::InFlight& in_flight,
                                                    const providers::UpstreamRequest& request,
-                                                   std::string body);
+                                                   std::string body,
+                                                   std::string_view traceparent = {});
 
 // The target of a request to `protocol_target` (path and query, e.g.
 // "/chat/completions" or "/responses/resp_1") at provider `p` for its
@@ -56,12 +57,16 @@ struct UpstreamMessage {
 // provider's key where it wants it, the protocol's and the provider's own
 // headers (a later one of a name replaces an earlier one and the client's);
 // `body` as JSON when not empty, with its Content-Length (as Beast's
-// prepare_payload would set it).
+// prepare_payload would set it). `traceparent` (traced requests): the
+// attempt span's context replaces the client's, and `tracestate` its
+// tracestate (dropped when empty).
 UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
                                       bool stream, const Request& client_request,
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,
-                                      const providers::UpstreamProtocol& protocol);
+                                      const providers::UpstreamProtocol& protocol,
+                                      std::string_view traceparent = {},
+                                      std::string_view tracestate = {});
 
 // Writes `m` on the lease's connection, under the deadline already set on it.
 net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,

@@ -86,6 +86,14 @@ inline constexpr std::array kSharedResults = {SharedResult::kOk, SharedResult::k
                                               SharedResult::kTimeout, SharedResult::kUnavailable};
 const char* to_string(SharedResult r);
 
+// What became of a finished span (llmgate_trace_spans_exported_total and
+// llmgate_trace_spans_dropped_total{reason}).
+enum class TraceSpanResult {
+  kExported,
+  kQueueFull,     // dropped: the buffer was full (the collector is slow or down)
+  kExportFailed,  // dropped: its batch was refused, or the export failed or timed out
+};
+
 // The index of an enum value in its kXxx array (they are listed in order).
 template <class E>
 constexpr std::size_t index_of(E e) {

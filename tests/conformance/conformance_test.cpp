@@ -851,6 +851,40 @@ std::vector<ClientRow> client_rows() {
                                 "deployment=\"bad/m\",outcome=\"client_gone\""),
                    1);
        }},
+      {"trace-context-propagated", testing::healthy_stream(3),
+       [](Harness& h) {
+         // Traced (a collector that is not there): the upstream's parent is
+         // the attempt's span, in the client's trace.
+         HttpClient c(h.port());
+         const std::map<std::string, std::string> headers{
+             {"content-type", "application/json"},
+             {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+             {"tracestate", "vendor=abc"}};
+         EXPECT_EQ(c.request("POST", "/v1/chat/completions", chat_body(false), headers).status,
+                   200);
+         const std::string up = h.upstream()->last_request();
+         const std::string prefix = "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-";
+         const auto at = up.find(prefix);
+         ASSERT_NE(at, std::string::npos) << up;
+         const std::string span = up.substr(at + prefix.size(), 16);
+         EXPECT_NE(span, "00f067aa0ba902b7") << "the attempt's own span, not the client's";
+         EXPECT_EQ(up.substr(at + prefix.size() + 16, 5), "-01\r\n");
+         EXPECT_NE(up.find("tracestate: vendor=abc\r\n"), std::string::npos) << up;
+         EXPECT_EQ(up.find("00f067aa0ba902b7"), std::string::npos) << "one traceparent only";
+       },
+       "", "", "tracing: {endpoint: \"http://127.0.0.1:9\"}\n"},
+      {"trace-context-untraced-passes-through", testing::healthy_stream(3),
+       [](Harness& h) {
+         HttpClient c(h.port());
+         const std::map<std::string, std::string> headers{
+             {"content-type", "application/json"},
+             {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}};
+         EXPECT_EQ(c.request("POST", "/v1/chat/completions", chat_body(false), headers).status,
+                   200);
+         EXPECT_NE(h.upstream()->last_request().find(
+                       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+                   std::string::npos);
+       }},
       {"keep-alive-after-stream", testing::healthy_stream(3),
        [](Harness& h) {
          HttpClient c(h.port());

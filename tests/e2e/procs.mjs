@@ -23,3 +23,32 @@ export function startBinary(children, bin, cmd, args, portFile) {
     poll();
   });
 }
+
+// Starts `cmd` with its output kept (the last 20 kB in child.out, for
+// failure messages and log checks) and child.exited resolving when it ends;
+// adds it to `children`.
+export function spawnLogged(children, cmd, args, env = {}) {
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+  child.out = "";
+  child.stdout.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
+  child.stderr.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
+  child.exited = new Promise((resolve) => child.on("exit", () => resolve()));
+  children.push(child);
+  return child;
+}
+
+// An llmgate-sim serving `models` ({name: profile}), its port file in `dir`;
+// resolves to its port.
+export async function startSim(children, bin, dir, name, models) {
+  const portFile = join(dir, `${name}.port`);
+  const args = ["--listen", "127.0.0.1:0", "--port-file", portFile];
+  for (const [m, p] of Object.entries(models)) args.push("--model", `${m}=${JSON.stringify(p)}`);
+  const child = spawnLogged(children, join(bin, "llmgate-sim"), args);
+  const deadline = Date.now() + 15000;
+  while (!(existsSync(portFile) && readFileSync(portFile, "utf8").trim())) {
+    if (child.exitCode !== null) throw new Error(`llmgate-sim ${name} exited: ${child.out}`);
+    if (Date.now() > deadline) throw new Error(`llmgate-sim ${name} did not start: ${child.out}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return Number(readFileSync(portFile, "utf8").trim());
+}

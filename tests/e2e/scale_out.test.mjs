@@ -17,11 +17,12 @@
 // Run by run.sh (through ctest); needs redis-server (tools/setup.sh installs it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { spawnLogged as spawnLoggedIn, startSim as startSimIn } from "./procs.mjs";
 import { eventually, freePort, which } from "../support/node_support.mjs";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
@@ -39,23 +40,9 @@ const USD_PER_DAY = 30;  // 10 answers of "priced" ($3 each: 3 output tokens at 
 const sha = (k) => createHash("sha256").update(k).digest("hex");
 const TIMEOUT_MS = 100;  // shared_state.timeout
 
-function spawnLogged(cmd, args, env = {}) {
-  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
-  child.out = "";
-  child.stdout.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
-  child.stderr.on("data", (d) => (child.out = (child.out + d).slice(-20000)));
-  child.exited = new Promise((resolve) => child.on("exit", () => resolve()));
-  children.push(child);
-  return child;
-}
+const spawnLogged = (cmd, args, env = {}) => spawnLoggedIn(children, cmd, args, env);
 
-async function startSim(name, models) {
-  const portFile = join(dir, `${name}.port`);
-  const args = ["--listen", "127.0.0.1:0", "--port-file", portFile];
-  for (const [m, p] of Object.entries(models)) args.push("--model", `${m}=${JSON.stringify(p)}`);
-  spawnLogged(join(BIN, "llmgate-sim"), args);
-  return Number(await eventually(() => existsSync(portFile) && readFileSync(portFile, "utf8").trim(), name));
-}
+const startSim = (name, models) => startSimIn(children, BIN, dir, name, models);
 
 let redisPort;
 let redis;

@@ -38,9 +38,12 @@ constexpr std::string_view kFileSecret = "sk-fuzz-file-key";  // fake_read_file.
 bool g_verbose = false;
 
 // Variables named UNSET* are not set, EMPTY* are empty, SPACE* hold a key with
-// a space in it; LLMGATE_REGION is "eu-west"; every other one holds kEnvSecret.
+// a space in it; LLMGATE_REGION is "eu-west"; the variables that stand for
+// whole sections (LLMGATE_SHARED_STATE, OTEL_*) are not set: the input is the
+// file; every other one holds kEnvSecret.
 std::optional<std::string> fuzz_env(const std::string& name) {
   if (name == "LLMGATE_REGION") return "eu-west";
+  if (name == "LLMGATE_SHARED_STATE" || name.rfind("OTEL_", 0) == 0) return std::nullopt;
   if (name.rfind("UNSET", 0) == 0) return std::nullopt;
   if (name.rfind("EMPTY", 0) == 0) return "";
   if (name.rfind("SPACE", 0) == 0) return "sk fuzz";
@@ -123,6 +126,12 @@ void check_config(const config::Config& cfg) {
     FUZZ_CHECK(m.routing.max_attempts >= 1);
   }
   check_auth(cfg);
+  // tracing: a bounded buffer, batches within it, a ratio in [0, 1].
+  const auto& t = cfg.tracing;
+  FUZZ_CHECK(t.max_queue_size >= 1 && t.max_export_batch_size >= 1);
+  FUZZ_CHECK(t.max_export_batch_size <= t.max_queue_size);
+  FUZZ_CHECK(t.sampler.ratio >= 0 && t.sampler.ratio <= 1);
+  FUZZ_CHECK(t.timeout > config::Duration::zero() && !t.service_name.empty());
 }
 
 }  // namespace
