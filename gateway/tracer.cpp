@@ -108,8 +108,18 @@ struct Tracer::Impl {
     co_return std::string();
   }
 
-  // One batch: "" when the collector took it, else why not.
-  net::awaitable<std::string> post(const config::Tracing& cfg, std::string body) {
+  // One batch: "" when the collector took it, else why not. A kept-alive
+  // connection the collector closed meanwhile is made again, once.
+  net::awaitable<std::string> post(const config::Tracing& cfg, const std::string& body) {
+    const bool reused = connected;
+    std::string why = co_await post_once(cfg, body);
+    if (!why.empty() && reused && why != "timeout" && why.rfind("HTTP ", 0) != 0) {
+      why = co_await post_once(cfg, body);
+    }
+    co_return why;
+  }
+
+  net::awaitable<std::string> post_once(const config::Tracing& cfg, const std::string& body) {
     if (!connected) {
       close();
       std::string why = co_await connect(cfg);
@@ -123,7 +133,7 @@ struct Tracer::Impl {
     req.set(http::field::content_type, "application/json");
     req.set(http::field::user_agent, "llmgate");
     for (const auto& [k, v] : cfg.headers) req.set(k, v);
-    req.body() = std::move(body);
+    req.body() = body;
     req.prepare_payload();
     lowest().expires_after(cfg.timeout);
     beast::flat_buffer buf;
@@ -153,7 +163,8 @@ struct Tracer::Impl {
       std::vector<SpanData> batch = buffer.take(cfg.max_export_batch_size);
       if (batch.empty()) co_return;
       const std::size_t n = batch.size();
-      std::string why = co_await post(cfg, encode_otlp_json(resource, "0.1", batch));
+      const std::string body = encode_otlp_json(resource, "0.1", batch);
+      std::string why = co_await post(cfg, body);
       if (why.empty()) {
         exported += n;
         if (metrics) metrics->on_trace_spans(TraceSpanResult::kExported, n);

@@ -107,12 +107,14 @@ let gateway = null;
 let stderrText = "";
 
 before(async () => {
-  // shared_state (a Redis that is not there: its metrics exist all the same).
+  // shared_state and tracing (a Redis and a collector that are not there:
+  // their metrics exist all the same).
   writeFileSync(join(dir, "llmgate.yaml"), `
 server:
   listeners: [{address: 127.0.0.1, port: 0}]
   workers: 1
 shared_state: {url: "redis://127.0.0.1:9", connect_timeout: 100ms}
+tracing: {endpoint: "http://127.0.0.1:9"}
 providers:
   - {name: p1, base_url: "http://127.0.0.1:9/v1"}
 models:

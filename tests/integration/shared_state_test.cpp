@@ -147,9 +147,18 @@ struct IoThread {
   }
 };
 
+// The io_context the test's coroutines run on. It outlives every
+// SharedLimits, as a gateway worker's does: their threads post replies to it
+// and may still be inside that post (signalling it) when run() returns.
+net::io_context& test_ioc() {
+  static net::io_context ioc;
+  return ioc;
+}
+
 template <class T>
 T run(net::awaitable<T> a) {
-  net::io_context ioc;
+  net::io_context& ioc = test_ioc();
+  ioc.restart();
   auto f = net::co_spawn(ioc, std::move(a), net::use_future);
   ioc.run();
   return f.get();

@@ -49,6 +49,9 @@ export const GATEWAY_METRICS = {
   llmgate_shared_state_latency_seconds: { type: "histogram", labels: { op: SHARED_OPS } },
   llmgate_shared_state_fallbacks_total: { type: "counter", labels: { op: SHARED_OPS, mode: ["open", "closed"] } },
   llmgate_shared_state_events_applied_total: { type: "counter", labels: {} },
+  // Only with tracing: (docs/tracing.md).
+  llmgate_trace_spans_exported_total: { type: "counter", labels: {} },
+  llmgate_trace_spans_dropped_total: { type: "counter", labels: { reason: ["queue_full", "export_failed"] } },
 };
 // Added by Prometheus to every series of a target (Kubernetes service discovery
 // adds namespace and pod).
