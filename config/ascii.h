@@ -19,6 +19,13 @@ inline std::string ascii_lowercase(std::string_view text) {
   return out;
 }
 
+// Without surrounding spaces and tabs (HTTP's optional whitespace).
+inline std::string_view trim_ows(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
 // Without surrounding spaces, tabs, CRs and LFs.
 inline std::string_view trim_whitespace(std::string_view text) {
   const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };

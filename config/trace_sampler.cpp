@@ -4,24 +4,16 @@
 #include <cstdio>
 #include <string>
 
+#include "config/ascii.h"
 #include "config/config.h"
 
 namespace llmgate::config {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 std::optional<TraceSampler> parse_trace_sampler(std::string_view name, std::string_view arg,
                                                 std::string* error) {
   TraceSampler s;
   constexpr std::string_view kParent = "parentbased_";
-  name = trim(name);
+  name = trim_ows(name);
   s.parent_based = name.substr(0, kParent.size()) == kParent;
   if (s.parent_based) name.remove_prefix(kParent.size());
   if (name == "always_on") {
@@ -30,7 +22,7 @@ std::optional<TraceSampler> parse_trace_sampler(std::string_view name, std::stri
     s.root = TraceSampler::Root::kAlwaysOff;
   } else if (name == "traceidratio") {
     s.root = TraceSampler::Root::kRatio;
-    arg = trim(arg);
+    arg = trim_ows(arg);
     if (!arg.empty()) {
       double r = -1;
       auto [p, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), r);

@@ -37,9 +37,7 @@ std::optional<std::pair<std::string, std::string>> first_env(
     EnvLookup env, std::initializer_list<const char*> names) {
   for (const char* n : names) {
     if (auto v = env(n)) {
-      std::string_view t = *v;
-      while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-      while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+      const std::string_view t = trim_ows(*v);
       if (!t.empty()) return std::make_pair(std::string(n), std::string(t));
     }
   }

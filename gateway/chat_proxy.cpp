@@ -578,9 +578,8 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
   s.set("llmgate.ttft_deadline_seconds", seconds(c.timeouts.ttft));
   if (trace_.race) {
     s.set("llmgate.hedge.branch", std::string(branch == 0 ? "primary" : "hedge"));
-    s.set("llmgate.hedge.result", std::string(rec.outcome == AttemptOutcome::kHedgeLost ? "lost"
-                                              : trace_.race->lost(branch)               ? "lost"
-                                                                                        : "won"));
+    const bool lost = rec.outcome == AttemptOutcome::kHedgeLost || trace_.race->lost(branch);
+    s.set("llmgate.hedge.result", std::string(lost ? "lost" : "won"));
   }
   if (rec.outcome != AttemptOutcome::kSuccess && rec.outcome != AttemptOutcome::kHedgeLost) {
     s.error = true;

@@ -419,10 +419,13 @@ struct SharedLimits::Impl {
     if (hooks.metrics) hooks.metrics->on_shared_event_applied();
   }
 
-  // The running ones, on (re)connect: what was published while this
-  // replica was not listening.
+  // The running ones, once per (re)subscription: what was published while
+  // this replica was not listening. If the command connection is not up
+  // when the subscription is, when it comes up (shared-state thread only).
+  bool health_unread = false;
   void load_health() {
     if (!cmd->up()) return;
+    health_unread = false;
     call(SharedOp::kHealthRead, {"EVAL", kHealthReadScript, "1", health_key()},
          [this](RedisReply r) {
            if (!r.ok() || r.value->type != resp::Value::Type::kArray) return;
@@ -580,7 +583,7 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
         if (up) {
           log_line(LogLevel::kInfo, "shared state: connected to " + where);
           ip->send_unsent();
-          ip->load_health();
+          if (ip->health_unread) ip->load_health();
         } else if (why == kRedisStopped) {
           log_line(LogLevel::kInfo, "shared state: disconnected from " + where + " (stopping)");
         } else {
@@ -598,6 +601,7 @@ SharedLimits::SharedLimits(const config::SharedState& cfg, Hooks hooks)
         if (up) {
           log_line(LogLevel::kInfo,
                    "shared state: subscribed to cooldowns and ejections at " + where);
+          ip->health_unread = true;
           ip->load_health();  // what was told while this replica was not listening
         } else if (why != kRedisStopped) {
           log_line(LogLevel::kWarn, "shared state: no subscription at " + where + " (" + why +
