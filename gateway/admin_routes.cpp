@@ -85,6 +85,7 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
       row["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
       row["score"] = r.rank ? nlohmann::json(r.score) : nlohmann::json(nullptr);
       if (!r.skipped.empty()) row["skipped"] = r.skipped;
+      if (!r.why.empty()) row["why"] = r.why;
       row["ttft_ms"] = ttft_json(s);
       row["tps"] = {{"estimate", s.tps_estimate}, {"p50", opt(s.tps_p50)}};
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);

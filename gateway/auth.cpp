@@ -6,21 +6,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gateway/http_auth.h"
+
 namespace llmgate::gateway {
 namespace {
-
-// "Bearer <key>" (scheme case-insensitive), else "".
-std::string_view bearer(std::string_view authorization) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() <= kScheme.size()) return {};
-  for (std::size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return {};
-  }
-  std::string_view key = authorization.substr(kScheme.size());
-  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
-  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
-  return key;
-}
 
 ApiError unauthorized(std::string message) {
   return ApiError{401,          "invalid_request_error", std::move(message),
@@ -258,7 +247,10 @@ void KeyStore::charge(const config::GatewayKey& key, Charge used, Clock::time_po
 bool KeyStore::admin_allowed(std::string_view authorization) const {
   if (admin_sha256_.empty()) return true;
   std::string_view key = bearer(authorization);
-  return !key.empty() && sha256_hex(key) == admin_sha256_;
+  if (!key.empty()) return sha256_hex(key) == admin_sha256_;
+  // A browser (the console) sends the key as a Basic password.
+  auto password = basic_password(authorization);
+  return password && !password->empty() && sha256_hex(*password) == admin_sha256_;
 }
 
 }  // namespace llmgate::gateway

@@ -103,7 +103,8 @@ class KeyStore {
   KeyUsage usage(const config::GatewayKey& key, Clock::time_point now = Clock::now(),
                  Wall::time_point wall = Wall::now());
 
-  // /admin/*: allowed unless an admin key is configured and not presented.
+  // /admin/*: allowed unless an admin key is configured and not presented
+  // ('Authorization: Bearer <key>', or Basic with the key as the password).
   bool admin_allowed(std::string_view authorization) const;
 
  private:

@@ -36,6 +36,7 @@
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
 #include "gateway/response_resource.h"
+#include "gateway/route_history.h"
 #include "gateway/shared_limits.h"
 #include "gateway/tracer.h"
 #include "gateway/upstream_attempt.h"
@@ -162,6 +163,9 @@ class ChatProxy {
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
   net::awaitable<bool> respond_all_failed();
+  // The request's end: its log line, and for the console a route event
+  // when it failed over, was hedged or failed.
+  void conclude(const AttemptRecord* final) const;
   void log_request(const AttemptRecord* final) const;
 
   const Snapshot& snapshot_;
@@ -293,7 +297,7 @@ net::awaitable<bool> ChatProxy::respond_no_route() {
       std::nullopt,   limited ? "upstream_rate_limited" : "no_route",       d.retry_after_s};
   Response res = make_error_response(ctx_.rc, e);
   trace_.add_headers(res, ctx_.rc.request_id, nullptr);
-  log_request(nullptr);
+  conclude(nullptr);
   const bool ok = co_await write_response(ctx_.client, res, cfg_.timeouts.idle);
   co_return ok&& ctx_.rc.keep_alive;
 }
@@ -310,7 +314,7 @@ net::awaitable<bool> ChatProxy::respond_all_failed() {
   // Every candidate was tried: the SDK's own retries (2 by default) would
   // only repeat them. Unless the answer names a wait (saturation, limits).
   if (!e.retry_after_s) res.set("x-should-retry", "false");
-  log_request(last_failed_ ? &*last_failed_ : nullptr);
+  conclude(last_failed_ ? &*last_failed_ : nullptr);
   const bool ok = co_await write_response(ctx_.client, res, cfg_.timeouts.idle);
   co_return ok&& ctx_.rc.keep_alive;
 }
@@ -486,6 +490,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   SpanId span;
   std::string traceparent;
   if (const RequestTrace* t = ctx_.request_trace) {
+    rec.keep_meta = true;  // the answer's id and finish reasons, for the spans
     span = snapshot_.tracer->new_span_id();
     traceparent = format_traceparent(SpanContext{t->server.trace, span, t->server.flags});
   }
@@ -515,7 +520,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     }
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
-    log_request(&rec);
+    conclude(&rec);
     co_return r;
   }
   if (LLMGATE_CANCELLED()) {
@@ -527,21 +532,6 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
 }
 
 namespace {
-
-// gen_ai.provider.name: the semantic conventions' names for the native
-// protocols, the provider's configured name for OpenAI-compatible ones
-// ("openai", "groq", "together", ...).
-std::string gen_ai_provider(const config::Provider& p) {
-  switch (p.protocol) {
-    case config::Protocol::kAnthropic:
-      return "anthropic";
-    case config::Protocol::kGemini:
-      return "gcp.gemini";
-    case config::Protocol::kOpenAi:
-      break;
-  }
-  return p.name;
-}
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -568,6 +558,8 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
   if (rec.http_status != 0) s.set("http.response.status_code", std::int64_t{rec.http_status});
   if (rec.input_tokens) s.set("gen_ai.usage.input_tokens", *rec.input_tokens);
   if (rec.output_tokens) s.set("gen_ai.usage.output_tokens", *rec.output_tokens);
+  if (!rec.response_id.empty()) s.set("gen_ai.response.id", rec.response_id);
+  if (!rec.finish_reasons.empty()) s.set("gen_ai.response.finish_reasons", rec.finish_reasons);
   s.set("llmgate.deployment", rec.deployment);
   s.set("llmgate.attempt.outcome", std::string(routing::to_string(rec.outcome)));
   const auto& plan = trace_.decision.candidates;
@@ -616,6 +608,9 @@ SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) co
     s.set("llmgate.deployment", answered_->deployment);
     if (answered_->input_tokens) s.set("gen_ai.usage.input_tokens", *answered_->input_tokens);
     if (answered_->output_tokens) s.set("gen_ai.usage.output_tokens", *answered_->output_tokens);
+    if (!answered_->response_id.empty()) s.set("gen_ai.response.id", answered_->response_id);
+    if (!answered_->finish_reasons.empty())
+      s.set("gen_ai.response.finish_reasons", answered_->finish_reasons);
     if (auto ttft = answered_->ttft()) s.set("llmgate.ttft_seconds", seconds(*ttft));
   }
   if (last_failed_) {
@@ -686,6 +681,26 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
   }
   trace_.race = nullptr;
   co_return r;
+}
+
+void ChatProxy::conclude(const AttemptRecord* rec) const {
+  log_request(rec);
+  RouteHistory* history = ctx_.worker.history;
+  const bool answered = rec && rec->outcome == AttemptOutcome::kSuccess;
+  if (!history || (trace_.failures.empty() && trace_.hedged().empty() && answered)) return;
+  RouteEvent e;
+  e.unix_ms = unix_now_ms();
+  e.request_id = ctx_.rc.request_id;
+  e.model = req_.model;
+  e.outcome = to_string(outcome_);
+  if (answered) {
+    e.deployment = rec->deployment;
+    if (auto t = rec->ttft()) e.ttft_ms = std::chrono::duration<double, std::milli>(*t).count();
+  }
+  if (!trace_.failures.empty()) e.failed = trace_.failures.header();
+  e.hedge = std::string(trace_.hedged());
+  e.attempts = trace_.attempts;
+  history->record(std::move(e));
 }
 
 // One line per request: ids, names from config, numbers and outcomes. Never
@@ -790,15 +805,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
       stored_at = std::move(owner->provider);
     }
   }
-  std::optional<RequestTrace> request_trace;
-  if (snapshot->tracer) {
-    // Several tracestate lines are one list (W3C Trace Context, 3.3.1.1).
-    std::string tracestate;
-    for (auto [it, end] = request.equal_range("tracestate"); it != end; ++it) {
-      tracestate.append(tracestate.empty() ? "" : ",").append(it->value());
-    }
-    request_trace = snapshot->tracer->begin(request["traceparent"], tracestate, rc.received);
-  }
+  std::optional<RequestTrace> request_trace = begin_trace(*snapshot, request, rc);
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
                   key, std::move(stored_at), request_trace ? &*request_trace : nullptr);
   snapshot->metrics->shared().request_started();

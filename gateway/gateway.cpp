@@ -14,6 +14,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "config/reload_guard.h"
 #include "gateway/admin_routes.h"
 #include "gateway/chat_proxy.h"
+#include "gateway/console_page.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
 #include "gateway/response_resource.h"
@@ -213,6 +215,7 @@ struct Gateway::Impl {
   const std::string via_name = "llmgate-" + new_request_id().substr(0, 12);
   providers::WireQuirks quirks;  // learnt per deployment, for the gateway's lifetime
   ResponseOwners responses;      // which provider stored each response (Responses API)
+  RouteHistory history;          // the console's last minutes (/admin/history)
   mutable std::mutex snapshot_mu;
   std::shared_ptr<const Snapshot> current;  // snapshot_mu
   std::mutex reload_mu;                     // one reload at a time
@@ -243,6 +246,8 @@ struct Gateway::Impl {
                        std::chrono::milliseconds limit = std::chrono::seconds(10));
 
   net::awaitable<void> accept_loop(WorkerThread& w, tcp::acceptor& acceptor, bool admin);
+  // Samples the routing table into `history` every interval, on one worker.
+  net::awaitable<void> sample_history(WorkerThread& w);
   class SessionTracker;
   net::awaitable<void> session(WorkerThread& w, tcp::socket socket, bool admin);
   bool over_connection_limit(WorkerThread& w);
@@ -434,7 +439,8 @@ std::vector<std::uint16_t> Gateway::start() {
                        std::mt19937_64(0x9e3779b9u + i),
                        impl_->via_name,
                        &impl_->quirks,
-                       &impl_->responses};
+                       &impl_->responses,
+                       &impl_->history};
     for (std::size_t l = 0; l < listeners.size(); ++l) {
       const auto& listener = listeners[l];
       // Every worker binds the same address and port; the kernel spreads
@@ -459,6 +465,8 @@ std::vector<std::uint16_t> Gateway::start() {
     impl_->admin_port = ports.back();
     ports.pop_back();
   }
+  net::co_spawn(impl_->workers.front()->io, impl_->sample_history(*impl_->workers.front()),
+                net::detached);
   for (auto& w : impl_->workers) {
     for (auto& a : w->acceptors) {
       net::co_spawn(w->io, impl_->accept_loop(*w, *a.acceptor, a.admin), net::detached);
@@ -473,6 +481,18 @@ std::vector<std::uint16_t> Gateway::start() {
   }
   impl_->ready = true;
   return ports;
+}
+
+net::awaitable<void> Gateway::Impl::sample_history(WorkerThread& w) {
+  net::steady_timer timer(w.io);
+  for (;;) {
+    // The worker's snapshot: the latest config, posted to this thread.
+    const Snapshot& snap = *w.worker.snapshot;
+    history.sample(*snap.config, *snap.routing, routing::Clock::now(), unix_now_ms());
+    timer.expires_after(history.options().interval);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    if (ec) co_return;
+  }
 }
 
 void Gateway::stop() {
@@ -986,6 +1006,12 @@ std::optional<std::string> model_path_id(std::string_view path) {
   return std::nullopt;
 }
 
+// The query of a request target ("" without one).
+std::string_view query_of(std::string_view target) {
+  auto q = target.find('?');
+  return q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+}
+
 bool is_admin_path(std::string_view path) {
   return path == "/metrics" || path == "/healthz" || path == "/readyz" ||
          path.substr(0, 7) == "/admin/";
@@ -1126,16 +1152,57 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                : wrong_method("GET");
   }
   if (path.substr(0, 7) == "/admin/") {
-    if (auto e = admin_refusal(snap, req, admin)) return make_error_response(rc, *e);
+    if (auto e = admin_refusal(snap, req, admin)) {
+      Response res = make_error_response(rc, *e);
+      // A browser asks for the key (as the password) and sends it on from
+      // then on: the console works without a client of its own.
+      if (e->status == 401)
+        res.set(http::field::www_authenticate, R"(Basic realm="llmgate admin")");
+      return res;
+    }
+  }
+  if (path == "/admin/console") {
+    if (!get) return wrong_method("GET");
+    Response res = make_json_response(rc, http::status::ok, std::string(console_page()));
+    res.set(http::field::content_type, "text/html; charset=utf-8");
+    res.set(http::field::cache_control, "no-store");
+    // Its own script and style only, data from this origin only, never framed.
+    res.set("content-security-policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'");
+    res.set("x-content-type-options", "nosniff");
+    res.set("x-frame-options", "DENY");
+    res.set("referrer-policy", "no-referrer");
+    return res;
+  }
+  if (path == "/admin/history") {
+    // The console's last minutes: samples of the routing table, and the
+    // requests that failed over, were hedged or failed.
+    if (!get) return wrong_method("GET");
+    const std::string_view query = query_of(req.target());
+    std::uint64_t after = 0;
+    if (!query.empty()) {
+      constexpr std::string_view kAfter = "after=";
+      auto [end, ec] = std::from_chars(query.data() + std::min(query.size(), kAfter.size()),
+                                       query.data() + query.size(), after);
+      if (query.substr(0, kAfter.size()) != kAfter || ec != std::errc() ||
+          end != query.data() + query.size()) {
+        return make_error_response(
+            rc, ApiError{400, "invalid_request_error",
+                         "/admin/history takes one parameter: after=<cursor> (the cursor of an "
+                         "earlier answer)",
+                         std::string("after"), "invalid_value", std::nullopt});
+      }
+    }
+    Response res = make_json_response(rc, http::status::ok, history.json(after));
+    res.set(http::field::cache_control, "no-store");
+    return res;
   }
   if (path == "/admin/routes") {
     // Live per-deployment measurements: why routes are chosen.
     if (!get) return wrong_method("GET");
-    std::string_view target = req.target();
-    auto q = target.find('?');
-    std::string_view query =
-        q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
-    if (query == "format=text") {
+    if (query_of(req.target()) == "format=text") {
       Response res = make_json_response(rc, http::status::ok, routes_text(cfg, rs, &quirks));
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       return res;

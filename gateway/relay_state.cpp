@@ -1,6 +1,8 @@
 #include "gateway/relay_state.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace llmgate::gateway {
 
@@ -91,10 +93,62 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
     }
   }
   saw_finish_ = saw_finish_ || ch.has_finish;
+  if (rec_.keep_meta) keep_meta(ev);
   if (streaming_)
     api_.render(ev, req_, outbox_);
   else
     assembly_->add(ev);
+}
+
+namespace {
+
+void add_finish_reason(routing::AttemptRecord& rec, std::string reason) {
+  if (rec.finish_reasons.size() < 16) rec.finish_reasons.push_back(std::move(reason));
+}
+
+}  // namespace
+
+void keep_answer_meta(const nlohmann::json& answer, routing::AttemptRecord& rec) {
+  if (!answer.is_object()) return;
+  if (auto id = answer.find("id"); rec.response_id.empty() && id != answer.end() && id->is_string())
+    rec.response_id = id->get<std::string>().substr(0, 256);
+  auto choices = answer.find("choices");
+  if (choices == answer.end() || !choices->is_array()) return;
+  for (const auto& c : *choices) {
+    if (!c.is_object()) continue;
+    if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string())
+      add_finish_reason(rec, fr->get<std::string>().substr(0, 64));
+  }
+}
+
+void RelayState::keep_meta(const providers::UpstreamEvent& ev) {
+  const providers::ChatChunk& ch = ev.chunk;
+  // The id from the first chunk only; then only the finishing chunks.
+  const bool want_id = !std::exchange(id_looked_for_, true);
+  if (!want_id && !ch.has_finish) return;
+  // A plain chunk has the views: strings still escaped (ids and reasons
+  // need no escapes; one that has them is taken from the parsed chunk).
+  auto plain_string = [](std::string_view v) {
+    return v.size() >= 2 && v.front() == '"' && v.back() == '"' &&
+           v.find('\\') == std::string_view::npos;
+  };
+  if (ch.plain &&
+      (!want_id || !(ch.meta_keys & providers::ChatChunk::kMetaId) || plain_string(ch.meta[0])) &&
+      ch.finish_reason.find('\\') == std::string_view::npos) {
+    if (want_id && (ch.meta_keys & providers::ChatChunk::kMetaId))
+      rec_.response_id =
+          std::string(ch.meta[0].substr(1, std::min<std::size_t>(ch.meta[0].size() - 2, 256)));
+    if (ch.has_finish_reason && ch.has_finish)
+      add_finish_reason(rec_, std::string(ch.finish_reason.substr(0, 64)));
+    return;
+  }
+  // Anything else (tool calls, several choices, escapes): parsed, once per
+  // attempt and per finishing chunk.
+  if (!ch.json.is_null()) {
+    keep_answer_meta(ch.json, rec_);
+  } else if (!ev.data.empty()) {
+    keep_answer_meta(providers::parse_chunk(ev.data).json, rec_);
+  }
 }
 
 void RelayState::on_event_too_large() {

@@ -90,6 +90,9 @@ class RelayState {
  private:
   class Sink;
   void handle(providers::UpstreamEvent& ev, Clock::time_point now);
+  // The answer's id (from its first chunk) and finish reasons into the
+  // record (rec_.keep_meta: traced requests only).
+  void keep_meta(const providers::UpstreamEvent& ev);
 
   const ClientApi& api_;
   const providers::UpstreamProtocol& protocol_;
@@ -108,7 +111,12 @@ class RelayState {
   bool speed_sampled_ = false;
   std::optional<double> speed_sample_;
   std::string response_id_;
+  bool id_looked_for_ = false;
 };
+
+// A chat.completion's (or chunk's) id and its choices' finish reasons into
+// `rec` (traced requests).
+void keep_answer_meta(const nlohmann::json& answer, routing::AttemptRecord& rec);
 
 // An answer's usage into its attempt's record.
 inline void take_usage(routing::AttemptRecord& rec, const providers::Usage& u) {

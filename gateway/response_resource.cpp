@@ -20,6 +20,7 @@
 #include "gateway/log.h"
 #include "gateway/relay_state.h"
 #include "gateway/shared_limits.h"
+#include "gateway/tracer.h"
 #include "gateway/upstream_attempt.h"
 
 namespace llmgate::gateway {
@@ -79,18 +80,22 @@ ApiError upstream_error(int status, std::string message) {
 class ResourceExchange {
  public:
   ResourceExchange(Worker& worker, beast::tcp_stream& client, const Request& request,
-                   const RequestContext& rc, const ResponsePath& path)
+                   const RequestContext& rc, const ResponsePath& path, const RequestTrace* trace)
       : worker_(worker),
         snap_(worker.snapshot),
         cfg_(*snap_->config),
         client_(client),
         request_(request),
         rc_(rc),
-        path_(path) {}
+        path_(path),
+        trace_(trace) {}
 
   net::awaitable<bool> run();
   // One "request" log line, as for the other client APIs.
   void log(Clock::time_point start) const;
+  // Traced: the SERVER span, and the CLIENT span of the upstream exchange
+  // when there was one.
+  void record_spans(Clock::time_point end) const;
 
  private:
   // The answer when no upstream exchange happens (or it failed before any
@@ -99,6 +104,7 @@ class ResourceExchange {
   // temporary into the co_await (GCC 12 destroys such temporaries twice).
   net::awaitable<bool> refuse() {
     status_ = error_.status;
+    upstream_done();
     Response res = make_error_response(rc_, error_);
     if (!allow_.empty()) res.set(http::field::allow, allow_);
     co_return co_await write_response(client_, res, kWriteTimeout);
@@ -109,6 +115,10 @@ class ResourceExchange {
   net::awaitable<bool> relay_stream(providers::Lease& lease, UpstreamParser& parser,
                                     const config::Timeouts& t, const ResponseOwners::Owner& owner);
   void add_route_headers(http::fields& h, const ResponseOwners::Owner& owner) const;
+  // The upstream exchange is over (its span ends here).
+  void upstream_done() {
+    if (upstream_start_ && !upstream_end_) upstream_end_ = Clock::now();
+  }
 
   static constexpr std::chrono::milliseconds kWriteTimeout{30'000};
 
@@ -124,7 +134,72 @@ class ResourceExchange {
   std::string_view allow_;  // its Allow header (a 405)
   std::string provider_;    // where it was forwarded
   int status_ = 0;          // what the client got (0: nothing, e.g. it hung up)
+  // Traced requests: the request's trace and the upstream exchange's span.
+  const RequestTrace* trace_;
+  SpanId upstream_span_;
+  const config::Provider* upstream_provider_ = nullptr;
+  std::optional<Clock::time_point> upstream_start_, upstream_end_;
+  int upstream_status_ = 0;  // the provider's answer (0: none)
 };
+
+// "GET /v1/responses/{response_id}/input_items": the route, not the id.
+std::string span_name(const Request& request, const ResponsePath& path) {
+  return std::string(request.method_string()) + " /v1/responses/{response_id}" +
+         std::string(part_path(path.part));
+}
+
+void ResourceExchange::record_spans(Clock::time_point end) const {
+  if (!trace_ || !trace_->sampled()) return;
+  Tracer& tracer = *snap_->tracer;
+  const std::string method(request_.method_string());
+  SpanData server;
+  server.trace = trace_->server.trace;
+  server.span = trace_->server.span;
+  server.parent = trace_->parent;
+  server.trace_state = trace_->trace_state;
+  server.kind = SpanKind::kServer;
+  server.name = span_name(request_, path_);
+  server.start_unix_ns = trace_->start_unix_ns;
+  server.end_unix_ns = trace_->unix_ns(end);
+  server.set("http.request.method", method);
+  server.set("http.route", "/v1/responses/{response_id}" + std::string(part_path(path_.part)));
+  server.set("gen_ai.response.id", path_.id);
+  server.set("llmgate.request_id", rc_.request_id);
+  if (status_ != 0) server.set("http.response.status_code", std::int64_t{status_});
+  if (key_) server.set("llmgate.key", key_->name);
+  if (!provider_.empty()) server.set("llmgate.provider", provider_);
+  if (status_ == 0 || status_ >= 500) {
+    server.error = true;
+    server.set("error.type", status_ == 0 ? std::string("client_gone") : std::to_string(status_));
+    if (status_ != 0) server.status_message = error_.message.substr(0, 256);
+  }
+  tracer.record(std::move(server));
+  if (!upstream_start_ || !upstream_provider_) return;
+  const config::Provider& p = *upstream_provider_;
+  SpanData client;
+  client.trace = trace_->server.trace;
+  client.span = upstream_span_;
+  client.parent = trace_->server.span;
+  client.trace_state = trace_->trace_state;
+  client.kind = SpanKind::kClient;
+  client.name = method + " /responses/{response_id}" + std::string(part_path(path_.part));
+  client.start_unix_ns = trace_->unix_ns(*upstream_start_);
+  client.end_unix_ns = trace_->unix_ns(upstream_end_.value_or(end));
+  client.set("http.request.method", method);
+  client.set("gen_ai.provider.name", gen_ai_provider(p));
+  client.set("gen_ai.response.id", path_.id);
+  client.set("server.address", p.base_url.host);
+  client.set("server.port", std::int64_t{p.base_url.port});
+  if (upstream_status_ != 0) {
+    client.set("http.response.status_code", std::int64_t{upstream_status_});
+  }
+  if (upstream_status_ == 0 || upstream_status_ >= 500) {
+    client.error = true;
+    client.set("error.type",
+               upstream_status_ == 0 ? std::string("no_answer") : std::to_string(upstream_status_));
+  }
+  tracer.record(std::move(client));
+}
 
 void ResourceExchange::log(Clock::time_point start) const {
   if (!log_enabled(LogLevel::kInfo)) return;
@@ -220,10 +295,20 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   const std::string query = responses_query(client_target);
   if (!query.empty()) target.append("?").append(query);
   const bool wants_stream = ("&" + query + "&").find("&stream=true&") != std::string::npos;
+  // Traced: the upstream exchange's span is the provider's parent.
+  std::string traceparent;
+  if (trace_) {
+    upstream_span_ = snap_->tracer->new_span_id();
+    traceparent =
+        format_traceparent(SpanContext{trace_->server.trace, upstream_span_, trace_->server.flags});
+  }
   const auto up = make_upstream_request(
       request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
-      wants_stream, request_, rc_, worker_.via_name, p, protocol);
+      wants_stream, request_, rc_, worker_.via_name, p, protocol, traceparent,
+      trace_ ? std::string_view(trace_->trace_state) : std::string_view());
   provider_ = p.name;
+  upstream_provider_ = &p;
+  upstream_start_ = Clock::now();
   const config::Timeouts t = cfg_.timeouts_for(p);
   auto& pool = worker_.pools->get(p, snap_->tls);
   const auto start = Clock::now();
@@ -266,6 +351,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
       co_return co_await refuse();
     }
     auto& head = parser.get();
+    upstream_status_ = head.result_int();
     const bool event_stream =
         head[http::field::content_type].substr(0, 17) == "text/event-stream" &&
         head.result() == http::status::ok;
@@ -283,6 +369,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     }
     const int status = head.result_int();
     status_ = status;
+    upstream_done();
     if (parser.keep_alive()) lease.give_back();
     if (status >= 200 && status < 300 && request_.method() == http::verb::delete_ &&
         worker_.responses) {
@@ -329,6 +416,7 @@ net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, Ups
     const std::size_t got = sizeof buf - parser.get().body().size;
     if (got > 0 && !co_await out.write(std::string_view(buf, got))) co_return false;
     if (ec && ec != http::error::need_buffer) {
+      upstream_done();
       const std::string event =
           client_api(config::Operation::kResponses)
               .error_event(upstream_error(502, "the upstream stream ended early (" + ec.message() +
@@ -337,6 +425,7 @@ net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, Ups
       co_return false;
     }
   }
+  upstream_done();
   if (parser.keep_alive()) lease.give_back();
   const bool ok = co_await out.write(std::string_view(), /*last=*/true);
   co_return ok&& rc_.keep_alive&& out.chunked();
@@ -348,12 +437,14 @@ net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream&
                                               const Request& request, const RequestContext& rc,
                                               const ResponsePath& path) {
   const auto start = Clock::now();
-  ResourceExchange exchange(worker, client, request, rc, path);
+  const std::optional<RequestTrace> trace = begin_trace(*worker.snapshot, request, rc);
+  ResourceExchange exchange(worker, client, request, rc, path, trace ? &*trace : nullptr);
   // The client hanging up, or the drain running out, ends the exchange (and
   // closes the upstream connection with it).
   auto r =
       co_await (exchange.run() || watch_client_disconnect(client) || wait_for_shutdown(worker));
   exchange.log(start);
+  exchange.record_spans(Clock::now());
   co_return r.index() == 0 && std::get<0>(r);
 }
 

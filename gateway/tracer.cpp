@@ -22,6 +22,18 @@
 #include "providers/tls_client.h"
 
 namespace llmgate::gateway {
+
+std::string gen_ai_provider(const config::Provider& p) {
+  switch (p.protocol) {
+    case config::Protocol::kAnthropic:
+      return "anthropic";
+    case config::Protocol::kGemini:
+      return "gcp.gemini";
+    case config::Protocol::kOpenAi:
+      break;
+  }
+  return p.name;
+}
 namespace {
 
 namespace net = boost::asio;

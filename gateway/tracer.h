@@ -27,6 +27,11 @@ namespace llmgate::gateway {
 
 class MetricsRegistry;
 
+// gen_ai.provider.name: the semantic conventions' names for the native
+// protocols, the provider's configured name for OpenAI-compatible ones
+// ("openai", "groq", "together", ...).
+std::string gen_ai_provider(const config::Provider& p);
+
 // A request's place in its trace: the server span's context, the caller's
 // span (from its traceparent) and tracestate. Not sampled: nothing is
 // recorded, but the context is still passed upstream.

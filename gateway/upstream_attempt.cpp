@@ -293,6 +293,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
   if (auto u = protocol_.answer_usage(*j)) take_usage(rec_, *u);
+  if (rec_.keep_meta) keep_answer_meta(*j, rec_);
   if (auto id = j->find("id");
       ctx_.req.operation == config::Operation::kResponses && id != j->end() && id->is_string())
     ctx_.remember_response(id->get<std::string>(), c_);
@@ -513,6 +514,16 @@ class SetFields {
 };
 
 }  // namespace
+
+std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request& client_request,
+                                        const RequestContext& rc) {
+  if (!snapshot.tracer) return std::nullopt;
+  std::string tracestate;
+  for (auto [it, end] = client_request.equal_range("tracestate"); it != end; ++it) {
+    tracestate.append(tracestate.empty() ? "" : ",").append(it->value());
+  }
+  return snapshot.tracer->begin(client_request["traceparent"], tracestate, rc.received);
+}
 
 UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
                                       bool stream, const Request& client_request,

@@ -68,6 +68,12 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
                                       std::string_view traceparent = {},
                                       std::string_view tracestate = {});
 
+// The request's trace when tracing is on (snapshot.tracer): the client's
+// traceparent and tracestate (several tracestate lines are one list, W3C
+// Trace Context 3.3.1.1) make its parent; else nullopt.
+std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request& client_request,
+                                        const RequestContext& rc);
+
 // Writes `m` on the lease's connection, under the deadline already set on it.
 net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,
                                                          const UpstreamMessage& m);

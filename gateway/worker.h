@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "gateway/response_owners.h"
+#include "gateway/route_history.h"
 #include "gateway/snapshot.h"
 #include "providers/upstream_pool.h"
 #include "providers/wire_quirks.h"
@@ -35,6 +36,7 @@ struct Worker {
   std::string_view via_name;                // the gateway's Via pseudonym (loop detection)
   providers::WireQuirks* quirks = nullptr;  // what deployments were found to refuse
   ResponseOwners* responses = nullptr;      // which provider stored each response
+  RouteHistory* history = nullptr;          // the console's: failovers, hedges, failures
 };
 
 }  // namespace llmgate::gateway

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llmgate::routing {
 
@@ -89,6 +90,11 @@ struct AttemptRecord {
   // deployment that refuses to stream): no TTFT; last_token is when the
   // answer arrived whole.
   bool unstreamed = false;
+  // Traced requests only (kept when `keep_meta`): the answer's id and each
+  // choice's finish_reason, for the spans (gen_ai.response.*).
+  bool keep_meta = false;
+  std::string response_id;
+  std::vector<std::string> finish_reasons;
 
   std::optional<std::chrono::microseconds> ttft() const {
     if (!first_token) return std::nullopt;

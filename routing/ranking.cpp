@@ -17,6 +17,7 @@ std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const 
                        state.health.peek(d.id(), now),
                        std::nullopt,
                        0,
+                       "",
                        ""};
     views.push_back({r.s, r.health});
     rows.push_back(std::move(r));
@@ -33,6 +34,7 @@ std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const 
       if (decision.candidates[i].candidate.deployment == r.d) {
         r.rank = i + 1;
         r.score = decision.candidates[i].score;
+        r.why = explain_candidate(decision, i);
       }
     }
     for (const auto& s : decision.skipped) {

@@ -21,6 +21,7 @@ struct RankedDeployment {
   std::optional<std::size_t> rank;  // 1-based position in the plan
   double score = 0;
   std::string skipped;  // why it would not be planned
+  std::string why;      // ranked: what the policy compared (explain_candidate)
 };
 std::vector<RankedDeployment> rank_deployments(const config::Config& cfg, const config::Model& m,
                                                RoutingState& state, Clock::time_point now);

@@ -713,6 +713,79 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
   return out;
 }
 
+namespace {
+
+// Why candidate `c` is where it is: the score the policy compared, how it was
+// made, the measured median beside it (the estimate is peak-sensitive and
+// load-adjusted) and how it was moved. Appended to `item`.
+void append_why(std::string& item, const RouteDecision& d, const PlannedCandidate& c) {
+  const std::size_t why_at = item.size();
+  auto speed = [&] {
+    append_fmt(item, "%.0f", c.speed);
+    item += c.speed_is_chars ? "c/s" : "t/s";
+  };
+  const double price = c.candidate.deployment->price.output_per_1m;
+  switch (d.policy) {
+    case config::Policy::kLatency:
+      append_fmt(item, "score ", "%.0fms", c.score);
+      append_fmt(item, " = est ", "%.0fms", c.estimate_ms);
+      if (c.stalled) item += " waiting";
+      if (c.times_out) item += " past its deadline";
+      if (c.bounded) item += " or more";
+      if (c.load_multiplier > 1) append_fmt(item, " x%.2f load", c.load_multiplier);
+      break;
+    case config::Policy::kE2e:
+      append_fmt(item, "score ", "%.0fms", c.score);
+      append_fmt(item, " = ttft ", "%.0fms", c.expected_ttft_ms);
+      append_fmt(item, " + ", "%.0f", d.e2e_tokens);
+      item += " tokens at ";
+      speed();
+      break;
+    case config::Policy::kThroughput:
+      item += "speed ";
+      speed();
+      break;
+    case config::Policy::kCost:
+      append_fmt(item, "$%.2f/M", price);
+      break;
+    case config::Policy::kBalanced:
+      append_fmt(item, "score ", "%.2f", c.score);
+      append_fmt(item, " of ttft ", "%.0fms", c.expected_ttft_ms);
+      item += ", ";
+      speed();
+      append_fmt(item, ", ", "$%.2f/M", price);
+      break;
+    case config::Policy::kOrdered:
+    case config::Policy::kRoundRobin:
+    case config::Policy::kRandom:
+      break;
+  }
+  if (c.p50_ms) {
+    if (item.size() > why_at) item += "; ";
+    append_fmt(item, "p50 %.0fms", *c.p50_ms);
+  }
+  if (c.preferred) item += " preferred";
+  if (c.recheck)
+    item += " recheck";
+  else if (c.explored)
+    item += " explore";
+  if (c.probe) item += " probe";
+  if (c.panic) item += " panic";
+  if (c.capped) {
+    item += " hedge@";
+    append_int(item, static_cast<long long>(c.hedge_delay.count()));
+    item += "ms";
+  }
+}
+
+}  // namespace
+
+std::string explain_candidate(const RouteDecision& d, std::size_t i) {
+  std::string why;
+  append_why(why, d, d.candidates[i]);
+  return why;
+}
+
 // Built in place (one output string and one scratch per call, reused across
 // the candidates): a request renders this once, for its header and its log.
 std::string explain(const RouteDecision& d) {
@@ -731,65 +804,7 @@ std::string explain(const RouteDecision& d) {
     item += "=#";
     append_int(item, static_cast<long long>(i + 1));
     item += '(';
-    const std::size_t why_at = item.size();
-    // The score the policy compared, how it was made, and the measured
-    // median beside it (the estimate is peak-sensitive and load-adjusted).
-    auto speed = [&] {
-      append_fmt(item, "%.0f", c.speed);
-      item += c.speed_is_chars ? "c/s" : "t/s";
-    };
-    const double price = c.candidate.deployment->price.output_per_1m;
-    switch (d.policy) {
-      case config::Policy::kLatency:
-        append_fmt(item, "score ", "%.0fms", c.score);
-        append_fmt(item, " = est ", "%.0fms", c.estimate_ms);
-        if (c.stalled) item += " waiting";
-        if (c.times_out) item += " past its deadline";
-        if (c.bounded) item += " or more";
-        if (c.load_multiplier > 1) append_fmt(item, " x%.2f load", c.load_multiplier);
-        break;
-      case config::Policy::kE2e:
-        append_fmt(item, "score ", "%.0fms", c.score);
-        append_fmt(item, " = ttft ", "%.0fms", c.expected_ttft_ms);
-        append_fmt(item, " + ", "%.0f", d.e2e_tokens);
-        item += " tokens at ";
-        speed();
-        break;
-      case config::Policy::kThroughput:
-        item += "speed ";
-        speed();
-        break;
-      case config::Policy::kCost:
-        append_fmt(item, "$%.2f/M", price);
-        break;
-      case config::Policy::kBalanced:
-        append_fmt(item, "score ", "%.2f", c.score);
-        append_fmt(item, " of ttft ", "%.0fms", c.expected_ttft_ms);
-        item += ", ";
-        speed();
-        append_fmt(item, ", ", "$%.2f/M", price);
-        break;
-      case config::Policy::kOrdered:
-      case config::Policy::kRoundRobin:
-      case config::Policy::kRandom:
-        break;
-    }
-    if (c.p50_ms) {
-      if (item.size() > why_at) item += "; ";
-      append_fmt(item, "p50 %.0fms", *c.p50_ms);
-    }
-    if (c.preferred) item += " preferred";
-    if (c.recheck)
-      item += " recheck";
-    else if (c.explored)
-      item += " explore";
-    if (c.probe) item += " probe";
-    if (c.panic) item += " panic";
-    if (c.capped) {
-      item += " hedge@";
-      append_int(item, static_cast<long long>(c.hedge_delay.count()));
-      item += "ms";
-    }
+    append_why(item, d, c);
     item += ')';
     add();
   }

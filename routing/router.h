@@ -155,5 +155,8 @@ double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
 // One line per candidate and per skipped deployment, for the
 // x-llmgate-route response header: "a/m1=ok(ttft~143ms) b/m2=skip(ejected...)".
 std::string explain(const RouteDecision& d);
+// What explain() says inside the parentheses of candidate `i`:
+// "score 182ms = est 165ms x1.10 load; p50 170ms".
+std::string explain_candidate(const RouteDecision& d, std::size_t i);
 
 }  // namespace llmgate::routing

@@ -118,6 +118,7 @@ Call it yourself:
   curl http://127.0.0.1:$PORT/v1/models
   curl http://127.0.0.1:$PORT/admin/routes              # the router's live table (JSON)
   curl 'http://127.0.0.1:$PORT/admin/routes?format=text' # ... as a leaderboard
+  http://127.0.0.1:$PORT/admin/console                  # ... live, in a browser
 
 With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
   import OpenAI from "openai";
@@ -153,6 +154,29 @@ if [ "$SMOKE" = 1 ]; then
   done
   exit 0
 fi
+# Steady background traffic, so the console has live numbers to show: a few
+# requests a second to fast-chat (streamed), mixed-chat and cheap-chat.
+# LLMGATE_DEMO_TRAFFIC=0 leaves the gateway idle.
+if [ "${LLMGATE_DEMO_TRAFFIC:-1}" != 0 ]; then
+  traffic() {  # model rate stream
+    printf '{"model":"%s","stream":%s,"max_tokens":24,"messages":[{"role":"user","content":"Say hello"}]}' \
+      "$1" "$3" >"$RUN/$1.json"
+    "$BIN/llmgate-loadgen" --url "http://127.0.0.1:$PORT/v1/chat/completions" --body-file "$RUN/$1.json" \
+      --rate "$2" --connections 64 --warmup 0 --duration 86400 --drain 0 --quiet >"$RUN/traffic-$1.log" 2>&1 &
+    pids+=($!)
+  }
+  traffic fast-chat 4 true
+  traffic mixed-chat 2 true
+  traffic cheap-chat 1 false
+  echo "Background traffic: 4 req/s to fast-chat, 2 to mixed-chat, 1 to cheap-chat (LLMGATE_DEMO_TRAFFIC=0: none)."
+fi
+cat <<MSG
+
+Live routing console (leaderboard, TTFT and speed over the last minutes, failovers, hedges,
+why the top route is chosen) — open it in a browser:
+  http://127.0.0.1:$PORT/admin/console
+
+MSG
 echo "Press Ctrl-C to stop."
 tail -n 0 -f "$RUN/llmgate.log" &
 pids+=($!)

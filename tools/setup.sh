@@ -19,6 +19,7 @@ TEST_PACKAGES=(
   prometheus  # promtool: the suite checks /metrics with it
   redis-server  # shared_state: the scale-out test runs three gateways on a real Redis
   python3 python3-yaml  # the benchmark runners' unit tests (bench/*/test_*.py)
+  chromium  # the console's browser test (headless, driven by npm playwright-core)
 )
 # LLMGATE_DEPS=all (default): build and test. LLMGATE_DEPS=build: the binaries
 # only; the test suite is then not configured (-DLLMGATE_BUILD_TESTS=OFF).

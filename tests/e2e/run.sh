@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LLMGATE_BIN_DIR=$(cd "$1" && pwd)
 cd "$here"
-if [ ! -d node_modules/openai ]; then
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/playwright-core ]; then
   npm install --no-audit --no-fund --loglevel=error >/dev/null
 fi
 exec node --test --test-reporter=spec "${2:-openai_sdk.test.mjs}"

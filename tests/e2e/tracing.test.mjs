@@ -81,6 +81,8 @@ models:
       - {provider: fast, model: m}
   - name: quick
     deployments: [{provider: fast, model: m}]
+  - name: stored
+    deployments: [{provider: fast, model: m, operations: [responses]}]
 `;
 }
 
@@ -115,6 +117,7 @@ const attr = (span, key) => {
   const a = span.attributes.find((x) => x.key === key);
   if (!a) return undefined;
   const v = a.value;
+  if (v.arrayValue) return v.arrayValue.values.map((x) => x.stringValue);
   return v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : undefined) ?? v.doubleValue ?? v.boolValue;
 };
 
@@ -190,6 +193,15 @@ test("a failed-over, hedged request: one server span under the client's, one spa
   assert.equal(attr(by["fast/m"], "llmgate.hedge.result"), "won");
   assert.equal(attr(by["fast/m"], "llmgate.hedge.branch"), "hedge");
   assert.equal(attr(by["fast/m"], "gen_ai.usage.output_tokens"), 5);
+  // The answer's id and finish reason, as the client saw them in the stream.
+  const chunks = r.text.split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)));
+  const finish = chunks.flatMap((c) => c.choices.map((ch) => ch.finish_reason)).filter((f) => f);
+  assert.ok(chunks[0].id && finish.length === 1, r.text);
+  for (const span of [by["fast/m"], server]) {
+    assert.equal(attr(span, "gen_ai.response.id"), chunks[0].id);
+    assert.deepEqual(attr(span, "gen_ai.response.finish_reasons"), finish);
+  }
+  assert.equal(attr(by["broken/m"], "gen_ai.response.id"), undefined);
   assert.ok(attr(by["fast/m"], "llmgate.ttft_seconds") > 0);
   // Prompts and completions are never exported.
   assert.ok(!JSON.stringify(receiver.exports).includes(PROMPT), "the prompt reached the collector");
@@ -202,6 +214,36 @@ test("a failed-over, hedged request: one server span under the client's, one spa
   assert.notEqual(root.traceId, clientTrace);
   assert.equal(await metric(g, "llmgate_trace_spans_dropped_total", 'reason="queue_full"'), 0);
   assert.ok((await metric(g, "llmgate_trace_spans_exported_total")) >= 6);
+
+  // A stored response read back: a server span under the client's and a
+  // client span for the exchange with the provider that stored it.
+  const created = await fetch(`${g.url}/v1/responses`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "stored", input: PROMPT }),
+  });
+  assert.equal(created.status, 200);
+  const id = (await created.json()).id;
+  const readTrace = "0af7651916cd43dd8448eb211c80319c";
+  const got = await fetch(`${g.url}/v1/responses/${id}`, {
+    headers: { traceparent: `00-${readTrace}-b7ad6b7169203331-01` },
+  });
+  assert.equal(got.status, 200);
+  await got.text();
+  await eventually(() => receiver.spans().filter((s) => s.traceId === readTrace).length >= 2, "the read's spans");
+  const read = receiver.spans().filter((s) => s.traceId === readTrace);
+  const readServer = read.find((s) => s.kind === 2);
+  assert.equal(readServer.name, "GET /v1/responses/{response_id}");
+  assert.equal(readServer.parentSpanId, "b7ad6b7169203331");
+  assert.equal(attr(readServer, "gen_ai.response.id"), id);
+  assert.equal(attr(readServer, "http.response.status_code"), 200);
+  assert.equal(attr(readServer, "llmgate.provider"), "fast");
+  const readClient = read.find((s) => s.kind === 3);
+  assert.equal(readClient.parentSpanId, readServer.spanId);
+  assert.equal(attr(readClient, "http.response.status_code"), 200);
+  assert.equal(attr(readClient, "server.address"), "127.0.0.1");
+  assert.equal(read.length, 2);
+  assert.ok(!JSON.stringify(receiver.exports).includes(PROMPT), "the prompt reached the collector");
   g.child.kill("SIGTERM");
   await g.child.exited;
 });

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -27,6 +28,15 @@ using testing::HttpClient;
 using json = nlohmann::json;
 
 sim::Profile fast_profile(int tokens = 5) { return testing::quick_profile(tokens); }
+
+// Answers every request with `status` (and Retry-After when given).
+sim::Profile failing_profile(int status, std::optional<int> retry_after_s = std::nullopt) {
+  sim::Profile p = fast_profile();
+  p.error_rate = 1;
+  p.error_status = status;
+  p.retry_after_s = retry_after_s;
+  return p;
+}
 
 std::string chat_body(const std::string& model, bool stream, const std::string& extra = "") {
   return R"({"model":")" + model +
@@ -316,10 +326,7 @@ TEST_F(GatewayTest, FailsOverOnConnectionRefused) {
 
 TEST_F(GatewayTest, FailsOverOnServerErrorAndRateLimit) {
   for (int status : {500, 503, 429}) {
-    sim::Profile broken = fast_profile();
-    broken.error_rate = 1;
-    broken.error_status = status;
-    broken.retry_after_s = 3;
+    sim::Profile broken = failing_profile(status, 3);
     start_sims(broken, fast_profile());
     start_gateway();
     HttpClient c(port_);
@@ -488,9 +495,7 @@ TEST_F(GatewayTest, AClientHangingUpAfterACompleteResponseLeavesASuccess) {
 }
 
 TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
-  sim::Profile reject = fast_profile();
-  reject.error_rate = 1;
-  reject.error_status = 400;
+  sim::Profile reject = failing_profile(400);
   start_sims(reject, fast_profile());
   start_gateway();
   HttpClient c(port_);
@@ -512,9 +517,7 @@ TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
 }
 
 TEST_F(GatewayTest, ReportsAllFailedAttemptsInOneOpenAiError) {
-  sim::Profile broken = fast_profile();
-  broken.error_rate = 1;
-  broken.error_status = 502;
+  sim::Profile broken = failing_profile(502);
   start_sims(broken, broken);
   start_gateway();
   HttpClient c(port_);
@@ -531,10 +534,7 @@ TEST_F(GatewayTest, ReportsAllFailedAttemptsInOneOpenAiError) {
 }
 
 TEST_F(GatewayTest, AllDeploymentsRateLimitedGivesA429WithRetryAfter) {
-  sim::Profile limited = fast_profile();
-  limited.error_rate = 1;
-  limited.error_status = 429;
-  limited.retry_after_s = 7;
+  sim::Profile limited = failing_profile(429, 7);
   start_sims(limited, limited);
   start_gateway();
   HttpClient c(port_);
@@ -752,10 +752,7 @@ TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
 }
 
 TEST_F(GatewayTest, ARetryAfterTakesTheDeploymentOutOfPlansForThatLong) {
-  sim::Profile limited = fast_profile();
-  limited.error_rate = 1;
-  limited.error_status = 429;
-  limited.retry_after_s = 30;
+  sim::Profile limited = failing_profile(429, 30);
   start_sims(limited, fast_profile());
   start_gateway("2s", "2s", "", "1s", kOrderedRouting);
   HttpClient c(port_);
@@ -780,9 +777,7 @@ TEST_F(GatewayTest, ARetryAfterTakesTheDeploymentOutOfPlansForThatLong) {
 }
 
 TEST_F(GatewayTest, ConsecutiveFailuresEjectADeploymentFromPlans) {
-  sim::Profile failing = fast_profile();
-  failing.error_rate = 1;
-  failing.error_status = 500;
+  sim::Profile failing = failing_profile(500);
   start_sims(failing, fast_profile());
   start_gateway("2s", "2s", "", "1s",
                 "routing: {exploration: 0, ejection: {consecutive_failures: 2, base_duration: 30s},"
@@ -1019,12 +1014,63 @@ TEST_F(GatewayTest, AdminRoutesShowsStateScoreAndATextLeaderboard) {
   EXPECT_EQ(row["state"], "healthy");
   EXPECT_EQ(row["rank"], 1);
   EXPECT_GT(row["score"].get<double>(), 0);
+  // What the policy compared, as the console shows it.
+  EXPECT_NE(row["why"].get<std::string>().find("score "), std::string::npos) << row.dump();
   auto text = c.request("GET", "/admin/routes?format=text");
   EXPECT_EQ(text.status, 200);
   EXPECT_EQ(text.header("content-type"), "text/plain; charset=utf-8");
   EXPECT_NE(text.body.find("model chat  policy latency"), std::string::npos) << text.body;
   EXPECT_NE(text.body.find("ttft_p50"), std::string::npos);
   EXPECT_NE(text.body.find("a/model-a"), std::string::npos);
+}
+
+TEST_F(GatewayTest, TheConsoleAndItsHistoryShowFailoversAndSamples) {
+  sim::Profile failing = failing_profile(500);
+  start_sims(failing, fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.header("x-llmgate-attempts"), "2");
+  // A plain success is no event.
+  ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("only-b", false)).status, 200);
+
+  auto h = c.request("GET", "/admin/history");
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(h.header("cache-control"), "no-store");
+  auto j = json::parse(h.body);
+  // The sampler takes one sample as the gateway starts.
+  ASSERT_GE(j["samples"].size(), 1u) << h.body;
+  EXPECT_TRUE(j["samples"][0]["models"]["chat"].contains("a/model-a"));
+  ASSERT_EQ(j["events"].size(), 1u) << h.body;
+  const auto& e = j["events"][0];
+  EXPECT_EQ(e["model"], "chat");
+  EXPECT_EQ(e["deployment"], "b/model-b");
+  EXPECT_EQ(e["failed"], "a/model-a=upstream_status(500)");
+  EXPECT_EQ(e["attempts"], 2);
+  EXPECT_EQ(e["outcome"], "success");
+  EXPECT_EQ(e["request_id"], r.header("x-request-id"));
+  // Nothing new after the cursor.
+  auto again = json::parse(
+      c.request("GET", "/admin/history?after=" + std::to_string(j["cursor"].get<std::uint64_t>()))
+          .body);
+  EXPECT_TRUE(again["events"].empty());
+  for (const char* bad : {"/admin/history?after=x", "/admin/history?since=1",
+                          "/admin/history?after=1&after=2", "/admin/history?after=-1"}) {
+    auto b = c.request("GET", bad);
+    EXPECT_EQ(b.status, 400) << bad;
+    EXPECT_EQ(json::parse(b.body)["error"]["param"], "after") << bad;
+  }
+  EXPECT_EQ(c.request("POST", "/admin/history", "{}").status, 405);
+
+  auto page = c.request("GET", "/admin/console");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.header("content-type"), "text/html; charset=utf-8");
+  EXPECT_NE(page.header("content-security-policy").find("connect-src 'self'"), std::string::npos);
+  EXPECT_EQ(page.header("x-frame-options"), "DENY");
+  EXPECT_NE(page.body.find("fetch(path"), std::string::npos);
+  EXPECT_NE(page.body.find("/admin/history"), std::string::npos);
+  EXPECT_NE(page.body.find("</html>"), std::string::npos);  // all of it, compiled in
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "gateway/auth.h"
+#include "tests/support/base64.h"
 #include "tests/support/gateway_harness.h"
 
 namespace llmgate {
@@ -393,6 +394,30 @@ TEST(Keys, UnknownPathsAndModelsSayNothingToACallerWithoutAKey) {
   EXPECT_EQ(status("POST", "/v1/chat/completions", model_body("no-such-model")), 401);
   EXPECT_EQ(status("GET", "/admin/routes", "", {{"authorization", "Bearer sk-app"}}), 401);
   EXPECT_EQ(status("GET", "/healthz"), 200);
+  h.expect_quiescent();
+}
+
+TEST(Keys, TheConsoleAndItsDataNeedTheAdminKeyAndABrowserIsAskedForIt) {
+  Harness h(Target::kScript, testing::healthy_stream(2), "", "", kAuth);
+  for (const char* path : {"/admin/console", "/admin/history", "/admin/routes"}) {
+    HttpClient c(h.port());
+    auto denied = c.request("GET", path);
+    EXPECT_EQ(denied.status, 401) << path;
+    EXPECT_EQ(denied.header("www-authenticate"), "Basic realm=\"llmgate admin\"") << path;
+    EXPECT_EQ(denied.body.find("<html"), std::string::npos) << path;
+    // The application key is not the admin key, in either scheme.
+    EXPECT_EQ(c.request("GET", path, "", {{"authorization", "Basic " + testing::base64(":sk-app")}})
+                  .status,
+              401)
+        << path;
+    EXPECT_EQ(
+        c.request("GET", path, "", {{"authorization", "Basic " + testing::base64("x:sk-admin")}})
+            .status,
+        200)
+        << path;
+    EXPECT_EQ(c.request("GET", path, "", {{"authorization", "Bearer sk-admin"}}).status, 200)
+        << path;
+  }
   h.expect_quiescent();
 }
 

@@ -196,5 +196,24 @@ TEST(KeyStore, TheAdminKeyGuardsOnlyWhenConfigured) {
   EXPECT_TRUE(ks.admin_allowed("Bearer admin-secret"));
 }
 
+TEST(KeyStore, TheAdminKeyMayComeAsABasicPassword) {
+  // What a browser sends for the console once asked (RFC 7617): base64 of
+  // "user:password"; the user name is not checked.
+  config::Auth guarded;
+  guarded.admin_key_sha256 = sha256_hex("admin-secret");
+  KeyStore ks(guarded);
+  EXPECT_TRUE(ks.admin_allowed("Basic YWRtaW46YWRtaW4tc2VjcmV0"));  // admin:admin-secret
+  EXPECT_TRUE(ks.admin_allowed("basic OmFkbWluLXNlY3JldA=="));      // :admin-secret
+  EXPECT_TRUE(ks.admin_allowed("Basic OmFkbWluLXNlY3JldA"));        // unpadded
+  EXPECT_FALSE(ks.admin_allowed("Basic YWRtaW46d3Jvbmc="));         // admin:wrong
+  EXPECT_FALSE(ks.admin_allowed("Basic YWRtaW4tc2VjcmV0"));         // admin-secret: no colon
+  EXPECT_FALSE(ks.admin_allowed("Basic YWRtaW46"));                 // admin: (empty password)
+  EXPECT_FALSE(ks.admin_allowed("Basic OmFkbWluLXNlY3JldA==x"));    // data after padding
+  EXPECT_FALSE(ks.admin_allowed("Basic OmFkbWlu*XNlY3JldA=="));     // not base64
+  EXPECT_FALSE(ks.admin_allowed("Basic "));
+  EXPECT_FALSE(ks.admin_allowed("Basic " + std::string(2000, 'A')));
+  EXPECT_FALSE(ks.admin_allowed("Digest OmFkbWluLXNlY3JldA=="));
+}
+
 }  // namespace
 }  // namespace llmgate::gateway

@@ -217,5 +217,56 @@ TEST(RelayState, ANonStreamedAnswerIsAssembledAndNothingIsQueued) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 3);
 }
 
+TEST(RelayState, ATracedAttemptKeepsTheAnswersIdAndFinishReasons) {
+  Fixture f(request(true));
+  f.rec.keep_meta = true;
+  f.state.on_event(f.ev.data(kRole), kT0);
+  f.state.on_event(f.ev.data(kHello), kT0 + 1ms);
+  f.state.on_event(f.ev.data(kStop), kT0 + 2ms);
+  f.state.on_event(f.ev.data(kUsage), kT0 + 3ms);
+  EXPECT_EQ(f.rec.response_id, "c1");
+  EXPECT_EQ(f.rec.finish_reasons, std::vector<std::string>{"stop"});
+
+  // Not traced: nothing kept (no allocation per attempt for it).
+  Fixture quiet(request(true));
+  quiet.state.on_event(quiet.ev.data(kRole), kT0);
+  quiet.state.on_event(quiet.ev.data(kStop), kT0 + 1ms);
+  EXPECT_TRUE(quiet.rec.response_id.empty());
+  EXPECT_TRUE(quiet.rec.finish_reasons.empty());
+}
+
+TEST(RelayState, IdsAndReasonsOutsidePlainChunksAreReadFromTheParsedChunk) {
+  // Two choices and a tool call: not plain chunks; an escaped id.
+  Fixture f(request(true));
+  f.rec.keep_meta = true;
+  f.state.on_event(
+      f.ev.data(
+          R"({"id":"c\u0032","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"a"},"finish_reason":null},{"index":1,"delta":{"content":"b"},"finish_reason":null}]})"),
+      kT0);
+  f.state.on_event(
+      f.ev.data(
+          R"({"id":"c2","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"},{"index":1,"delta":{},"finish_reason":"length"}]})"),
+      kT0 + 1ms);
+  EXPECT_EQ(f.rec.response_id, "c2");
+  EXPECT_EQ(f.rec.finish_reasons, (std::vector<std::string>{"tool_calls", "length"}));
+}
+
+TEST(RelayState, AJsonAnswersIdAndReasonsAreKept) {
+  routing::AttemptRecord rec;
+  keep_answer_meta(
+      nlohmann::json::parse(
+          R"({"id":"chatcmpl-9","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]})"),
+      rec);
+  EXPECT_EQ(rec.response_id, "chatcmpl-9");
+  EXPECT_EQ(rec.finish_reasons, std::vector<std::string>{"stop"});
+  routing::AttemptRecord odd;
+  keep_answer_meta(nlohmann::json::parse(R"({"id":7,"choices":[null,{"finish_reason":null}]})"),
+                   odd);
+  EXPECT_TRUE(odd.response_id.empty());
+  EXPECT_TRUE(odd.finish_reasons.empty());
+  keep_answer_meta(nlohmann::json::parse("[1]"), odd);
+  EXPECT_TRUE(odd.response_id.empty());
+}
+
 }  // namespace
 }  // namespace llmgate::gateway
