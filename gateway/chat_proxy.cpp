@@ -686,7 +686,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 void ChatProxy::conclude(const AttemptRecord* rec) const {
   log_request(rec);
   RouteHistory* history = ctx_.worker.history;
-  const bool answered = rec && rec->outcome == AttemptOutcome::kSuccess;
+  // Answered: also a client error the deployment returned (the caller's
+  // fault, not a routing event unless it came after a failover or a hedge).
+  const bool answered = rec && (rec->outcome == AttemptOutcome::kSuccess ||
+                                rec->outcome == AttemptOutcome::kClientError);
   if (!history || (trace_.failures.empty() && trace_.hedged().empty() && answered)) return;
   RouteEvent e;
   e.unix_ms = unix_now_ms();

@@ -123,8 +123,10 @@ void keep_answer_meta(const nlohmann::json& answer, routing::AttemptRecord& rec)
 
 void RelayState::keep_meta(const providers::UpstreamEvent& ev) {
   const providers::ChatChunk& ch = ev.chunk;
+  // A Responses stream names its response in its events.
+  if (rec_.response_id.empty() && !response_id_.empty()) rec_.response_id = response_id_;
   // The id from the first chunk only; then only the finishing chunks.
-  const bool want_id = !std::exchange(id_looked_for_, true);
+  const bool want_id = !std::exchange(id_looked_for_, true) && rec_.response_id.empty();
   if (!want_id && !ch.has_finish) return;
   // A plain chunk has the views: strings still escaped (ids and reasons
   // need no escapes; one that has them is taken from the parsed chunk).

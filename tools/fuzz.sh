@@ -16,7 +16,8 @@
 #   build-fuzz/fuzz_<target> build-fuzz/artifacts/<target>/crash-...
 # Exits non-zero if any target fails.
 #
-# Environment: JOBS (build parallelism, default nproc), FUZZ_BUILD_DIR
+# Environment: JOBS (build parallelism, default nproc), FUZZ_JOBS (targets
+# fuzzed at once, default nproc: each is one single-threaded process), FUZZ_BUILD_DIR
 # (default build-fuzz), FUZZ_ARGS (extra libFuzzer flags for every target),
 # LLMGATE_FUZZ_VERBOSE=1 (targets print each input's outcome; for replays).
 set -euo pipefail
@@ -110,20 +111,23 @@ field_of() {  # field_of LINE KEY -> the value after "KEY: " on a status line
   sed -n "s/.* $2: \([^ ]*\).*/\1/p" <<<"$1"
 }
 
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-  corpus="$BUILD_DIR/corpus/$t"
-  artifacts="$BUILD_DIR/artifacts/$t"
-  log="$BUILD_DIR/logs/$t.log"
+# One target: its log, then its summary line in $BUILD_DIR/logs/$t.result
+# ("ok" or "FAILED ..." first); the end of the log and the reproducers on
+# stderr when it failed.
+run_target() {
+  local t=$1
+  local corpus="$BUILD_DIR/corpus/$t"
+  local artifacts="$BUILD_DIR/artifacts/$t"
+  local log="$BUILD_DIR/logs/$t.log"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+  local mode
   if [ "$seconds" -gt 0 ]; then
     mode=(-max_total_time="$seconds")
   else
     mode=(-runs=0)  # replay the corpus only
   fi
   echo "fuzz: $t for ${seconds}s (log: $log)"
-  rc=0
+  local rc=0
   "$BUILD_DIR/$t" "${mode[@]}" -print_final_stats=1 -max_len="${MAX_LEN[$t]}" \
     -timeout="${TIMEOUT[$t]}" -rss_limit_mb=2048 -dict="tests/fuzz/dict/$t.dict" \
     -artifact_prefix="$artifacts/" "${extra_args[@]}" \
@@ -131,24 +135,45 @@ for t in "${targets[@]}"; do
 
   # The last status line ("#N DONE cov: .. ft: .. corp: N/SIZE ..." or the
   # last one before a crash) and the final stats.
+  local status execs rate cov ft corp result=ok
   status=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
   execs=$(stat_of "$log" number_of_executed_units)
   rate=$(stat_of "$log" average_exec_per_sec)
   cov=$(field_of "$status" cov)
   ft=$(field_of "$status" ft)
   corp=$(field_of "$status" corp)
-  result=ok
   if [ "$rc" -ne 0 ]; then
     result="FAILED (exit $rc)"
-    failed+=("$t")
-    echo "fuzz: $t failed; the end of $log:" >&2
-    tail -n 40 "$log" >&2
-    echo "fuzz: reproducer(s): $(find "$artifacts" -type f | tr '\n' ' ')" >&2
+    {
+      echo "fuzz: $t failed; the end of $log:"
+      tail -n 40 "$log"
+      echo "fuzz: reproducer(s): $(find "$artifacts" -type f | tr '\n' ' ')"
+    } >&2
   fi
+  local line
   line=$(printf '%-20s %-18s execs=%-9s exec/s=%-7s cov=%-6s ft=%-7s corpus=%s' "$t" "$result" \
     "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}")
   echo "fuzz: $line"
+  echo "$line" >"$BUILD_DIR/logs/$t.result"
+}
+
+# Each target is one single-threaded process: FUZZ_JOBS (default: one per
+# CPU) run at once.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+for t in "${targets[@]}"; do
+  rm -f "$BUILD_DIR/logs/$t.result"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  run_target "$t" &
+done
+wait
+
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  line=$(cat "$BUILD_DIR/logs/$t.result" 2>/dev/null ||
+    printf '%-20s %s' "$t" "FAILED (no result)")
   summary+=("$line")
+  [[ $line == "$t"*" ok "* ]] || failed+=("$t")
 done
 
 echo "fuzz: summary (${seconds}s per target; corpus = inputs/bytes)"

@@ -224,6 +224,10 @@ test("a failed-over, hedged request: one server span under the client's, one spa
   });
   assert.equal(created.status, 200);
   const id = (await created.json()).id;
+  // The create's own spans name the response it made.
+  await eventually(() => receiver.spans().some((s) => s.kind === 2 && s.name === "responses stored"), "the create's span");
+  const create = receiver.spans().find((s) => s.kind === 2 && s.name === "responses stored");
+  assert.equal(attr(create, "gen_ai.response.id"), id);
   const readTrace = "0af7651916cd43dd8448eb211c80319c";
   const got = await fetch(`${g.url}/v1/responses/${id}`, {
     headers: { traceparent: `00-${readTrace}-b7ad6b7169203331-01` },

@@ -504,6 +504,8 @@ TEST_F(GatewayTest, AnUpstreamBadRequestIsReturnedNotRetried) {
   EXPECT_TRUE(json::parse(r.body)["error"].is_object());
   EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
   EXPECT_EQ(sim_b_->stats().requests, 0u);
+  // No routing event for the console: it was answered, by the deployment.
+  EXPECT_TRUE(json::parse(c.request("GET", "/admin/history").body)["events"].empty());
   // The caller's mistake, not the gateway's or the upstream's: counted apart.
   auto m = c.request("GET", "/metrics").body;
   EXPECT_NE(
