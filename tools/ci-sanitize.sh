@@ -35,8 +35,11 @@ phase_asan() {
 phase_tsan() {
   LLMGATE_SKIP_BUILD=1 tools/setup.sh
   # g++: -DLLMGATE_SANITIZE=thread adds -Wno-tsan for it (Asio's fences).
+  # -O1 -g1 (line tables): a third less build time than -O2 -g (gateway.cpp:
+  # 39 s instead of 63 s), reports still name file and line.
   CC=${TSAN_CC:-gcc} CXX=${TSAN_CXX:-g++} cmake -S . -B build-tsan -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGATE_SANITIZE=thread >/dev/null
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGATE_SANITIZE=thread \
+    -DLLMGATE_RELWITHDEBINFO_FLAGS="-O1 -g1 -DNDEBUG" >/dev/null
   ninja -C build-tsan -j "${JOBS:-$(nproc)}" integration_tests conformance_tests
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
   # Both suites run even if the first fails; the phase fails if either did.
