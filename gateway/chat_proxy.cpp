@@ -492,7 +492,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   if (const RequestTrace* t = ctx_.request_trace) {
     rec.keep_meta = true;  // the answer's id and finish reasons, for the spans
     span = snapshot_.tracer->new_span_id();
-    traceparent = format_traceparent(SpanContext{t->server.trace, span, t->server.flags});
+    traceparent = t->child_traceparent(span);
   }
   struct Report {
     ChatProxy& self;
@@ -542,14 +542,7 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
   const RequestTrace& t = *ctx_.request_trace;
   const routing::Candidate& c = pc.candidate;
   const char* op = config::gen_ai_name(req_.operation);
-  SpanData s;
-  s.trace = t.server.trace;
-  s.span = span;
-  s.parent = t.server.span;
-  s.kind = SpanKind::kClient;
-  s.name = std::string(op) + " " + c.deployment->model;
-  s.start_unix_ns = t.unix_ns(rec.started);
-  s.end_unix_ns = t.unix_ns(end);
+  SpanData s = t.client_span(span, std::string(op) + " " + c.deployment->model, rec.started, end);
   s.set("gen_ai.operation.name", std::string(op));
   s.set("gen_ai.provider.name", gen_ai_provider(*c.provider));
   s.set("gen_ai.request.model", c.deployment->model);
@@ -583,15 +576,7 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
 
 SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) const {
   const char* op = config::gen_ai_name(req_.operation);
-  SpanData s;
-  s.trace = t.server.trace;
-  s.span = t.server.span;
-  s.parent = t.parent;
-  s.trace_state = t.trace_state;
-  s.kind = SpanKind::kServer;
-  s.name = std::string(op) + " " + req_.model;
-  s.start_unix_ns = t.start_unix_ns;
-  s.end_unix_ns = t.unix_ns(end);
+  SpanData s = t.server_span(std::string(op) + " " + req_.model, end);
   s.set("gen_ai.operation.name", std::string(op));
   s.set("gen_ai.request.model", req_.model);
   s.set("http.request.method", std::string("POST"));

@@ -134,10 +134,10 @@ void RelayState::keep_meta(const providers::UpstreamEvent& ev) {
     return v.size() >= 2 && v.front() == '"' && v.back() == '"' &&
            v.find('\\') == std::string_view::npos;
   };
-  if (ch.plain &&
-      (!want_id || !(ch.meta_keys & providers::ChatChunk::kMetaId) || plain_string(ch.meta[0])) &&
+  const bool id_here = want_id && (ch.meta_keys & providers::ChatChunk::kMetaId);
+  if (ch.plain && (!id_here || plain_string(ch.meta[0])) &&
       ch.finish_reason.find('\\') == std::string_view::npos) {
-    if (want_id && (ch.meta_keys & providers::ChatChunk::kMetaId))
+    if (id_here)
       rec_.response_id =
           std::string(ch.meta[0].substr(1, std::min<std::size_t>(ch.meta[0].size() - 2, 256)));
     if (ch.has_finish_reason && ch.has_finish)

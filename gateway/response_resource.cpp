@@ -142,27 +142,15 @@ class ResourceExchange {
   int upstream_status_ = 0;  // the provider's answer (0: none)
 };
 
-// "GET /v1/responses/{response_id}/input_items": the route, not the id.
-std::string span_name(const Request& request, const ResponsePath& path) {
-  return std::string(request.method_string()) + " /v1/responses/{response_id}" +
-         std::string(part_path(path.part));
-}
-
 void ResourceExchange::record_spans(Clock::time_point end) const {
   if (!trace_ || !trace_->sampled()) return;
   Tracer& tracer = *snap_->tracer;
   const std::string method(request_.method_string());
-  SpanData server;
-  server.trace = trace_->server.trace;
-  server.span = trace_->server.span;
-  server.parent = trace_->parent;
-  server.trace_state = trace_->trace_state;
-  server.kind = SpanKind::kServer;
-  server.name = span_name(request_, path_);
-  server.start_unix_ns = trace_->start_unix_ns;
-  server.end_unix_ns = trace_->unix_ns(end);
+  // Named by the route, not the id: "GET /v1/responses/{response_id}/input_items".
+  const std::string route = "/v1/responses/{response_id}" + std::string(part_path(path_.part));
+  SpanData server = trace_->server_span(method + " " + route, end);
   server.set("http.request.method", method);
-  server.set("http.route", "/v1/responses/{response_id}" + std::string(part_path(path_.part)));
+  server.set("http.route", route);
   server.set("gen_ai.response.id", path_.id);
   server.set("llmgate.request_id", rc_.request_id);
   if (status_ != 0) server.set("http.response.status_code", std::int64_t{status_});
@@ -176,15 +164,9 @@ void ResourceExchange::record_spans(Clock::time_point end) const {
   tracer.record(std::move(server));
   if (!upstream_start_ || !upstream_provider_) return;
   const config::Provider& p = *upstream_provider_;
-  SpanData client;
-  client.trace = trace_->server.trace;
-  client.span = upstream_span_;
-  client.parent = trace_->server.span;
-  client.trace_state = trace_->trace_state;
-  client.kind = SpanKind::kClient;
-  client.name = method + " /responses/{response_id}" + std::string(part_path(path_.part));
-  client.start_unix_ns = trace_->unix_ns(*upstream_start_);
-  client.end_unix_ns = trace_->unix_ns(upstream_end_.value_or(end));
+  // The provider's own path: the route without "/v1" (its base_url has it).
+  SpanData client = trace_->client_span(upstream_span_, method + " " + route.substr(3),
+                                        *upstream_start_, upstream_end_.value_or(end));
   client.set("http.request.method", method);
   client.set("gen_ai.provider.name", gen_ai_provider(p));
   client.set("gen_ai.response.id", path_.id);
@@ -299,8 +281,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   std::string traceparent;
   if (trace_) {
     upstream_span_ = snap_->tracer->new_span_id();
-    traceparent =
-        format_traceparent(SpanContext{trace_->server.trace, upstream_span_, trace_->server.flags});
+    traceparent = trace_->child_traceparent(upstream_span_);
   }
   const auto up = make_upstream_request(
       request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),

@@ -23,6 +23,34 @@
 
 namespace llmgate::gateway {
 
+SpanData RequestTrace::server_span(std::string name,
+                                   std::chrono::steady_clock::time_point end) const {
+  SpanData s;
+  s.trace = server.trace;
+  s.span = server.span;
+  s.parent = parent;
+  s.trace_state = trace_state;
+  s.kind = SpanKind::kServer;
+  s.name = std::move(name);
+  s.start_unix_ns = start_unix_ns;
+  s.end_unix_ns = unix_ns(end);
+  return s;
+}
+
+SpanData RequestTrace::client_span(const SpanId& id, std::string name,
+                                   std::chrono::steady_clock::time_point start,
+                                   std::chrono::steady_clock::time_point end) const {
+  SpanData s;
+  s.trace = server.trace;
+  s.span = id;
+  s.parent = server.span;
+  s.kind = SpanKind::kClient;
+  s.name = std::move(name);
+  s.start_unix_ns = unix_ns(start);
+  s.end_unix_ns = unix_ns(end);
+  return s;
+}
+
 std::string gen_ai_provider(const config::Provider& p) {
   switch (p.protocol) {
     case config::Protocol::kAnthropic:

@@ -47,6 +47,16 @@ struct RequestTrace {
     return start_unix_ns +
            std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_steady).count();
   }
+  // The request's SERVER span, from its arrival to `end` (attributes to add).
+  SpanData server_span(std::string name, std::chrono::steady_clock::time_point end) const;
+  // A CLIENT span `id` under the server span (an upstream exchange).
+  SpanData client_span(const SpanId& id, std::string name,
+                       std::chrono::steady_clock::time_point start,
+                       std::chrono::steady_clock::time_point end) const;
+  // The traceparent naming child span `id`: what goes upstream.
+  std::string child_traceparent(const SpanId& id) const {
+    return format_traceparent(SpanContext{server.trace, id, server.flags});
+  }
 };
 
 class Tracer {
