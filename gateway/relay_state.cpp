@@ -46,7 +46,7 @@ void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now)
     translator_->translate(raw, sink);
     return;
   }
-  providers::UpstreamEvent ev = protocol_.classify(raw);
+  providers::UpstreamEvent ev = protocol_.classify(raw, chunk_prefix_);
   handle(ev, now);
 }
 

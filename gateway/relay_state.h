@@ -97,6 +97,7 @@ class RelayState {
   const ClientApi& api_;
   const providers::UpstreamProtocol& protocol_;
   std::unique_ptr<providers::UpstreamStream> translator_;  // null: OpenAI's passthrough
+  providers::ChunkPrefix chunk_prefix_;  // the passthrough's: what its chunks share
   const ChatRequest& req_;
   routing::AttemptRecord& rec_;
   const bool streaming_;

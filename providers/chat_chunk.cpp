@@ -36,7 +36,16 @@ class ChunkScanner : public JsonScanner {
   using JsonScanner::JsonScanner;
 
   // Fills the classification fields of `c` (kind kChunk); false: give up.
-  bool scan(ChatChunk& c);
+  // With a prefix: resumes after it when the text starts with it, and
+  // remembers this text's (on success).
+  bool scan(ChatChunk& c, ChunkPrefix* prefix = nullptr);
+
+ private:
+  // One top-level member (p_ at its value).
+  bool top_member(std::string_view key, unsigned& seen, std::size_t& choice_count, Usage& u,
+                  bool& has_usage, ChatChunk& c);
+  // After the top-level object: the rest of `c`.
+  bool finish(ChatChunk& c, unsigned seen, std::size_t choice_count, Usage& u, bool has_usage);
 
  private:
   bool choices(int depth, std::size_t& count, ChatChunk& c);
@@ -223,58 +232,114 @@ bool ChunkScanner::detail(int depth, const char (&name)[N], std::int64_t& out) {
   });
 }
 
-bool ChunkScanner::scan(ChatChunk& c) {
-  skip_bom();
-  ws();
-  if (!eat('{')) return false;
+bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   unsigned seen = 0;
+  const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
+  const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
+  if (resume) {
+    // The state the prefix left (see the resume point below).
+    p_ = begin_ + prefix->text.size();
+    seen = prefix->seen;
+    meta_ = prefix->meta_keys;
+    plain_ = prefix->plain;
+    for (std::size_t i = 0; i < meta_text_.size(); ++i)
+      meta_text_[i] = text.substr(prefix->meta[i].first, prefix->meta[i].second);
+  } else {
+    skip_bom();
+    ws();
+    if (!eat('{')) return false;
+  }
+  // The last point this chunk could be resumed from: a key at the top level
+  // before "choices" and "usage" (the members before it set only seen,
+  // plain_ and the meta fields, never `c`). A point after a comma, so every
+  // value before it had its end (a number's too).
+  const char* resume_at = nullptr;
+  unsigned resume_seen = 0, resume_meta = 0;
+  bool resume_plain = true;
+  std::array<std::string_view, 5> resume_meta_text{};
   std::size_t choice_count = 0;
   Usage u;
   bool has_usage = false;
-  const bool ok = members<true>(1, [&](std::string_view key) {
-    if (is(key, "choices")) {
-      if (!once(seen, 1) || !eat('[')) return false;
-      return choices(2, choice_count, c);
-    }
-    if (is(key, "usage")) {
-      if (!once(seen, 2)) return false;
-      const char* at = p_;
-      if (eat('{')) {
-        has_usage = true;
-        if (!usage(2, u)) return false;
-        usage_json_ = std::string_view(at, static_cast<std::size_t>(p_ - at));
-        return true;
-      }
-    } else if (is(key, "error")) {  // only a null one stays on this path
-      if (!once(seen, 4) || p_ == end_ || *p_ != 'n') return false;
-    } else {
-      unsigned meta = is(key, "id")                   ? ChatChunk::kMetaId
-                      : is(key, "created")            ? ChatChunk::kMetaCreated
-                      : is(key, "model")              ? ChatChunk::kMetaModel
-                      : is(key, "system_fingerprint") ? ChatChunk::kMetaSystemFingerprint
-                      : is(key, "service_tier")       ? ChatChunk::kMetaServiceTier
-                                                      : 0;
-      if (meta) {
-        if (!once(seen, meta << 3)) plain_ = false;  // repeated: the last one counts
-        const char* at = p_;
-        Value v;
-        if (!value(1, v)) return false;
-        if (v.type != Value::Type::kNull) {
-          meta_ |= meta;
-          meta_text_[static_cast<std::size_t>(std::countr_zero(meta))] =
-              std::string_view(at, static_cast<std::size_t>(p_ - at));
+  const bool ok = members<true>(
+      1,
+      [&](std::string_view key) {
+        if (prefix && !(seen & 3)) {
+          resume_at = key_begin_;
+          resume_seen = seen;
+          resume_meta = meta_;
+          resume_plain = plain_;
+          resume_meta_text = meta_text_;
         }
-        return true;
+        return top_member(key, seen, choice_count, u, has_usage, c);
+      },
+      resume);
+  if (!ok || !finish(c, seen, choice_count, u, has_usage)) return false;
+  if (prefix) {
+    const auto at = static_cast<std::size_t>(resume_at ? resume_at - begin_ : 0);
+    if (at == 0) {
+      prefix->text.clear();
+    } else if (!resume || at != prefix->text.size()) {
+      prefix->text.assign(text.substr(0, at));
+      prefix->seen = resume_seen;
+      prefix->meta_keys = resume_meta;
+      prefix->plain = resume_plain;
+      for (std::size_t i = 0; i < resume_meta_text.size(); ++i) {
+        const std::string_view m = resume_meta_text[i];
+        prefix->meta[i] = m.empty() ? std::pair<std::uint32_t, std::uint32_t>{0, 0}
+                                    : std::pair{static_cast<std::uint32_t>(m.data() - begin_),
+                                                static_cast<std::uint32_t>(m.size())};
       }
     }
-    Value v;
-    if (!value(1, v)) return false;
-    // Anything else the assembler keeps (a stream's own `obfuscation` aside).
-    if (v.type != Value::Type::kNull && !is(key, "object") && !is(key, "obfuscation"))
-      plain_ = false;
-    return true;
-  });
-  if (!ok) return false;
+  }
+  return true;
+}
+
+bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t& choice_count,
+                              Usage& u, bool& has_usage, ChatChunk& c) {
+  if (is(key, "choices")) {
+    if (!once(seen, 1) || !eat('[')) return false;
+    return choices(2, choice_count, c);
+  }
+  if (is(key, "usage")) {
+    if (!once(seen, 2)) return false;
+    const char* at = p_;
+    if (eat('{')) {
+      has_usage = true;
+      if (!usage(2, u)) return false;
+      usage_json_ = std::string_view(at, static_cast<std::size_t>(p_ - at));
+      return true;
+    }
+  } else if (is(key, "error")) {  // only a null one stays on this path
+    if (!once(seen, 4) || p_ == end_ || *p_ != 'n') return false;
+  } else {
+    unsigned meta = is(key, "id")                   ? ChatChunk::kMetaId
+                    : is(key, "created")            ? ChatChunk::kMetaCreated
+                    : is(key, "model")              ? ChatChunk::kMetaModel
+                    : is(key, "system_fingerprint") ? ChatChunk::kMetaSystemFingerprint
+                    : is(key, "service_tier")       ? ChatChunk::kMetaServiceTier
+                                                    : 0;
+    if (meta) {
+      if (!once(seen, meta << 3)) plain_ = false;  // repeated: the last one counts
+      const char* at = p_;
+      Value v;
+      if (!value(1, v)) return false;
+      if (v.type != Value::Type::kNull) {
+        meta_ |= meta;
+        meta_text_[static_cast<std::size_t>(std::countr_zero(meta))] =
+            std::string_view(at, static_cast<std::size_t>(p_ - at));
+      }
+      return true;
+    }
+  }
+  Value v;
+  if (!value(1, v)) return false;
+  // Anything else the assembler keeps (a stream's own `obfuscation` aside).
+  if (v.type != Value::Type::kNull && !is(key, "object") && !is(key, "obfuscation")) plain_ = false;
+  return true;
+}
+
+bool ChunkScanner::finish(ChatChunk& c, unsigned seen, std::size_t choice_count, Usage& u,
+                          bool has_usage) {
   ws();
   if (p_ != end_ || !(seen & 1)) return false;
   c.kind = ChatChunk::Kind::kChunk;
@@ -419,6 +484,14 @@ void inspect_chunk(std::string_view data, ChatChunk& c) {
     return;
   }
   if (!ChunkScanner(data).scan(c)) c = parse_chunk(data);
+}
+
+void inspect_chunk(std::string_view data, ChatChunk& c, ChunkPrefix& prefix) {
+  if (data == "[DONE]") {
+    c.kind = ChatChunk::Kind::kDone;
+    return;
+  }
+  if (!ChunkScanner(data).scan(c, &prefix)) c = parse_chunk(data);
 }
 
 ChatChunk inspect_chunk(std::string_view data) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace llmgate::providers {
 
@@ -89,6 +90,25 @@ struct ChatChunk {
 ChatChunk inspect_chunk(std::string_view data);
 // The same into `c`, a default ChatChunk (the relay's event, filled in place).
 void inspect_chunk(std::string_view data, ChatChunk& c);
+
+// What inspect_chunk learnt from the last chunk of one stream: the text of
+// its top-level members before "choices" (or "usage") and what scanning them
+// gave. The chunks of one stream open with the same bytes (`id`, `object`,
+// `created`, `model`, `system_fingerprint`: half of a content chunk), so a
+// chunk that starts with this text is scanned from where it ends, with the
+// state it left: the same answer as a whole scan, for less than half of the
+// work. Keep one per stream; it allocates when the prefix changes (at the
+// first chunk), not per chunk.
+struct ChunkPrefix {
+  std::string text;  // empty: nothing to resume from
+  unsigned seen = 0;
+  unsigned meta_keys = 0;
+  bool plain = true;
+  std::array<std::pair<std::uint32_t, std::uint32_t>, 5> meta{};  // offset, size in `text`
+};
+// inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
+// remembering this chunk's prefix for the next.
+void inspect_chunk(std::string_view data, ChatChunk& c, ChunkPrefix& prefix);
 
 // The reference classification: parses `data` with nlohmann::json and fills
 // `json` (the parsed event for kChunk and kError). inspect_chunk() must agree

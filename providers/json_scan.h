@@ -108,9 +108,11 @@ class JsonScanner {
   // value, on_member(key) must consume the value; the key is the decoded key
   // when it is at most kKeyCap bytes long and kCapture, else "". During the
   // call key_begin_ / key_end_ delimit the key's text (quotes included) and
-  // key_escaped_ tells whether it had an escape.
+  // key_escaped_ tells whether it had an escape. `resume`: p_ is at the key
+  // of a member after the first (past its comma and whitespace), the object
+  // scanned up to there.
   template <bool kCapture, typename OnMember>
-  bool members(int depth, OnMember&& on_member);
+  bool members(int depth, OnMember&& on_member, bool resume = false);
   // p_ is past the '[' of an array at `depth`. For each element, p_ at it,
   // on_element() must consume it.
   template <typename OnElement>
@@ -447,10 +449,12 @@ inline bool JsonScanner::value(int depth, Value& v) {
 }
 
 template <bool kCapture, typename OnMember>
-bool JsonScanner::members(int depth, OnMember&& on_member) {
+bool JsonScanner::members(int depth, OnMember&& on_member, bool resume) {
   if (depth > kMaxJsonDepth) return false;
-  ws();
-  if (eat('}')) return true;
+  if (!resume) {
+    ws();
+    if (eat('}')) return true;
+  }
   for (;;) {
     const char* const key_begin = p_;
     if (!eat('"')) return false;

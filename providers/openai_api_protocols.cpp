@@ -122,7 +122,7 @@ class OpenAiResponses final : public OpenAiFamily {
   // response.completed and response.incomplete finish it (with the usage);
   // response.failed and error are in-band errors; the rest (created,
   // in_progress, output_item.added, ...) ride along without output.
-  UpstreamEvent classify(const SseEvent& ev) const override {
+  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     auto j = open_event(ev, out);
     if (!j) return out;
@@ -198,7 +198,7 @@ class OpenAiEmbeddings final : public OpenAiFamily {
   }
 
   // Never a stream: any event is out of place.
-  UpstreamEvent classify(const SseEvent& ev) const override {
+  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     out.raw = ev.raw;
     out.message = "an embeddings answer is not a stream";
@@ -227,7 +227,7 @@ class OpenAiCompletions final : public OpenAiFamily {
   }
 
   // text_completion chunks: output is a choice's non-empty `text`.
-  UpstreamEvent classify(const SseEvent& ev) const override {
+  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     auto j = open_event(ev, out);
     if (!j) return out;

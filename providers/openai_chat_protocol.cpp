@@ -5,7 +5,7 @@
 
 namespace llmgate::providers {
 
-UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev) const {
+UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev, ChunkPrefix& prefix) const {
   UpstreamEvent out;
   out.raw = ev.raw;
   if (!ev.has_data) {
@@ -14,7 +14,7 @@ UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev) const {
   }
   out.data = ev.data;
   // A targeted scan, not a parse: what the relay needs to know.
-  inspect_chunk(ev.data, out.chunk);
+  inspect_chunk(ev.data, out.chunk, prefix);
   switch (out.chunk.kind) {
     case ChatChunk::Kind::kDone:
       out.kind = UpstreamEvent::Kind::kDone;
@@ -41,12 +41,13 @@ class PassThrough final : public UpstreamStream {
  public:
   explicit PassThrough(const UpstreamProtocol& p) : protocol_(p) {}
   void translate(const SseEvent& ev, Sink& out) override {
-    UpstreamEvent e = protocol_.classify(ev);
+    UpstreamEvent e = protocol_.classify(ev, prefix_);
     out.on(e);
   }
 
  private:
   const UpstreamProtocol& protocol_;
+  ChunkPrefix prefix_;
 };
 
 // The client's stream_options with include_usage true (its text as it came

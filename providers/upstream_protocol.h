@@ -170,9 +170,10 @@ class UpstreamProtocol {
 
   // OpenAI only: its events are chat.completion.chunks already, classified
   // one by one without translation (the relay's allocation-free fast path);
-  // others translate through open_stream().
+  // others translate through open_stream(). `prefix` is the stream's own
+  // (inspect_chunk resumes after the bytes its chunks share).
   virtual bool passthrough() const { return false; }
-  virtual UpstreamEvent classify(const SseEvent& ev) const;
+  virtual UpstreamEvent classify(const SseEvent& ev, ChunkPrefix& prefix) const;
 };
 
 // A stream whose events pass through as they came: `p.classify` per event

@@ -13,7 +13,9 @@
 // malformed (never parsed), and usage counts are what the upstream sent when
 // plausible, else 0, always within [0, 10^12] (total: [0, 2 * 10^12]) so sums
 // cannot overflow. And through inspect_chunk (the relay's allocation-free
-// scanner), which must agree with parse_chunk on every field but `json`.
+// scanner), which must agree with parse_chunk on every field but `json`;
+// and, given the prefix it kept from the stream's earlier events (resuming
+// after the bytes they share), exactly with itself without one.
 //
 // Each chunk, its choices read as messages, also goes through
 // stream_of_completion (an upstream JSON answer made a stream): every event it
@@ -154,8 +156,48 @@ void check_plain(const ChatChunk& c, const ChatChunk& ref) {
   }
 }
 
-void check_inspect_agrees(std::string_view data, const ChatChunk& ref) {
+// Every field equal, the views by their text.
+void check_same_inspection(const ChatChunk& a, const ChatChunk& b) {
+  FUZZ_CHECK(a.kind == b.kind);
+  FUZZ_CHECK(a.has_output == b.has_output);
+  FUZZ_CHECK(a.has_reasoning == b.has_reasoning);
+  FUZZ_CHECK(a.has_finish == b.has_finish);
+  FUZZ_CHECK(a.usage_only == b.usage_only);
+  FUZZ_CHECK(a.usage == b.usage);
+  FUZZ_CHECK(a.output_chars == b.output_chars);
+  FUZZ_CHECK(a.json == b.json);
+  FUZZ_CHECK(a.error_message == b.error_message);
+  FUZZ_CHECK(a.plain == b.plain);
+  FUZZ_CHECK(a.plain_choice == b.plain_choice);
+  FUZZ_CHECK(a.has_role == b.has_role);
+  FUZZ_CHECK(a.has_content == b.has_content);
+  FUZZ_CHECK(a.has_finish_reason == b.has_finish_reason);
+  FUZZ_CHECK(a.role == b.role);
+  FUZZ_CHECK(a.content == b.content);
+  FUZZ_CHECK(a.finish_reason == b.finish_reason);
+  FUZZ_CHECK(a.usage_json == b.usage_json);
+  FUZZ_CHECK(a.meta_keys == b.meta_keys);
+  FUZZ_CHECK(a.meta == b.meta);
+}
+
+// With the stream's prefix (`prefix`, from the events before): the same as
+// without; then again (resuming after this chunk's own prefix).
+void check_resumed(std::string_view data, const ChatChunk& whole,
+                   llmgate::providers::ChunkPrefix& prefix) {
+  for (int i = 0; i < 2; ++i) {
+    ChatChunk c;
+    llmgate::providers::inspect_chunk(data, c, prefix);
+    check_same_inspection(c, whole);
+    // The scanner's answer (not parse_chunk's) leaves the prefix of this chunk.
+    if (c.kind == ChatChunk::Kind::kChunk && c.json.is_null())
+      FUZZ_CHECK(data.starts_with(prefix.text) && !prefix.text.empty());
+  }
+}
+
+void check_inspect_agrees(std::string_view data, const ChatChunk& ref,
+                          llmgate::providers::ChunkPrefix& prefix) {
   const ChatChunk c = llmgate::providers::inspect_chunk(data);
+  check_resumed(data, c, prefix);
   FUZZ_CHECK(c.kind == ref.kind);
   FUZZ_CHECK(c.has_output == ref.has_output);
   FUZZ_CHECK(c.has_finish == ref.has_finish);
@@ -202,7 +244,7 @@ void check_streamed_completion(const json& chunk) {
   }
 }
 
-void check_chunk(std::string_view data) {
+void check_chunk(std::string_view data, llmgate::providers::ChunkPrefix& prefix) {
   const ChatChunk c = llmgate::providers::parse_chunk(data);
   using Kind = ChatChunk::Kind;
   FUZZ_CHECK((c.kind == Kind::kDone) == (data == "[DONE]"));
@@ -231,7 +273,7 @@ void check_chunk(std::string_view data) {
     FUZZ_CHECK(!c.has_output && !c.has_finish && !c.usage_only && c.output_chars == 0);
   }
   if (c.usage) FUZZ_CHECK(c.kind == Kind::kChunk);
-  check_inspect_agrees(data, c);
+  check_inspect_agrees(data, c, prefix);
 }
 
 // The OpenAI API beyond chat (providers/openai_api_protocols.cpp) reads the
@@ -244,7 +286,8 @@ void check_api_events(const Event& e) {
   for (const auto* p : {&llmgate::providers::openai_responses_protocol(),
                         &llmgate::providers::openai_completions_protocol(),
                         &llmgate::providers::openai_embeddings_protocol()}) {
-    const UpstreamEvent out = p->classify(ev);
+    llmgate::providers::ChunkPrefix prefix;
+    const UpstreamEvent out = p->classify(ev, prefix);
     FUZZ_CHECK(out.raw == e.raw);
     switch (out.kind) {
       case UpstreamEvent::Kind::kData:
@@ -290,9 +333,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(split.events.size() == whole.events.size());
   FUZZ_CHECK(split == whole);
 
+  llmgate::providers::ChunkPrefix prefix;  // the stream's, across its events
   for (const Event& e : whole.events) {
     check_event(e, limit);
-    if (e.has_data) check_chunk(e.data);
+    if (e.has_data) check_chunk(e.data, prefix);
     check_api_events(e);
   }
   if (whole.status == SseParser::Status::kOk) FUZZ_CHECK(whole.buffered <= limit + 3);

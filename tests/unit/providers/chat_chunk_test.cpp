@@ -407,5 +407,85 @@ TEST(ChatChunkScanner, ClassifiesTheCommonChunksWithoutParsing) {
   EXPECT_EQ(parsed.json["choices"][0]["delta"]["content"], "Hello");
 }
 
+// A stream's chunks share their opening members: with the stream's prefix,
+// each chunk after the first is scanned from its "choices", with the same
+// answer as a whole scan.
+ChatChunk Resumed(std::string_view data, ChunkPrefix& prefix) {
+  ChatChunk c;
+  inspect_chunk(data, c, prefix);
+  return c;
+}
+
+void ExpectSameChunk(const ChatChunk& a, const ChatChunk& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.has_output, b.has_output);
+  EXPECT_EQ(a.has_finish, b.has_finish);
+  EXPECT_EQ(a.usage, b.usage);
+  EXPECT_EQ(a.output_chars, b.output_chars);
+  EXPECT_EQ(a.json, b.json);
+  EXPECT_EQ(a.plain, b.plain);
+  EXPECT_EQ(a.content, b.content);
+  EXPECT_EQ(a.finish_reason, b.finish_reason);
+  EXPECT_EQ(a.meta_keys, b.meta_keys);
+  EXPECT_EQ(a.meta, b.meta);
+}
+
+TEST(ChatChunkPrefix, ResumesAfterTheMembersAStreamsChunksShare) {
+  const std::string head =
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1727000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1",)";
+  const std::string chunks[] = {
+      head +
+          R"("choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})",
+      head + R"("choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]})",
+      head +
+          R"("choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}],"obfuscation":"x"})",
+      head + R"("choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})",
+      head + R"("choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}})",
+  };
+  ChunkPrefix prefix;
+  for (const std::string& data : chunks) {
+    const ChatChunk c = Resumed(data, prefix);
+    ExpectSameChunk(c, inspect_chunk(data));
+    EXPECT_TRUE(c.plain);
+    EXPECT_EQ(c.meta[2], R"("gpt-4o-mini")");
+    EXPECT_EQ(prefix.text, head);  // up to the key of "choices"
+  }
+}
+
+TEST(ChatChunkPrefix, AChunkThatOpensDifferentlyIsScannedWholeAndBecomesThePrefix) {
+  ChunkPrefix prefix;
+  const std::string a = R"({"id":"a","created":123,"choices":[{"delta":{"content":"x"}}]})";
+  // A longer number in the same place: the prefix ends after a comma, so
+  // "123" is never taken for the start of "1234".
+  const std::string b = R"({"id":"a","created":1234,"choices":[{"delta":{"content":"y"}}]})";
+  const std::string c = R"({"choices":[{"delta":{"content":"z"}}],"id":"a"})";
+  ExpectSameChunk(Resumed(a, prefix), inspect_chunk(a));
+  EXPECT_EQ(prefix.text, R"({"id":"a","created":123,)");
+  const ChatChunk rb = Resumed(b, prefix);
+  ExpectSameChunk(rb, inspect_chunk(b));
+  EXPECT_EQ(rb.meta[1], "1234");
+  EXPECT_EQ(prefix.text, R"({"id":"a","created":1234,)");
+  ExpectSameChunk(Resumed(c, prefix), inspect_chunk(c));
+  EXPECT_EQ(prefix.text, "{");  // "choices" first: nothing before it to skip
+}
+
+TEST(ChatChunkPrefix, WhatThePrefixSawStillCounts) {
+  // A repeated id (nlohmann keeps the last: not plain) and a null error in
+  // the prefix; a malformed chunk after it falls back and keeps the prefix.
+  const std::string head = R"({"id":"a","error":null,"id":"b",)";
+  ChunkPrefix prefix;
+  for (const std::string& data : {head + R"("choices":[{"delta":{"content":"x"}}]})",
+                                  head + R"("choices":[{"delta":{"content":"y"}}]})",
+                                  head + R"("choices":[{"delta":{"content":"y"}}],})",
+                                  head + R"("choices":[{"delta":{"content":"z"}}],"error":null})",
+                                  head + R"("choices":[{"delta":{"content":"w"}}]})"}) {
+    const ChatChunk c = Resumed(data, prefix);
+    ExpectSameChunk(c, inspect_chunk(data));
+    EXPECT_FALSE(c.plain);
+    EXPECT_EQ(prefix.text, head);
+  }
+  EXPECT_EQ(Resumed(head + R"("choices":[]})", prefix).kind, ChatChunk::Kind::kChunk);
+}
+
 }  // namespace
 }  // namespace llmgate::providers
