@@ -17,7 +17,6 @@
 //     cancels the attempt, which closes the upstream connection.
 #include "gateway/chat_proxy.h"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -46,7 +45,6 @@
 namespace llmgate::gateway {
 namespace {
 
-using namespace net::experimental::awaitable_operators;
 using routing::AttemptOutcome;
 using routing::AttemptRecord;
 using Clock = std::chrono::steady_clock;
@@ -817,19 +815,19 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's
   // shutdown signal fires and requests still running are ended explicitly.
-  std::variant<bool, std::monostate, std::monostate> r =
-      co_await (proxy.run(*model) || watch_client_disconnect(client) || wait_for_shutdown(worker));
-  if (r.index() == 1) {
+  net::awaitable<bool> exchange = proxy.run(*model);
+  const Watched r = co_await run_watched(worker, client, std::move(exchange));
+  if (r.why == Interrupt::kClientGone) {
     log_line(LogLevel::kDebug,
              "request " + rc.request_id + ": client disconnected, upstream cancelled");
     co_return false;
   }
-  if (r.index() == 2) {
+  if (r.why == Interrupt::kShutdown) {
     log_line(LogLevel::kWarn, "request " + rc.request_id + ": cut by the end of the drain timeout");
     co_await proxy.end_for_shutdown();
     co_return false;
   }
-  co_return std::get<0>(r);
+  co_return r.result;
 }
 
 }  // namespace llmgate::gateway

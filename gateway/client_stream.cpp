@@ -3,15 +3,18 @@
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <cerrno>
 #include <charconv>
+#include <utility>
 
 namespace llmgate::gateway {
 namespace {
-using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 }  // namespace
 
@@ -67,30 +70,127 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
   co_return !ec;
 }
 
-net::awaitable<void> watch_client_disconnect(beast::tcp_stream& client) {
-  auto& sock = client.socket();
-  for (;;) {
-    auto [ec] = co_await sock.async_wait(net::ip::tcp::socket::wait_read, kUseTuple);
-    if (ec) co_return;
-    char byte;
-    ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) co_return;
-    if (n > 0) {
+struct RequestWatches::Entry {
+  net::cancellation_signal stop;               // the socket wait's (per-operation)
+  net::cancellation_signal* cancel = nullptr;  // the exchange's; null: the entry is free
+  net::ip::tcp::socket* socket = nullptr;
+  Interrupt why = Interrupt::kNone;
+  std::uint32_t generation = 0;  // the upper half of an id: a stale id finds nothing
+  bool waiting = false;          // a wait for readability is pending
+};
+
+// The end of a wait for the client's socket to be readable. It names its
+// request by id, so it is harmless after the request (and the entry's next
+// use): it finds nothing then.
+struct RequestWatches::OnReadable {
+  RequestWatches* watches;
+  std::uint64_t id;
+
+  void operator()(boost::system::error_code ec) const {
+    Entry* e = watches->find(id);
+    if (e == nullptr) return;  // the request is over
+    e->waiting = false;
+    if (!ec) {
+      char byte;
+      const ssize_t n = ::recv(e->socket->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       // The client sent more (pipelining): nothing to learn until we answer.
-      net::steady_timer forever(client.get_executor(), Clock::time_point::max());
-      co_await forever.async_wait(kUseTuple);
-      co_return;
+      if (n > 0) return;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        watches->arm(*e, id);
+        return;
+      }
     }
+    interrupt(*e, Interrupt::kClientGone);  // end of stream, or the socket failed
+  }
+};
+
+RequestWatches::RequestWatches() = default;
+RequestWatches::~RequestWatches() = default;
+
+RequestWatches::Entry& RequestWatches::add(net::cancellation_signal& cancel,
+                                           net::ip::tcp::socket& socket, std::uint64_t& id) {
+  std::uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(entries_.size());
+    entries_.push_back(std::make_unique<Entry>());
+  }
+  Entry& e = *entries_[index];
+  e.cancel = &cancel;
+  e.socket = &socket;
+  e.why = Interrupt::kNone;
+  id = std::uint64_t{e.generation} << 32 | index;
+  return e;
+}
+
+RequestWatches::Entry* RequestWatches::find(std::uint64_t id) {
+  const auto index = static_cast<std::uint32_t>(id);
+  if (index >= entries_.size()) return nullptr;
+  Entry& e = *entries_[index];
+  return e.cancel != nullptr && e.generation == static_cast<std::uint32_t>(id >> 32) ? &e : nullptr;
+}
+
+void RequestWatches::remove(std::uint64_t id) {
+  Entry* e = find(id);
+  if (e == nullptr) return;
+  e->cancel = nullptr;
+  e->socket = nullptr;
+  ++e->generation;
+  // The pending wait ends with operation_aborted and finds nothing.
+  if (std::exchange(e->waiting, false)) e->stop.emit(net::cancellation_type::all);
+  free_.push_back(static_cast<std::uint32_t>(id));
+}
+
+void RequestWatches::arm(Entry& e, std::uint64_t id) {
+  e.waiting = true;
+  e.socket->async_wait(net::ip::tcp::socket::wait_read,
+                       net::bind_cancellation_slot(e.stop.slot(), OnReadable{this, id}));
+}
+
+void RequestWatches::interrupt(Entry& e, Interrupt why) {
+  if (e.why != Interrupt::kNone) return;
+  e.why = why;
+  e.cancel->emit(net::cancellation_type::terminal);
+}
+
+void RequestWatches::end_all() {
+  ended_ = true;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i]->cancel != nullptr) interrupt(*entries_[i], Interrupt::kShutdown);
   }
 }
 
-net::awaitable<void> wait_for_shutdown(Worker& worker) {
-  if (worker.shutdown == nullptr) {
-    net::steady_timer forever(co_await net::this_coro::executor, Clock::time_point::max());
-    co_await forever.async_wait(kUseTuple);
-    co_return;
+net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
+                                    net::awaitable<bool> exchange) {
+  RequestWatches& watches = *worker.watches;
+  if (watches.ended_) co_return Watched{false, Interrupt::kShutdown};
+  const auto ex = co_await net::this_coro::executor;
+  net::cancellation_signal cancel;
+  std::uint64_t id = 0;
+  RequestWatches::Entry& entry = watches.add(cancel, client.socket(), id);
+  // Removed on every way out, the frame's destruction included.
+  struct Remove {
+    RequestWatches& watches;
+    std::uint64_t id;
+    ~Remove() { watches.remove(id); }
+  } remove{watches, id};
+  watches.arm(entry, id);
+  Watched out;
+  // The exchange resumes this coroutine as it ends (use_awaitable, same
+  // executor), so no interrupt can arrive between its end and this line.
+  auto token = net::bind_cancellation_slot(cancel.slot(), net::use_awaitable);
+  auto run = net::co_spawn(ex, std::move(exchange), token);
+  try {
+    out.result = co_await std::move(run);
+  } catch (...) {
+    // An exchange cancelled mid-operation may throw (operation_aborted).
+    if (entry.why == Interrupt::kNone) throw;
   }
-  co_await worker.shutdown->async_wait(kUseTuple);
+  out.why = entry.why;
+  if (out.why != Interrupt::kNone) out.result = false;
+  co_return out;
 }
 
 }  // namespace llmgate::gateway

@@ -6,6 +6,8 @@
 
 #include <boost/beast/http/empty_body.hpp>
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,12 +55,58 @@ class ClientStream {
   std::vector<net::const_buffer> bufs_;
 };
 
-// Waits until the client closes its connection (or the socket errors). Does
-// not consume bytes: a pipelined request stays in the socket for the session.
-net::awaitable<void> watch_client_disconnect(beast::tcp_stream& client);
+// What ended a request's exchange from outside.
+enum class Interrupt {
+  kNone,        // nothing: the exchange ended by itself
+  kClientGone,  // the client closed its connection (or its socket failed)
+  kShutdown,    // the drain ran out of time
+};
 
-// Completes when the worker's drain runs out of time (its shutdown timer is
-// cancelled); never otherwise.
-net::awaitable<void> wait_for_shutdown(Worker& worker);
+struct Watched {
+  bool result = false;  // the exchange's (false when interrupted)
+  Interrupt why = Interrupt::kNone;
+};
+
+// Runs `exchange` in a coroutine of its own and waits for it to end. The
+// client hanging up or the end of the drain cancels it (terminal: its waits
+// end with operation_aborted, a write in progress is cut), and `why` says
+// which. What `exchange || watch || drain` did, without three coroutines
+// per request.
+net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
+                                    net::awaitable<bool> exchange);
+
+// The requests in flight on one worker that something outside may end: the
+// client hanging up (each one's socket is watched for it while the request
+// runs: a wait for readability and a peek, which consumes nothing, so a
+// pipelined request stays in the socket for the session) and the drain
+// running out of time (end_all). This worker's thread only. Entries are
+// reused: nothing is allocated per request in the steady state.
+class RequestWatches {
+ public:
+  RequestWatches();
+  ~RequestWatches();
+  RequestWatches(const RequestWatches&) = delete;
+  RequestWatches& operator=(const RequestWatches&) = delete;
+
+  // The drain ran out of time: every watched request is cancelled, and any
+  // that starts from now on ends at once.
+  void end_all();
+
+ private:
+  friend net::awaitable<Watched> run_watched(Worker&, beast::tcp_stream&, net::awaitable<bool>);
+  struct Entry;
+  struct OnReadable;
+
+  // A request's entry (`id` names it); `cancel` ends its exchange.
+  Entry& add(net::cancellation_signal& cancel, net::ip::tcp::socket& socket, std::uint64_t& id);
+  Entry* find(std::uint64_t id);  // null once removed
+  void remove(std::uint64_t id);
+  void arm(Entry& e, std::uint64_t id);  // waits for the socket to be readable
+  static void interrupt(Entry& e, Interrupt why);
+
+  std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<std::uint32_t> free_;
+  bool ended_ = false;
+};
 
 }  // namespace llmgate::gateway

@@ -29,6 +29,7 @@
 #include "config/reload_guard.h"
 #include "gateway/admin_routes.h"
 #include "gateway/chat_proxy.h"
+#include "gateway/client_stream.h"
 #include "gateway/console_page.h"
 #include "gateway/headers.h"
 #include "gateway/log.h"
@@ -198,8 +199,8 @@ struct Gateway::Impl {
     std::unique_ptr<providers::UpstreamPools> pools;
     std::list<Session> sessions;  // API sessions; this worker's thread only
     Worker worker;
+    RequestWatches watches;  // before io: frames destroyed with it remove their requests
     net::io_context io{1};
-    net::steady_timer shutdown{io, std::chrono::steady_clock::time_point::max()};
     std::vector<Acceptor> acceptors;
     std::thread thread;
 
@@ -435,7 +436,7 @@ std::vector<std::uint16_t> Gateway::start() {
     w->pools->retain(snap->config);
     w->worker = Worker{snap,
                        w->pools.get(),
-                       &w->shutdown,
+                       &w->watches,
                        std::mt19937_64(0x9e3779b9u + i),
                        impl_->via_name,
                        &impl_->quirks,
@@ -573,7 +574,7 @@ bool Gateway::drain() {
     // moment before stopping.
     log_line(LogLevel::kWarn, "drain timeout: ending " + std::to_string(left) +
                                   " connection(s) still busy with an error; stopping");
-    impl_->on_every_worker([](Impl::WorkerThread& w) { w.shutdown.cancel(); });
+    impl_->on_every_worker([](Impl::WorkerThread& w) { w.watches.end_all(); });
     std::unique_lock lock(impl_->sessions_mu);
     impl_->sessions_cv.wait_for(lock, kShutdownGrace,
                                 [&] { return impl_->api_sessions == 0 || impl_->stopped.load(); });

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
@@ -26,7 +25,6 @@
 namespace llmgate::gateway {
 namespace {
 
-using namespace net::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
@@ -422,11 +420,11 @@ net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream&
   ResourceExchange exchange(worker, client, request, rc, path, trace ? &*trace : nullptr);
   // The client hanging up, or the drain running out, ends the exchange (and
   // closes the upstream connection with it).
-  auto r =
-      co_await (exchange.run() || watch_client_disconnect(client) || wait_for_shutdown(worker));
+  net::awaitable<bool> run = exchange.run();
+  const Watched r = co_await run_watched(worker, client, std::move(run));
   exchange.log(start);
   exchange.record_spans(Clock::now());
-  co_return r.index() == 0 && std::get<0>(r);
+  co_return r.why == Interrupt::kNone&& r.result;
 }
 
 }  // namespace llmgate::gateway

@@ -23,15 +23,17 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 
+class RequestWatches;  // client_stream.h
+
 // One worker thread's state. Touched only on that thread: a reload posts the
 // new snapshot to it (Envoy's thread-local-slot pattern), so the hot path
 // reads its snapshot without locks or atomics.
 struct Worker {
   std::shared_ptr<const Snapshot> snapshot;
   providers::UpstreamPools* pools = nullptr;
-  // Never expires; cancelled when a drain runs out of time, which ends the
-  // requests still in flight (wait_for_shutdown).
-  net::steady_timer* shutdown = nullptr;
+  // The requests in flight that a client hang-up or the end of a drain
+  // ends (run_watched).
+  RequestWatches* watches = nullptr;
   std::mt19937_64 rng{1};                   // this worker's: exploration, random policy
   std::string_view via_name;                // the gateway's Via pseudonym (loop detection)
   providers::WireQuirks* quirks = nullptr;  // what deployments were found to refuse
