@@ -752,9 +752,8 @@ RequestHead request_head(const Request& request) {
 
 }  // namespace
 
-net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client,
-                                        const Request& request, const RequestContext& rc,
-                                        const ClientApi& api) {
+net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client, Request& request,
+                                        const RequestContext& rc, const ClientApi& api) {
   // The snapshot this request lives on, whatever reloads happen meanwhile.
   const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
   const config::Config& cfg = *snapshot->config;
@@ -762,6 +761,10 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   // the key's permissions and rates, the routing override.
   auto admitted =
       admit(api, request_head(request), request.body(), cfg, *snapshot->keys, worker.via_name);
+  // Admission keeps the body it read (indexed, for every attempt's upstream
+  // body): the HTTP message's copy goes now, not at the end of a stream that
+  // may last minutes (an agent's conversation is tens of KiB a request).
+  std::string().swap(request.body());
   if (auto* no = std::get_if<Refusal>(&admitted)) {
     if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
     if (!no->log.empty()) log_line(LogLevel::kWarn, "request " + rc.request_id + ": " + no->log);

@@ -13,8 +13,7 @@ namespace llmgate::gateway {
 // POST to one of the client APIs (/v1/chat/completions, /v1/responses,
 // /v1/embeddings, /v1/completions). Returns whether the connection may be
 // kept alive.
-net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client,
-                                        const Request& request, const RequestContext& rc,
-                                        const ClientApi& api);
+net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client, Request& request,
+                                        const RequestContext& rc, const ClientApi& api);
 
 }  // namespace llmgate::gateway

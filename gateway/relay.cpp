@@ -193,6 +193,15 @@ net::awaitable<AttemptResult> Relay::end_with_error(const ApiError& error) {
 void Relay::commit() {
   state_.mark_committed();
   ctx_.stream_committed = true;
+  // No other attempt will be made: the client's document, kept to build
+  // each attempt's upstream body, goes now rather than at the end of a
+  // stream that may last minutes (an agent's conversation is tens of KiB).
+  // The loser of a hedge race may still be unwinding: then it stays.
+  // (Moved out, not assigned over: a string assigned an empty one keeps
+  // its buffer.)
+  if (ctx_.trace.race == nullptr) {
+    providers::RequestBody gone = std::move(ctx_.req.body);
+  }
   http::response<http::empty_body> res{http::status::ok, ctx_.rc.version};
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");

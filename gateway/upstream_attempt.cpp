@@ -106,6 +106,7 @@ class UpstreamAttempt {
   net::awaitable<bool> respond_client_error(const std::string& openai_body,
                                             const std::string& detail,
                                             const http::fields& upstream_head);
+  // The request to send, with body_ (taken: the message keeps the only copy).
   UpstreamMessage upstream_request();
   void measure_admission(Clock::duration acquire_time);
 
@@ -116,8 +117,8 @@ class UpstreamAttempt {
   routing::StatsRegistry::InFlight& in_flight_;
   const providers::UpstreamProtocol& protocol_;
   providers::UpstreamRequest request_;  // stream and stream_options as sent
-  std::string body_;                    // the upstream body for request_
-  std::string_view traceparent_;        // the attempt span's, "" when not traced
+  std::string body_;  // the upstream body for request_ (moved into the message it is sent in)
+  std::string_view traceparent_;  // the attempt span's, "" when not traced
   // What the upstream just refused (stream_options, or streaming): the
   // same request once more without it.
   std::optional<providers::Quirk> retry_without_;
@@ -235,7 +236,9 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
   // A head came: this request is not sent again as it is (a retry without a
   // refused option builds it anew). Its memory goes now, not at the end of a
   // stream that may last minutes.
-  up = UpstreamMessage{};
+  // (Moved out, not assigned over: a string assigned an empty one keeps
+  // its buffer.)
+  { UpstreamMessage gone = std::move(up); }
   AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
   if (retry_without_) co_return std::nullopt;
   co_return r;
@@ -410,8 +413,9 @@ UpstreamMessage UpstreamAttempt::upstream_request() {
       http::verb::post,
       upstream_target(*c_.provider, c_.deployment->model,
                       protocol_.target(c_.deployment->model, request_.stream)),
-      body_, request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name, *c_.provider,
-      protocol_, traceparent_, ctx_.request_trace ? ctx_.request_trace->trace_state : "");
+      std::move(body_), request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name,
+      *c_.provider, protocol_, traceparent_,
+      ctx_.request_trace ? ctx_.request_trace->trace_state : "");
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ class ValueScanner : public JsonScanner {
 std::variant<RequestBody, RequestBody::Invalid> RequestBody::parse(std::string text) {
   RequestBody b;
   b.text_ = std::move(text);
-  b.members_.reserve(16);
+  b.members_.reserve(8);
   if (b.index()) return b;
   // Not a JSON object: why (the rare, slow path).
   using Reason = Invalid::Reason;

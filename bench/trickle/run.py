@@ -81,6 +81,10 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
             "--connections", str(streams), "--ramp", f"{args.ramp:g}", "--warmup", f"{args.warmup:g}",
             "--duration", f"{args.duration:g}", "--drain", f"{args.drain:g}", "--cpu", str(args.load_cpu),
             "--event-delay", "--json", str(out), "--quiet"]
+    if args.history_kib:
+        body = workdir / "body-stream.json"
+        body.write_bytes(ov.request_body(True, args.history_kib))
+        argv += ["--body-file", str(body)]
     idle = ov.memory_of(pids()) if pids else None
     ov.log(f"  {label} {target}: {streams} streams, {args.warmup:g} s warm-up, {args.duration:g} s measured ...")
     lg = subprocess.Popen(argv, preexec_fn=ov.harness.child_setup(None, ov.nofile_limit()))
@@ -128,7 +132,10 @@ def report(results: list[dict], args, meta: dict) -> str:
              f"llmgate-loadgen on CPU {args.load_cpu}",
              f"- each stream: first token after {args.ttft_ms} ms, then {args.tokens} tokens, one chunked "
              f"SSE event each; closed loop (a connection starts its next stream when one ends), "
-             f"{args.ramp:g} s ramp, {args.warmup:g} s warm-up, {args.duration:g} s measured", ""]
+             f"{args.ramp:g} s ramp, {args.warmup:g} s warm-up, {args.duration:g} s measured",
+             f"- request body: {len(ov.request_body(True, args.history_kib)):,} bytes"
+             + (f" (a conversation with about {args.history_kib} KiB of earlier turns)" if args.history_kib
+                else " (a short prompt)"), ""]
     for case in sorted({(r["streams"], r["tps"]) for r in results}):
         rows = {r["target"]: r for r in results if (r["streams"], r["tps"]) == case}
         d = rows.get("direct")
@@ -174,6 +181,9 @@ def main() -> int:
     ap.add_argument("--drain", type=float, default=5.0,
                     help="after the window, seconds for streams in flight (they are cut after it: "
                          "nothing after the window is measured)")
+    ap.add_argument("--history-kib", type=int, default=0,
+                    help="send a conversation with about this many KiB of earlier turns in every request "
+                         "(what a chat product or an agent sends; default 0: a short prompt)")
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
     ap.add_argument("--nginx", default=None)

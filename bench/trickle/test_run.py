@@ -43,7 +43,8 @@ class Report(unittest.TestCase):
             return r
         results = [row("direct", None, 500_000, 100, 400), row("nginx", 10.0, 500_000, 150, 600, 20.0),
                    row("llmgate", 12.0, 500_000, 170, 700, 30.0)]
-        args = SimpleNamespace(server_cpu=1, load_cpu=0, ttft_ms=100, tokens=200, ramp=10, warmup=15, duration=25)
+        args = SimpleNamespace(server_cpu=1, load_cpu=0, ttft_ms=100, tokens=200, ramp=10, warmup=15, duration=25,
+                               history_kib=0)
         meta = {"command": "c", "date": "d", "machine": "m", "revision": "r", "nginx": "n"}
         text = trickle.report(results, args, meta)
         self.assertIn("## 1,000 streams at 20 tokens/s each", text)
@@ -51,6 +52,10 @@ class Report(unittest.TestCase):
         self.assertIn("| llmgate | 500,000 | 12.00 | 24.0 |", text)
         self.assertIn("+70 / +300", text)
         self.assertIn("CPU per event 1.20×", text)
+        self.assertIn("(a short prompt)", text)
+        args.history_kib = 32
+        self.assertRegex(trickle.report(results, args, meta),
+                         r"request body: 3\d,\d{3} bytes \(a conversation with about 32 KiB")
 
 
 if __name__ == "__main__":

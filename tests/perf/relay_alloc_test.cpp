@@ -12,12 +12,14 @@
 // Its own executable: replacing operator new affects the whole program.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -110,19 +112,24 @@ struct Measured {
   int done = 0;
 };
 
+// One worker, one deployment at the scripted upstream on port `up`.
+std::shared_ptr<const config::Config> one_worker_config(std::uint16_t up) {
+  return config::parse_config(R"(
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+routing: {exploration: 0}
+providers: [{name: p, base_url: "http://127.0.0.1:)" +
+                                  std::to_string(up) + R"(/v1"}]
+models: [{name: m, deployments: [{provider: p, model: m}]}]
+)",
+                              "relay_alloc.yaml");
+}
+
 // `requests` streamed requests through one gateway worker, from `clients`
 // threads at once (so several relays are in flight together).
 Measured relay(int tokens, int requests, int clients = 1) {
   ScriptedUpstream upstream(testing::healthy_stream(tokens));
   const std::uint16_t up = upstream.start();
-  const std::string yaml = R"(
-server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
-routing: {exploration: 0}
-providers: [{name: p, base_url: "http://127.0.0.1:)" +
-                           std::to_string(up) + R"(/v1"}]
-models: [{name: m, deployments: [{provider: p, model: m}]}]
-)";
-  gateway::Gateway gw(config::parse_config(yaml, "alloc.yaml"));
+  gateway::Gateway gw(one_worker_config(up));
   const std::uint16_t port = gw.start().at(0);
   const std::string body =
       R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
@@ -159,9 +166,11 @@ models: [{name: m, deployments: [{provider: p, model: m}]}]
 }
 
 // Allocations per streamed request: operator new about 85 (1 client) to 86
-// (8); asio's aligned_alloc about 67 to 72 more (its frames and handler memory).
+// (8); asio's aligned_alloc about 47 to 51 more (its frames and handler
+// memory; 67 to 72 while the exchange was raced with `||` against the
+// disconnect watch and the drain: four coroutine threads a request).
 constexpr double kMaxAllocationsPerRequest = 95;
-constexpr double kMaxAsioAllocationsPerRequest = 80;
+constexpr double kMaxAsioAllocationsPerRequest = 60;
 
 void expect_no_allocation_per_event(int clients) {
   constexpr int kRequests = 48;
@@ -207,6 +216,103 @@ TEST(RelayAllocations, NoneProportionalToTheNumberOfEvents) { expect_no_allocati
 // coroutine-frame memory.
 TEST(RelayAllocations, NoneProportionalToTheNumberOfEventsWithConcurrentStreams) {
   expect_no_allocation_per_event(8);
+}
+
+// Memory an open stream holds does not grow with its request: by the time the
+// client has the first token, the client's body (read by admission), its
+// indexed copy (kept for each attempt's upstream body until the commit) and
+// the upstream request (until the response head) are freed. An agent's
+// request is tens of KiB of conversation; a stream lasts minutes.
+//
+// Heap in use (glibc's mallinfo2, every arena) with 64 streams held open
+// after their first token, for a small body and for a 64 KiB one. The
+// scripted upstream keeps nothing per connection (it reads each request into
+// a local string), and the client reads into a fixed buffer.
+
+// Opens a stream and reads until the first token has arrived; returns the
+// socket (open), or -1.
+int open_until_first_token(std::uint16_t port, const std::string& request) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return -1;
+  }
+  char buf[8192];
+  std::size_t have = 0;
+  while (have < sizeof buf) {
+    const ssize_t n = read(fd, buf + have, sizeof buf - have);
+    if (n <= 0) break;
+    have += static_cast<std::size_t>(n);
+    if (memmem(buf, have, "tok0", 4)) return fd;
+  }
+  close(fd);
+  return -1;
+}
+
+TEST(RelayMemory, AnOpenStreamHoldsNoCopyOfItsRequest) {
+  using testing::Step;
+  ScriptedUpstream upstream(
+      {{Step::Kind::kSend, testing::sse_head() + testing::chunk(testing::role_event()) +
+                               testing::chunk(testing::token_event(0))},
+       {Step::Kind::kHold}});
+  const std::uint16_t up = upstream.start();
+  gateway::Gateway gw(one_worker_config(up));
+  const std::uint16_t port = gw.start().at(0);
+  auto request_of = [](std::size_t history_bytes) {
+    const std::string body =
+        R"({"model":"m","stream":true,"messages":[{"role":"user","content":")" +
+        std::string(history_bytes, 'x') + R"("}]})";
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+           "Content-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  // Enough streams that glibc's per-thread caches (freed chunks it counts
+  // as in use, a few per size) do not weigh in.
+  constexpr int kStreams = 64;
+  // Heap held per open stream (bytes).
+  auto held_per_stream = [&](const std::string& request) {
+    const std::size_t before = mallinfo2().uordblks;
+    std::vector<int> fds;
+    for (int i = 0; i < kStreams; ++i) {
+      const int fd = open_until_first_token(port, request);
+      EXPECT_GE(fd, 0);
+      if (fd >= 0) fds.push_back(fd);
+    }
+    const std::size_t during = mallinfo2().uordblks;
+    for (int fd : fds) close(fd);
+    // The gateway sees the hang-ups and closes its upstream connections.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (upstream.stats().open > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    EXPECT_EQ(upstream.stats().open, 0u);
+    return (static_cast<double>(during) - static_cast<double>(before)) / kStreams;
+  };
+  const std::string small = request_of(16), large = request_of(64 * 1024);
+  held_per_stream(large);  // warm-up: pools, metric children, recycled memory
+  // The medians of five rounds each, taken in turn.
+  std::vector<double> smalls, larges;
+  for (int round = 0; round < 5; ++round) {
+    smalls.push_back(held_per_stream(small));
+    larges.push_back(held_per_stream(large));
+  }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + 2, v.end());
+    return v[2];
+  };
+  const double held_small = median(smalls);
+  const double held_large = median(larges);
+  std::printf("heap held per open stream: %.0f bytes with a %zu-byte request, %.0f with %zu\n",
+              held_small, small.size(), held_large, large.size());
+  // One copy of the 64 KiB body kept by any of the three would be 64 KiB more
+  // (measured: 70 KiB more when the indexed copy was kept); the rest of an
+  // open stream's heap, the same for both, reads up to 15 KiB apart from one
+  // round to the next (the upstream's threads come and go), hence medians.
+  EXPECT_LT(held_large - held_small, 32 * 1024);
 }
 
 }  // namespace
