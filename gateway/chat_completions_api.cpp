@@ -17,9 +17,7 @@ class ChatAssembly final : public ClientApi::Assembly {
     else
       assembler_.add(providers::parse_chunk(ev.data).json);
   }
-  std::string body() const override {
-    return assembler_.result().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
+  std::string body() const override { return assembler_.body(); }
 
  private:
   providers::CompletionAssembler assembler_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "providers/request_body.h"
 #include "providers/utf8.h"
 
 namespace llmgate::providers {
@@ -17,6 +18,18 @@ bool empty_value(const nlohmann::json& v) {
 void keep_first(nlohmann::json& dst, const nlohmann::json& src, const char* key) {
   if (!empty_value(dst)) return;
   if (auto it = src.find(key); it != src.end() && !empty_value(*it)) dst = *it;
+}
+
+// empty_value() of a value's JSON text, without parsing it: "", or a number
+// whose digits before any exponent are all zeros (null is never kept).
+bool empty_text(std::string_view v) {
+  if (v == "\"\"") return true;
+  if (v.empty() || (v[0] != '-' && (v[0] < '0' || v[0] > '9'))) return false;
+  for (char ch : v) {
+    if (ch == 'e' || ch == 'E') break;
+    if (ch >= '1' && ch <= '9') return false;
+  }
+  return true;
 }
 
 // Fields that identify an item rather than carry its text.
@@ -125,15 +138,15 @@ void append_unescaped(std::string& out, std::string_view s) {
 }  // namespace
 
 void CompletionAssembler::add_plain(const ChatChunk& c) {
-  // keep_first, from each value's text.
-  nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+  // keep_first, on each value's text (kept as text, parsed only if needed).
+  const nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_,
+                                        &service_tier_};
   for (std::size_t i = 0; i < c.meta.size(); ++i) {
-    if (!(c.meta_keys & (1u << i)) || !empty_value(*meta[i])) continue;
-    nlohmann::json v = nlohmann::json::parse(c.meta[i].begin(), c.meta[i].end());
-    if (!empty_value(v)) *meta[i] = std::move(v);
+    if (!(c.meta_keys & (1u << i)) || !meta_text_[i].empty() || !empty_value(*meta[i])) continue;
+    if (!empty_text(c.meta[i])) meta_text_[i] = c.meta[i];
   }
   if (!c.usage_json.empty()) {
-    raw_usage_ = nlohmann::json::parse(c.usage_json.begin(), c.usage_json.end());
+    usage_text_ = c.usage_json;
     usage_ = c.usage;
   }
   if (!c.plain_choice) return;
@@ -153,7 +166,33 @@ void CompletionAssembler::add_plain(const ChatChunk& c) {
   }
 }
 
+void CompletionAssembler::parse_kept() {
+  nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+  for (std::size_t i = 0; i < meta_text_.size(); ++i) {
+    if (meta_text_[i].empty()) continue;
+    *meta[i] = nlohmann::json::parse(meta_text_[i]);
+    meta_text_[i].clear();
+  }
+  if (!usage_text_.empty()) {
+    raw_usage_ = nlohmann::json::parse(usage_text_);
+    usage_text_.clear();
+  }
+}
+
+nlohmann::json CompletionAssembler::meta(std::size_t i) const {
+  if (!meta_text_[i].empty()) return nlohmann::json::parse(meta_text_[i]);
+  const nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_,
+                                        &service_tier_};
+  return *meta[i];
+}
+
+nlohmann::json CompletionAssembler::raw_usage() const {
+  return usage_text_.empty() ? raw_usage_ : nlohmann::json::parse(usage_text_);
+}
+
 void CompletionAssembler::add(const nlohmann::json& chunk) {
+  all_plain_ = false;
+  parse_kept();
   if (!chunk.is_object()) return;
   keep_first(id_, chunk, "id");
   keep_first(created_, chunk, "created");
@@ -248,10 +287,10 @@ nlohmann::json CompletionAssembler::message(const Choice& c) {
 
 nlohmann::json CompletionAssembler::result() const {
   nlohmann::json out = nlohmann::json::object();
-  out["id"] = id_;
+  out["id"] = meta(0);
   out["object"] = "chat.completion";
-  out["created"] = created_;
-  out["model"] = model_;
+  out["created"] = meta(1);
+  out["model"] = meta(2);
   nlohmann::json choices = nlohmann::json::array();
   for (const auto& [index, c] : choices_) {
     nlohmann::json choice = {{"index", index},
@@ -262,10 +301,58 @@ nlohmann::json CompletionAssembler::result() const {
     choices.push_back(std::move(choice));
   }
   out["choices"] = std::move(choices);
-  out["usage"] = raw_usage_.is_null() ? nlohmann::json(nullptr) : raw_usage_;
-  if (!system_fingerprint_.is_null()) out["system_fingerprint"] = system_fingerprint_;
-  if (!service_tier_.is_null()) out["service_tier"] = service_tier_;
+  out["usage"] = raw_usage();
+  if (nlohmann::json f = meta(3); !f.is_null()) out["system_fingerprint"] = std::move(f);
+  if (nlohmann::json t = meta(4); !t.is_null()) out["service_tier"] = std::move(t);
   for (const auto& [key, value] : fields_.items()) out[key] = value;
+  return out;
+}
+
+std::string CompletionAssembler::body() const {
+  if (!all_plain_) {
+    return result().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  // result() for chunks add_plain took: at most choice 0, with a role, a
+  // content and a finish reason; nothing else anywhere. Keys in the order
+  // nlohmann's object (a std::map) dumps them.
+  auto text = [](const std::string& t) {
+    return t.empty() ? std::string_view("null") : std::string_view(t);
+  };
+  std::string out;
+  std::size_t content = 0;
+  for (const auto& [index, c] : choices_) content += c.content ? c.content->size() : 0;
+  out.reserve(256 + content + usage_text_.size());
+  out += "{\"choices\":[";
+  for (const auto& [index, c] : choices_) {
+    if (out.back() == '}') out += ',';
+    out += "{\"finish_reason\":";
+    if (c.finish_reason.is_string())
+      append_json_string(out, c.finish_reason.get_ref<const std::string&>());
+    else
+      out += "null";
+    out += ",\"index\":";
+    out += std::to_string(index);
+    out += ",\"logprobs\":null,\"message\":{\"content\":";
+    if (c.content)
+      append_json_string(out, *c.content);
+    else
+      out += "null";
+    out += ",\"refusal\":null,\"role\":";
+    append_json_string(out, c.role);
+    out += "}}";
+  }
+  out += "],\"created\":";
+  out += text(meta_text_[1]);
+  out += ",\"id\":";
+  out += text(meta_text_[0]);
+  out += ",\"model\":";
+  out += text(meta_text_[2]);
+  out += ",\"object\":\"chat.completion\"";
+  if (!meta_text_[4].empty()) out.append(",\"service_tier\":").append(meta_text_[4]);
+  if (!meta_text_[3].empty()) out.append(",\"system_fingerprint\":").append(meta_text_[3]);
+  out += ",\"usage\":";
+  out += text(usage_text_);
+  out += '}';
   return out;
 }
 

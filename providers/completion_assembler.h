@@ -12,6 +12,7 @@
 // `model` their first non-empty one (Azure's first chunk has them empty).
 #pragma once
 
+#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,6 +32,11 @@ class CompletionAssembler {
   // a usage object are parsed, each on its own).
   void add_plain(const ChatChunk& c);
   nlohmann::json result() const;  // the assembled chat.completion
+  // The same document as JSON text. When every chunk came through
+  // add_plain (the usual answer), written directly: the metadata and the
+  // usage object as the upstream wrote them, the texts escaped as nlohmann
+  // escapes, the keys in result()'s order; no document is built.
+  std::string body() const;
   const std::optional<Usage>& usage() const { return usage_; }
 
  private:
@@ -45,10 +51,21 @@ class CompletionAssembler {
   };
 
   void add_choice(const nlohmann::json& choice);
+  // The kMeta* value `i` and the usage object: the text add_plain kept, or
+  // the document add() set.
+  nlohmann::json meta(std::size_t i) const;
+  nlohmann::json raw_usage() const;
+  // Turns the texts add_plain kept into documents (before add()).
+  void parse_kept();
   static void add_logprobs(Choice& out, const nlohmann::json& logprobs);
   static nlohmann::json message(const Choice& c);
 
   nlohmann::json id_, created_, model_, system_fingerprint_, service_tier_;
+  // add_plain's, not parsed: the first non-empty kMeta* values' JSON text
+  // (empty: none) and the last usage object's.
+  std::array<std::string, 5> meta_text_;
+  std::string usage_text_;
+  bool all_plain_ = true;                             // add() was never called
   nlohmann::json fields_ = nlohmann::json::object();  // other top-level fields: the last
   std::map<int, Choice> choices_;
   std::optional<Usage> usage_;

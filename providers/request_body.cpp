@@ -250,6 +250,13 @@ std::string RequestBody::spliced(
 }
 
 std::string json_string(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  append_json_string(out, s);
+  return out;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
   // What each byte that needs it becomes: the short escapes, \u00XX for the
   // other control characters; every other byte (UTF-8 included) as it is.
   static constexpr auto kEscape = [] {
@@ -265,8 +272,6 @@ std::string json_string(std::string_view s) {
     t['\\'] = {'\\', '\\'};
     return t;
   }();
-  std::string out;
-  out.reserve(s.size() + 2);
   out += '"';
   std::size_t run = 0;  // start of the bytes not yet copied
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -278,7 +283,6 @@ std::string json_string(std::string_view s) {
   }
   out.append(s, run);
   out += '"';
-  return out;
 }
 
 }  // namespace llmgate::providers

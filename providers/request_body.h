@@ -125,5 +125,7 @@ class RequestBody {
 
 // A JSON string literal for `s` (quoted, escaped as nlohmann dumps it).
 std::string json_string(std::string_view s);
+// The same, appended to `out`.
+void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace llmgate::providers

@@ -153,6 +153,23 @@ void check_plain(const ChatChunk& c, const ChatChunk& ref) {
     fast.add_plain(c);
     FUZZ_CHECK(fast.result() == slow.result());
     FUZZ_CHECK(fast.usage() == slow.usage());
+    FUZZ_CHECK(json::parse(fast.body()) == slow.result());
+  }
+  // Plain all the way (twice: metadata kept once, texts joined): the text
+  // written without a document is the same document; and so it stays when
+  // a parsed chunk comes after the plain ones.
+  for (const json& then : before) {
+    CompletionAssembler fast, slow;
+    fast.add_plain(c);
+    fast.add_plain(c);
+    slow.add(ref.json);
+    slow.add(ref.json);
+    FUZZ_CHECK(json::parse(fast.body()) == slow.result());
+    if (then.is_null()) continue;
+    fast.add(then);
+    slow.add(then);
+    FUZZ_CHECK(fast.result() == slow.result());
+    FUZZ_CHECK(json::parse(fast.body()) == slow.result());
   }
 }
 

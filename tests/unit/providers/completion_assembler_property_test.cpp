@@ -224,7 +224,44 @@ TEST(CompletionAssemblerProperty, TheAssembledAnswerIsTheUpstreamsOwnNonStreamed
         << "seed " << seed << "\nassembled: " << parsed.result().dump()
         << "\nreference: " << c.reference.dump();
     ASSERT_EQ(fast.result(), c.reference) << "seed " << seed << " (fast path)";
+    // The text the client gets: the same document (written directly when
+    // every chunk was plain).
+    ASSERT_EQ(json::parse(fast.body()), c.reference) << "seed " << seed << ": " << fast.body();
+    ASSERT_EQ(json::parse(parsed.body()), c.reference) << "seed " << seed;
   }
+}
+
+// The usual answer (every chunk plain) is written without a document, and
+// reads as the one the parsed chunks give: texts with quotes, escapes,
+// control characters and non-ASCII; metadata as the upstream wrote it (the
+// first non-empty: Azure's first chunk has "" and 0); several usage chunks
+// (the last counts).
+TEST(CompletionAssembler, WritesThePlainAnswerWithoutADocument) {
+  const std::string chunks[] = {
+      R"({"id":"","object":"chat.completion.chunk","created":0,"model":"","choices":[]})",
+      R"({"id":"c\u0041","object":"chat.completion.chunk","created":1.7e9,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})",
+      R"({"id":"other","created":5,"choices":[{"index":0,"delta":{"content":"a \"q\" \\ \n\t\u0001 \u00e9 \ud83d\ude00 / <"},"finish_reason":null}]})",
+      R"({"id":"c","choices":[{"delta":{"content":"!"},"finish_reason":"stop"}],"service_tier":"default"})",
+      R"({"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}})",
+      R"({"id":"c","choices":[],"usage":{"total_tokens":4,"prompt_tokens":2,"completion_tokens":2}})",
+  };
+  CompletionAssembler fast, parsed;
+  for (const std::string& data : chunks) {
+    const ChatChunk c = inspect_chunk(data);
+    ASSERT_TRUE(c.plain) << data;
+    fast.add_plain(c);
+    parsed.add(parse_chunk(data).json);
+  }
+  const std::string body = fast.body();
+  EXPECT_EQ(json::parse(body), parsed.result()) << body;
+  EXPECT_EQ(json::parse(body)["id"], "cA");
+  EXPECT_EQ(json::parse(body)["usage"]["total_tokens"], 4);
+  // The texts escaped as nlohmann escapes them (the control character as
+  // \u0001, the rest as UTF-8).
+  EXPECT_NE(body.find(R"("content":"a \"q\" \\ \n\t\u0001 é 😀 / <!")"), std::string::npos) << body;
+  EXPECT_NE(body.find(R"("created":1.7e9)"), std::string::npos) << body;  // as it came
+  // Nothing assembled yet: the empty answer, as result() has it.
+  EXPECT_EQ(json::parse(CompletionAssembler().body()), CompletionAssembler().result());
 }
 
 TEST(CompletionAssemblerProperty, ACompletionStreamedByTheGatewayAssemblesBackToItself) {
