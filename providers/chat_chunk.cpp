@@ -38,7 +38,7 @@ class ChunkScanner : public JsonScanner {
   // Fills the classification fields of `c` (kind kChunk); false: give up.
   // With a prefix: resumes after it when the text starts with it, and
   // remembers this text's (on success).
-  bool scan(ChatChunk& c, ChunkPrefix* prefix = nullptr);
+  bool scan(ChatChunk& c, ChunkPrefix* prefix);
 
  private:
   // One top-level member (p_ at its value).
@@ -46,8 +46,6 @@ class ChunkScanner : public JsonScanner {
                   bool& has_usage, ChatChunk& c);
   // After the top-level object: the rest of `c`.
   bool finish(ChatChunk& c, unsigned seen, std::size_t choice_count, Usage& u, bool has_usage);
-
- private:
   bool choices(int depth, std::size_t& count, ChatChunk& c);
   bool choice(int depth, ChatChunk& c);
   bool delta(int depth, ChatChunk& c);
@@ -478,20 +476,20 @@ ChatChunk parse_chunk(std::string_view data) {
   return c;
 }
 
-void inspect_chunk(std::string_view data, ChatChunk& c) {
+namespace {
+void inspect(std::string_view data, ChatChunk& c, ChunkPrefix* prefix) {
   if (data == "[DONE]") {
     c.kind = ChatChunk::Kind::kDone;
     return;
   }
-  if (!ChunkScanner(data).scan(c)) c = parse_chunk(data);
+  if (!ChunkScanner(data).scan(c, prefix)) c = parse_chunk(data);
 }
+}  // namespace
+
+void inspect_chunk(std::string_view data, ChatChunk& c) { inspect(data, c, nullptr); }
 
 void inspect_chunk(std::string_view data, ChatChunk& c, ChunkPrefix& prefix) {
-  if (data == "[DONE]") {
-    c.kind = ChatChunk::Kind::kDone;
-    return;
-  }
-  if (!ChunkScanner(data).scan(c, &prefix)) c = parse_chunk(data);
+  inspect(data, c, &prefix);
 }
 
 ChatChunk inspect_chunk(std::string_view data) {

@@ -139,8 +139,7 @@ void append_unescaped(std::string& out, std::string_view s) {
 
 void CompletionAssembler::add_plain(const ChatChunk& c) {
   // keep_first, on each value's text (kept as text, parsed only if needed).
-  const nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_,
-                                        &service_tier_};
+  const auto meta = meta_fields();
   for (std::size_t i = 0; i < c.meta.size(); ++i) {
     if (!(c.meta_keys & (1u << i)) || !meta_text_[i].empty() || !empty_value(*meta[i])) continue;
     if (!empty_text(c.meta[i])) meta_text_[i] = c.meta[i];
@@ -166,8 +165,16 @@ void CompletionAssembler::add_plain(const ChatChunk& c) {
   }
 }
 
+std::array<nlohmann::json*, 5> CompletionAssembler::meta_fields() {
+  return {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+}
+
+std::array<const nlohmann::json*, 5> CompletionAssembler::meta_fields() const {
+  return {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+}
+
 void CompletionAssembler::parse_kept() {
-  nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_, &service_tier_};
+  const auto meta = meta_fields();
   for (std::size_t i = 0; i < meta_text_.size(); ++i) {
     if (meta_text_[i].empty()) continue;
     *meta[i] = nlohmann::json::parse(meta_text_[i]);
@@ -181,9 +188,7 @@ void CompletionAssembler::parse_kept() {
 
 nlohmann::json CompletionAssembler::meta(std::size_t i) const {
   if (!meta_text_[i].empty()) return nlohmann::json::parse(meta_text_[i]);
-  const nlohmann::json* const meta[] = {&id_, &created_, &model_, &system_fingerprint_,
-                                        &service_tier_};
-  return *meta[i];
+  return *meta_fields()[i];
 }
 
 nlohmann::json CompletionAssembler::raw_usage() const {

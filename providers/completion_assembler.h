@@ -57,6 +57,10 @@ class CompletionAssembler {
   nlohmann::json raw_usage() const;
   // Turns the texts add_plain kept into documents (before add()).
   void parse_kept();
+  // id_, created_, model_, system_fingerprint_, service_tier_: the kMeta*
+  // order.
+  std::array<nlohmann::json*, 5> meta_fields();
+  std::array<const nlohmann::json*, 5> meta_fields() const;
   static void add_logprobs(Choice& out, const nlohmann::json& logprobs);
   static nlohmann::json message(const Choice& c);
 
