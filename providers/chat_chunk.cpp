@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -47,6 +48,12 @@ class ChunkScanner : public JsonScanner {
   // After the top-level object: the rest of `c`.
   bool finish(ChatChunk& c, unsigned seen, std::size_t choice_count, Usage& u, bool has_usage);
   bool choices(int depth, std::size_t& count, ChatChunk& c);
+  // The "choices" member (p_ at its '['), when it is the stream's last plain
+  // content choice with another string (ChunkPrefix::choice); else false,
+  // p_ unmoved.
+  bool like_last_choice(std::size_t& count, ChatChunk& c);
+  // Remembers the "choices" member [at, p_) as that template.
+  void learn_choice(const char* at);
   bool choice(int depth, ChatChunk& c);
   bool delta(int depth, ChatChunk& c);
   bool usage(int depth, Usage& u);
@@ -62,6 +69,7 @@ class ChunkScanner : public JsonScanner {
   std::string_view usage_json_;
   std::array<std::string_view, 5> meta_text_{};
   unsigned meta_ = 0;
+  ChunkPrefix* prefix_ = nullptr;  // the stream's, if any
 
   // A string value's text between its quotes: [at, p_) is the value.
   std::string_view inner(const char* at) const {
@@ -233,6 +241,7 @@ bool ChunkScanner::detail(int depth, const char (&name)[N], std::int64_t& out) {
 bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   unsigned seen = 0;
   const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
+  prefix_ = prefix;
   const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
   if (resume) {
     // The state the prefix left (see the resume point below).
@@ -295,8 +304,14 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
 bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t& choice_count,
                               Usage& u, bool& has_usage, ChatChunk& c) {
   if (is(key, "choices")) {
-    if (!once(seen, 1) || !eat('[')) return false;
-    return choices(2, choice_count, c);
+    if (!once(seen, 1)) return false;
+    if (prefix_ && like_last_choice(choice_count, c)) return true;
+    const char* const at = p_;
+    const bool plain_before = plain_;
+    if (!eat('[') || !choices(2, choice_count, c)) return false;
+    // A plain choice with a content string: nothing else in it shows in `c`.
+    if (prefix_ && plain_before && plain_ && choice_count == 1 && content_) learn_choice(at);
+    return true;
   }
   if (is(key, "usage")) {
     if (!once(seen, 2)) return false;
@@ -334,6 +349,61 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
   // Anything else the assembler keeps (a stream's own `obfuscation` aside).
   if (v.type != Value::Type::kNull && !is(key, "object") && !is(key, "obfuscation")) plain_ = false;
   return true;
+}
+
+bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
+  const ChunkPrefix& t = *prefix_;
+  if (t.choice_head == 0) return false;
+  const std::string_view head = std::string_view(t.choice).substr(0, t.choice_head);
+  const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
+  const char* const start = p_;
+  if (static_cast<std::size_t>(end_ - p_) <= t.choice.size() ||
+      std::memcmp(p_, head.data(), head.size()) != 0) {
+    return false;
+  }
+  p_ += head.size();
+  const char* const content = p_;
+  std::size_t size = 0;
+  if (!string<false>(size, nullptr, nullptr) || static_cast<std::size_t>(end_ - p_) < tail.size() ||
+      std::memcmp(p_, tail.data(), tail.size()) != 0) {
+    p_ = start;
+    return false;
+  }
+  const char* const after = p_;  // past the content's closing quote
+  p_ += tail.size();
+  auto view = [&](const ChunkPrefix::Span& s) -> std::optional<std::string_view> {
+    if (!s.set) return std::nullopt;
+    const char* d =
+        s.offset < t.choice_head ? start + s.offset : after + (s.offset - t.choice_head);
+    return std::string_view(d, s.size);
+  };
+  content_ = std::string_view(content, static_cast<std::size_t>(after - 1 - content));
+  role_ = view(t.role);
+  finish_ = view(t.finish_reason);
+  count = 1;
+  // What choice() and delta() make of a plain choice.
+  c.output_chars += size;
+  if (size > 0) c.has_output = true;
+  if (finish_) c.has_finish = true;
+  return true;
+}
+
+void ChunkScanner::learn_choice(const char* at) {
+  ChunkPrefix& t = *prefix_;
+  const char* const content = content_->data();
+  const char* const after = content + content_->size() + 1;
+  const auto head = static_cast<std::uint32_t>(content - at);
+  t.choice.assign(at, head);
+  t.choice.append(after, static_cast<std::size_t>(p_ - after));
+  t.choice_head = head;
+  auto span = [&](const std::optional<std::string_view>& v) {
+    if (!v) return ChunkPrefix::Span{};
+    const char* d = v->data();
+    return ChunkPrefix::Span{static_cast<std::uint32_t>(d < content ? d - at : head + (d - after)),
+                             static_cast<std::uint32_t>(v->size()), true};
+  };
+  t.role = span(role_);
+  t.finish_reason = span(finish_);
 }
 
 bool ChunkScanner::finish(ChatChunk& c, unsigned seen, std::size_t choice_count, Usage& u,

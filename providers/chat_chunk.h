@@ -99,12 +99,28 @@ void inspect_chunk(std::string_view data, ChatChunk& c);
 // state it left: the same answer as a whole scan, for less than half of the
 // work. Keep one per stream; it allocates when the prefix changes (at the
 // first chunk), not per chunk.
+//
+// It also keeps the "choices" member of the stream's last plain chunk with
+// content, around its content string: the content chunks of a stream differ
+// there only (`[{"index":0,"delta":{"content":"` ... `"},"finish_reason":null}]`),
+// so a "choices" member made of those bytes around a valid string is read as
+// that chunk's was, with the new string: nothing in it but the string scanned.
 struct ChunkPrefix {
   std::string text;  // empty: nothing to resume from
   unsigned seen = 0;
   unsigned meta_keys = 0;
   bool plain = true;
   std::array<std::pair<std::uint32_t, std::uint32_t>, 5> meta{};  // offset, size in `text`
+
+  // A string value in `choice`: offset (below choice_head: from the member's
+  // '['; else from past the content's closing quote, plus choice_head), size.
+  struct Span {
+    std::uint32_t offset = 0, size = 0;
+    bool set = false;
+  };
+  std::string choice;             // the member's text before the content, then after it
+  std::uint32_t choice_head = 0;  // bytes of `choice` up to the content's opening quote (0: none)
+  Span role, finish_reason;       // the choice's role and finish reason strings, if any
 };
 // inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
 // remembering this chunk's prefix for the next.

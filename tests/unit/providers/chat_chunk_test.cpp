@@ -428,6 +428,15 @@ void ExpectSameChunk(const ChatChunk& a, const ChatChunk& b) {
   EXPECT_EQ(a.finish_reason, b.finish_reason);
   EXPECT_EQ(a.meta_keys, b.meta_keys);
   EXPECT_EQ(a.meta, b.meta);
+  EXPECT_EQ(a.has_reasoning, b.has_reasoning);
+  EXPECT_EQ(a.usage_only, b.usage_only);
+  EXPECT_EQ(a.error_message, b.error_message);
+  EXPECT_EQ(a.plain_choice, b.plain_choice);
+  EXPECT_EQ(a.has_role, b.has_role);
+  EXPECT_EQ(a.has_content, b.has_content);
+  EXPECT_EQ(a.has_finish_reason, b.has_finish_reason);
+  EXPECT_EQ(a.role, b.role);
+  EXPECT_EQ(a.usage_json, b.usage_json);
 }
 
 TEST(ChatChunkPrefix, ResumesAfterTheMembersAStreamsChunksShare) {
@@ -485,6 +494,73 @@ TEST(ChatChunkPrefix, WhatThePrefixSawStillCounts) {
     EXPECT_EQ(prefix.text, head);
   }
   EXPECT_EQ(Resumed(head + R"("choices":[]})", prefix).kind, ChatChunk::Kind::kChunk);
+}
+
+TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
+  const std::string head = R"({"id":"c","object":"chat.completion.chunk","created":1,)";
+  const std::string role =
+      R"("choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]})";
+  const std::string like = R"("choices":[{"index":0,"delta":{"content":")";
+  const std::string rest = R"("},"logprobs":null,"finish_reason":null}])";
+  ChunkPrefix prefix;
+  ExpectSameChunk(Resumed(head + role, prefix), inspect_chunk(head + role));
+  EXPECT_EQ(
+      prefix.choice,
+      R"([{"index":0,"delta":{"role":"assistant","content":","refusal":null},"logprobs":null,"finish_reason":null}])");
+  EXPECT_TRUE(prefix.role.set);
+  const std::string first = head + like + "Hel" + rest + "}";
+  ExpectSameChunk(Resumed(first, prefix), inspect_chunk(first));
+  // The member without the string between the content's quotes.
+  const std::string learnt =
+      R"([{"index":0,"delta":{"content":"},"logprobs":null,"finish_reason":null}])";
+  EXPECT_EQ(prefix.choice, learnt);
+  EXPECT_EQ(prefix.choice_head, 32u);  // up to the opening quote
+  EXPECT_FALSE(prefix.role.set);
+  // Content chunks that only differ in the string (and in what follows the
+  // member): the same answers as a whole scan, and the template stays.
+  for (const std::string content : {"lo", "", R"(\"},\"logprobs\":null}])",
+                                    R"(\u00e9\ud83d\ude00 \n\/)", "\xc3\xa9\xe4\xb8\xad"}) {
+    for (const std::string after : {"}", R"(,"obfuscation":"pad"})", R"(,"usage":null} )"}) {
+      const std::string data = head + like + content + rest + after;
+      const ChatChunk c = Resumed(data, prefix);
+      ExpectSameChunk(c, inspect_chunk(data));
+      EXPECT_TRUE(c.plain) << data;
+      EXPECT_EQ(c.content.data(), data.data() + head.size() + like.size());
+      EXPECT_EQ(prefix.choice, learnt);
+    }
+  }
+  // Not a string the whole scan accepts, or not the same bytes after it:
+  // exactly what the whole scan says.
+  for (const std::string& data : {
+           head + like + "\xc3" + rest + "}",                // broken UTF-8
+           head + like + "a\nb" + rest + "}",                // a raw control character
+           head + like + R"(\x)" + rest + "}",               // a bad escape
+           head + like + "lo" + rest,                        // the object never closes
+           head + like + "lo" + rest + "},",                 // trailing bytes
+           head + like + "lo" + rest + R"(,"choices":[]})",  // "choices" twice
+           head + like + "lo" + rest + R"(,"usage":{"prompt_tokens":1}})",
+           head + like + "lo" + R"("},"logprobs":null,"finish_reason":"stop"}]})",
+           head + like + "lo" + R"(","role":"assistant"},"finish_reason":null}]})",
+           head + like + "lo" + R"("},"logprobs":{"content":[]},"finish_reason":null}]})",
+           head + like + "lo" + R"("},"logprobs":null,"finish_reason":null},{"delta":{}}]})",
+       }) {
+    ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+  }
+  // A role and a finish reason around the content: their views point into
+  // each new chunk.
+  const std::string last =
+      head +
+      R"("choices":[{"delta":{"role":"assistant","content":"a"},"finish_reason":"stop","index":0}]})";
+  ExpectSameChunk(Resumed(last, prefix), inspect_chunk(last));
+  const std::string again =
+      head +
+      R"("choices":[{"delta":{"role":"assistant","content":"bc"},"finish_reason":"stop","index":0}]})";
+  const ChatChunk c = Resumed(again, prefix);
+  ExpectSameChunk(c, inspect_chunk(again));
+  EXPECT_EQ(c.role, "assistant");
+  EXPECT_EQ(c.finish_reason, "stop");
+  EXPECT_EQ(c.role.data(), again.data() + again.find("assistant"));
+  EXPECT_EQ(c.finish_reason.data(), again.data() + again.find("stop"));
 }
 
 }  // namespace
