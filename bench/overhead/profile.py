@@ -107,16 +107,8 @@ def main(argv: list[str]) -> int:
     body = workdir / "body.json"
     body.write_bytes(ov.request_body(args.kind == "stream", args.history_kib))
     procs = ov.Procs(workdir)
-    cg_out = workdir / "callgrind.out"
     if args.callgrind:
-        if not shutil.which("valgrind"):
-            raise ov.BenchError("--callgrind needs valgrind (apt-get install valgrind)")
-        # The wrapper execs: the pid the benchmark watches is valgrind's, running llmgate.
-        wrapper = workdir / "llmgate-callgrind"
-        wrapper.write_text(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={cg_out} "
-                           f"{args.gateway} \"$@\"\n")
-        wrapper.chmod(0o755)
-        args.gateway = wrapper
+        args.gateway = ov.callgrind_wrapper(workdir, args.gateway)
     try:
         g = ov.setup_static(procs, args, workdir)
         ov.verify_target(g.llmgate_port, args.kind, "llmgate")
@@ -151,10 +143,7 @@ def main(argv: list[str]) -> int:
                    f"RSS {rss:.1f} MiB")
         print(summary, flush=True)
         if args.callgrind:
-            dumps = sorted(workdir.glob("callgrind.out*"), key=lambda f: f.stat().st_mtime)
-            dump = next(f for f in reversed(dumps) if "totals:" in f.read_text(errors="replace"))
-            totals = int(next(l for l in dump.read_text(errors="replace").splitlines()
-                              if l.startswith("totals:")).split()[1])
+            dump, totals = ov.callgrind_last_dump(workdir)
             line = (f"callgrind: {totals / max(1, requests):,.0f} instructions per request in llmgate "
                     f"(user space; {requests} requests)")
             print(line, flush=True)

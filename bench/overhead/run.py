@@ -312,6 +312,28 @@ def request_body(stream: bool, history_kib: int = 0) -> bytes:
 # ---------------------------------------------------------------------------
 # nginx: private instances with generated configs, never the system service.
 
+def callgrind_wrapper(workdir: Path, binary: Path) -> Path:
+    """A script that runs `binary` under callgrind, dumping into workdir/callgrind.out*.
+    It execs: the pid a benchmark watches is valgrind's, running the binary."""
+    if not shutil.which("valgrind"):
+        raise BenchError("--callgrind needs valgrind (apt-get install valgrind)")
+    wrapper = workdir / "llmgate-callgrind"
+    wrapper.write_text(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file="
+                       f"{workdir / 'callgrind.out'} {binary} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def callgrind_last_dump(workdir: Path) -> tuple[Path, int]:
+    """The newest callgrind dump in workdir with totals, and its instruction count."""
+    dumps = sorted(workdir.glob("callgrind.out*"), key=lambda f: f.stat().st_mtime)
+    for dump in reversed(dumps):
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):
+                return dump, int(line.split()[1])
+    raise BenchError("callgrind wrote no dump with totals")
+
+
 def find_nginx(explicit: Optional[str], install: bool) -> str:
     if explicit:
         if not os.access(explicit, os.X_OK):

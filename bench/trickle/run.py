@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,12 +91,17 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
     lg = subprocess.Popen(argv, preexec_fn=ov.harness.child_setup(None, ov.nofile_limit()))
     t0 = time.monotonic()
     time.sleep(args.warmup)
+    counting = args.callgrind and target == "llmgate"
+    if counting:  # valgrind's pid (the wrapper execs it): count from here on
+        subprocess.run(["callgrind_control", "--zero", str(pids()[0])], capture_output=True, check=True)
     cpu0 = ov.cpu_of(pids()) if pids else None
     time.sleep(args.duration / 2)
     loaded = ov.memory_of(pids()) if pids else None
     procs.check_alive()
     time.sleep(max(0.0, args.warmup + args.duration - (time.monotonic() - t0)))
     cpu1 = ov.cpu_of(pids()) if pids else None
+    if counting:
+        subprocess.run(["callgrind_control", "--dump", str(pids()[0])], capture_output=True, check=True)
     rc = lg.wait(timeout=args.drain + 120)
     if rc != 0 or not out.exists():
         raise ov.BenchError(f"llmgate-loadgen exited with {rc} for {target}")
@@ -117,6 +123,11 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
         r["rss_idle_mib"] = idle["rss_mib"]
         r["rss_loaded_mib"] = loaded["rss_mib"]
         r["kib_per_stream"] = (loaded["rss_mib"] - idle["rss_mib"]) * 1024 / streams
+    if counting and events:
+        dump, totals = ov.callgrind_last_dump(workdir)  # the window's
+        r["instructions_per_event"] = totals / events
+        if args.callgrind_out:
+            shutil.copy(dump, args.callgrind_out)
     return r
 
 
@@ -157,6 +168,9 @@ def report(results: list[dict], args, meta: dict) -> str:
                 + f" | {fmt(r.get('kib_per_stream'))} | {fmt(dl.get('p50'), 0)} / {fmt(dl.get('p99'), 0)} | "
                 f"{added} | {r['errors']} |")
         n, g = rows.get("nginx"), rows.get("llmgate")
+        if g and g.get("instructions_per_event"):
+            lines += ["", f"llmgate under callgrind: {g['instructions_per_event']:,.0f} instructions per relayed "
+                          "event in the window (user space; its timings and CPU mean nothing)."]
         if n and g and n.get("cpu_us_per_event") and g.get("cpu_us_per_event"):
             lines += ["", f"llmgate / nginx: CPU per event {g['cpu_us_per_event'] / n['cpu_us_per_event']:.2f}×, "
                           f"memory per stream {g['kib_per_stream']:.1f} vs {n['kib_per_stream']:.1f} KiB."]
@@ -191,6 +205,10 @@ def main() -> int:
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--load-cpu", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--callgrind", action="store_true",
+                    help="run llmgate under callgrind and count its instructions per relayed event in the "
+                         "window (deterministic; needs valgrind; use a few hundred streams)")
+    ap.add_argument("--callgrind-out", help="keep the window's callgrind dump here (callgrind_annotate)")
     args = ap.parse_args()
     bins = Path(args.bin_dir)
     args.sim, args.loadgen, args.gateway = bins / "llmgate-sim", bins / "llmgate-loadgen", bins / "llmgate"
@@ -219,6 +237,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="llmgate-trickle-") as tmp:
             workdir = Path(tmp)
             procs = ov.Procs(workdir)
+            if args.callgrind:
+                args.gateway = ov.callgrind_wrapper(workdir, args.gateway)
             try:
                 for streams, tps in cases:
                     label = f"{streams}x{tps:g}"

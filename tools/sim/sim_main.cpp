@@ -44,7 +44,7 @@ options:
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
-  --stamp-events         put "x_sim_ns":<CLOCK_MONOTONIC ns> first in each streamed OpenAI
+  --stamp-events         put "x_sim_ns":<CLOCK_MONOTONIC ns> last in each streamed OpenAI
                          chunk as it is written (benchmarks: event delay through a proxy)
   --help                 show this help
 

@@ -1092,7 +1092,11 @@ net::awaitable<Outcome> SimServer::Impl::stream_answer(beast::tcp_stream& stream
       const auto ns =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
               .count();
-      event.insert(7, "\"x_sim_ns\":" + std::to_string(ns) + ",");
+      // Last in the object, where OpenAI puts its own per-chunk field
+      // (`obfuscation`): the members before "choices" stay the same from
+      // chunk to chunk, as a provider's do.
+      if (const auto close = event.rfind('}'); close != std::string::npos)
+        event.insert(close, ",\"x_sim_ns\":" + std::to_string(ns));
     }
     if (!co_await write_event(stream, chunked, event)) co_return Outcome::kClientGone;
   }

@@ -39,7 +39,7 @@ struct SimOptions {
   // the key in an `api-key` header, and Azure's prompt-filter first event.
   std::string azure_api_version;
   // Each streamed OpenAI chunk carries "x_sim_ns": the CLOCK_MONOTONIC time
-  // (ns) it was written at, first in its object, so that a client on the
+  // (ns) it was written at, last in its object, so that a client on the
   // same host can tell how long the event took to reach it (bench/trickle).
   bool stamp_events = false;
   Profile default_profile;                  // for models with no profile of their own
