@@ -1,7 +1,10 @@
 #include "gateway/client_stream.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -16,6 +19,44 @@
 namespace llmgate::gateway {
 namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+
+// Writes what the socket takes now, without waiting (MSG_DONTWAIT): the
+// bytes written; `ec` set on an error other than "it would block".
+std::size_t write_now(net::ip::tcp::socket& socket, std::span<const net::const_buffer> seq,
+                      beast::error_code& ec) {
+  constexpr std::size_t kBatch = 64;  // well under IOV_MAX
+  std::size_t total = 0;
+  while (!seq.empty()) {
+    std::array<iovec, kBatch> iov;
+    const std::size_t n = std::min(seq.size(), kBatch);
+    std::size_t want = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      iov[i] = {const_cast<void*>(seq[i].data()), seq[i].size()};
+      want += seq[i].size();
+    }
+    msghdr m{};
+    m.msg_iov = iov.data();
+    m.msg_iovlen = n;
+    const ssize_t r = ::sendmsg(socket.native_handle(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        ec.assign(errno, boost::system::system_category());
+      return total;
+    }
+    total += static_cast<std::size_t>(r);
+    if (static_cast<std::size_t>(r) < want) return total;  // the socket is full
+    seq = seq.subspan(n);
+  }
+  return total;
+}
+
+// SO_LINGER: off (a close sends what is queued, then FIN), or on with no
+// time (a close resets the connection and drops what is queued).
+void set_abortive_close(net::ip::tcp::socket& socket, bool on) {
+  beast::error_code ignored;
+  socket.set_option(net::socket_base::linger(on, 0), ignored);
+}
 }  // namespace
 
 void ClientStream::set_head(http::response<http::empty_body>& res) {
@@ -58,12 +99,30 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
   if (bufs_.empty()) co_return true;
   const bool with_head = head_pending_;
   head_pending_ = false;
-  client_.expires_after(timeout_);
-  // A span, not the vector: the operation copies its buffer sequence, and
-  // copying a vector would allocate on every write.
-  const std::span<const net::const_buffer> seq(bufs_);
-  auto [ec, written] = co_await net::async_write(client_, seq, kUseTuple);
-  client_.expires_never();
+  // Most writes go whole at once (a client that keeps up): written here,
+  // with no timer and no asynchronous operation. What the socket does not
+  // take waits for room under the timeout -- and meanwhile a close resets
+  // the connection: a client that stops reading for the whole timeout does
+  // not keep what was queued for it in the kernel (nginx's
+  // reset_timedout_connection).
+  beast::error_code ec;
+  std::size_t left = write_now(client_.socket(), bufs_, ec);
+  auto rest = bufs_.begin();  // past what went now
+  while (rest != bufs_.end() && left >= rest->size()) left -= (rest++)->size();
+  if (!ec && rest != bufs_.end()) {
+    *rest += left;
+    set_abortive_close(client_.socket(), true);
+    client_.expires_after(timeout_);
+    // A span, not a vector: the operation copies its buffer sequence, and
+    // copying a vector would allocate.
+    const std::span<const net::const_buffer> seq(rest, bufs_.end());
+    auto [wec, written] = co_await net::async_write(client_, seq, kUseTuple);
+    ec = wec;
+    if (!ec) {
+      client_.expires_never();
+      set_abortive_close(client_.socket(), false);
+    }
+  }
   // The head is sent once: its memory goes, not at the end of the stream.
   if (with_head) std::string().swap(head_);
   if (ec) failed_ = true;

@@ -26,9 +26,20 @@ using routing::AttemptOutcome;
 using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
-// Upstream body bytes per read (the SSE parser's buffer grows past it only
-// for an event that does not fit).
-constexpr std::size_t kReadChunk = 4096;
+// Reads of a stream's body are sized by the upstream connection's buffer:
+// an open stream holds it and the SSE parser's for as long as it lasts, and
+// a long stream's reads are one event each, a few hundred bytes. So once the
+// head is in, an empty buffer goes and reads start at Beast's minimum; a read
+// that fills what it was given doubles the buffer, up to kMaxRead (a burst,
+// a large event). The SSE parser is offered half of it per read, as the
+// 4 KiB head buffer was (what does not fit stays for the next parse). After
+// kQuietReads reads in a row that each used under a quarter of their room,
+// both buffers shrink back (a stream that came with its head, or that
+// trickles after a burst): a handful of allocations per stream, none per
+// event.
+constexpr std::size_t kMinRead = 512;  // Beast reads at least this much
+constexpr std::size_t kMaxRead = 16 * 1024;
+constexpr int kQuietReads = 8;
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
 
 class Relay {
@@ -38,7 +49,11 @@ class Relay {
         up_(up),
         state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
-        sse_(ctx.cfg.server.limits.max_event_bytes) {}
+        sse_(ctx.cfg.server.limits.max_event_bytes) {
+    // Nothing of the body came with the head (a stream that trickles): the
+    // head's buffer goes, and reads start small (kMinRead).
+    if (up_.lease->buffer.size() == 0) up_.lease->buffer.shrink_to_fit();
+  }
 
   net::awaitable<AttemptResult> run();
 
@@ -49,6 +64,11 @@ class Relay {
   // The read failed (after its events were relayed): a cut or a stall.
   std::optional<AttemptResult> on_read_error(beast::error_code ec);
   net::awaitable<beast::error_code> read_events();
+  // Parses what the connection's buffer holds into the body space (`space`
+  // bytes offered), without reading. See the definition.
+  beast::error_code parse_buffered(std::size_t space);
+  // Body bytes to offer the SSE parser per read (see kMinRead).
+  std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity() / 2); }
   // What the reads made of the committed stream is due to the client (with
   // the head, the first events).
   bool flush_due() {
@@ -75,6 +95,7 @@ class Relay {
   std::string fault_text_;
   bool claimed_ = false;
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
+  int quiet_reads_ = 0;               // see kQuietReads
 };
 
 // Reads once from the upstream into the SSE parser and feeds the events to
@@ -83,11 +104,32 @@ net::awaitable<beast::error_code> Relay::read_events() {
   up_.lease->stream.tcp().expires_at(ctx_.deadlines(up_.c).next_read(
       Clock::now(), up_.rec.request_sent, up_.rec.first_token.has_value()));
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
-  std::span<char> space = sse_.prepare(kReadChunk / 2);  // all the free space, at least this
+  beast::flat_buffer& raw = up_.lease->buffer;
+  if (quiet_reads_ >= kQuietReads && raw.size() == 0) {
+    quiet_reads_ = 0;
+    raw.shrink_to_fit();  // frees it: the next read allocates kMinRead
+    sse_.shrink();
+  }
+  std::span<char> space = sse_.prepare(body_room());  // all the free space, at least this
   up_.parser.get().body().data = space.data();
   up_.parser.get().body().size = space.size();
-  auto [ec, n] =
-      co_await http::async_read_some(up_.lease->stream, up_.lease->buffer, up_.parser, kUseTuple);
+  beast::error_code ec = parse_buffered(space.size());
+  if (!ec && up_.parser.get().body().size == space.size() && !up_.parser.is_done()) {
+    // Nothing (more) to relay in what was buffered: read.
+    const std::size_t before = raw.size();
+    // What Beast reads into (beast::read_size): the free space, at least 512.
+    const std::size_t room = std::max(kMinRead, raw.capacity() - before);
+    auto [rec, n] = co_await http::async_read_some(up_.lease->stream, raw, up_.parser, kUseTuple);
+    ec = rec;
+    // The socket's bytes: those parsed, less those that were buffered, plus
+    // those left. A read that filled its room: the next gets twice as much.
+    const std::size_t got_raw = n + raw.size() - before;
+    if (got_raw >= room && raw.capacity() < kMaxRead)
+      raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
+    const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
+    quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
+    if (!ec) ec = parse_buffered(space.size());
+  }
   if (ec == http::error::need_buffer) ec = {};
   if (std::size_t got = space.size() - up_.parser.get().body().size; got > 0) {
     sse_.commit(got);
@@ -100,6 +142,28 @@ net::awaitable<beast::error_code> Relay::read_events() {
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
   }
   co_return ec;
+}
+
+// Beast's parser (not eager) stops after each element of a chunked body: a
+// chunk's header, then its data. What the buffer already holds is parsed here
+// rather than by another read: until the space is full, the parser needs more
+// bytes or is done -- and, before the commit, until the first data arrived:
+// the events before the commit go one chunk at a time, so that the first
+// output is committed (and relayed) before what comes after it is looked at,
+// however the upstream's bytes were split into reads. (An eager parser would
+// not do: at the end of a chunk's data it waits for the next chunk's header.)
+beast::error_code Relay::parse_buffered(std::size_t space) {
+  beast::flat_buffer& raw = up_.lease->buffer;
+  beast::error_code ec;
+  auto& body = up_.parser.get().body();
+  while (raw.size() > 0 && !up_.parser.is_done() && body.size > 0 &&
+         (state_.committed() || body.size == space)) {
+    const std::size_t used = up_.parser.put(raw.data(), ec);
+    raw.consume(used);
+    if (ec == http::error::need_more) return {};
+    if (ec || used == 0) break;
+  }
+  return ec;
 }
 
 // After a read: the fault its events revealed, the claim and the commit at
@@ -265,7 +329,7 @@ net::awaitable<void> Relay::drain_for_reuse() {
   if (!up_.parser.is_done()) {
     up_.lease->stream.tcp().expires_after(kDrainForReuse);
     while (!up_.parser.is_done()) {
-      std::span<char> sink = sse_.prepare(kReadChunk / 2);  // discarded: after [DONE]
+      std::span<char> sink = sse_.prepare(body_room());  // discarded: after [DONE]
       up_.parser.get().body().data = sink.data();
       up_.parser.get().body().size = sink.size();
       auto [ec, n] = co_await http::async_read_some(up_.lease->stream, up_.lease->buffer,

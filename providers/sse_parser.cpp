@@ -16,7 +16,7 @@ std::span<char> SseParser::prepare(std::size_t n) {
     // valid.
     const std::size_t live = end_ - begin_;
     if (cap_ - live < n) {
-      const std::size_t cap = std::max({cap_ * 2, live + n, std::size_t{4096}});
+      const std::size_t cap = std::max({cap_ * 2, live + n, kMinCapacity});
       auto bigger = std::make_unique_for_overwrite<char[]>(cap);
       if (live > 0) std::memcpy(bigger.get(), buf_.get() + begin_, live);
       buf_ = std::move(bigger);
@@ -30,6 +30,22 @@ std::span<char> SseParser::prepare(std::size_t n) {
     begin_ = 0;
   }
   return {buf_.get() + end_, cap_ - end_};
+}
+
+void SseParser::shrink() {
+  const std::size_t live = end_ - begin_;
+  if (cap_ <= kMinCapacity || live > kMinCapacity / 2) return;
+  std::unique_ptr<char[]> smaller;
+  if (live > 0) {
+    smaller = std::make_unique_for_overwrite<char[]>(kMinCapacity);
+    std::memcpy(smaller.get(), buf_.get() + begin_, live);
+  }
+  buf_ = std::move(smaller);
+  cap_ = live > 0 ? kMinCapacity : 0;
+  line_start_ -= begin_;
+  scan_ -= begin_;
+  end_ = live;
+  begin_ = 0;
 }
 
 SseParser::Next SseParser::next(SseEvent& ev) {

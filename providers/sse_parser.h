@@ -43,6 +43,10 @@ class SseParser {
   // At least `n` writable bytes after the data buffered so far. Invalidates
   // the views handed out by earlier drain() calls (the buffer may move).
   std::span<char> prepare(std::size_t n);
+  // Gives back the buffer's memory beyond what the unfinished event needs
+  // (a stream gone quiet after a burst); the next prepare() allocates what it
+  // asks for. Invalidates views as prepare() does.
+  void shrink();
   // `n` bytes were written at the start of the last prepare()'s span.
   void commit(std::size_t n) { end_ += n; }
 
@@ -87,6 +91,9 @@ class SseParser {
  private:
   enum class Next { kEvent, kNeedMore, kTooLarge };
   static constexpr std::size_t kFeedStep = 16 * 1024;
+  // The first buffer: a streamed event or two. It doubles when an event or a
+  // read needs more (a stream holds its buffer while it is open).
+  static constexpr std::size_t kMinCapacity = 512;
 
   // A field value: an offset from begin_ (stable when the buffer moves) and a length.
   struct Span {

@@ -127,5 +127,40 @@ TEST(SseParser, AcceptsManyEventsEachUnderTheLimit) {
   EXPECT_EQ(ev.size(), 100u);
 }
 
+TEST(SseParser, ShrinksAfterABurstAndKeepsTheUnfinishedEvent) {
+  SseParser p(1 << 20);
+  // A burst grows the buffer; a quiet stream gives it back.
+  auto burst = feed_all(p, std::string("data: ") + std::string(20000, 'b') + "\n\n");
+  ASSERT_EQ(burst.size(), 1u);
+  EXPECT_GE(p.capacity(), 20000u);
+  p.shrink();
+  EXPECT_EQ(p.capacity(), 0u);  // nothing buffered: nothing kept
+  // Half an event (CR at its end, as the split may leave it) survives a shrink.
+  EXPECT_TRUE(feed_all(p, "event: e\r\nid: 9\r\ndata: he\r").empty());
+  p.shrink();
+  EXPECT_TRUE(feed_all(p, "\n").empty());
+  const std::size_t small = p.capacity();
+  EXPECT_LE(small, 4096u);
+  feed_all(p, std::string(": ") + std::string(3000, 'c') + "\r\n");  // a long comment
+  EXPECT_TRUE(feed_all(p, "data: llo\r").empty());
+  EXPECT_GT(p.capacity(), small);
+  p.shrink();  // the unfinished event is over 256 bytes: kept as it is
+  EXPECT_GT(p.capacity(), small);
+  auto rest = feed_all(p, "\n\r\n");
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].data, "he\nllo");
+  EXPECT_EQ(rest[0].event, "e");
+  EXPECT_EQ(rest[0].id, "9");
+  EXPECT_TRUE(feed_all(p, "data: x").empty());
+  p.shrink();
+  EXPECT_EQ(p.capacity(), 512u);
+  EXPECT_TRUE(feed_all(p, "\r").empty());
+  p.shrink();
+  auto last = feed_all(p, "\n\n");
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].data, "x");
+  EXPECT_TRUE(std::string_view(last[0].raw).ends_with("data: x\r\n\n"));
+}
+
 }  // namespace
 }  // namespace llmgate::providers
