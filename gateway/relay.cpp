@@ -4,13 +4,17 @@
 #include "gateway/relay.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 
 #include "gateway/client_api.h"
 #include "gateway/client_stream.h"
@@ -40,6 +44,40 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr std::size_t kMinRead = 512;  // Beast reads at least this much
 constexpr std::size_t kMaxRead = 16 * 1024;
 constexpr int kQuietReads = 8;
+
+// The deadline of the upstream read in progress, kept by one timer per relay
+// (a Beast stream's timeout arms a timer for every read and cancels it when
+// the read completes). A read only moves the deadline; the timer, when it
+// fires before the deadline, waits again until it, and past it cancels the
+// read. Shared with the timer's handler, which may run after the relay ends:
+// `socket` is null then, and a handler of an earlier wait (`generation`)
+// does nothing.
+struct ReadDeadline {
+  explicit ReadDeadline(net::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
+  net::steady_timer timer;
+  Clock::time_point deadline = Clock::time_point::max();
+  Clock::time_point armed = Clock::time_point::max();  // the wait's expiry; max: none
+  net::ip::tcp::socket* socket;
+  std::uint64_t generation = 0;
+  bool expired = false;  // the read in progress was cancelled at the deadline
+};
+
+void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
+  d->armed = d->deadline;
+  d->timer.expires_at(d->deadline);  // cancels an earlier wait, if any
+  d->timer.async_wait([d, generation = ++d->generation](boost::system::error_code ec) {
+    if (ec || !d->socket || generation != d->generation) return;
+    d->armed = Clock::time_point::max();
+    if (Clock::now() < d->deadline) {
+      wait_for_deadline(d);  // reads moved it on
+      return;
+    }
+    d->expired = true;
+    beast::error_code ignored;
+    d->socket->cancel(ignored);  // the read completes with operation_aborted
+  });
+}
+
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
 
 class Relay {
@@ -49,11 +87,16 @@ class Relay {
         up_(up),
         state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
-        sse_(ctx.cfg.server.limits.max_event_bytes) {
+        sse_(ctx.cfg.server.limits.max_event_bytes),
+        deadline_(std::make_shared<ReadDeadline>(up.lease->stream.tcp().socket())) {
     // Nothing of the body came with the head (a stream that trickles): the
     // head's buffer goes, and reads start small (kMinRead).
     if (up_.lease->buffer.size() == 0) up_.lease->buffer.shrink_to_fit();
+    up_.lease->stream.tcp().expires_never();  // deadline_ times the reads
   }
+  ~Relay() { stop_deadline(); }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
 
   net::awaitable<AttemptResult> run();
 
@@ -64,6 +107,11 @@ class Relay {
   // The read failed (after its events were relayed): a cut or a stall.
   std::optional<AttemptResult> on_read_error(beast::error_code ec);
   net::awaitable<beast::error_code> read_events();
+  // No more reads are timed by deadline_ (its pending handler does nothing).
+  void stop_deadline() {
+    deadline_->socket = nullptr;
+    deadline_->timer.cancel();
+  }
   // Parses what the connection's buffer holds into the body space (`space`
   // bytes offered), without reading. See the definition.
   beast::error_code parse_buffered(std::size_t space);
@@ -96,13 +144,17 @@ class Relay {
   bool claimed_ = false;
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
   int quiet_reads_ = 0;               // see kQuietReads
+  std::shared_ptr<ReadDeadline> deadline_;
 };
 
 // Reads once from the upstream into the SSE parser and feeds the events to
 // the relay's state. Returns the read's error (need_buffer cleared).
 net::awaitable<beast::error_code> Relay::read_events() {
-  up_.lease->stream.tcp().expires_at(ctx_.deadlines(up_.c).next_read(
-      Clock::now(), up_.rec.request_sent, up_.rec.first_token.has_value()));
+  ReadDeadline& d = *deadline_;
+  d.deadline = ctx_.deadlines(up_.c).next_read(Clock::now(), up_.rec.request_sent,
+                                               up_.rec.first_token.has_value());
+  d.expired = false;
+  if (d.deadline < d.armed) wait_for_deadline(deadline_);  // none pending, or a later one
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
   beast::flat_buffer& raw = up_.lease->buffer;
   if (quiet_reads_ >= kQuietReads && raw.size() == 0) {
@@ -119,16 +171,33 @@ net::awaitable<beast::error_code> Relay::read_events() {
     const std::size_t before = raw.size();
     // What Beast reads into (beast::read_size): the free space, at least 512.
     const std::size_t room = std::max(kMinRead, raw.capacity() - before);
-    auto [rec, n] = co_await http::async_read_some(up_.lease->stream, raw, up_.parser, kUseTuple);
-    ec = rec;
-    // The socket's bytes: those parsed, less those that were buffered, plus
-    // those left. A read that filled its room: the next gets twice as much.
-    const std::size_t got_raw = n + raw.size() - before;
+    // Straight from the socket (or TLS) into the buffer: Beast's read
+    // operation would only add a layer, and its stream a timer.
+    const auto into = raw.prepare(room);
+    std::size_t got_raw = 0;
+    if (auto* tls = up_.lease->stream.tls()) {
+      std::tie(ec, got_raw) = co_await tls->async_read_some(into, kUseTuple);
+    } else {
+      std::tie(ec, got_raw) =
+          co_await up_.lease->stream.tcp().socket().async_read_some(into, kUseTuple);
+    }
+    raw.commit(got_raw);
+    if (ec == net::error::operation_aborted && d.expired) ec = beast::error::timeout;
+    // A read that filled its room: the next gets twice as much.
     if (got_raw >= room && raw.capacity() < kMaxRead)
       raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
     const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
     quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
-    if (!ec) ec = parse_buffered(space.size());
+    if (ec == net::error::eof) {
+      // As Beast's read: once what is buffered gives nothing more, the end
+      // of a body read to the end of the connection, or (framed and
+      // unfinished) partial_message. (A read after the end ends again.)
+      ec = parse_buffered(space.size());
+      if (!ec && !up_.parser.is_done() && up_.parser.get().body().size == space.size())
+        up_.parser.put_eof(ec);
+    } else if (!ec) {
+      ec = parse_buffered(space.size());
+    }
   }
   if (ec == http::error::need_buffer) ec = {};
   if (std::size_t got = space.size() - up_.parser.get().body().size; got > 0) {
@@ -326,6 +395,7 @@ net::awaitable<AttemptResult> Relay::finish() {
 
 // Keeps the upstream connection if its response ends promptly after [DONE].
 net::awaitable<void> Relay::drain_for_reuse() {
+  stop_deadline();  // the drain has a deadline of its own
   if (!up_.parser.is_done()) {
     up_.lease->stream.tcp().expires_after(kDrainForReuse);
     while (!up_.parser.is_done()) {

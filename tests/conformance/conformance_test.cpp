@@ -205,6 +205,20 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
        End::kErrorEvent,
        "upstream_timeout",
        "idle_timeout"},
+      // Events 250 ms apart for longer than the idle timeout (600 ms): the
+      // deadline moves with every read, however the relay times it.
+      {"events-spaced-under-idle-timeout-for-longer-than-it", Target::kScript,
+       [&f] {
+         Script s{{K::kSend, head_role_tokens(f, 1)}};
+         for (int i = 1; i <= 5; ++i) {
+           s.push_back({K::kSleep, "", 250ms});
+           s.push_back({K::kSend, chunk(f.token_event(i))});
+         }
+         s.push_back({K::kSend, chunk(f.finish_and_end(6))});
+         s.push_back({K::kHold});
+         return s;
+       }(),
+       true, 200, "bad/m", End::kDone, "", "success"},
       {"stall-after-tokens-non-stream",
        Target::kScript,
        {{K::kSend, head_role_tokens(f, 3)}, {K::kHold}},
