@@ -48,10 +48,13 @@ constexpr int kQuietReads = 8;
 // The deadline of the upstream read in progress, kept by one timer per relay
 // (a Beast stream's timeout arms a timer for every read and cancels it when
 // the read completes). A read only moves the deadline; the timer, when it
-// fires before the deadline, waits again until it, and past it cancels the
-// read. Shared with the timer's handler, which may run after the relay ends:
-// `socket` is null then, and a handler of an earlier wait (`generation`)
-// does nothing.
+// fires before the deadline, waits again until it, and past it closes the
+// socket if a read is in progress (as Beast's timeout does: a TLS read may be
+// several socket reads, and a close fails every one of them; a cancel would
+// miss one that had not started). Between reads (the relay writing to a slow
+// client) a deadline passes harmlessly: the next read sets its own. Shared
+// with the timer's handler, which may run after the relay ends: `socket` is
+// null then, and a handler of an earlier wait (`generation`) does nothing.
 struct ReadDeadline {
   explicit ReadDeadline(net::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
   net::steady_timer timer;
@@ -59,7 +62,8 @@ struct ReadDeadline {
   Clock::time_point armed = Clock::time_point::max();  // the wait's expiry; max: none
   net::ip::tcp::socket* socket;
   std::uint64_t generation = 0;
-  bool expired = false;  // the read in progress was cancelled at the deadline
+  bool reading = false;  // a read is in progress
+  bool expired = false;  // ... and the deadline closed its socket
 };
 
 void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
@@ -68,13 +72,14 @@ void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
   d->timer.async_wait([d, generation = ++d->generation](boost::system::error_code ec) {
     if (ec || !d->socket || generation != d->generation) return;
     d->armed = Clock::time_point::max();
+    if (!d->reading) return;  // the next read sets its deadline and waits
     if (Clock::now() < d->deadline) {
       wait_for_deadline(d);  // reads moved it on
       return;
     }
     d->expired = true;
     beast::error_code ignored;
-    d->socket->cancel(ignored);  // the read completes with operation_aborted
+    d->socket->close(ignored);  // the read completes with operation_aborted
   });
 }
 
@@ -175,14 +180,16 @@ net::awaitable<beast::error_code> Relay::read_events() {
     // operation would only add a layer, and its stream a timer.
     const auto into = raw.prepare(room);
     std::size_t got_raw = 0;
+    d.reading = true;
     if (auto* tls = up_.lease->stream.tls()) {
       std::tie(ec, got_raw) = co_await tls->async_read_some(into, kUseTuple);
     } else {
       std::tie(ec, got_raw) =
           co_await up_.lease->stream.tcp().socket().async_read_some(into, kUseTuple);
     }
+    d.reading = false;
     raw.commit(got_raw);
-    if (ec == net::error::operation_aborted && d.expired) ec = beast::error::timeout;
+    if (d.expired) ec = beast::error::timeout;  // whatever the closed socket said
     // A read that filled its room: the next gets twice as much.
     if (got_raw >= room && raw.capacity() < kMaxRead)
       raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));

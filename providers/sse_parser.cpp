@@ -33,19 +33,11 @@ std::span<char> SseParser::prepare(std::size_t n) {
 }
 
 void SseParser::shrink() {
-  const std::size_t live = end_ - begin_;
-  if (cap_ <= kMinCapacity || live > kMinCapacity / 2) return;
-  std::unique_ptr<char[]> smaller;
-  if (live > 0) {
-    smaller = std::make_unique_for_overwrite<char[]>(kMinCapacity);
-    std::memcpy(smaller.get(), buf_.get() + begin_, live);
-  }
-  buf_ = std::move(smaller);
-  cap_ = live > 0 ? kMinCapacity : 0;
-  line_start_ -= begin_;
-  scan_ -= begin_;
-  end_ = live;
-  begin_ = 0;
+  // Only between events: an unfinished one would be copied into a smaller
+  // buffer that the next prepare() grows again.
+  if (end_ != begin_ || cap_ == 0) return;
+  buf_.reset();
+  cap_ = begin_ = line_start_ = scan_ = end_ = 0;
 }
 
 SseParser::Next SseParser::next(SseEvent& ev) {

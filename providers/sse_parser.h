@@ -43,9 +43,9 @@ class SseParser {
   // At least `n` writable bytes after the data buffered so far. Invalidates
   // the views handed out by earlier drain() calls (the buffer may move).
   std::span<char> prepare(std::size_t n);
-  // Gives back the buffer's memory beyond what the unfinished event needs
-  // (a stream gone quiet after a burst); the next prepare() allocates what it
-  // asks for. Invalidates views as prepare() does.
+  // Gives the buffer's memory back when no event is unfinished (a stream gone
+  // quiet after a burst); the next prepare() allocates what it asks for.
+  // Invalidates views as prepare() does.
   void shrink();
   // `n` bytes were written at the start of the last prepare()'s span.
   void commit(std::size_t n) { end_ += n; }

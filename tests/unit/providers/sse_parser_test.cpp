@@ -144,22 +144,27 @@ TEST(SseParser, ShrinksAfterABurstAndKeepsTheUnfinishedEvent) {
   feed_all(p, std::string(": ") + std::string(3000, 'c') + "\r\n");  // a long comment
   EXPECT_TRUE(feed_all(p, "data: llo\r").empty());
   EXPECT_GT(p.capacity(), small);
-  p.shrink();  // the unfinished event is over 256 bytes: kept as it is
+  p.shrink();  // an unfinished event: kept as it is
   EXPECT_GT(p.capacity(), small);
   auto rest = feed_all(p, "\n\r\n");
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].data, "he\nllo");
   EXPECT_EQ(rest[0].event, "e");
   EXPECT_EQ(rest[0].id, "9");
+  const std::size_t grown = p.capacity();
   EXPECT_TRUE(feed_all(p, "data: x").empty());
-  p.shrink();
-  EXPECT_EQ(p.capacity(), 512u);
+  p.shrink();  // an unfinished event: nothing changes
+  EXPECT_EQ(p.capacity(), grown);
   EXPECT_TRUE(feed_all(p, "\r").empty());
   p.shrink();
   auto last = feed_all(p, "\n\n");
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].data, "x");
   EXPECT_TRUE(std::string_view(last[0].raw).ends_with("data: x\r\n\n"));
+  p.shrink();  // between events: all of it goes
+  EXPECT_EQ(p.capacity(), 0u);
+  ASSERT_EQ(feed_all(p, "data: y\n\n").size(), 1u);
+  EXPECT_EQ(p.capacity(), 512u);  // a small stream's buffer
 }
 
 }  // namespace
