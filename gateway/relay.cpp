@@ -41,7 +41,7 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 // both buffers shrink back (a stream that came with its head, or that
 // trickles after a burst): a handful of allocations per stream, none per
 // event.
-constexpr std::size_t kMinRead = 512;  // Beast reads at least this much
+constexpr std::size_t kMinRead = 512;  // as Beast's reads: at least this much
 constexpr std::size_t kMaxRead = 16 * 1024;
 constexpr int kQuietReads = 8;
 
@@ -170,12 +170,13 @@ net::awaitable<beast::error_code> Relay::read_events() {
   std::span<char> space = sse_.prepare(body_room());  // all the free space, at least this
   up_.parser.get().body().data = space.data();
   up_.parser.get().body().size = space.size();
+  // Body bytes this call has put into `space`.
+  auto delivered = [&] { return space.size() - up_.parser.get().body().size; };
   beast::error_code ec = parse_buffered(space.size());
-  if (!ec && up_.parser.get().body().size == space.size() && !up_.parser.is_done()) {
-    // Nothing (more) to relay in what was buffered: read.
-    const std::size_t before = raw.size();
-    // What Beast reads into (beast::read_size): the free space, at least 512.
-    const std::size_t room = std::max(kMinRead, raw.capacity() - before);
+  if (!ec && delivered() == 0 && !up_.parser.is_done()) {
+    // Nothing (more) to relay in what was buffered: read, into the free
+    // space, at least kMinRead (as Beast's reads: beast::read_size).
+    const std::size_t room = std::max(kMinRead, raw.capacity() - raw.size());
     // Straight from the socket (or TLS) into the buffer: Beast's read
     // operation would only add a layer, and its stream a timer.
     const auto into = raw.prepare(room);
@@ -195,19 +196,17 @@ net::awaitable<beast::error_code> Relay::read_events() {
       raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
     const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
     quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
-    if (ec == net::error::eof) {
-      // As Beast's read: once what is buffered gives nothing more, the end
-      // of a body read to the end of the connection, or (framed and
-      // unfinished) partial_message. (A read after the end ends again.)
+    if (const bool eof = ec == net::error::eof; !ec || eof) {
       ec = parse_buffered(space.size());
-      if (!ec && !up_.parser.is_done() && up_.parser.get().body().size == space.size())
-        up_.parser.put_eof(ec);
-    } else if (!ec) {
-      ec = parse_buffered(space.size());
+      // As Beast's read at the end of the connection, once what is buffered
+      // gives nothing more: the end of a body read to the end of the
+      // connection, or (framed and unfinished) partial_message. (A read
+      // after the end ends again.)
+      if (eof && !ec && delivered() == 0 && !up_.parser.is_done()) up_.parser.put_eof(ec);
     }
   }
   if (ec == http::error::need_buffer) ec = {};
-  if (std::size_t got = space.size() - up_.parser.get().body().size; got > 0) {
+  if (std::size_t got = delivered(); got > 0) {
     sse_.commit(got);
     const auto now = Clock::now();
     auto on_event = [&](const providers::SseEvent& ev) { state_.on_event(ev, now); };

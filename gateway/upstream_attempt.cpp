@@ -215,9 +215,7 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
   parser.body_limit(boost::none);  // events are bounded one by one instead
   parser.header_limit(kMaxUpstreamHeader);
   tcp.expires_at(head_deadline);
-  // The head in one or two reads (a stream before may have shrunk the buffer).
-  if (lease->buffer.capacity() < providers::UpstreamConnection::kReadBuffer)
-    lease->buffer.reserve(providers::UpstreamConnection::kReadBuffer);
+  lease->reserve_for_head();
   const std::size_t buffered_before = lease->buffer.size();
   auto [hec, hn] =
       co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
