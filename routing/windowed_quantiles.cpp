@@ -5,6 +5,85 @@
 
 namespace llmgate::routing {
 
+class WindowedQuantiles::SortedPoints::Iterator {
+ public:
+  Iterator(const std::vector<std::vector<Point>>& blocks, std::size_t block)
+      : blocks_(&blocks), block_(block) {}
+  const Point& operator*() const { return (*blocks_)[block_][at_]; }
+  Iterator& operator++() {
+    if (++at_ == (*blocks_)[block_].size()) {
+      ++block_;
+      at_ = 0;
+    }
+    return *this;
+  }
+  bool operator==(const Iterator&) const = default;
+
+ private:
+  const std::vector<std::vector<Point>>* blocks_;
+  std::size_t block_;
+  std::size_t at_ = 0;
+};
+
+WindowedQuantiles::SortedPoints::Iterator WindowedQuantiles::SortedPoints::begin() const {
+  return {blocks_, 0};
+}
+
+WindowedQuantiles::SortedPoints::Iterator WindowedQuantiles::SortedPoints::end() const {
+  return {blocks_, blocks_.size()};
+}
+
+void WindowedQuantiles::SortedPoints::insert(const Point& p) {
+  if (blocks_.empty()) {
+    blocks_.emplace_back().reserve(kMaxBlock);
+  }
+  // The first block with a point above p (every point before it is <= p),
+  // else the last.
+  auto block = std::partition_point(blocks_.begin(), blocks_.end() - 1,
+                                    [&](const std::vector<Point>& b) { return !(p < b.back()); });
+  block->insert(std::upper_bound(block->begin(), block->end(), p), p);
+  ++size_;
+  if (block->size() < kMaxBlock) return;
+  // Full: its upper half becomes the next block.
+  std::vector<Point> upper;
+  upper.reserve(kMaxBlock);
+  const auto half = block->begin() + static_cast<std::ptrdiff_t>(kMaxBlock / 2);
+  upper.assign(half, block->end());
+  block->erase(half, block->end());
+  blocks_.insert(block + 1, std::move(upper));
+}
+
+void WindowedQuantiles::SortedPoints::erase(const Point& p) {
+  // The first block whose last point is >= p holds the first point equal to p.
+  auto block = std::partition_point(blocks_.begin(), blocks_.end(),
+                                    [&](const std::vector<Point>& b) { return b.back() < p; });
+  if (block == blocks_.end()) return;
+  auto it = std::lower_bound(block->begin(), block->end(), p);
+  if (it == block->end() || *it != p) return;
+  block->erase(it);
+  --size_;
+  if (block->empty()) {
+    blocks_.erase(block);
+    return;
+  }
+  // Merge with the next block when the two fit in half of one.
+  auto next = block + 1;
+  if (next == blocks_.end() && block != blocks_.begin()) next = block--;
+  if (next != blocks_.end() && block->size() + next->size() <= kMaxBlock / 2) {
+    block->insert(block->end(), next->begin(), next->end());
+    blocks_.erase(next);
+  }
+}
+
+const WindowedQuantiles::Point& WindowedQuantiles::SortedPoints::operator[](
+    std::size_t rank) const {
+  for (const auto& b : blocks_) {
+    if (rank < b.size()) return b[rank];
+    rank -= b.size();
+  }
+  return blocks_.back().back();  // past the end: not asked by the callers
+}
+
 void WindowedQuantiles::add(double value, TimePoint now) { insert(value, false, now); }
 
 void WindowedQuantiles::add_censored(double bound, TimePoint now) { insert(bound, true, now); }
@@ -14,15 +93,14 @@ void WindowedQuantiles::insert(double value, bool censored, TimePoint now) {
   if (max_samples_ == 0 || std::isnan(value)) return;  // NaN has no place in an order
   if (samples_.size() == max_samples_) drop_oldest();
   samples_.push_back({now, value, censored});
-  const Point p{value, censored};
-  sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p), p);
+  sorted_.insert(Point{value, censored});
   if (censored) ++censored_;
 }
 
 void WindowedQuantiles::drop_oldest() {
   // Any one of the equal points will do.
   const Sample& s = samples_.front();
-  sorted_.erase(std::lower_bound(sorted_.begin(), sorted_.end(), Point{s.value, s.censored}));
+  sorted_.erase(Point{s.value, s.censored});
   if (s.censored) --censored_;
   samples_.pop_front();
 }
@@ -130,9 +208,9 @@ std::optional<double> WindowedQuantiles::recent_max_observed(TimePoint now, std:
   return max;
 }
 
-void WindowedQuantiles::of(std::span<const Point> sorted, std::size_t censored,
-                           std::span<const double> qs, std::span<std::optional<double>> out,
-                           bool* lower_bound) {
+template <class Sorted>
+void WindowedQuantiles::of(const Sorted& sorted, std::size_t censored, std::span<const double> qs,
+                           std::span<std::optional<double>> out, bool* lower_bound) {
   if (lower_bound) *lower_bound = false;
   for (auto& o : out) o.reset();
   if (sorted.empty()) return;

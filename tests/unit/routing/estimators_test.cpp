@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "routing/failure_tracker.h"
@@ -259,6 +262,64 @@ TEST(WindowedQuantiles, RecentQuantilesReadOnlyTheLastSamples) {
   const auto got = w.recent_quantiles({0.5, 0.99}, t0, 5, &lower_bound);
   EXPECT_TRUE(lower_bound);
   EXPECT_EQ(got[1], 500);
+}
+
+// The Kaplan-Meier estimate of `points` (value, censored), as a reference:
+// the quantile the product-limit estimate first reaches, else the largest
+// value (a lower bound).
+std::optional<double> kaplan_meier(std::vector<std::pair<double, bool>> points, double q) {
+  if (points.empty()) return std::nullopt;
+  std::sort(points.begin(), points.end());  // equal values: observed (false) first
+  double survival = 1;
+  auto at_risk = static_cast<double>(points.size());
+  for (const auto& [value, censored] : points) {
+    if (!censored) {
+      survival *= 1 - 1 / at_risk;
+      if (1 - survival >= q - 1e-12) return value;
+    }
+    at_risk -= 1;
+  }
+  return points.back().first;
+}
+
+TEST(WindowedQuantiles, ManySamplesComingAndGoingKeepTheQuantilesExact) {
+  // Thousands of samples through a full window (the oldest leave as new ones
+  // come, and a time window drops runs of them), with ties and censored
+  // ones: every query agrees with a reference that sorts the window's
+  // samples each time. The blocks split, empty and merge along the way.
+  std::mt19937_64 rng(23);
+  for (const std::size_t capacity : {std::size_t{1}, std::size_t{100}, std::size_t{1000}}) {
+    WindowedQuantiles w(10s, capacity);
+    std::deque<std::tuple<TimePoint, double, bool>> window;  // the reference
+    TimePoint now = t0;
+    for (int i = 0; i < 6000; ++i) {
+      now += std::chrono::milliseconds(rng() % 6);  // ~2,000 in a 10 s window
+      // Mostly spread values, sometimes a run of equal ones.
+      const double v =
+          rng() % 4 == 0 ? 100.0 : static_cast<double>(rng() % (i % 500 < 250 ? 30 : 5000));
+      const bool censored = rng() % 5 == 0;
+      censored ? w.add_censored(v, now) : w.add(v, now);
+      while (!window.empty() && now - std::get<0>(window.front()) >= 10s) window.pop_front();
+      if (window.size() == capacity) window.pop_front();
+      window.emplace_back(now, v, censored);
+      if (i % 7 != 0) continue;
+      std::vector<std::pair<double, bool>> points;
+      std::vector<double> answered;
+      for (const auto& [at, value, c] : window) {
+        points.emplace_back(value, c);
+        if (!c) answered.push_back(value);
+      }
+      ASSERT_EQ(w.count(now), window.size());
+      ASSERT_EQ(w.censored(now), points.size() - answered.size());
+      const std::vector<double> qs{0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 1.0};
+      const auto got = w.quantiles(qs, now);
+      const auto observed = w.observed_quantiles(qs, now);
+      for (std::size_t k = 0; k < qs.size(); ++k) {
+        ASSERT_EQ(got[k], kaplan_meier(points, qs[k])) << "sample " << i << " q " << qs[k];
+        ASSERT_EQ(observed[k], nearest_rank(answered, qs[k])) << "sample " << i << " q " << qs[k];
+      }
+    }
+  }
 }
 
 }  // namespace
