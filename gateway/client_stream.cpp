@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <cerrno>
 #include <charconv>
 #include <utility>
@@ -57,18 +58,70 @@ void set_abortive_close(net::ip::tcp::socket& socket, bool on) {
   beast::error_code ignored;
   socket.set_option(net::socket_base::linger(on, 0), ignored);
 }
+
+// The status line, the fields and the blank line, as Beast's serializer
+// writes them.
+void append_head(std::string& out, const http::response_header<>& h) {
+  out.append(h.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
+  char status[8];
+  const auto r = std::to_chars(status, status + sizeof status, h.result_int());
+  out.append(status, r.ptr).append(" ").append(h.reason()).append("\r\n");
+  for (const auto& f : h) out.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  out.append("\r\n");
+}
+
+// Writes `bufs` whole: what the socket takes now (most writes, to a client
+// that keeps up: no timer, no asynchronous operation), then the rest as it
+// makes room, under `timeout` -- and meanwhile a close resets the
+// connection: a client that stops reading for the whole timeout does not
+// keep what was queued for it in the kernel (nginx's
+// reset_timedout_connection). `bufs` is consumed.
+net::awaitable<beast::error_code> write_gathered(beast::tcp_stream& client,
+                                                 std::span<net::const_buffer> bufs,
+                                                 std::chrono::milliseconds timeout) {
+  beast::error_code ec;
+  std::size_t left = write_now(client.socket(), bufs, ec);
+  auto rest = bufs.begin();  // past what went now
+  while (rest != bufs.end() && left >= rest->size()) left -= (rest++)->size();
+  if (ec || rest == bufs.end()) co_return ec;
+  *rest += left;
+  set_abortive_close(client.socket(), true);
+  client.expires_after(timeout);
+  // A span, not a vector: the operation copies its buffer sequence, and
+  // copying a vector would allocate.
+  const std::span<const net::const_buffer> seq(rest, bufs.end());
+  auto [wec, written] = co_await net::async_write(client, seq, kUseTuple);
+  if (!wec) {
+    client.expires_never();
+    set_abortive_close(client.socket(), false);
+  }
+  co_return wec;
+}
 }  // namespace
+
+net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,
+                                    std::chrono::milliseconds timeout) {
+  if (response.chunked()) {
+    // Not written by the handlers (a whole body has a length); Beast frames it.
+    client.expires_after(timeout);
+    auto [ec, n] = co_await http::async_write(client, response, kUseTuple);
+    client.expires_never();
+    co_return !ec;
+  }
+  std::string head;
+  head.reserve(256);
+  append_head(head, response.base());
+  std::array<net::const_buffer, 2> bufs{net::buffer(head), net::buffer(response.body())};
+  const beast::error_code ec = co_await write_gathered(client, bufs, timeout);
+  co_return !ec;
+}
 
 void ClientStream::set_head(http::response<http::empty_body>& res) {
   res.chunked(chunked());
   res.keep_alive(chunked() && rc_.keep_alive);
   head_.clear();
   head_.reserve(512);  // one allocation, freed once the head is sent
-  head_.append(res.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
-  head_.append(std::to_string(res.result_int())).append(" ").append(res.reason()).append("\r\n");
-  for (const auto& f : res)
-    head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
-  head_.append("\r\n");
+  append_head(head_, res.base());
   head_pending_ = true;
 }
 
@@ -99,30 +152,7 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
   if (bufs_.empty()) co_return true;
   const bool with_head = head_pending_;
   head_pending_ = false;
-  // Most writes go whole at once (a client that keeps up): written here,
-  // with no timer and no asynchronous operation. What the socket does not
-  // take waits for room under the timeout -- and meanwhile a close resets
-  // the connection: a client that stops reading for the whole timeout does
-  // not keep what was queued for it in the kernel (nginx's
-  // reset_timedout_connection).
-  beast::error_code ec;
-  std::size_t left = write_now(client_.socket(), bufs_, ec);
-  auto rest = bufs_.begin();  // past what went now
-  while (rest != bufs_.end() && left >= rest->size()) left -= (rest++)->size();
-  if (!ec && rest != bufs_.end()) {
-    *rest += left;
-    set_abortive_close(client_.socket(), true);
-    client_.expires_after(timeout_);
-    // A span, not a vector: the operation copies its buffer sequence, and
-    // copying a vector would allocate.
-    const std::span<const net::const_buffer> seq(rest, bufs_.end());
-    auto [wec, written] = co_await net::async_write(client_, seq, kUseTuple);
-    ec = wec;
-    if (!ec) {
-      client_.expires_never();
-      set_abortive_close(client_.socket(), false);
-    }
-  }
+  const beast::error_code ec = co_await write_gathered(client_, bufs_, timeout_);
   // The head is sent once: its memory goes, not at the end of the stream.
   if (with_head) std::string().swap(head_);
   if (ec) failed_ = true;

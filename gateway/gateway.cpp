@@ -173,14 +173,6 @@ Response make_error_response(const RequestContext& rc, const ApiError& error) {
   return res;
 }
 
-net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,
-                                    std::chrono::milliseconds timeout) {
-  client.expires_after(timeout);
-  auto [ec, n] = co_await http::async_write(client, response, kUseTuple);
-  client.expires_never();
-  co_return !ec;
-}
-
 struct Gateway::Impl {
   // An API-listener connection, for the drain: idle ones are closed at once.
   struct Session {
