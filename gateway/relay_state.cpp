@@ -1,15 +1,16 @@
 #include "gateway/relay_state.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
+
+#include "config/decimal.h"
 
 namespace llmgate::gateway {
 
 std::string format_decimal(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  std::string out;
+  config::append_fixed(out, v, 1);
+  return out;
 }
 
 RelayState::RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 
+#include "config/decimal.h"
 #include "routing/decide_stages.h"
 
 namespace llmgate::routing {
@@ -22,17 +22,13 @@ using stages::SoftResult;
 using stages::Working;
 using std::chrono::milliseconds;
 
-// snprintf of one number, appended: no temporary string.
-void append_fmt(std::string& out, const char* format, double v) {
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, format, v);
-  if (n > 0) out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
-}
-
-// `label`, then the number.
-void append_fmt(std::string& out, std::string_view label, const char* format, double v) {
-  out += label;
-  append_fmt(out, format, v);
+// `before`, `v` with `precision` decimals ("%.*f"), `after`; appended, no
+// temporary string.
+void append_num(std::string& out, std::string_view before, double v, int precision,
+                std::string_view after = {}) {
+  out += before;
+  config::append_fixed(out, v, precision);
+  out += after;
 }
 
 void append_int(std::string& out, long long v) {
@@ -41,9 +37,9 @@ void append_int(std::string& out, long long v) {
   out.append(buf, r.ptr);
 }
 
-std::string fmt(const char* format, double v) {
+std::string num(double v, int precision) {
   std::string out;
-  append_fmt(out, format, v);
+  config::append_fixed(out, v, precision);
   return out;
 }
 
@@ -166,8 +162,8 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       continue;
     }
     if (cons.max_output_price_per_1m && d.price.output_per_1m > *cons.max_output_price_per_1m) {
-      skip("price " + fmt("$%.2f", d.price.output_per_1m) + "/M out over the cap of " +
-           fmt("$%.2f", *cons.max_output_price_per_1m));
+      skip("price $" + num(d.price.output_per_1m, 2) + "/M out over the cap of $" +
+           num(*cons.max_output_price_per_1m, 2));
       continue;
     }
     if (!policy.allow_fallbacks && !request.order.empty() && !order_rank(request.order, d)) {
@@ -381,9 +377,9 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
     const config::Deployment& dep = *w.pc.candidate.deployment;
     const bool tps_known = s.tps_p50.has_value() || dep.expected_tps.has_value();
     if (cons.min_tps && tps_known && s.tps_estimate < *cons.min_tps) {
-      soft_skipped.push_back({w.pc.candidate.deployment->id(),
-                              "tps " + fmt("%.0f", s.tps_estimate) + " under the minimum of " +
-                                  fmt("%.0f", *cons.min_tps)});
+      soft_skipped.push_back(
+          {w.pc.candidate.deployment->id(),
+           "tps " + num(s.tps_estimate, 0) + " under the minimum of " + num(*cons.min_tps, 0)});
       continue;
     }
     // The configured TTFT limit, and a request's at another percentile,
@@ -400,7 +396,7 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms <= max) return false;
       w.missed_ttft_limit = *limit;
       soft_skipped.push_back({dep.id(), "ttft p" + std::to_string(static_cast<int>(at)) + " " +
-                                            fmt("%.0f", *ttft) + "ms over the limit of " +
+                                            num(*ttft, 0) + "ms over the limit of " +
                                             std::to_string(limit->count()) + "ms"});
       return true;
     };
@@ -721,23 +717,23 @@ namespace {
 void append_why(std::string& item, const RouteDecision& d, const PlannedCandidate& c) {
   const std::size_t why_at = item.size();
   auto speed = [&] {
-    append_fmt(item, "%.0f", c.speed);
+    append_num(item, "", c.speed, 0);
     item += c.speed_is_chars ? "c/s" : "t/s";
   };
   const double price = c.candidate.deployment->price.output_per_1m;
   switch (d.policy) {
     case config::Policy::kLatency:
-      append_fmt(item, "score ", "%.0fms", c.score);
-      append_fmt(item, " = est ", "%.0fms", c.estimate_ms);
+      append_num(item, "score ", c.score, 0, "ms");
+      append_num(item, " = est ", c.estimate_ms, 0, "ms");
       if (c.stalled) item += " waiting";
       if (c.times_out) item += " past its deadline";
       if (c.bounded) item += " or more";
-      if (c.load_multiplier > 1) append_fmt(item, " x%.2f load", c.load_multiplier);
+      if (c.load_multiplier > 1) append_num(item, " x", c.load_multiplier, 2, " load");
       break;
     case config::Policy::kE2e:
-      append_fmt(item, "score ", "%.0fms", c.score);
-      append_fmt(item, " = ttft ", "%.0fms", c.expected_ttft_ms);
-      append_fmt(item, " + ", "%.0f", d.e2e_tokens);
+      append_num(item, "score ", c.score, 0, "ms");
+      append_num(item, " = ttft ", c.expected_ttft_ms, 0, "ms");
+      append_num(item, " + ", d.e2e_tokens, 0);
       item += " tokens at ";
       speed();
       break;
@@ -746,14 +742,14 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
       speed();
       break;
     case config::Policy::kCost:
-      append_fmt(item, "$%.2f/M", price);
+      append_num(item, "$", price, 2, "/M");
       break;
     case config::Policy::kBalanced:
-      append_fmt(item, "score ", "%.2f", c.score);
-      append_fmt(item, " of ttft ", "%.0fms", c.expected_ttft_ms);
+      append_num(item, "score ", c.score, 2);
+      append_num(item, " of ttft ", c.expected_ttft_ms, 0, "ms");
       item += ", ";
       speed();
-      append_fmt(item, ", ", "$%.2f/M", price);
+      append_num(item, ", $", price, 2, "/M");
       break;
     case config::Policy::kOrdered:
     case config::Policy::kRoundRobin:
@@ -762,7 +758,7 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
   }
   if (c.p50_ms) {
     if (item.size() > why_at) item += "; ";
-    append_fmt(item, "p50 %.0fms", *c.p50_ms);
+    append_num(item, "p50 ", *c.p50_ms, 0, "ms");
   }
   if (c.preferred) item += " preferred";
   if (c.recheck)
