@@ -70,32 +70,36 @@ void append_head(std::string& out, const http::response_header<>& h) {
   out.append("\r\n");
 }
 
-// Writes `bufs` whole: what the socket takes now (most writes, to a client
-// that keeps up: no timer, no asynchronous operation), then the rest as it
-// makes room, under `timeout` -- and meanwhile a close resets the
-// connection: a client that stops reading for the whole timeout does not
-// keep what was queued for it in the kernel (nginx's
-// reset_timedout_connection). `bufs` is consumed.
-net::awaitable<beast::error_code> write_gathered(beast::tcp_stream& client,
-                                                 std::span<net::const_buffer> bufs,
-                                                 std::chrono::milliseconds timeout) {
+// What the socket takes of `bufs` now, without waiting (most writes, to a
+// client that keeps up: no timer, no asynchronous operation); `bufs` becomes
+// what is left, empty when all of it went.
+beast::error_code send_now(net::ip::tcp::socket& socket, std::span<net::const_buffer>& bufs) {
   beast::error_code ec;
-  std::size_t left = write_now(client.socket(), bufs, ec);
+  std::size_t left = write_now(socket, bufs, ec);
   auto rest = bufs.begin();  // past what went now
   while (rest != bufs.end() && left >= rest->size()) left -= (rest++)->size();
-  if (ec || rest == bufs.end()) co_return ec;
-  *rest += left;
+  if (rest != bufs.end()) *rest += left;
+  bufs = std::span<net::const_buffer>(rest, bufs.end());
+  return ec;
+}
+
+// The rest of a write, as the socket makes room, under `timeout` -- and
+// meanwhile a close resets the connection: a client that stops reading for
+// the whole timeout does not keep what was queued for it in the kernel
+// (nginx's reset_timedout_connection).
+net::awaitable<beast::error_code> send_rest(beast::tcp_stream& client,
+                                            std::span<const net::const_buffer> rest,
+                                            std::chrono::milliseconds timeout) {
   set_abortive_close(client.socket(), true);
   client.expires_after(timeout);
   // A span, not a vector: the operation copies its buffer sequence, and
   // copying a vector would allocate.
-  const std::span<const net::const_buffer> seq(rest, bufs.end());
-  auto [wec, written] = co_await net::async_write(client, seq, kUseTuple);
-  if (!wec) {
+  auto [ec, written] = co_await net::async_write(client, rest, kUseTuple);
+  if (!ec) {
     client.expires_never();
     set_abortive_close(client.socket(), false);
   }
-  co_return wec;
+  co_return ec;
 }
 }  // namespace
 
@@ -111,8 +115,10 @@ net::awaitable<bool> write_response(beast::tcp_stream& client, Response& respons
   std::string head;
   head.reserve(256);
   append_head(head, response.base());
-  std::array<net::const_buffer, 2> bufs{net::buffer(head), net::buffer(response.body())};
-  const beast::error_code ec = co_await write_gathered(client, bufs, timeout);
+  std::array<net::const_buffer, 2> all{net::buffer(head), net::buffer(response.body())};
+  std::span<net::const_buffer> rest(all);
+  beast::error_code ec = send_now(client.socket(), rest);
+  if (!ec && !rest.empty()) ec = co_await send_rest(client, rest, timeout);
   co_return !ec;
 }
 
@@ -125,19 +131,18 @@ void ClientStream::set_head(http::response<http::empty_body>& res) {
   head_pending_ = true;
 }
 
-net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body, bool last,
-                                         std::string_view trailer_lines) {
+bool ClientStream::write_now(std::span<const std::string_view> body, bool last,
+                             std::string_view trailer_lines) {
   std::size_t n = 0;
   for (const auto& b : body) n += b.size();
   bufs_.clear();
   if (bufs_.capacity() == 0) bufs_.reserve(8);  // once, not 1, 2, 4, 8
   if (head_pending_) bufs_.emplace_back(head_.data(), head_.size());
-  char size_line[24];
   if (n > 0 && chunked()) {
-    auto r = std::to_chars(size_line, size_line + 16, n, 16);
+    auto r = std::to_chars(size_line_.data(), size_line_.data() + 16, n, 16);
     r.ptr[0] = '\r';
     r.ptr[1] = '\n';
-    bufs_.emplace_back(size_line, static_cast<std::size_t>(r.ptr + 2 - size_line));
+    bufs_.emplace_back(size_line_.data(), static_cast<std::size_t>(r.ptr + 2 - size_line_.data()));
   }
   for (const auto& b : body) {
     if (!b.empty()) bufs_.emplace_back(b.data(), b.size());
@@ -149,14 +154,43 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
     if (!trailer_lines.empty()) bufs_.emplace_back(trailer_lines.data(), trailer_lines.size());
     bufs_.emplace_back(kCrlf.data(), kCrlf.size());
   }
-  if (bufs_.empty()) co_return true;
-  const bool with_head = head_pending_;
+  rest_ = bufs_.size();
+  if (bufs_.empty()) return true;
+  head_sending_ = head_pending_;
   head_pending_ = false;
-  const beast::error_code ec = co_await write_gathered(client_, bufs_, timeout_);
+  std::span<net::const_buffer> rest(bufs_);
+  if (send_now(client_.socket(), rest)) {
+    failed_ = true;
+    return true;
+  }
+  rest_ = static_cast<std::size_t>(rest.data() - bufs_.data());
+  if (!rest.empty()) return false;
+  sent();
+  return true;
+}
+
+net::awaitable<bool> ClientStream::write_rest() {
+  const std::span<const net::const_buffer> rest(bufs_.data() + rest_, bufs_.size() - rest_);
+  rest_ = bufs_.size();
+  const beast::error_code ec = co_await send_rest(client_, rest, timeout_);
+  if (ec) {
+    failed_ = true;
+    co_return false;
+  }
+  sent();
+  co_return true;
+}
+
+void ClientStream::sent() {
   // The head is sent once: its memory goes, not at the end of the stream.
-  if (with_head) std::string().swap(head_);
-  if (ec) failed_ = true;
-  co_return !ec;
+  if (head_sending_) std::string().swap(head_);
+  head_sending_ = false;
+}
+
+net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body, bool last,
+                                         std::string_view trailer_lines) {
+  if (write_now(body, last, trailer_lines)) co_return !failed_;
+  co_return co_await write_rest();
 }
 
 struct RequestWatches::Entry {

@@ -4,6 +4,7 @@
 // Includes Beast: include only from gateway .cpp files.
 #pragma once
 
+#include <array>
 #include <boost/beast/http/empty_body.hpp>
 #include <chrono>
 #include <cstdint>
@@ -39,20 +40,35 @@ class ClientStream {
 
   // Sends the pending head, `body` as one chunk, and with `last` the end of
   // the body: the zero-size chunk with `trailer_lines` ("name: value\r\n"...).
+  // False if the client is gone.
   net::awaitable<bool> write(std::span<const std::string_view> body, bool last = false,
                              std::string_view trailer_lines = {});
   net::awaitable<bool> write(std::string_view bytes, bool last = false) {
     co_return co_await write(std::span<const std::string_view>(&bytes, 1), last);
   }
+  // The same in two steps, for the relay's per-event writes: write_now()
+  // sends what the socket takes at once (no coroutine, no timer) and is true
+  // when that was all of it, or the write failed (see failed()); when false,
+  // write_rest() must send the rest before anything else is written. `body`
+  // must stay valid until then.
+  bool write_now(std::span<const std::string_view> body, bool last = false,
+                 std::string_view trailer_lines = {});
+  net::awaitable<bool> write_rest();
+  bool failed() const { return failed_; }
 
  private:
   beast::tcp_stream& client_;
   const RequestContext& rc_;
   std::chrono::milliseconds timeout_;
   bool& failed_;
+  void sent();
+
   std::string head_;
   bool head_pending_ = false;
+  bool head_sending_ = false;  // in bufs_ (sent: freed)
   std::vector<net::const_buffer> bufs_;
+  std::size_t rest_ = 0;              // bufs_[rest_...]: staged for write_rest()
+  std::array<char, 24> size_line_{};  // the chunk's size line, in bufs_
 };
 
 // What ended a request's exchange from outside.

@@ -111,7 +111,12 @@ class Relay {
   std::optional<AttemptResult> on_read();
   // The read failed (after its events were relayed): a cut or a stall.
   std::optional<AttemptResult> on_read_error(beast::error_code ec);
-  net::awaitable<beast::error_code> read_events();
+  // One read, in the steps around run()'s socket read (see begin_read).
+  bool begin_read(beast::error_code& ec, net::mutable_buffer& into);
+  beast::error_code end_read(beast::error_code ec, std::size_t got_raw);
+  beast::error_code deliver(beast::error_code ec);
+  // Body bytes this read has put into the body space.
+  std::size_t delivered() const { return space_.size() - up_.parser.get().body().size; }
   // No more reads are timed by deadline_ (its pending handler does nothing).
   void stop_deadline() {
     deadline_->socket = nullptr;
@@ -149,12 +154,18 @@ class Relay {
   bool claimed_ = false;
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
   int quiet_reads_ = 0;               // see kQuietReads
+  std::span<char> space_;             // this read's body space (the SSE parser's)
+  std::size_t read_room_ = 0;         // what this read's socket read was offered
   std::shared_ptr<ReadDeadline> deadline_;
 };
 
-// Reads once from the upstream into the SSE parser and feeds the events to
-// the relay's state. Returns the read's error (need_buffer cleared).
-net::awaitable<beast::error_code> Relay::read_events() {
+// One read from the upstream into the SSE parser, its events fed to the
+// relay's state, in three steps around the socket read that run() makes
+// itself (a coroutine per read would cost a frame and a resumption per
+// event). begin_read: the read's deadline, the body space, and what the
+// connection's buffer already holds parsed into it; true when that gave
+// nothing and a read into `into` is due (then end_read after it).
+bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
   ReadDeadline& d = *deadline_;
   d.deadline = ctx_.deadlines(up_.c).next_read(Clock::now(), up_.rec.request_sent,
                                                up_.rec.first_token.has_value());
@@ -167,44 +178,49 @@ net::awaitable<beast::error_code> Relay::read_events() {
     raw.shrink_to_fit();  // frees it: the next read allocates kMinRead
     sse_.shrink();
   }
-  std::span<char> space = sse_.prepare(body_room());  // all the free space, at least this
-  up_.parser.get().body().data = space.data();
-  up_.parser.get().body().size = space.size();
-  // Body bytes this call has put into `space`.
-  auto delivered = [&] { return space.size() - up_.parser.get().body().size; };
-  beast::error_code ec = parse_buffered(space.size());
-  if (!ec && delivered() == 0 && !up_.parser.is_done()) {
-    // Nothing (more) to relay in what was buffered: read, into the free
-    // space, at least kMinRead (as Beast's reads: beast::read_size).
-    const std::size_t room = std::max(kMinRead, raw.capacity() - raw.size());
-    // Straight from the socket (or TLS) into the buffer: Beast's read
-    // operation would only add a layer, and its stream a timer.
-    const auto into = raw.prepare(room);
-    std::size_t got_raw = 0;
-    d.reading = true;
-    if (auto* tls = up_.lease->stream.tls()) {
-      std::tie(ec, got_raw) = co_await tls->async_read_some(into, kUseTuple);
-    } else {
-      std::tie(ec, got_raw) =
-          co_await up_.lease->stream.tcp().socket().async_read_some(into, kUseTuple);
-    }
-    d.reading = false;
-    raw.commit(got_raw);
-    if (d.expired) ec = beast::error::timeout;  // whatever the closed socket said
-    // A read that filled its room: the next gets twice as much.
-    if (got_raw >= room && raw.capacity() < kMaxRead)
-      raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
-    const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
-    quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
-    if (const bool eof = ec == net::error::eof; !ec || eof) {
-      ec = parse_buffered(space.size());
-      // As Beast's read at the end of the connection, once what is buffered
-      // gives nothing more: the end of a body read to the end of the
-      // connection, or (framed and unfinished) partial_message. (A read
-      // after the end ends again.)
-      if (eof && !ec && delivered() == 0 && !up_.parser.is_done()) up_.parser.put_eof(ec);
-    }
+  space_ = sse_.prepare(body_room());  // all the free space, at least this
+  up_.parser.get().body().data = space_.data();
+  up_.parser.get().body().size = space_.size();
+  ec = parse_buffered(space_.size());
+  if (ec || delivered() > 0 || up_.parser.is_done()) return false;
+  // Nothing (more) to relay in what was buffered: read, into the free
+  // space, at least kMinRead (as Beast's reads: beast::read_size) --
+  // straight from the socket (or TLS): Beast's read operation would only
+  // add a layer, and its stream a timer.
+  read_room_ = std::max(kMinRead, raw.capacity() - raw.size());
+  into = raw.prepare(read_room_);
+  d.reading = true;
+  return true;
+}
+
+// After the socket read: its bytes parsed into the body space, the buffers
+// sized for the next.
+beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
+  ReadDeadline& d = *deadline_;
+  beast::flat_buffer& raw = up_.lease->buffer;
+  d.reading = false;
+  raw.commit(got_raw);
+  if (d.expired) ec = beast::error::timeout;  // whatever the closed socket said
+  // A read that filled its room: the next gets twice as much.
+  const std::size_t room = read_room_;
+  if (got_raw >= room && raw.capacity() < kMaxRead)
+    raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
+  const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
+  quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
+  if (const bool eof = ec == net::error::eof; !ec || eof) {
+    ec = parse_buffered(space_.size());
+    // As Beast's read at the end of the connection, once what is buffered
+    // gives nothing more: the end of a body read to the end of the
+    // connection, or (framed and unfinished) partial_message. (A read after
+    // the end ends again.)
+    if (eof && !ec && delivered() == 0 && !up_.parser.is_done()) up_.parser.put_eof(ec);
   }
+  return ec;
+}
+
+// What this read put into the body space, to the relay's state. Returns the
+// read's error (need_buffer cleared).
+beast::error_code Relay::deliver(beast::error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (std::size_t got = delivered(); got > 0) {
     sse_.commit(got);
@@ -216,7 +232,7 @@ net::awaitable<beast::error_code> Relay::read_events() {
     if (auto speed = state_.take_speed_sample())
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
   }
-  co_return ec;
+  return ec;
 }
 
 // Beast's parser (not eager) stops after each element of a chunked body: a
@@ -284,14 +300,29 @@ std::optional<AttemptResult> Relay::on_read_error(beast::error_code ec) {
 
 net::awaitable<AttemptResult> Relay::run() {
   while (!up_.parser.is_done()) {
-    beast::error_code ec = co_await read_events();
+    beast::error_code ec;
+    net::mutable_buffer into;
+    if (begin_read(ec, into)) {
+      std::size_t got = 0;
+      if (auto* tls = up_.lease->stream.tls()) {
+        std::tie(ec, got) = co_await tls->async_read_some(into, kUseTuple);
+      } else {
+        std::tie(ec, got) =
+            co_await up_.lease->stream.tcp().socket().async_read_some(into, kUseTuple);
+      }
+      ec = end_read(ec, got);
+    }
+    ec = deliver(ec);
     if (LLMGATE_CANCELLED()) co_return client_gone("client disconnected");
     if (std::optional<AttemptResult> over = on_read()) co_return *over;
     // The end of the stream goes out with its last events, in one write.
     if (state_.done() || fault_) break;
     if (flush_due()) {
-      if (!co_await out_.write(state_.outbox().pieces()))
-        co_return client_gone("client went away mid-stream");
+      // Most writes go at once: no coroutine for them (out_.write's would
+      // cost one per event).
+      bool ok = out_.write_now(state_.outbox().pieces()) && !out_.failed();
+      if (!ok && !out_.failed()) ok = co_await out_.write_rest();
+      if (!ok) co_return client_gone("client went away mid-stream");
       state_.outbox().clear();
       note_first_token_relayed();
     }
