@@ -11,6 +11,7 @@
 // it needs on the way. Beast-free, nlohmann-free.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -356,7 +357,12 @@ inline bool JsonScanner::number(Value& v) {
   if (!frac_begin && !has_exponent && digits <= 20) {
     std::uint64_t x = 0;
     bool overflow = false;
-    for (const char* q = int_begin; q != int_end; ++q) {
+    // Up to 19 digits cannot overflow (UINT64_MAX has 20): checked only
+    // past them, without a division per digit (a nanosecond timestamp is 19).
+    const char* const unchecked = int_begin + std::min<std::ptrdiff_t>(digits, 19);
+    for (const char* q = int_begin; q != unchecked; ++q)
+      x = x * 10 + static_cast<std::uint64_t>(*q - '0');
+    for (const char* q = unchecked; q != int_end; ++q) {
       const auto d = static_cast<std::uint64_t>(*q - '0');
       if (x > (UINT64_MAX - d) / 10) {
         overflow = true;
