@@ -14,35 +14,66 @@ const std::string& RouteTrace::route_text() const {
   return *route_text_;
 }
 
-void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
-                             const routing::AttemptRecord* rec) const {
-  h.set("x-request-id", request_id);
-  h.set("x-llmgate-policy", config::to_string(decision.policy));
-  h.set("x-llmgate-attempts", std::to_string(attempts));
-  if (auto hedge = hedged(); !hedge.empty()) {
-    h.set("x-llmgate-hedged", beast::string_view(hedge.data(), hedge.size()));
-  }
+namespace {
+
+void put(http::fields& h, std::string_view name, std::string_view value) {
+  h.set(beast::string_view(name.data(), name.size()),
+        beast::string_view(value.data(), value.size()));
+}
+void put(HeadLines& h, std::string_view name, std::string_view value) { h.set(name, value); }
+
+template <class Head>
+void add_trace_headers(const RouteTrace& t, Head& h, const std::string& request_id,
+                       const routing::AttemptRecord* rec) {
+  put(h, "x-request-id", request_id);
+  put(h, "x-llmgate-policy", config::to_string(t.decision.policy));
+  put(h, "x-llmgate-attempts", std::to_string(t.attempts));
+  if (auto hedge = t.hedged(); !hedge.empty()) put(h, "x-llmgate-hedged", hedge);
   if (rec) {
-    if (auto t = rec->ttft()) {
-      h.set("x-llmgate-ttft-ms",
-            format_decimal(std::chrono::duration<double, std::milli>(*t).count()));
+    if (auto ttft = rec->ttft()) {
+      put(h, "x-llmgate-ttft-ms",
+          format_decimal(std::chrono::duration<double, std::milli>(*ttft).count()));
     }
   }
-  if (!explain) return;  // which deployments, prices and exclusions: not for this client
-  if (const std::string& route = route_text(); !route.empty()) h.set("x-llmgate-route", route);
-  if (rec) h.set("x-llmgate-deployment", rec->deployment);
-  if (!failures.empty()) h.set("x-llmgate-failed", failures.header());
+  if (!t.explain) return;  // which deployments, prices and exclusions: not for this client
+  if (const std::string& route = t.route_text(); !route.empty()) put(h, "x-llmgate-route", route);
+  if (rec) put(h, "x-llmgate-deployment", rec->deployment);
+  if (!t.failures.empty()) put(h, "x-llmgate-failed", t.failures.header());
 }
 
-void relay_upstream_headers(const http::fields& upstream, http::fields& out,
-                            bool with_retry_after) {
+template <class Head>
+void relay_upstream(const http::fields& upstream, Head& out, bool with_retry_after) {
   for (const auto& f : upstream) {
     const beast::string_view name = f.name_string();
     const bool relayed = (name.size() > 12 && beast::iequals(name.substr(0, 12), "x-ratelimit-")) ||
                          beast::iequals(name, "openai-processing-ms") ||
                          (with_retry_after && f.name() == http::field::retry_after);
-    if (relayed) out.set(name, f.value());
+    if (relayed) {
+      put(out, std::string_view(name.data(), name.size()),
+          std::string_view(f.value().data(), f.value().size()));
+    }
   }
+}
+
+}  // namespace
+
+void RouteTrace::add_headers(http::fields& h, const std::string& request_id,
+                             const routing::AttemptRecord* rec) const {
+  add_trace_headers(*this, h, request_id, rec);
+}
+
+void RouteTrace::add_headers(HeadLines& h, const std::string& request_id,
+                             const routing::AttemptRecord* rec) const {
+  add_trace_headers(*this, h, request_id, rec);
+}
+
+void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+                            bool with_retry_after) {
+  relay_upstream(upstream, out, with_retry_after);
+}
+
+void relay_upstream_headers(const http::fields& upstream, HeadLines& out, bool with_retry_after) {
+  relay_upstream(upstream, out, with_retry_after);
 }
 
 failover::FaultReport AttemptContext::judge(const routing::Candidate& c,

@@ -40,6 +40,8 @@ struct RouteTrace {
   // and, with `explain`, the route, the deployment and the failures.
   void add_headers(http::fields& h, const std::string& request_id,
                    const routing::AttemptRecord* rec) const;
+  void add_headers(HeadLines& h, const std::string& request_id,
+                   const routing::AttemptRecord* rec) const;
   // "hedge-won" / "primary-won" when a hedge started, else empty.
   std::string_view hedged() const;
   // routing::explain(decision), rendered once for the header and the log;
@@ -55,6 +57,8 @@ struct RouteTrace {
 // client's response: `x-ratelimit-*` and `openai-processing-ms` (and, for an
 // error passed through, `retry-after`).
 void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+                            bool with_retry_after = false);
+void relay_upstream_headers(const http::fields& upstream, HeadLines& out,
                             bool with_retry_after = false);
 
 struct AttemptContext {

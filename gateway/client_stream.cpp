@@ -103,6 +103,37 @@ net::awaitable<beast::error_code> send_rest(beast::tcp_stream& client,
 }
 }  // namespace
 
+void HeadLines::start(unsigned version, http::status status) {
+  text_.append(version == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
+  char code[8];
+  const auto r = std::to_chars(code, code + sizeof code, static_cast<unsigned>(status));
+  const beast::string_view reason = http::obsolete_reason(status);
+  text_.append(code, r.ptr).append(" ").append(reason.data(), reason.size()).append("\r\n");
+}
+
+void HeadLines::end(unsigned version, bool keep_alive, std::optional<std::size_t> content_length) {
+  if (content_length) {
+    char n[24];
+    const auto r = std::to_chars(n, n + sizeof n, *content_length);
+    text_.append("Content-Length: ").append(n, r.ptr).append("\r\n");
+  } else if (version == 11) {
+    text_.append("Transfer-Encoding: chunked\r\n");
+  }  // else HTTP/1.0: the body ends with the connection
+  // HTTP/1.1 keeps the connection unless told; HTTP/1.0 closes it unless told.
+  if (version == 11 && !keep_alive) text_.append("Connection: close\r\n");
+  if (version != 11 && keep_alive) text_.append("Connection: keep-alive\r\n");
+  text_.append("\r\n");
+}
+
+net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view head,
+                                 std::string_view body, std::chrono::milliseconds timeout) {
+  std::array<net::const_buffer, 2> all{net::buffer(head), net::buffer(body)};
+  std::span<net::const_buffer> rest(all);
+  beast::error_code ec = send_now(client.socket(), rest);
+  if (!ec && !rest.empty()) ec = co_await send_rest(client, rest, timeout);
+  co_return !ec;
+}
+
 net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,
                                     std::chrono::milliseconds timeout) {
   if (response.chunked()) {
@@ -115,11 +146,20 @@ net::awaitable<bool> write_response(beast::tcp_stream& client, Response& respons
   std::string head;
   head.reserve(256);
   append_head(head, response.base());
-  std::array<net::const_buffer, 2> all{net::buffer(head), net::buffer(response.body())};
-  std::span<net::const_buffer> rest(all);
-  beast::error_code ec = send_now(client.socket(), rest);
-  if (!ec && !rest.empty()) ec = co_await send_rest(client, rest, timeout);
-  co_return !ec;
+  co_return co_await write_whole(client, head, response.body(), timeout);
+}
+
+HeadLines ClientStream::start_head(http::status status) {
+  head_.clear();
+  head_.reserve(512);  // one allocation, freed once the head is sent
+  HeadLines h(head_);
+  h.start(rc_.version, status);
+  return h;
+}
+
+void ClientStream::end_head(HeadLines& h) {
+  h.end(rc_.version, chunked() && rc_.keep_alive, std::nullopt);
+  head_pending_ = true;
 }
 
 void ClientStream::set_head(http::response<http::empty_body>& res) {

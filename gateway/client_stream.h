@@ -37,6 +37,11 @@ class ClientStream {
 
   // The head to send before the first body bytes (with them, in one write).
   void set_head(http::response<http::empty_body>& res);
+  // The same as text: start_head() writes the status line, the caller the
+  // fields, end_head() the framing (chunked, or to the end of the
+  // connection for HTTP/1.0) and the blank line.
+  HeadLines start_head(http::status status);
+  void end_head(HeadLines& h);
 
   // Sends the pending head, `body` as one chunk, and with `last` the end of
   // the body: the zero-size chunk with `trailer_lines` ("name: value\r\n"...).

@@ -11,6 +11,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -41,5 +42,30 @@ Response make_error_response(const RequestContext& rc, const ApiError& error);
 // is gone (the caller closes the connection).
 net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,
                                     std::chrono::milliseconds timeout);
+
+// A response head written as text, for the relay's answers: Beast's fields
+// cost an allocation and a tree insertion per field, and a serializer pass.
+// start() writes the status line, set() a field (appended: the callers set
+// each name once), end() the framing (a length, or chunked), Connection as
+// keep-alive asks (as Beast's keep_alive() would) and the blank line.
+class HeadLines {
+ public:
+  explicit HeadLines(std::string& text) : text_(text) {}
+  void start(unsigned version, http::status status);
+  void set(std::string_view name, std::string_view value) {
+    text_.append(name).append(": ").append(value).append("\r\n");
+  }
+  // `content_length`: the body's; none: chunked in HTTP/1.1, and in
+  // HTTP/1.0 to the end of the connection.
+  void end(unsigned version, bool keep_alive, std::optional<std::size_t> content_length);
+
+ private:
+  std::string& text_;
+};
+
+// A whole response: `head` (HeadLines) and `body`, with a write deadline.
+// False if the client is gone.
+net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view head,
+                                 std::string_view body, std::chrono::milliseconds timeout);
 
 }  // namespace llmgate::gateway

@@ -372,14 +372,15 @@ void Relay::commit() {
   if (ctx_.trace.race == nullptr) {
     providers::RequestBody gone = std::move(ctx_.req.body);
   }
-  http::response<http::empty_body> res{http::status::ok, ctx_.rc.version};
-  res.set(http::field::content_type, "text/event-stream");
-  res.set(http::field::cache_control, "no-cache");
-  res.set("x-accel-buffering", "no");
-  ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
-  relay_upstream_headers(up_.parser.get(), res);
-  if (out_.chunked()) res.set(http::field::trailer, "x-llmgate-output-tokens, x-llmgate-tps");
-  out_.set_head(res);  // sent with the first events, in one write
+  // Sent with the first events, in one write.
+  HeadLines h = out_.start_head(http::status::ok);
+  h.set("Content-Type", "text/event-stream");
+  h.set("Cache-Control", "no-cache");
+  h.set("x-accel-buffering", "no");
+  ctx_.trace.add_headers(h, ctx_.rc.request_id, &up_.rec);
+  relay_upstream_headers(up_.parser.get(), h);
+  if (out_.chunked()) h.set("Trailer", "x-llmgate-output-tokens, x-llmgate-tps");
+  out_.end_head(h);
 }
 
 // The first output: this attempt takes the client (a hedge race ends here).
@@ -417,13 +418,20 @@ net::awaitable<AttemptResult> Relay::finish() {
     if (ok) note_first_token_relayed();
     result.keep_alive = ok && out_.chunked() && ctx_.rc.keep_alive;
   } else {
-    Response res = make_json_response(ctx_.rc, http::status::ok, state_.completion());
-    ctx_.trace.add_headers(res, ctx_.rc.request_id, &up_.rec);
-    relay_upstream_headers(up_.parser.get(), res);
+    // As make_json_response would, without Beast's fields.
+    const std::string body = state_.completion();
+    std::string head;
+    head.reserve(512);
+    HeadLines h(head);
+    h.start(ctx_.rc.version, http::status::ok);
+    h.set("Content-Type", "application/json");
+    ctx_.trace.add_headers(h, ctx_.rc.request_id, &up_.rec);
+    relay_upstream_headers(up_.parser.get(), h);
     if (up_.rec.output_tokens)
-      res.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
-    if (auto tps = up_.rec.tps()) res.set("x-llmgate-tps", format_decimal(*tps));
-    const bool ok = co_await write_response(ctx_.client, res, up_.c.timeouts.idle);
+      h.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
+    if (auto tps = up_.rec.tps()) h.set("x-llmgate-tps", format_decimal(*tps));
+    h.end(ctx_.rc.version, ctx_.rc.keep_alive, body.size());
+    const bool ok = co_await write_whole(ctx_.client, head, body, up_.c.timeouts.idle);
     result.keep_alive = ok && ctx_.rc.keep_alive;
   }
   co_await drain_for_reuse();
