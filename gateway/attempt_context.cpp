@@ -1,5 +1,8 @@
 #include "gateway/attempt_context.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "gateway/relay_state.h"
 
 namespace llmgate::gateway {
@@ -41,14 +44,19 @@ void add_trace_headers(const RouteTrace& t, Head& h, const std::string& request_
   if (!t.failures.empty()) put(h, "x-llmgate-failed", t.failures.header());
 }
 
+// A field the upstream repeats is relayed once, with its last value (as a
+// Beast field set would keep it).
 template <class Head>
 void relay_upstream(const http::fields& upstream, Head& out, bool with_retry_after) {
-  for (const auto& f : upstream) {
+  for (auto it = upstream.begin(); it != upstream.end(); ++it) {
+    const auto& f = *it;
     const beast::string_view name = f.name_string();
     const bool relayed = (name.size() > 12 && beast::iequals(name.substr(0, 12), "x-ratelimit-")) ||
                          beast::iequals(name, "openai-processing-ms") ||
                          (with_retry_after && f.name() == http::field::retry_after);
-    if (relayed) {
+    if (relayed && std::none_of(std::next(it), upstream.end(), [&](const auto& later) {
+          return beast::iequals(later.name_string(), name);
+        })) {
       put(out, std::string_view(name.data(), name.size()),
           std::string_view(f.value().data(), f.value().size()));
     }

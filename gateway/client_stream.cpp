@@ -131,6 +131,8 @@ net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view hea
   std::span<net::const_buffer> rest(all);
   beast::error_code ec = send_now(client.socket(), rest);
   if (!ec && !rest.empty()) ec = co_await send_rest(client, rest, timeout);
+  // No deadline outlives the answer (an earlier phase's may still be set).
+  client.expires_never();
   co_return !ec;
 }
 

@@ -66,10 +66,19 @@ void WindowedQuantiles::SortedPoints::erase(const Point& p) {
     blocks_.erase(block);
     return;
   }
-  // Merge with the next block when the two fit in half of one.
-  auto next = block + 1;
-  if (next == blocks_.end() && block != blocks_.begin()) next = block--;
-  if (next != blocks_.end() && block->size() + next->size() <= kMaxBlock / 2) {
+  // Merge with a neighbour when the two fit in half of one: checked on both
+  // sides, every two neighbours keep more than half a block between them
+  // (inserts and merges only grow them; a split leaves 64 beside 64).
+  if (block != blocks_.begin()) {
+    auto prev = block - 1;
+    if (prev->size() + block->size() <= kMaxBlock / 2) {
+      prev->insert(prev->end(), block->begin(), block->end());
+      blocks_.erase(block);
+      return;
+    }
+  }
+  if (auto next = block + 1;
+      next != blocks_.end() && block->size() + next->size() <= kMaxBlock / 2) {
     block->insert(block->end(), next->begin(), next->end());
     blocks_.erase(next);
   }

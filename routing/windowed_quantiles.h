@@ -94,8 +94,9 @@ class WindowedQuantiles {
   };
   // A sorted multiset of points in blocks of at most kMaxBlock: inserting or
   // removing one moves the points of one block. Blocks split when full and
-  // merge with a neighbour when two would fill at most half of one, so there
-  // are at most ~4n/kMaxBlock of them and a rank is found in a short walk.
+  // merge with a neighbour when two would fill at most half of one, so any
+  // two neighbours hold more than kMaxBlock / 2 points: at most
+  // 4n/kMaxBlock + 1 blocks, and a rank is found in a short walk.
   class SortedPoints {
    public:
     static constexpr std::size_t kMaxBlock = 128;

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -920,7 +921,11 @@ std::vector<ClientRow> client_rows() {
                       std::to_string(chat_body(true).size()) + "\r\n\r\n" + chat_body(true)));
          std::string all = raw.read_all();
          EXPECT_EQ(all.rfind("HTTP/1.0 200", 0), 0u) << all.substr(0, 200);
-         EXPECT_EQ(all.find("transfer-encoding"), std::string::npos);
+         // To the end of the connection: no chunked coding, no length.
+         std::string head = all.substr(0, all.find("\r\n\r\n"));
+         for (auto& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+         EXPECT_EQ(head.find("transfer-encoding"), std::string::npos) << head;
+         EXPECT_EQ(head.find("content-length"), std::string::npos) << head;
          EXPECT_NE(all.find("data: [DONE]\n\n"), std::string::npos);
        }},
       {"expect-100-continue", testing::healthy_stream(3),
@@ -1700,6 +1705,26 @@ INSTANTIATE_TEST_SUITE_P(Table, Security, ::testing::ValuesIn(security_rows()), 
 // ---- Real providers ------------------------------------------------------------
 
 // A chunked SSE head with extra header lines ("name: value\r\n"...).
+// The rows that repeat a relayed header upstream: the client's response head
+// has it once, with the last value.
+void expect_relayed_once(Harness& h, bool stream) {
+  RawClient raw(h.port());
+  const std::string body = chat_body(stream);
+  ASSERT_TRUE(raw.send(
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: "
+      "application/json\r\ncontent-length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string all = raw.read_all();
+  ASSERT_EQ(all.rfind("HTTP/1.1 200", 0), 0u) << all.substr(0, 200);
+  std::string head = all.substr(0, all.find("\r\n\r\n") + 2);
+  for (auto& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string line = "\r\nx-ratelimit-remaining-requests: ";
+  const auto first = head.find(line);
+  ASSERT_NE(first, std::string::npos) << head;
+  EXPECT_EQ(head.find(line, first + 1), std::string::npos) << head;
+  EXPECT_EQ(head.substr(first + line.size(), 4), "99\r\n") << head;
+}
+
 std::string sse_head_with(const std::string& lines) {
   return "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + lines +
          "transfer-encoding: chunked\r\n\r\n";
@@ -1719,6 +1744,14 @@ Script one_stream(const std::string& head, const std::vector<std::string>& event
   std::string body;
   for (const auto& e : events) body += e;
   return {{K::kSend, head + testing::chunk(body) + testing::last_chunk()}};
+}
+
+// An answer whose head repeats a relayed header, in two spellings.
+Script repeated_header_stream() {
+  return one_stream(sse_head_with("x-ratelimit-remaining-requests: 98\r\n"
+                                  "X-RateLimit-Remaining-Requests: 99\r\n"),
+                    {testing::role_event(), testing::token_event(0), testing::finish_event(),
+                     testing::done_event()});
 }
 
 // OpenAI's refusal to stream a model for an unverified organisation.
@@ -1811,6 +1844,12 @@ std::vector<ClientRow> provider_rows() {
          EXPECT_EQ(r.header("openai-processing-ms"), "12");
          EXPECT_EQ(r.header("x-internal"), "");
        }},
+      {"repeated-rate-limit-header-relayed-once-stream",
+       // A header the upstream repeats (in any case) reaches the client once,
+       // with its last value.
+       repeated_header_stream(), [](Harness& h) { expect_relayed_once(h, /*stream=*/true); }},
+      {"repeated-rate-limit-header-relayed-once", repeated_header_stream(),
+       [](Harness& h) { expect_relayed_once(h, /*stream=*/false); }},
       {"should-retry-after-all-failed",
        // Every candidate failed: the SDK is told not to retry on its own.
        {{K::kSend, testing::status_response(502)}, {K::kClose}},
