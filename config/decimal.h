@@ -24,4 +24,11 @@ inline void append_fixed(std::string& out, double v, int precision) {
   if (n > 0) out.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
 }
 
+// The same as a string of its own.
+inline std::string fixed(double v, int precision) {
+  std::string out;
+  append_fixed(out, v, precision);
+  return out;
+}
+
 }  // namespace llmgate::config

@@ -62,11 +62,12 @@ void set_abortive_close(net::ip::tcp::socket& socket, bool on) {
 // The status line, the fields and the blank line, as Beast's serializer
 // writes them.
 void append_head(std::string& out, const http::response_header<>& h) {
-  out.append(h.version() == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
-  char status[8];
-  const auto r = std::to_chars(status, status + sizeof status, h.result_int());
-  out.append(status, r.ptr).append(" ").append(h.reason()).append("\r\n");
-  for (const auto& f : h) out.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  HeadLines lines(out);
+  lines.start(h.version(), h.result_int(), std::string_view(h.reason().data(), h.reason().size()));
+  for (const auto& f : h) {
+    lines.set(std::string_view(f.name_string().data(), f.name_string().size()),
+              std::string_view(f.value().data(), f.value().size()));
+  }
   out.append("\r\n");
 }
 
@@ -104,11 +105,15 @@ net::awaitable<beast::error_code> send_rest(beast::tcp_stream& client,
 }  // namespace
 
 void HeadLines::start(unsigned version, http::status status) {
-  text_.append(version == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
-  char code[8];
-  const auto r = std::to_chars(code, code + sizeof code, static_cast<unsigned>(status));
   const beast::string_view reason = http::obsolete_reason(status);
-  text_.append(code, r.ptr).append(" ").append(reason.data(), reason.size()).append("\r\n");
+  start(version, static_cast<unsigned>(status), std::string_view(reason.data(), reason.size()));
+}
+
+void HeadLines::start(unsigned version, unsigned code, std::string_view reason) {
+  text_.append(version == 11 ? "HTTP/1.1 " : "HTTP/1.0 ");
+  char digits[8];
+  const auto r = std::to_chars(digits, digits + sizeof digits, code);
+  text_.append(digits, r.ptr).append(" ").append(reason).append("\r\n");
 }
 
 void HeadLines::end(unsigned version, bool keep_alive, std::optional<std::size_t> content_length) {

@@ -52,6 +52,7 @@ class HeadLines {
  public:
   explicit HeadLines(std::string& text) : text_(text) {}
   void start(unsigned version, http::status status);
+  void start(unsigned version, unsigned code, std::string_view reason);  // any code
   void set(std::string_view name, std::string_view value) {
     text_.append(name).append(": ").append(value).append("\r\n");
   }

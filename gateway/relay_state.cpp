@@ -7,11 +7,7 @@
 
 namespace llmgate::gateway {
 
-std::string format_decimal(double v) {
-  std::string out;
-  config::append_fixed(out, v, 1);
-  return out;
-}
+std::string format_decimal(double v) { return config::fixed(v, 1); }
 
 RelayState::RelayState(const ClientApi& api, const providers::UpstreamProtocol& protocol,
                        const ChatRequest& req, routing::AttemptRecord& rec,

@@ -37,12 +37,6 @@ void append_int(std::string& out, long long v) {
   out.append(buf, r.ptr);
 }
 
-std::string num(double v, int precision) {
-  std::string out;
-  config::append_fixed(out, v, precision);
-  return out;
-}
-
 std::string area_of(const std::string& region) { return region.substr(0, region.find('-')); }
 
 bool contains(const std::vector<std::string>& list, const std::string& s) {
@@ -162,8 +156,8 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       continue;
     }
     if (cons.max_output_price_per_1m && d.price.output_per_1m > *cons.max_output_price_per_1m) {
-      skip("price $" + num(d.price.output_per_1m, 2) + "/M out over the cap of $" +
-           num(*cons.max_output_price_per_1m, 2));
+      skip("price $" + config::fixed(d.price.output_per_1m, 2) + "/M out over the cap of $" +
+           config::fixed(*cons.max_output_price_per_1m, 2));
       continue;
     }
     if (!policy.allow_fallbacks && !request.order.empty() && !order_rank(request.order, d)) {
@@ -377,9 +371,9 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
     const config::Deployment& dep = *w.pc.candidate.deployment;
     const bool tps_known = s.tps_p50.has_value() || dep.expected_tps.has_value();
     if (cons.min_tps && tps_known && s.tps_estimate < *cons.min_tps) {
-      soft_skipped.push_back(
-          {w.pc.candidate.deployment->id(),
-           "tps " + num(s.tps_estimate, 0) + " under the minimum of " + num(*cons.min_tps, 0)});
+      soft_skipped.push_back({w.pc.candidate.deployment->id(),
+                              "tps " + config::fixed(s.tps_estimate, 0) + " under the minimum of " +
+                                  config::fixed(*cons.min_tps, 0)});
       continue;
     }
     // The configured TTFT limit, and a request's at another percentile,
@@ -396,7 +390,7 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms <= max) return false;
       w.missed_ttft_limit = *limit;
       soft_skipped.push_back({dep.id(), "ttft p" + std::to_string(static_cast<int>(at)) + " " +
-                                            num(*ttft, 0) + "ms over the limit of " +
+                                            config::fixed(*ttft, 0) + "ms over the limit of " +
                                             std::to_string(limit->count()) + "ms"});
       return true;
     };
