@@ -3,6 +3,7 @@
 // committed stream to the client as gathered writes.
 #include "gateway/relay.h"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -39,11 +40,27 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 // 4 KiB head buffer was (what does not fit stays for the next parse). After
 // kQuietReads reads in a row that each used under a quarter of their room,
 // both buffers shrink back (a stream that came with its head, or that
-// trickles after a burst): a handful of allocations per stream, none per
-// event.
+// trickles after a burst; the bytes of the next chunk's header kept): a handful of allocations per
+// stream, none per event.
 constexpr std::size_t kMinRead = 512;  // as Beast's reads: at least this much
 constexpr std::size_t kMaxRead = 16 * 1024;
 constexpr int kQuietReads = 8;
+// What a quiet stream's buffer may hold when it shrinks: Beast's parser
+// leaves the CRLF that ends a chunk's data until the next chunk's header is
+// in (so between chunks the buffer is never empty), and a read may have
+// brought part of that header.
+constexpr std::size_t kCarry = 64;
+
+// Frees the buffer's storage for one of kMinRead free bytes, keeping what it
+// holds (at most kCarry bytes): one allocation, the room the next read asks
+// for.
+void shrink_keeping(beast::flat_buffer& raw) {
+  std::array<char, kCarry> keep;
+  const std::size_t n = net::buffer_copy(net::buffer(keep), raw.data());
+  raw.clear();
+  raw.shrink_to_fit();
+  if (n > 0) raw.commit(net::buffer_copy(raw.prepare(kMinRead + n), net::buffer(keep.data(), n)));
+}
 
 // The deadline of the upstream read in progress, kept by one timer per relay
 // (a Beast stream's timeout arms a timer for every read and cancels it when
@@ -173,9 +190,9 @@ bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
   if (d.deadline < d.armed) wait_for_deadline(deadline_);  // none pending, or a later one
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
   beast::flat_buffer& raw = up_.lease->buffer;
-  if (quiet_reads_ >= kQuietReads && raw.size() == 0) {
+  if (quiet_reads_ >= kQuietReads && raw.size() <= kCarry) {
     quiet_reads_ = 0;
-    raw.shrink_to_fit();  // frees it: the next read allocates kMinRead
+    shrink_keeping(raw);
     sse_.shrink();
   }
   space_ = sse_.prepare(body_room());  // all the free space, at least this
@@ -205,7 +222,7 @@ beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
   const std::size_t room = read_room_;
   if (got_raw >= room && raw.capacity() < kMaxRead)
     raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
-  const bool shrinkable = raw.capacity() > kMinRead || sse_.capacity() > kMinRead;
+  const bool shrinkable = raw.capacity() > kMinRead + kCarry || sse_.capacity() > kMinRead;
   quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
   if (const bool eof = ec == net::error::eof; !ec || eof) {
     ec = parse_buffered(space_.size());

@@ -66,6 +66,7 @@ struct ScriptedUpstream::Impl {
   int listen_fd = -1;
   std::uint16_t port = 0;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> gate_open{false};
   std::atomic<std::size_t> requests_played{0};  // requests whose part has been chosen
   mutable std::mutex mu;
   ScriptedStats stats;
@@ -164,6 +165,10 @@ struct ScriptedUpstream::Impl {
               }
             }
             break;
+          case Step::Kind::kGate:
+            while (ok && !gate_open.load() && !stopping.load())
+              ok = !wait_peer_close(fd, std::chrono::milliseconds(5));
+            break;
           case Step::Kind::kHold:
             wait_peer_close(fd, std::chrono::milliseconds(0));
             ok = false;
@@ -213,6 +218,8 @@ ScriptedUpstream::ScriptedUpstream(Script script, bool read_request)
   impl_->script = std::move(script);
   impl_->read_first = read_request;
 }
+
+void ScriptedUpstream::open_gate() { impl_->gate_open = true; }
 
 ScriptedUpstream::~ScriptedUpstream() {
   impl_->stopping = true;
