@@ -203,16 +203,22 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     rq.pinned_because = "previous_response_id is stored at provider " + *stored_at_;
   }
   std::vector<std::string> ids;
+  ids.reserve(model.deployments.size());
   for (const auto& d : model.deployments) ids.push_back(d.id());
   auto health = rs_.health.check(ids, now);
-  std::vector<routing::DeploymentView> views;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    // Measured as this request's kind of traffic (its reasoning effort).
-    views.push_back({rs_.stats.get_or_prior(routing::stats_key(ids[i], req_.reasoning_effort), now),
-                     health[i]});
+  {
+    // Only for the decision: not held for as long as the answer streams.
+    std::vector<routing::DeploymentView> views;
+    views.reserve(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      // Measured as this request's kind of traffic (its reasoning effort).
+      views.push_back(
+          {rs_.stats.get_or_prior(routing::stats_key(ids[i], req_.reasoning_effort), now),
+           health[i]});
+    }
+    trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
+                                      ctx_.worker.rng);
   }
-  trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
-                                    ctx_.worker.rng);
   // Room for every reserve candidate, so that promoting one never moves the
   // candidates a running attempt refers to.
   trace_.decision.candidates.reserve(trace_.decision.candidates.size() +

@@ -67,6 +67,14 @@ class Outbox {
     segs_.clear();
     scratch_.clear();
   }
+  // Between writes of a quiet stream: gives back the scratch string and
+  // hold()'s spare (what was held before the commit, a few hundred bytes
+  // an open stream need not keep); what a later event needs, it takes again.
+  void shrink() {
+    if (!segs_.empty()) return;
+    std::string().swap(scratch_);
+    std::vector<Seg>().swap(spare_);
+  }
 
  private:
   struct Seg {

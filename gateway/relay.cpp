@@ -194,6 +194,7 @@ bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
     quiet_reads_ = 0;
     shrink_keeping(raw);
     sse_.shrink();
+    state_.outbox().shrink();
   }
   space_ = sse_.prepare(body_room());  // all the free space, at least this
   up_.parser.get().body().data = space_.data();

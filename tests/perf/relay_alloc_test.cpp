@@ -364,8 +364,9 @@ TEST(RelayMemory, ATricklingStreamGivesBackItsReadBuffers) {
       (static_cast<double>(at_first_token) - static_cast<double>(trickling)) / kStreams;
   std::printf("heap given back per stream after %d quiet reads: %.0f bytes\n", kTrickled,
               given_back);
-  // 4,096 + 2,048 bytes held, 514 + 512 after (measured: ~0 when the CRLF
-  // kept the buffer from shrinking).
+  // 4,096 + 2,048 bytes held, 514 + 512 after, and what the relay's outbox
+  // held before the commit (measured: ~0 when the CRLF kept the buffer from
+  // shrinking).
   EXPECT_GT(given_back, 3 * 1024);
 }
 
