@@ -248,7 +248,14 @@ struct Deployment {
   // Other than chat, only through the OpenAI protocol.
   unsigned operations = operation_bit(Operation::kChat);
   bool serves(Operation o) const { return (operations & operation_bit(o)) != 0; }
-  std::string id() const { return provider + "/" + model; }
+  // "provider/model": its name in statistics, health, limits, metrics and
+  // logs, used several times a request. Built by the config reader (a
+  // Deployment built by hand calls set_id() once it has both).
+  const std::string& id() const { return id_; }
+  void set_id() { id_ = provider + "/" + model; }
+
+ private:
+  std::string id_;
 };
 
 // ---- Routing (docs/routing.md) ---------------------------------------------

@@ -51,6 +51,7 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
   node.read_map([&](ConfigMap& m) {
     deployment.provider = read_provider_ref(m.required("provider"), providers);
     deployment.model = read_model_name(m.required("model"));
+    deployment.set_id();
     for (const auto& other : earlier) {
       if (other.id() == deployment.id())
         node.fail("duplicate deployment " + quote(deployment.id()));

@@ -778,11 +778,18 @@ std::string explain_candidate(const RouteDecision& d, std::size_t i) {
 
 // Built in place (one output string and one scratch per call, reused across
 // the candidates): a request renders this once, for its header and its log.
+// The first item's storage becomes the output's: one allocation for a route
+// of one candidate.
 std::string explain(const RouteDecision& d) {
   std::string out, item;
+  item.reserve(160);  // "provider/model=#1(score ... = est ...; p50 ...)"
   auto add = [&] {
     if (out.size() + item.size() > 1024) return;  // a header, not a report
-    if (!out.empty()) out += ", ";
+    if (out.empty()) {
+      out.swap(item);
+      return;
+    }
+    out += ", ";
     out += item;
   };
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {

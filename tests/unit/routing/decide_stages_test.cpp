@@ -30,6 +30,7 @@ struct Model {
       config::Deployment d;
       d.provider = p.name;
       d.model = "m";
+      d.set_id();
       d.price.output_per_1m = 1.0 + static_cast<double>(i);
       cfg.models.back().deployments.push_back(d);
       DeploymentView v;

@@ -409,6 +409,7 @@ config::Model chat_model() {
     config::Deployment d;
     d.provider = provider;
     d.model = model;
+    d.set_id();
     m.deployments.push_back(d);
   }
   return m;

@@ -31,6 +31,7 @@ struct Fixture {
       config::Deployment d;
       d.provider = p.name;
       d.model = "m";
+      d.set_id();
       model->deployments.push_back(d);
       DeploymentView v;
       v.stats.deployment = d.id();
