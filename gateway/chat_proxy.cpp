@@ -825,7 +825,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   // And against the end of a graceful drain: at drain.timeout the worker's
   // shutdown signal fires and requests still running are ended explicitly.
   net::awaitable<bool> exchange = proxy.run(*model);
-  const Watched r = co_await run_watched(worker, client, std::move(exchange));
+  const Watched r = co_await run_watched(worker, client, *rc.session_cancel, std::move(exchange));
   if (r.why == Interrupt::kClientGone) {
     log_line(LogLevel::kDebug,
              "request " + rc.request_id + ": client disconnected, upstream cancelled");

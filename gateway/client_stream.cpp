@@ -7,7 +7,6 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -241,8 +240,9 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
 }
 
 struct RequestWatches::Entry {
-  net::cancellation_signal stop;               // the socket wait's (per-operation)
-  net::cancellation_signal* cancel = nullptr;  // the exchange's; null: the entry is free
+  net::cancellation_signal stop;  // the socket wait's (per-operation)
+  net::cancellation_signal* cancel =
+      nullptr;  // the session's (the exchange runs in it); null: free
   net::ip::tcp::socket* socket = nullptr;
   Interrupt why = Interrupt::kNone;
   std::uint32_t generation = 0;  // the upper half of an id: a stale id finds nothing
@@ -333,13 +333,12 @@ void RequestWatches::end_all() {
 }
 
 net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
+                                    net::cancellation_signal& session_cancel,
                                     net::awaitable<bool> exchange) {
   RequestWatches& watches = *worker.watches;
   if (watches.ended_) co_return Watched{false, Interrupt::kShutdown};
-  const auto ex = co_await net::this_coro::executor;
-  net::cancellation_signal cancel;
   std::uint64_t id = 0;
-  RequestWatches::Entry& entry = watches.add(cancel, client.socket(), id);
+  RequestWatches::Entry& entry = watches.add(session_cancel, client.socket(), id);
   // Removed on every way out, the frame's destruction included.
   struct Remove {
     RequestWatches& watches;
@@ -348,18 +347,19 @@ net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
   } remove{watches, id};
   watches.arm(entry, id);
   Watched out;
-  // The exchange resumes this coroutine as it ends (use_awaitable, same
-  // executor), so no interrupt can arrive between its end and this line.
-  auto token = net::bind_cancellation_slot(cancel.slot(), net::use_awaitable);
-  auto run = net::co_spawn(ex, std::move(exchange), token);
   try {
-    out.result = co_await std::move(run);
+    out.result = co_await std::move(exchange);
   } catch (...) {
     // An exchange cancelled mid-operation may throw (operation_aborted).
     if (entry.why == Interrupt::kNone) throw;
   }
   out.why = entry.why;
-  if (out.why != Interrupt::kNone) out.result = false;
+  if (out.why != Interrupt::kNone) {
+    out.result = false;
+    // The session goes on (an answer for the drain, a lingering close): its
+    // waits from here on are not cancelled.
+    co_await net::this_coro::reset_cancellation_state();
+  }
   co_return out;
 }
 

@@ -88,12 +88,16 @@ struct Watched {
   Interrupt why = Interrupt::kNone;
 };
 
-// Runs `exchange` in a coroutine of its own and waits for it to end. The
-// client hanging up or the end of the drain cancels it (terminal: its waits
-// end with operation_aborted, a write in progress is cut), and `why` says
-// which. What `exchange || watch || drain` did, without three coroutines
-// per request.
+// Runs `exchange` and waits for it to end. The client hanging up or the end
+// of the drain cancels it (terminal: its waits end with operation_aborted, a
+// write in progress is cut), and `why` says which. What `exchange || watch
+// || drain` did, without three coroutines per request -- and without one of
+// the exchange's own: it runs in the caller's coroutine, the session's, and
+// is cancelled through `session_cancel`, the signal that coroutine is bound
+// to (its cancellation state is reset after an interrupt, for what the
+// session does next).
 net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
+                                    net::cancellation_signal& session_cancel,
                                     net::awaitable<bool> exchange);
 
 // The requests in flight on one worker that something outside may end: the
@@ -114,7 +118,8 @@ class RequestWatches {
   void end_all();
 
  private:
-  friend net::awaitable<Watched> run_watched(Worker&, beast::tcp_stream&, net::awaitable<bool>);
+  friend net::awaitable<Watched> run_watched(Worker&, beast::tcp_stream&, net::cancellation_signal&,
+                                             net::awaitable<bool>);
   struct Entry;
   struct OnReadable;
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -242,12 +243,13 @@ struct Gateway::Impl {
   // Samples the routing table into `history` every interval, on one worker.
   net::awaitable<void> sample_history(WorkerThread& w);
   class SessionTracker;
-  net::awaitable<void> session(WorkerThread& w, tcp::socket socket, bool admin);
+  net::awaitable<void> session(WorkerThread& w, tcp::socket socket, bool admin,
+                               net::cancellation_signal& cancel);
   bool over_connection_limit(WorkerThread& w);
   // Reads and answers one request: whether the connection goes on.
   net::awaitable<bool> serve_request(WorkerThread& w, beast::tcp_stream& stream,
                                      beast::flat_buffer& buffer, SessionTracker& tracked,
-                                     bool first, bool admin);
+                                     bool first, bool admin, net::cancellation_signal& cancel);
   // The head (or the body) read whole, else answered when the client is
   // still there, and false: the connection closes.
   static net::awaitable<bool> read_request_head(beast::tcp_stream& stream,
@@ -664,7 +666,16 @@ net::awaitable<void> Gateway::Impl::accept_loop(WorkerThread& w, tcp::acceptor& 
       continue;
     }
     socket.set_option(tcp::no_delay(true));
-    net::co_spawn(acceptor.get_executor(), session(w, std::move(socket), admin), net::detached);
+    // The session's coroutine is bound to a signal of its own: a request's
+    // exchange runs in it and is ended through it (run_watched), with no
+    // coroutine of its own. The completion handler owns the signal, which
+    // must outlive the coroutine's cancellation state (kept in the signal's
+    // slot): the handler is the last thing the coroutine runs.
+    auto cancel = std::make_shared<net::cancellation_signal>();
+    net::cancellation_signal& signal = *cancel;
+    net::co_spawn(acceptor.get_executor(), session(w, std::move(socket), admin, signal),
+                  net::bind_cancellation_slot(signal.slot(),
+                                              [cancel = std::move(cancel)](std::exception_ptr) {}));
   }
 }
 
@@ -757,7 +768,8 @@ net::awaitable<void> answer_and_close(beast::tcp_stream& stream, const RequestCo
 
 }  // namespace
 
-net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket, bool admin) {
+net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket, bool admin,
+                                            net::cancellation_signal& cancel) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   SessionTracker tracked(*this, w, &stream, admin);
@@ -781,7 +793,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // drain's cancellation of idle sessions cannot miss this one.)
       if (!admin && closing.load()) break;
       tracked.busy(false);
-      const bool more = co_await serve_request(w, stream, buffer, tracked, first, admin);
+      const bool more = co_await serve_request(w, stream, buffer, tracked, first, admin, cancel);
       if (!more) break;
     }
   } catch (const boost::system::system_error& e) {
@@ -802,7 +814,8 @@ bool Gateway::Impl::over_connection_limit(WorkerThread& w) {
 
 net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_stream& stream,
                                                   beast::flat_buffer& buffer,
-                                                  SessionTracker& tracked, bool first, bool admin) {
+                                                  SessionTracker& tracked, bool first, bool admin,
+                                                  net::cancellation_signal& cancel) {
   // Limits as the current config has them (a reload may change them).
   const auto snap = w.worker.snapshot;
   const auto& limits = snap->config->server.limits;
@@ -822,6 +835,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   tracked.busy(true);  // a request has begun: the drain lets it finish
   RequestContext rc{new_request_id(), 11, false};
+  rc.session_cancel = &cancel;
   const bool head_read = co_await read_request_head(stream, buffer, parser, rc, limits, body_limit);
   if (!head_read) co_return false;
   auto& head = parser.get();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -29,6 +30,10 @@ struct RequestContext {
   unsigned version = 11;  // client's HTTP version: 10 or 11
   bool keep_alive = true;
   std::chrono::steady_clock::time_point received{};  // the whole request was read
+  // The client connection's cancellation (its session's coroutine is bound
+  // to it): run_watched ends a request's exchange through it. Set by the
+  // session for every request it reads.
+  net::cancellation_signal* session_cancel = nullptr;
 };
 
 using Request = http::request<http::string_body>;

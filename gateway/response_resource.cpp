@@ -421,7 +421,7 @@ net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream&
   // The client hanging up, or the drain running out, ends the exchange (and
   // closes the upstream connection with it).
   net::awaitable<bool> run = exchange.run();
-  const Watched r = co_await run_watched(worker, client, std::move(run));
+  const Watched r = co_await run_watched(worker, client, *rc.session_cancel, std::move(run));
   exchange.log(start);
   exchange.record_spans(Clock::now());
   co_return r.why == Interrupt::kNone&& r.result;
