@@ -36,12 +36,13 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 // a long stream's reads are one event each, a few hundred bytes. So once the
 // head is in, an empty buffer goes and reads start at Beast's minimum; a read
 // that fills what it was given doubles the buffer, up to kMaxRead (a burst,
-// a large event). The SSE parser is offered half of it per read, as the
-// 4 KiB head buffer was (what does not fit stays for the next parse). After
-// kQuietReads reads in a row that each used under a quarter of their room,
-// both buffers shrink back (a stream that came with its head, or that
-// trickles after a burst; the bytes of the next chunk's header kept): a handful of allocations per
-// stream, none per event.
+// a large event). The SSE parser is offered as much per parse (the events
+// of a whole read go out in one write: half of the 4 KiB head buffer made
+// two of the head's first read), what does not fit stays for the next
+// parse. After kQuietReads reads in a row that each used under a quarter of
+// their room, both buffers shrink back (a stream that came with its head,
+// or that trickles after a burst; the bytes of the next chunk's header
+// kept): a handful of allocations per stream, none per event.
 constexpr std::size_t kMinRead = 512;  // as Beast's reads: at least this much
 constexpr std::size_t kMaxRead = 16 * 1024;
 constexpr int kQuietReads = 8;
@@ -143,7 +144,7 @@ class Relay {
   // bytes offered), without reading. See the definition.
   beast::error_code parse_buffered(std::size_t space);
   // Body bytes to offer the SSE parser per read (see kMinRead).
-  std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity() / 2); }
+  std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity()); }
   // What the reads made of the committed stream is due to the client (with
   // the head, the first events).
   bool flush_due() {
