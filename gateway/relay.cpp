@@ -224,7 +224,9 @@ beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
   const std::size_t room = read_room_;
   if (got_raw >= room && raw.capacity() < kMaxRead)
     raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
-  const bool shrinkable = raw.capacity() > kMinRead + kCarry || sse_.capacity() > kMinRead;
+  // (What a shrink leaves -- kMinRead and the bytes kept, and an SSE buffer
+  // as large -- is not shrinkable again: a quiet stream settles.)
+  const bool shrinkable = raw.capacity() > kMinRead + kCarry || sse_.capacity() > kMinRead + kCarry;
   quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
   if (const bool eof = ec == net::error::eof; !ec || eof) {
     ec = parse_buffered(space_.size());

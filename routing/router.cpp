@@ -779,10 +779,9 @@ std::string explain_candidate(const RouteDecision& d, std::size_t i) {
 // Built in place (one output string and one scratch per call, reused across
 // the candidates): a request renders this once, for its header and its log.
 // The first item's storage becomes the output's: one allocation for a route
-// of one candidate.
+// of one candidate (the scratch takes a new one only when a second follows).
 std::string explain(const RouteDecision& d) {
   std::string out, item;
-  item.reserve(160);  // "provider/model=#1(score ... = est ...; p50 ...)"
   auto add = [&] {
     if (out.size() + item.size() > 1024) return;  // a header, not a report
     if (out.empty()) {
@@ -795,6 +794,7 @@ std::string explain(const RouteDecision& d) {
   for (std::size_t i = 0; i < d.candidates.size(); ++i) {
     const auto& c = d.candidates[i];
     item.clear();
+    item.reserve(160);  // "provider/model=#1(score ... = est ...; p50 ...)": no regrowth
     item += c.candidate.deployment->provider;
     item += '/';
     item += c.candidate.deployment->model;
@@ -807,6 +807,7 @@ std::string explain(const RouteDecision& d) {
   }
   for (const auto& s : d.skipped) {
     item.clear();
+    item.reserve(160);
     item.append(s.deployment).append("=skip(").append(s.reason).append(")");
     add();
   }

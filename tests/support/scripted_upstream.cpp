@@ -66,7 +66,7 @@ struct ScriptedUpstream::Impl {
   int listen_fd = -1;
   std::uint16_t port = 0;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> gate_open{false};
+  std::atomic<int> gates_open{0};
   std::atomic<std::size_t> requests_played{0};  // requests whose part has been chosen
   mutable std::mutex mu;
   ScriptedStats stats;
@@ -142,6 +142,7 @@ struct ScriptedUpstream::Impl {
 
   void serve(int fd) {
     bool peer_gone = false;
+    int gates = 0;  // kGate steps reached
     if (read_first && !read_request(fd)) {
       peer_gone = true;
     } else {
@@ -166,7 +167,8 @@ struct ScriptedUpstream::Impl {
             }
             break;
           case Step::Kind::kGate:
-            while (ok && !gate_open.load() && !stopping.load())
+            ++gates;
+            while (ok && gates_open.load() < gates && !stopping.load())
               ok = !wait_peer_close(fd, std::chrono::milliseconds(5));
             break;
           case Step::Kind::kHold:
@@ -219,7 +221,7 @@ ScriptedUpstream::ScriptedUpstream(Script script, bool read_request)
   impl_->read_first = read_request;
 }
 
-void ScriptedUpstream::open_gate() { impl_->gate_open = true; }
+void ScriptedUpstream::open_gate() { ++impl_->gates_open; }
 
 ScriptedUpstream::~ScriptedUpstream() {
   impl_->stopping = true;

@@ -22,7 +22,8 @@ struct Step {
     kHold,     // stay silent until the peer closes (or the server stops)
     kTrickle,  // write `bytes` one byte every `ms`
     kFlood,    // write token events as fast as the peer takes them, until it closes
-    kGate,     // wait until the test calls open_gate() (or the peer closes)
+    kGate,     // the n-th of a script: wait until the test has called open_gate()
+               // n times (or the peer closes)
     kNext,     // the end of one request's part: request N plays the N-th part
                // (the last part plays for every request after it)
   };
@@ -69,7 +70,7 @@ class ScriptedUpstream {
   std::uint16_t port() const;
   ScriptedStats stats() const;
   std::string last_request() const;  // head and body of the last request read
-  void open_gate();                  // every connection at (or to reach) a kGate goes on
+  void open_gate();                  // every connection at (or to reach) its next kGate goes on
 
  private:
   struct Impl;
