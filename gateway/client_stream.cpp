@@ -240,9 +240,8 @@ net::awaitable<bool> ClientStream::write(std::span<const std::string_view> body,
 }
 
 struct RequestWatches::Entry {
-  net::cancellation_signal stop;  // the socket wait's (per-operation)
-  net::cancellation_signal* cancel =
-      nullptr;  // the session's (the exchange runs in it); null: free
+  net::cancellation_signal stop;               // the socket wait's (per-operation)
+  net::cancellation_signal* cancel = nullptr;  // the session's; null: the entry is free
   net::ip::tcp::socket* socket = nullptr;
   Interrupt why = Interrupt::kNone;
   std::uint32_t generation = 0;  // the upper half of an id: a stale id finds nothing

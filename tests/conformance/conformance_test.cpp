@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -32,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/ascii.h"
 #include "config/config.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
@@ -800,6 +800,13 @@ Script slow_stream() {
   return s;
 }
 
+// The head of a raw response (to its last CRLF), lower-cased: names and
+// values compared whatever their case on the wire.
+std::string lowercase_head(const std::string& response) {
+  const auto end = response.find("\r\n\r\n");
+  return config::ascii_lowercase(response.substr(0, end == std::string::npos ? end : end + 2));
+}
+
 std::vector<ClientRow> client_rows() {
   return {
       {"client-disconnect-before-first-token",
@@ -922,8 +929,7 @@ std::vector<ClientRow> client_rows() {
          std::string all = raw.read_all();
          EXPECT_EQ(all.rfind("HTTP/1.0 200", 0), 0u) << all.substr(0, 200);
          // To the end of the connection: no chunked coding, no length.
-         std::string head = all.substr(0, all.find("\r\n\r\n"));
-         for (auto& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+         const std::string head = lowercase_head(all);
          EXPECT_EQ(head.find("transfer-encoding"), std::string::npos) << head;
          EXPECT_EQ(head.find("content-length"), std::string::npos) << head;
          EXPECT_NE(all.find("data: [DONE]\n\n"), std::string::npos);
@@ -1704,7 +1710,6 @@ INSTANTIATE_TEST_SUITE_P(Table, Security, ::testing::ValuesIn(security_rows()), 
 
 // ---- Real providers ------------------------------------------------------------
 
-// A chunked SSE head with extra header lines ("name: value\r\n"...).
 // The rows that repeat a relayed header upstream: the client's response head
 // has it once, with the last value.
 void expect_relayed_once(Harness& h, bool stream) {
@@ -1716,8 +1721,7 @@ void expect_relayed_once(Harness& h, bool stream) {
       std::to_string(body.size()) + "\r\n\r\n" + body));
   const std::string all = raw.read_all();
   ASSERT_EQ(all.rfind("HTTP/1.1 200", 0), 0u) << all.substr(0, 200);
-  std::string head = all.substr(0, all.find("\r\n\r\n") + 2);
-  for (auto& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string head = lowercase_head(all);
   const std::string line = "\r\nx-ratelimit-remaining-requests: ";
   const auto first = head.find(line);
   ASSERT_NE(first, std::string::npos) << head;
@@ -1725,6 +1729,7 @@ void expect_relayed_once(Harness& h, bool stream) {
   EXPECT_EQ(head.substr(first + line.size(), 4), "99\r\n") << head;
 }
 
+// A chunked SSE head with extra header lines ("name: value\r\n"...).
 std::string sse_head_with(const std::string& lines) {
   return "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + lines +
          "transfer-encoding: chunked\r\n\r\n";
