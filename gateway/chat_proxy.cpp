@@ -742,16 +742,20 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
 
 // What admission reads of the request head.
 RequestHead request_head(const Request& request) {
-  RequestHead head{request[http::field::authorization],
-                   request[http::field::content_type],
-                   {},
-                   [&request](std::string_view name) -> std::optional<std::string> {
-                     auto it = request.find(beast::string_view(name.data(), name.size()));
-                     if (it == request.end()) return std::nullopt;
-                     return std::string(it->value());
-                   }};
+  RequestHead head{request[http::field::authorization], request[http::field::content_type], {}, {}};
+  bool routed = false;  // an x-llmgate-* header (most requests have none: no lookups)
   for (const auto& f : request) {
     if (f.name() == http::field::via) head.via.push_back(f.value());
+    const beast::string_view name = f.name_string();
+    if (!routed && name.size() > 10 && beast::iequals(name.substr(0, 10), "x-llmgate-"))
+      routed = true;
+  }
+  if (routed) {
+    head.header = [&request](std::string_view name) -> std::optional<std::string> {
+      auto it = request.find(beast::string_view(name.data(), name.size()));
+      if (it == request.end()) return std::nullopt;
+      return std::string(it->value());
+    };
   }
   return head;
 }

@@ -129,12 +129,22 @@ void HeadLines::end(unsigned version, bool keep_alive, std::optional<std::size_t
   text_.append("\r\n");
 }
 
+beast::error_code GatheredWrite::send_now(net::ip::tcp::socket& socket) {
+  return gateway::send_now(socket, rest);
+}
+
+net::awaitable<bool> write_whole_rest(beast::tcp_stream& client, GatheredWrite& w,
+                                      std::chrono::milliseconds timeout) {
+  const beast::error_code ec = co_await send_rest(client, w.rest, timeout);
+  client.expires_never();
+  co_return !ec;
+}
+
 net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view head,
                                  std::string_view body, std::chrono::milliseconds timeout) {
-  std::array<net::const_buffer, 2> all{net::buffer(head), net::buffer(body)};
-  std::span<net::const_buffer> rest(all);
-  beast::error_code ec = send_now(client.socket(), rest);
-  if (!ec && !rest.empty()) ec = co_await send_rest(client, rest, timeout);
+  GatheredWrite w(head, body);
+  beast::error_code ec = w.send_now(client.socket());
+  if (!ec && !w.done()) co_return co_await write_whole_rest(client, w, timeout);
   // No deadline outlives the answer (an earlier phase's may still be set).
   client.expires_never();
   co_return !ec;

@@ -258,6 +258,17 @@ struct Gateway::Impl {
                                                 const RequestContext& rc,
                                                 const config::ServerLimits& limits,
                                                 BodyLimit& body_limit);
+  // The same without an I/O operation, a timer or a coroutine frame, for
+  // what the buffer already holds whole (most requests: head and body came
+  // with the read that began the request, or behind the previous one).
+  enum class Buffered { kDone, kError, kRead };
+  static Buffered parse_buffered_head(beast::flat_buffer& buffer,
+                                      http::request_parser<http::string_body>& parser,
+                                      const config::ServerLimits& limits, BodyLimit& body_limit,
+                                      beast::error_code& ec);
+  static Buffered parse_buffered_body(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                      http::request_parser<http::string_body>& parser,
+                                      beast::error_code& ec);
   static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
@@ -836,8 +847,19 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   tracked.busy(true);  // a request has begun: the drain lets it finish
   RequestContext rc{new_request_id(), 11, false};
   rc.session_cancel = &cancel;
-  const bool head_read = co_await read_request_head(stream, buffer, parser, rc, limits, body_limit);
-  if (!head_read) co_return false;
+  beast::error_code ec;
+  switch (parse_buffered_head(buffer, parser, limits, body_limit, ec)) {
+    case Buffered::kDone:
+      break;
+    case Buffered::kError:
+      if (std::optional<ApiError> e = head_error(ec, /*new_version=*/false, body_limit))
+        co_await answer_and_close(stream, rc, *e);
+      co_return false;
+    case Buffered::kRead:
+      if (!co_await read_request_head(stream, buffer, parser, rc, limits, body_limit))
+        co_return false;
+      break;
+  }
   auto& head = parser.get();
   rc.version = head.version() == 10 ? 10 : 11;
   // While draining, answer and close: clients reconnect to another replica.
@@ -863,8 +885,18 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
     const bool written = co_await write_response(stream, res, kWriteTimeout);
     co_return written && !body_unread && rc.keep_alive;
   }
-  const bool body_read = co_await read_request_body(stream, buffer, parser, rc, limits, body_limit);
-  if (!body_read) co_return false;
+  switch (parse_buffered_body(stream, buffer, parser, ec)) {
+    case Buffered::kDone:
+      break;
+    case Buffered::kError:
+      if (std::optional<ApiError> e = body_error(ec, body_limit))
+        co_await answer_and_close(stream, rc, *e);
+      co_return false;
+    case Buffered::kRead:
+      if (!co_await read_request_body(stream, buffer, parser, rc, limits, body_limit))
+        co_return false;
+      break;
+  }
   rc.received = std::chrono::steady_clock::now();
   if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
   Request req = parser.release();
@@ -904,6 +936,51 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
     co_await answer_and_close(stream, rc, *e);
   }
   co_return false;
+}
+
+Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
+    beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
+    const config::ServerLimits& limits, BodyLimit& body_limit, beast::error_code& ec) {
+  const std::string_view have = buffered(buffer);
+  // What read_request_head answers itself (a version, a fold) goes there.
+  if (request_head_end(have) == std::string_view::npos || has_unsupported_http_version(have) ||
+      has_obs_fold(have)) {
+    return Buffered::kRead;
+  }
+  if (is_embeddings_request(have)) {
+    body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
+    parser.body_limit(body_limit.bytes);
+  }
+  // Beast parses a head only once all of it is there: need_more (a head
+  // that ends in bare LFs, which Beast does not take for a line end) has
+  // consumed nothing, and the read path finds the parser's 400 as before.
+  const std::size_t n = parser.put(buffer.data(), ec);
+  buffer.consume(n);
+  if (ec == http::error::need_more) {
+    ec = {};
+    return Buffered::kRead;
+  }
+  if (ec) return Buffered::kError;
+  return parser.is_header_done() ? Buffered::kDone : Buffered::kRead;
+}
+
+Gateway::Impl::Buffered Gateway::Impl::parse_buffered_body(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    http::request_parser<http::string_body>& parser, beast::error_code& ec) {
+  // No 100-continue to send, and a body of a known length that is all here.
+  if (parser.get().find(http::field::expect) != parser.get().end()) return Buffered::kRead;
+  if (!parser.is_done()) {
+    const auto left = parser.content_length_remaining();
+    if (parser.chunked() || !left || buffer.size() < *left) return Buffered::kRead;
+    while (!parser.is_done()) {
+      const std::size_t n = parser.put(buffer.data(), ec);
+      buffer.consume(n);
+      if (ec) return Buffered::kError;
+      if (n == 0) return Buffered::kRead;  // not expected: the read path goes on
+    }
+  }
+  stream.expires_never();  // as read_request_body leaves it
+  return Buffered::kDone;
 }
 
 net::awaitable<bool> Gateway::Impl::read_request_body(

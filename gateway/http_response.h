@@ -3,6 +3,7 @@
 // a write deadline). Includes Beast: include only from gateway .cpp files.
 #pragma once
 
+#include <array>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -73,5 +75,29 @@ class HeadLines {
 // False if the client is gone.
 net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view head,
                                  std::string_view body, std::chrono::milliseconds timeout);
+
+// Two pieces (a head and a body) as one gathered write. send_now() sends
+// what the socket takes at once, without waiting -- most writes, with no
+// timer, asynchronous operation or coroutine frame -- and leaves in `rest`
+// what it did not send, for an asynchronous write.
+struct GatheredWrite {
+  GatheredWrite(std::string_view head, std::string_view body)
+      : bufs{net::const_buffer(head.data(), head.size()),
+             net::const_buffer(body.data(), body.size())} {}
+  GatheredWrite(const GatheredWrite&) = delete;
+  GatheredWrite& operator=(const GatheredWrite&) = delete;
+
+  beast::error_code send_now(net::ip::tcp::socket& socket);
+  bool done() const { return rest.empty(); }
+
+  std::array<net::const_buffer, 2> bufs;
+  std::span<net::const_buffer> rest{bufs};
+};
+
+// write_whole in two steps, for the relay's answers: `w.send_now()`, then
+// this when it left something (it writes the rest under `timeout`). Either
+// way the client's stream has no deadline after it, as after write_whole.
+net::awaitable<bool> write_whole_rest(beast::tcp_stream& client, GatheredWrite& w,
+                                      std::chrono::milliseconds timeout);
 
 }  // namespace llmgate::gateway

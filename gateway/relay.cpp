@@ -434,7 +434,9 @@ net::awaitable<AttemptResult> Relay::finish() {
     state_.end_stream();
     if (!state_.committed()) commit();
     const std::string trailers = state_.trailers();
-    const bool ok = co_await out_.write(state_.outbox().pieces(), /*last=*/true, trailers);
+    // As write() would, without a coroutine frame when the socket takes it all.
+    bool ok = out_.write_now(state_.outbox().pieces(), /*last=*/true, trailers) && !out_.failed();
+    if (!ok && !out_.failed()) ok = co_await out_.write_rest();
     state_.outbox().clear();
     if (ok) note_first_token_relayed();
     result.keep_alive = ok && out_.chunked() && ctx_.rc.keep_alive;
@@ -452,30 +454,36 @@ net::awaitable<AttemptResult> Relay::finish() {
       h.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
     if (auto tps = up_.rec.tps()) h.set("x-llmgate-tps", format_decimal(*tps));
     h.end(ctx_.rc.version, ctx_.rc.keep_alive, body.size());
-    const bool ok = co_await write_whole(ctx_.client, head, body, up_.c.timeouts.idle);
+    GatheredWrite w(head, body);
+    bool ok = !w.send_now(ctx_.client.socket());
+    if (ok && !w.done()) {
+      ok = co_await write_whole_rest(ctx_.client, w, up_.c.timeouts.idle);
+    } else {
+      ctx_.client.expires_never();  // as write_whole leaves it
+    }
     result.keep_alive = ok && ctx_.rc.keep_alive;
   }
-  co_await drain_for_reuse();
-  co_return result;
-}
-
-// Keeps the upstream connection if its response ends promptly after [DONE].
-net::awaitable<void> Relay::drain_for_reuse() {
   stop_deadline();  // the drain has a deadline of its own
-  if (!up_.parser.is_done()) {
-    up_.lease->stream.tcp().expires_after(kDrainForReuse);
-    while (!up_.parser.is_done()) {
-      std::span<char> sink = sse_.prepare(body_room());  // discarded: after [DONE]
-      up_.parser.get().body().data = sink.data();
-      up_.parser.get().body().size = sink.size();
-      auto [ec, n] = co_await http::async_read_some(up_.lease->stream, up_.lease->buffer,
-                                                    up_.parser, kUseTuple);
-      if (ec && ec != http::error::need_buffer) break;
-    }
-  }
+  // Most responses are read to their end with [DONE]: no drain to wait for.
+  if (!up_.parser.is_done()) co_await drain_for_reuse();
   if (up_.parser.is_done() && up_.parser.keep_alive()) {
     up_.lease->stream.tcp().expires_never();
     up_.lease.give_back();
+  }
+  co_return result;
+}
+
+// Reads what is left of the response after [DONE], for a short while: one
+// that ends promptly keeps its connection (finish() gives it back).
+net::awaitable<void> Relay::drain_for_reuse() {
+  up_.lease->stream.tcp().expires_after(kDrainForReuse);
+  while (!up_.parser.is_done()) {
+    std::span<char> sink = sse_.prepare(body_room());  // discarded: after [DONE]
+    up_.parser.get().body().data = sink.data();
+    up_.parser.get().body().size = sink.size();
+    auto [ec, n] =
+        co_await http::async_read_some(up_.lease->stream, up_.lease->buffer, up_.parser, kUseTuple);
+    if (ec && ec != http::error::need_buffer) break;
   }
 }
 

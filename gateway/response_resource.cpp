@@ -302,8 +302,9 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     }
     providers::Lease& lease = acq.lease;
     auto& tcp = lease->stream.tcp();
-    tcp.expires_at(Clock::now() + t.connect);
-    const beast::error_code wec = co_await write_upstream_request(lease, up);
+    UpstreamWrite write(lease, up);
+    beast::error_code wec = write.error();
+    if (!write.done()) wec = co_await write.rest(Clock::now() + t.connect);
     const bool stale_ok = lease.reused() && round == 0;
     if (wec) {
       if (stale_ok) continue;

@@ -193,8 +193,9 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
     providers::Lease& lease, UpstreamMessage& up, bool may_retry, Clock::duration acquire_time) {
   const failover::Deadlines deadlines = ctx_.deadlines(c_);
   auto& tcp = lease->stream.tcp();
-  tcp.expires_at(deadlines.write(Clock::now()));
-  const beast::error_code wec = co_await write_upstream_request(lease, up);
+  UpstreamWrite write(lease, up);
+  beast::error_code wec = write.error();
+  if (!write.done()) wec = co_await write.rest(deadlines.write(Clock::now()));
   if (wec) {
     if (lease.reused() && may_retry) co_return std::nullopt;
     co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
@@ -611,10 +612,16 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
   return m;
 }
 
-net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,
-                                                         const UpstreamMessage& m) {
-  const std::array<net::const_buffer, 2> bufs{net::buffer(m.head), net::buffer(m.body)};
-  auto [ec, n] = co_await net::async_write(lease->stream, bufs, kUseTuple);
+UpstreamWrite::UpstreamWrite(providers::Lease& lease, const UpstreamMessage& m)
+    : lease_(lease), w_(m.head, m.body) {
+  // (As Asio's own first attempt at a write would, without its operation.)
+  if (lease->stream.tls() == nullptr) ec_ = w_.send_now(lease->stream.tcp().socket());
+}
+
+net::awaitable<beast::error_code> UpstreamWrite::rest(Clock::time_point deadline) {
+  lease_->stream.tcp().expires_at(deadline);
+  auto [ec, n] = co_await net::async_write(lease_->stream, w_.rest, kUseTuple);
+  ec_ = ec;
   co_return ec;
 }
 

@@ -46,7 +46,7 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
 
 // A request to an upstream as it goes on the wire: the head (request line,
 // fields, blank line) serialized once into one string, and the body. Sent in
-// one gathered write (write_upstream_request); no Beast field set is built.
+// one gathered write (UpstreamWrite); no Beast field set is built.
 struct UpstreamMessage {
   std::string head;
   std::string body;
@@ -74,9 +74,22 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
 std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request& client_request,
                                         const RequestContext& rc);
 
-// Writes `m` on the lease's connection, under the deadline already set on it.
-net::awaitable<beast::error_code> write_upstream_request(providers::Lease& lease,
-                                                         const UpstreamMessage& m);
+// Writes `m` on the lease's connection: the constructor sends what a plain
+// connection takes at once, without waiting (most requests: no timer,
+// asynchronous operation or coroutine frame); when that was not all of it
+// (or over TLS), rest() writes what is left under `deadline`.
+class UpstreamWrite {
+ public:
+  UpstreamWrite(providers::Lease& lease, const UpstreamMessage& m);
+  bool done() const { return ec_ || w_.done(); }
+  const beast::error_code& error() const { return ec_; }
+  net::awaitable<beast::error_code> rest(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  providers::Lease& lease_;
+  GatheredWrite w_;
+  beast::error_code ec_;
+};
 
 // Reads the rest of a response body into `body` while it holds fewer than
 // `limit` bytes, under the deadline already set on the connection. Returns

@@ -400,6 +400,8 @@ config::RoutingPolicy apply_override(const config::RoutingPolicy& base, const Ro
 }
 
 std::optional<std::string> check_override(const RouteOverride& o, const config::Model& model) {
+  // Only names are checked (most requests name none: nothing to build).
+  if (!o.providers && !o.deny_providers && o.order.empty() && !o.regions) return std::nullopt;
   std::vector<std::string> providers, ids;
   for (const auto& d : model.deployments) {
     if (!contains(providers, d.provider)) providers.push_back(d.provider);
