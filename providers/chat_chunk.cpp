@@ -54,6 +54,19 @@ class ChunkScanner : public JsonScanner {
   bool like_last_choice(std::size_t& count, ChatChunk& c);
   // Remembers the "choices" member [at, p_) as that template.
   void learn_choice(const char* at);
+  // The whole chunk (p_ at the resume point) when it is the prefix's
+  // "choices" template and then ChunkPrefix::after; else false, nothing
+  // changed.
+  bool like_last_chunk(unsigned& seen, ChatChunk& c);
+  // Remembers what followed "choices" as ChunkPrefix::after.
+  void learn_after(unsigned seen);
+  // The state right after the top-level "choices" member.
+  void note_choices_end(unsigned seen) {
+    choices_end_ = p_;
+    seen_at_choices_end_ = seen;
+    meta_at_choices_end_ = meta_;
+    plain_at_choices_end_ = plain_;
+  }
   bool choice(int depth, ChatChunk& c);
   bool delta(int depth, ChatChunk& c);
   bool usage(int depth, Usage& u);
@@ -69,8 +82,24 @@ class ChunkScanner : public JsonScanner {
   std::string_view usage_json_;
   std::array<std::string_view, 5> meta_text_{};
   unsigned meta_ = 0;
-  ChunkPrefix* prefix_ = nullptr;  // the stream's, if any
+  ChunkPrefix* prefix_ = nullptr;      // the stream's, if any
+  const char* choices_end_ = nullptr;  // see note_choices_end()
+  unsigned seen_at_choices_end_ = 0, meta_at_choices_end_ = 0;
+  bool plain_at_choices_end_ = false;
+  // After "choices": the number and string values of members that show in
+  // nothing but `plain` (ChunkPrefix::holes), [begin, end) each.
+  struct ValueSpan {
+    const char *begin, *end;
+    bool number;
+  };
+  std::array<ValueSpan, ChunkPrefix::kHoles> holes_{};
+  std::size_t hole_count_ = 0;
 
+  // Whether the text at `at` starts with `lit`.
+  bool key_at(const char* at, std::string_view lit) const {
+    return static_cast<std::size_t>(end_ - at) >= lit.size() &&
+           std::memcmp(at, lit.data(), lit.size()) == 0;
+  }
   // A string value's text between its quotes: [at, p_) is the value.
   std::string_view inner(const char* at) const {
     return {at + 1, static_cast<std::size_t>(p_ - at) - 2};
@@ -251,6 +280,11 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
     plain_ = prefix->plain;
     for (std::size_t i = 0; i < meta_text_.size(); ++i)
       meta_text_[i] = text.substr(prefix->meta[i].first, prefix->meta[i].second);
+    // The stream's usual chunk: nothing else to scan, the prefix stays.
+    if (prefix->after_set && like_last_chunk(seen, c)) {
+      Usage none;
+      return finish(c, seen, 1, none, false);
+    }
   } else {
     skip_bom();
     ws();
@@ -283,6 +317,13 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   if (!ok || !finish(c, seen, choice_count, u, has_usage)) return false;
   if (prefix) {
     const auto at = static_cast<std::size_t>(resume_at ? resume_at - begin_ : 0);
+    // What followed "choices", if it came right at the resume point and
+    // what followed changed nothing but `seen` (see like_last_chunk()).
+    constexpr std::size_t kMaxAfter = 128;
+    prefix->after_set = at != 0 && choices_end_ && key_at(begin_ + at, "\"choices\":") &&
+                        plain_at_choices_end_ && meta_ == meta_at_choices_end_ && !has_usage &&
+                        static_cast<std::size_t>(end_ - choices_end_) <= kMaxAfter;
+    if (prefix->after_set) learn_after(seen);
     if (at == 0) {
       prefix->text.clear();
     } else if (!resume || at != prefix->text.size()) {
@@ -305,12 +346,16 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
                               Usage& u, bool& has_usage, ChatChunk& c) {
   if (is(key, "choices")) {
     if (!once(seen, 1)) return false;
-    if (prefix_ && like_last_choice(choice_count, c)) return true;
+    if (prefix_ && like_last_choice(choice_count, c)) {
+      note_choices_end(seen);
+      return true;
+    }
     const char* const at = p_;
     const bool plain_before = plain_;
     if (!eat('[') || !choices(2, choice_count, c)) return false;
     // A plain choice with a content string: nothing else in it shows in `c`.
     if (prefix_ && plain_before && plain_ && choice_count == 1 && content_) learn_choice(at);
+    note_choices_end(seen);
     return true;
   }
   if (is(key, "usage")) {
@@ -344,10 +389,19 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
       return true;
     }
   }
+  const char* const at = p_;
   Value v;
   if (!value(1, v)) return false;
   // Anything else the assembler keeps (a stream's own `obfuscation` aside).
   if (v.type != Value::Type::kNull && !is(key, "object") && !is(key, "obfuscation")) plain_ = false;
+  // After "choices", a number or a string here shows in nothing but plain_,
+  // whatever its value: a hole in ChunkPrefix::after ("usage" and "error"
+  // aside, which are more than that when they are not null).
+  const bool scalar = v.type == Value::Type::kNumber || v.type == Value::Type::kString;
+  if (choices_end_ && scalar && hole_count_ < holes_.size() && !is(key, "usage") &&
+      !is(key, "error")) {
+    holes_[hole_count_++] = {at, p_, v.type == Value::Type::kNumber};
+  }
   return true;
 }
 
@@ -386,6 +440,64 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
   if (size > 0) c.has_output = true;
   if (finish_) c.has_finish = true;
   return true;
+}
+
+bool ChunkScanner::like_last_chunk(unsigned& seen, ChatChunk& c) {
+  const ChunkPrefix& t = *prefix_;
+  constexpr std::string_view kKey = "\"choices\":";
+  const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
+  const std::string_view after(t.after);
+  const std::size_t last = t.hole_count ? t.holes[t.hole_count - 1].at : 0;
+  // (The ending first: a stream whose chunks end differently each time
+  // pays for one comparison.)
+  if (!text.ends_with(after.substr(last)) || !key_at(p_, kKey)) return false;
+  const char* const start = p_;
+  p_ += kKey.size();
+  const std::size_t chars = c.output_chars;
+  const bool output = c.has_output, finish = c.has_finish;
+  std::size_t count = 0;
+  if (!like_last_choice(count, c)) {
+    p_ = start;
+    return false;
+  }
+  // The text between the holes as learnt, a value of the same kind in each.
+  bool same = true;
+  std::size_t from = 0;
+  for (std::size_t i = 0; same && i < t.hole_count; ++i) {
+    const std::string_view piece = after.substr(from, t.holes[i].at - from);
+    from = t.holes[i].at;
+    same = key_at(p_, piece);
+    if (!same) break;
+    p_ += piece.size();
+    Value v;
+    same =
+        value(1, v) && v.type == (t.holes[i].number ? Value::Type::kNumber : Value::Type::kString);
+  }
+  if (!same || std::string_view(p_, static_cast<std::size_t>(end_ - p_)) != after.substr(from)) {
+    p_ = start;
+    c.output_chars = chars, c.has_output = output, c.has_finish = finish;
+    content_.reset(), role_.reset(), finish_.reset();
+    return false;
+  }
+  p_ = end_;
+  seen |= 1 | t.after_seen;
+  plain_ = t.after_plain;
+  return true;
+}
+
+void ChunkScanner::learn_after(unsigned seen) {
+  ChunkPrefix& t = *prefix_;
+  t.after.clear();
+  const char* from = choices_end_;
+  for (std::size_t i = 0; i < hole_count_; ++i) {
+    t.after.append(from, holes_[i].begin);
+    t.holes[i] = {static_cast<std::uint16_t>(t.after.size()), holes_[i].number};
+    from = holes_[i].end;
+  }
+  t.after.append(from, end_);
+  t.hole_count = static_cast<std::uint8_t>(hole_count_);
+  t.after_seen = seen & ~seen_at_choices_end_;
+  t.after_plain = plain_;
 }
 
 void ChunkScanner::learn_choice(const char* at) {

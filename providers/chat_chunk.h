@@ -121,6 +121,27 @@ struct ChunkPrefix {
   std::string choice;             // the member's text before the content, then after it
   std::uint32_t choice_head = 0;  // bytes of `choice` up to the content's opening quote (0: none)
   Span role, finish_reason;       // the choice's role and finish reason strings, if any
+
+  // What followed the "choices" member, to the end of the text, when the
+  // "choices" key came right after `text` and what followed showed in
+  // nothing but `seen` and `plain` (",\"usage\":null}"): its text with the
+  // values of up to kHoles other members cut out (`holes`: where each was,
+  // and whether a number or a string) -- values that change from chunk to
+  // chunk (OpenAI's "obfuscation" string, a benchmark's time stamp) --, the
+  // bits it set in `seen` and `plain` after it. A chunk that has `text`,
+  // then "choices": as `choice` with another content string, then this,
+  // needs no other scan (after_set).
+  static constexpr std::size_t kHoles = 2;
+  struct Hole {
+    std::uint16_t at = 0;  // offset in `after`
+    bool number = false;   // else a string
+  };
+  std::string after;
+  std::array<Hole, kHoles> holes{};
+  std::uint8_t hole_count = 0;
+  unsigned after_seen = 0;
+  bool after_plain = true;
+  bool after_set = false;
 };
 // inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
 // remembering this chunk's prefix for the next.

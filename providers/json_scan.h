@@ -109,9 +109,9 @@ class JsonScanner {
   // value, on_member(key) must consume the value; the key is the decoded key
   // when it is at most kKeyCap bytes long and kCapture, else "". During the
   // call key_begin_ / key_end_ delimit the key's text (quotes included) and
-  // key_escaped_ tells whether it had an escape. `resume`: p_ is at the key
-  // of a member after the first (past its comma and whitespace), the object
-  // scanned up to there.
+  // key_escaped_ tells whether it had an escape. `resume`: p_ is where a
+  // key is due (past the '{', or past a member's comma), whitespace before
+  // it allowed, the object scanned up to there.
   template <bool kCapture, typename OnMember>
   bool members(int depth, OnMember&& on_member, bool resume = false);
   // p_ is past the '[' of an array at `depth`. For each element, p_ at it,
@@ -457,10 +457,8 @@ inline bool JsonScanner::value(int depth, Value& v) {
 template <bool kCapture, typename OnMember>
 bool JsonScanner::members(int depth, OnMember&& on_member, bool resume) {
   if (depth > kMaxJsonDepth) return false;
-  if (!resume) {
-    ws();
-    if (eat('}')) return true;
-  }
+  ws();
+  if (!resume && eat('}')) return true;
   for (;;) {
     const char* const key_begin = p_;
     if (!eat('"')) return false;

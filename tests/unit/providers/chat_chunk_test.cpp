@@ -563,5 +563,117 @@ TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
   EXPECT_EQ(c.finish_reason.data(), again.data() + again.find("stop"));
 }
 
+// What follows "choices" in most streams (",\"usage\":null}") is learnt
+// with the choice template: a chunk that ends the same way is classified
+// from its content string alone, with the same answer as a whole scan.
+TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
+  const std::string head = R"({"id":"c","object":"chat.completion.chunk","created":1,)";
+  const std::string like = R"("choices":[{"index":0,"delta":{"content":")";
+  const std::string rest = R"("},"logprobs":null,"finish_reason":null}])";
+  const std::string usual = R"(,"usage":null})";
+  ChunkPrefix prefix;
+  for (const std::string content : {"Hel", "lo"}) {
+    const std::string data = head + like + content + rest + usual;
+    ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+  }
+  EXPECT_TRUE(prefix.after_set);
+  EXPECT_EQ(prefix.after, usual);
+  for (const std::string content : {"", " world", R"(\",\"usage\":null})", R"(\u00e9)"}) {
+    const std::string data = head + like + content + rest + usual;
+    const ChatChunk c = Resumed(data, prefix);
+    ExpectSameChunk(c, inspect_chunk(data));
+    EXPECT_TRUE(c.plain) << data;
+    EXPECT_EQ(c.content.data(), data.data() + head.size() + like.size());
+    EXPECT_EQ(prefix.after, usual);
+  }
+  // Ends the same way but is not the same chunk: what a whole scan says.
+  for (const std::string& data : {
+           head + like + "lo" + rest + R"(,"usage":null,"usage":null})",  // "usage" twice
+           head + like + "lo" + rest + R"(,"error":{"message":"x"},"usage":null})",
+           head + like + "lo" + R"(","refusal":"no"},"finish_reason":null}],"usage":null})",
+           head + like + "lo" + rest + usual + usual,  // trailing bytes
+           head + " " + like + "lo" + rest + usual,
+       }) {
+    ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+  }
+  // Only an ending that shows in nothing but which keys were seen (and
+  // `plain`) is learnt: not a model or a usage object (each shows in the
+  // answer); it is learnt again from the next chunk that has one.
+  for (const std::string after : {R"(,"model":"m"})", R"(,"usage":{"prompt_tokens":1}})"}) {
+    const std::string data = head + like + "lo" + rest + after;
+    ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+    EXPECT_FALSE(prefix.after_set) << after;
+    const std::string next = head + like + "x" + rest + usual;
+    ExpectSameChunk(Resumed(next, prefix), inspect_chunk(next));
+    EXPECT_TRUE(prefix.after_set);
+  }
+}
+
+// A number or a string that changes from chunk to chunk after the choices
+// (OpenAI's "obfuscation", a benchmark's time stamp) is a hole in the
+// learnt ending: any value of that kind matches it.
+TEST(ChatChunkPrefix, AValueThatChangesEveryChunkIsAHoleInTheLearntEnding) {
+  const std::string head = R"({"id":"c","object":"chat.completion.chunk","created":1,)";
+  const std::string like = R"("choices":[{"index":0,"delta":{"content":")";
+  const std::string rest = R"("},"logprobs":null,"finish_reason":null}])";
+  ChunkPrefix prefix;
+  const auto both = [&](const std::string& tail, const std::string& content = "lo") {
+    const std::string data = head + like + content + rest + tail;
+    const ChatChunk c = Resumed(data, prefix);
+    ExpectSameChunk(c, inspect_chunk(data));
+    return c;
+  };
+  both(R"(,"usage":null,"obfuscation":"a1"})", "Hel");
+  EXPECT_TRUE(prefix.after_set);
+  EXPECT_EQ(prefix.after, R"(,"usage":null,"obfuscation":})");
+  EXPECT_EQ(prefix.hole_count, 1u);
+  for (const std::string pad : {"b22", "", R"(\"},\"x)", R"(\u00e9)"}) {
+    EXPECT_TRUE(both(R"(,"usage":null,"obfuscation":")" + pad + R"("})").plain) << pad;
+    EXPECT_EQ(prefix.after, R"(,"usage":null,"obfuscation":})");
+  }
+  // Another kind of value, or not a value at all: what a whole scan says.
+  for (const std::string tail :
+       {R"(,"usage":null,"obfuscation":7})", R"(,"usage":null,"obfuscation":null})",
+        R"(,"usage":null,"obfuscation":"\x"})", R"(,"usage":null,"obfuscation":"a")",
+        R"(,"usage":null,"obfuscation":"a"}})"}) {
+    both(tail);
+  }
+  // A time stamp: the chunk is not plain (the field would be kept), and
+  // stays so through the hole.
+  both(R"(,"x_sim_ns":87577498608592})");
+  EXPECT_TRUE(prefix.after_set);
+  EXPECT_EQ(prefix.after, R"(,"x_sim_ns":})");
+  EXPECT_FALSE(prefix.after_plain);
+  for (const std::string ns : {"87577499608441", "1", "-0", "1.5e3", "01", "1.", R"("s")"}) {
+    const ChatChunk c = both(R"(,"x_sim_ns":)" + ns + "}");
+    EXPECT_FALSE(c.plain) << ns;
+  }
+  // Two holes, and a bool (not a hole: the same text or no match).
+  both(R"(,"a":1,"b":"x","c":true})");
+  EXPECT_EQ(prefix.hole_count, 2u);
+  EXPECT_EQ(prefix.after, R"(,"a":,"b":,"c":true})");
+  both(R"(,"a":22,"b":"yy","c":true})");
+  both(R"(,"a":22,"b":"yy","c":false})");
+}
+
+// Found by fuzz_sse_parser (tests/fuzz/findings/sse_parser-resume-whitespace-
+// before-first-key): a prefix that ends at the first key ("{") resumed a chunk
+// with whitespace after its '{' as if a key were there; the scan failed and
+// the chunk went to parse_chunk, a whole parse the scanner exists to avoid.
+TEST(ChatChunkPrefix, WhitespaceBeforeTheFirstKeyIsResumedLikeAWholeScan) {
+  ChunkPrefix prefix;
+  const std::string a = R"({"choices":[{"delta":{"content":"x"}}]})";
+  ExpectSameChunk(Resumed(a, prefix), inspect_chunk(a));
+  EXPECT_EQ(prefix.text, "{");
+  for (const std::string b :
+       {R"({ "choices":[{"delta":{"reasoning":"hmm"}}]})", "{\n\t\"choices\":[]}", "{ }"}) {
+    const ChatChunk c = Resumed(b, prefix);
+    ExpectSameChunk(c, inspect_chunk(b));
+    if (b != "{ }") {
+      EXPECT_TRUE(c.json.is_null()) << b;  // scanned, not parsed
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llmgate::providers
