@@ -158,8 +158,12 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
   bool may_retry_stale = true;
   for (int round = 0; round < 4; ++round) {
     const auto acquire_start = Clock::now();
-    providers::AcquireResult acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
-                                                         /*allow_reuse=*/may_retry_stale);
+    // (An idle connection without acquire()'s coroutine frame.)
+    providers::AcquireResult acq{may_retry_stale ? pool.take_idle() : providers::Lease(), {}};
+    if (!acq.lease) {
+      acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
+                                  /*allow_reuse=*/may_retry_stale);
+    }
     if (!acq.lease) co_return fail(rec_, AttemptOutcome::kConnectError, acq.error);
     rec_.reused_connection = acq.lease.reused();
     const auto acquire_time = Clock::now() - acquire_start;

@@ -155,22 +155,26 @@ class JsonScanner {
     return v;
   }
 
+  // The high bit of every byte of the eight at `at` (little-endian) that is
+  // < 0x20, '"', '\\' or >= 0x80: not kPlain (zero-byte tests: a borrow may
+  // flag bytes after a special one, never one before it, so the lowest flag
+  // is exact).
+  [[gnu::always_inline]] static std::uint64_t special_bytes(const char* at) {
+    constexpr std::uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
+    std::uint64_t x;
+    std::memcpy(&x, at, 8);
+    const std::uint64_t quote = x ^ (kOnes * '"');
+    const std::uint64_t backslash = x ^ (kOnes * '\\');
+    return (((x - kOnes * 0x20) & ~x) | ((quote - kOnes) & ~quote) |
+            ((backslash - kOnes) & ~backslash) | x) &
+           kHigh;
+  }
+
   // Past the bytes a string holds as they are (kPlain), eight at a time.
   [[gnu::always_inline]] void skip_plain() {
     if constexpr (std::endian::native == std::endian::little) {
-      constexpr std::uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
       while (end_ - p_ >= 8) {
-        std::uint64_t x;
-        std::memcpy(&x, p_, 8);
-        // The high bit of every byte that is < 0x20, '"', '\\' or >= 0x80
-        // (zero-byte tests: a borrow may flag bytes after a special one, never
-        // one before it, so the lowest flag is exact).
-        const std::uint64_t quote = x ^ (kOnes * '"');
-        const std::uint64_t backslash = x ^ (kOnes * '\\');
-        const std::uint64_t special = (((x - kOnes * 0x20) & ~x) | ((quote - kOnes) & ~quote) |
-                                       ((backslash - kOnes) & ~backslash) | x) &
-                                      kHigh;
-        if (special != 0) {
+        if (const std::uint64_t special = special_bytes(p_); special != 0) {
           p_ += std::countr_zero(special) / 8;
           return;
         }
@@ -178,6 +182,25 @@ class JsonScanner {
       }
     }
     while (p_ != end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
+  }
+
+  // A key of plain bytes whose closing quote is within the kKeyCap bytes at
+  // p_ (p_ past its opening quote; most keys): `key` is its text, p_ past
+  // the quote. Else false, p_ unmoved (string() reads it).
+  [[gnu::always_inline]] bool short_plain_key(std::string_view& key) {
+    if constexpr (std::endian::native == std::endian::little) {
+      const auto left = static_cast<std::size_t>(end_ - p_);
+      for (std::size_t word = 0; word < kKeyCap && word + 8 <= left; word += 8) {
+        const std::uint64_t special = special_bytes(p_ + word);
+        if (special == 0) continue;
+        const std::size_t n = word + static_cast<std::size_t>(std::countr_zero(special)) / 8;
+        if (p_[n] != '"') return false;
+        key = std::string_view(p_, n);
+        p_ += n + 1;
+        return true;
+      }
+    }
+    return false;
   }
 
   const char* p_;
@@ -466,7 +489,11 @@ bool JsonScanner::members(int depth, OnMember&& on_member, bool resume) {
     std::size_t size = 0;
     std::string_view key;
     bool escaped = false;
-    if (!string<kCapture>(size, buf, &key, &escaped)) return false;
+    if (short_plain_key(key)) {
+      if constexpr (!kCapture) key = {};
+    } else if (!string<kCapture>(size, buf, &key, &escaped)) {
+      return false;
+    }
     key_begin_ = key_begin;
     key_end_ = p_;
     key_escaped_ = escaped;

@@ -126,15 +126,8 @@ void ConnectionPool::wake_one() {
 net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline,
                                                       bool allow_reuse) {
   for (;;) {
-    // Most recently used first: it is the least likely to have been closed.
-    while (allow_reuse && !idle_.empty()) {
-      std::unique_ptr<UpstreamConnection> c = std::move(idle_.back());
-      idle_.pop_back();
-      bool fresh = Clock::now() - c->idle_since < provider_.pool.idle_timeout;
-      if (fresh && idle_connection_is_healthy(*c)) {
-        co_return AcquireResult{Lease(this, std::move(c), /*reused=*/true), {}};
-      }
-      --open_;  // c closes as it goes out of scope
+    if (allow_reuse) {
+      if (Lease idle = take_idle()) co_return AcquireResult{std::move(idle), {}};
     }
     if (shut_down_) co_return AcquireResult{Lease(), "gateway is shutting down"};
     if (open_ < provider_.pool.max_connections) co_return co_await connect(deadline);
@@ -151,6 +144,18 @@ net::awaitable<AcquireResult> ConnectionPool::acquire(Clock::time_point deadline
                                            " connections) until the connect deadline"};
     }
   }
+}
+
+Lease ConnectionPool::take_idle() {
+  // Most recently used first: it is the least likely to have been closed.
+  while (!idle_.empty()) {
+    std::unique_ptr<UpstreamConnection> c = std::move(idle_.back());
+    idle_.pop_back();
+    bool fresh = Clock::now() - c->idle_since < provider_.pool.idle_timeout;
+    if (fresh && idle_connection_is_healthy(*c)) return Lease(this, std::move(c), /*reused=*/true);
+    --open_;  // c closes as it goes out of scope
+  }
+  return Lease();
 }
 
 net::awaitable<bool> ConnectionPool::wait_for_room(Clock::time_point deadline) {

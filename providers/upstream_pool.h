@@ -117,6 +117,9 @@ class ConnectionPool {
   // TCP, TLS) — waiting for a free slot when the pool is full. Never throws
   // for network failures; `deadline` bounds the whole operation.
   net::awaitable<AcquireResult> acquire(Clock::time_point deadline, bool allow_reuse = true);
+  // The first step of acquire(), which needs no coroutine: a pooled idle
+  // connection if a healthy one exists (most requests), else an empty lease.
+  Lease take_idle();
 
   // Waits until acquire() would not have to wait for a slot (an idle
   // connection, or room for a new one), or `deadline`. False on the
