@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -14,6 +15,15 @@ namespace llmgate::config {
 // (std::to_chars rounds the exact binary value the same way).
 inline void append_fixed(std::string& out, double v, int precision) {
   char buf[64];
+  // Whole milliseconds and the like (most numbers written per request): the
+  // nearest integer, ties to even, is what "%.0f" writes, at a tenth of
+  // to_chars' cost for a double. (Not below zero: -0.4 and -0.0 are "-0".)
+  if (precision == 0 && v >= 0 && !std::signbit(v) && v < 1e18) {
+    const auto r =
+        std::to_chars(buf, buf + sizeof buf, static_cast<unsigned long long>(std::nearbyint(v)));
+    out.append(buf, r.ptr);
+    return;
+  }
   const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, precision);
   if (r.ec == std::errc()) {
     out.append(buf, r.ptr);

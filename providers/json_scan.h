@@ -342,9 +342,15 @@ inline bool JsonScanner::number(Value& v) {
   const bool negative = eat('-');
   const char* int_begin = p_;
   if (p_ == end_) return false;
+  // The integer part's first 19 digits, accumulated as they are passed
+  // (19 digits cannot overflow: UINT64_MAX has 20).
+  std::uint64_t x = 0;
   if (*p_ == '0') {
     ++p_;
   } else if (*p_ >= '1' && *p_ <= '9') {
+    const char* const fast_end = p_ + std::min<std::ptrdiff_t>(end_ - p_, 19);
+    while (p_ != fast_end && *p_ >= '0' && *p_ <= '9')
+      x = x * 10 + static_cast<std::uint64_t>(*p_++ - '0');
     while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
   } else {
     return false;
@@ -378,13 +384,10 @@ inline bool JsonScanner::number(Value& v) {
   // An integer literal: nlohmann's int64 (negative) or uint64, when it fits.
   const auto digits = int_end - int_begin;
   if (!frac_begin && !has_exponent && digits <= 20) {
-    std::uint64_t x = 0;
     bool overflow = false;
-    // Up to 19 digits cannot overflow (UINT64_MAX has 20): checked only
-    // past them, without a division per digit (a nanosecond timestamp is 19).
+    // The first 19 digits are in x: the 20th is checked, without a
+    // division per digit (a nanosecond timestamp is 19).
     const char* const unchecked = int_begin + std::min<std::ptrdiff_t>(digits, 19);
-    for (const char* q = int_begin; q != unchecked; ++q)
-      x = x * 10 + static_cast<std::uint64_t>(*q - '0');
     for (const char* q = unchecked; q != int_end; ++q) {
       const auto d = static_cast<std::uint64_t>(*q - '0');
       if (x > (UINT64_MAX - d) / 10) {
