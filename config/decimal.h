@@ -17,7 +17,9 @@ inline void append_fixed(std::string& out, double v, int precision) {
   char buf[64];
   // Whole milliseconds and the like (most numbers written per request): the
   // nearest integer, ties to even, is what "%.0f" writes, at a tenth of
-  // to_chars' cost for a double. (Not below zero: -0.4 and -0.0 are "-0".)
+  // to_chars' cost for a double. (Not below zero: -0.4 and -0.0 are "-0".
+  // nearbyint rounds as the rounding mode says: nothing here changes it
+  // from the default, to nearest.)
   if (precision == 0 && v >= 0 && !std::signbit(v) && v < 1e18) {
     const auto r =
         std::to_chars(buf, buf + sizeof buf, static_cast<unsigned long long>(std::nearbyint(v)));

@@ -51,7 +51,7 @@ class ClientStream {
   net::awaitable<bool> write(std::string_view bytes, bool last = false) {
     co_return co_await write(std::span<const std::string_view>(&bytes, 1), last);
   }
-  // The same in two steps, for the relay's per-event writes: write_now()
+  // The same in two steps, for the relay's per-event and last writes: write_now()
   // sends what the socket takes at once (no coroutine, no timer) and is true
   // when that was all of it, or the write failed (see failed()); when false,
   // write_rest() must send the rest before anything else is written. `body`

@@ -130,6 +130,14 @@ std::string_view buffered(const beast::flat_buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
+// The request head at the start of `bytes` (all of them when its end is not
+// there): what the obs-fold check reads, not the body or a pipelined
+// request behind it (a pretty-printed body with CRLF line ends has CRLF and
+// a space without being a fold).
+std::string_view head_of(std::string_view bytes) {
+  return bytes.substr(0, request_head_end(bytes));
+}
+
 // Reads until `buffer` holds a whole request head (or `max` bytes of one,
 // which the parser then refuses as too large). An error (the deadline, a
 // close) is returned as is.
@@ -830,7 +838,8 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   // Limits as the current config has them (a reload may change them).
   const auto snap = w.worker.snapshot;
   const auto& limits = snap->config->server.limits;
-  // The path's: embeddings batches have their own (read_request_head).
+  // The path's: embeddings batches have their own (parse_buffered_head,
+  // read_request_head).
   BodyLimit body_limit{limits.max_body_bytes, "server.limits.max_body_size"};
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
@@ -914,7 +923,7 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
   beast::error_code hec = co_await read_head_bytes(stream, buffer, limits.max_header_bytes);
   // Checked before the parser consumes the head: a 505 rather than a 400.
   const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
-  const bool folded = !hec && has_obs_fold(buffered(buffer));
+  const bool folded = !hec && has_obs_fold(head_of(buffered(buffer)));
   if (folded) {
     co_await answer_and_close(
         stream, rc,
@@ -943,17 +952,18 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
     const config::ServerLimits& limits, BodyLimit& body_limit, beast::error_code& ec) {
   const std::string_view have = buffered(buffer);
   // What read_request_head answers itself (a version, a fold) goes there.
-  if (request_head_end(have) == std::string_view::npos || has_unsupported_http_version(have) ||
-      has_obs_fold(have)) {
+  const std::size_t head_end = request_head_end(have);
+  if (head_end == std::string_view::npos || has_unsupported_http_version(have) ||
+      has_obs_fold(have.substr(0, head_end))) {
     return Buffered::kRead;
   }
   if (is_embeddings_request(have)) {
     body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
     parser.body_limit(body_limit.bytes);
   }
-  // Beast parses a head only once all of it is there: need_more (a head
-  // that ends in bare LFs, which Beast does not take for a line end) has
-  // consumed nothing, and the read path finds the parser's 400 as before.
+  // Beast parses a head only once all of it is there; need_more is rare (a
+  // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
+  // and the read path goes on from where the parser is, as after a read.
   const std::size_t n = parser.put(buffer.data(), ec);
   buffer.consume(n);
   if (ec == http::error::need_more) {

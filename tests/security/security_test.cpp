@@ -203,6 +203,34 @@ TEST_P(Framing, AnsweredAsDocumented) {
   h.expect_quiescent();
 }
 
+// A CRLF and a space make an obsolete line fold only in a head: a
+// pretty-printed JSON body with CRLF line ends that arrives with its head
+// is a request like any other, on a new connection (the head is read) and
+// on a kept-alive one (the head is found in the buffer). Both refused it as
+// a fold while the check read the whole buffer, body included.
+TEST(FramingBody, ACrlfAndASpaceInTheBodyAreNotALineFold) {
+  Harness h(Target::kScript, testing::healthy_stream(2));
+  const std::string compact = chat_body(false);
+  const std::string body = "{\r\n  " + compact.substr(1, compact.size() - 2) + "\r\n}";
+  ASSERT_TRUE(json::parse(body, nullptr, false).is_object());
+  const std::string request = post("Content-Length: " + std::to_string(body.size()) + "\r\n", body);
+  RawClient raw(h.port());
+  std::string got;
+  for (int round = 1; round <= 2; ++round) {
+    ASSERT_TRUE(raw.send(request));
+    EXPECT_TRUE(eventually(
+        [&] {
+          got += raw.read_some();
+          return statuses(got).size() == static_cast<std::size_t>(round) && got.back() == '}';
+        },
+        5s))
+        << got;
+  }
+  EXPECT_EQ(statuses(got), (std::vector<int>{200, 200})) << got.substr(0, 600);
+  EXPECT_FALSE(raw.closed_by_server());
+  EXPECT_EQ(h.upstream()->stats().requests, 2u);
+}
+
 const auto probe_name = [](const auto& info) {
   std::string n = info.param.id;
   for (auto& c : n) c = (c == '-' || c == '.') ? '_' : c;
