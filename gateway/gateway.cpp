@@ -937,7 +937,14 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
     body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
     parser.body_limit(body_limit.bytes);
   }
-  if (!hec)
+  if (!hec && request_head_end(buffered(buffer)) != std::string_view::npos) {
+    // The head is whole in the buffer now: parsed in place, as
+    // parse_buffered_head does (a need_more goes on reading below).
+    const std::size_t n = parser.put(buffer.data(), hec);
+    buffer.consume(n);
+    if (hec == http::error::need_more) hec = {};
+  }
+  if (!hec && !parser.is_header_done())
     std::tie(hec, std::ignore) =
         co_await http::async_read_header(stream, buffer, parser, kUseTuple);
   if (!hec) co_return true;

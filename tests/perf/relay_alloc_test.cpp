@@ -167,7 +167,7 @@ Measured relay(int tokens, int requests, int clients = 1) {
 }
 
 // Allocations per streamed request: operator new about 73 (1 client) to 74
-// (8); asio's aligned_alloc about 37 to 39 more (its frames and handler
+// (8); asio's aligned_alloc about 36 to 39 more (its frames and handler
 // memory; 67 to 72 while the exchange was raced with `||` against the
 // disconnect watch and the drain: four coroutine threads a request; 44 to
 // 46 while it ran in a coroutine thread of its own; 40 to 45 before the
