@@ -140,14 +140,19 @@ net::awaitable<bool> write_whole_rest(beast::tcp_stream& client, GatheredWrite& 
   co_return !ec;
 }
 
+std::optional<bool> write_whole_now(beast::tcp_stream& client, GatheredWrite& w) {
+  const beast::error_code ec = w.send_now(client.socket());
+  if (!ec && !w.done()) return std::nullopt;
+  // No deadline outlives the answer (an earlier phase's may still be set).
+  client.expires_never();
+  return !ec;
+}
+
 net::awaitable<bool> write_whole(beast::tcp_stream& client, std::string_view head,
                                  std::string_view body, std::chrono::milliseconds timeout) {
   GatheredWrite w(head, body);
-  beast::error_code ec = w.send_now(client.socket());
-  if (!ec && !w.done()) co_return co_await write_whole_rest(client, w, timeout);
-  // No deadline outlives the answer (an earlier phase's may still be set).
-  client.expires_never();
-  co_return !ec;
+  if (const std::optional<bool> done = write_whole_now(client, w)) co_return *done;
+  co_return co_await write_whole_rest(client, w, timeout);
 }
 
 net::awaitable<bool> write_response(beast::tcp_stream& client, Response& response,

@@ -130,14 +130,6 @@ std::string_view buffered(const beast::flat_buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
-// The request head at the start of `bytes` (all of them when its end is not
-// there): what the obs-fold check reads, not the body or a pipelined
-// request behind it (a pretty-printed body with CRLF line ends has CRLF and
-// a space without being a fold).
-std::string_view head_of(std::string_view bytes) {
-  return bytes.substr(0, request_head_end(bytes));
-}
-
 // Reads until `buffer` holds a whole request head (or `max` bytes of one,
 // which the parser then refuses as too large). An error (the deadline, a
 // close) is returned as is.
@@ -274,6 +266,16 @@ struct Gateway::Impl {
                                       http::request_parser<http::string_body>& parser,
                                       const config::ServerLimits& limits, BodyLimit& body_limit,
                                       beast::error_code& ec);
+  // Both: the path's body limit, from the request line at the start of
+  // `head` (embeddings batches have their own), set before Beast parses the
+  // head; then the head, whole in `buffer`, parsed in place (kRead: Beast
+  // wants more).
+  static void use_path_body_limit(std::string_view head,
+                                  http::request_parser<http::string_body>& parser,
+                                  const config::ServerLimits& limits, BodyLimit& body_limit);
+  static Buffered put_whole_head(beast::flat_buffer& buffer,
+                                 http::request_parser<http::string_body>& parser,
+                                 beast::error_code& ec);
   static Buffered parse_buffered_body(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                                       http::request_parser<http::string_body>& parser,
                                       beast::error_code& ec);
@@ -838,8 +840,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   // Limits as the current config has them (a reload may change them).
   const auto snap = w.worker.snapshot;
   const auto& limits = snap->config->server.limits;
-  // The path's: embeddings batches have their own (parse_buffered_head,
-  // read_request_head).
+  // The path's: embeddings batches have their own (use_path_body_limit).
   BodyLimit body_limit{limits.max_body_bytes, "server.limits.max_body_size"};
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
@@ -921,9 +922,13 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
   // The whole head is in the buffer before Beast parses it, so that what
   // Beast would quietly normalise (obs-fold) can be refused first.
   beast::error_code hec = co_await read_head_bytes(stream, buffer, limits.max_header_bytes);
+  const std::string_view have = buffered(buffer);
+  const std::size_t head_end = hec ? std::string_view::npos : request_head_end(have);
   // Checked before the parser consumes the head: a 505 rather than a 400.
-  const bool new_version = !hec && has_unsupported_http_version(buffered(buffer));
-  const bool folded = !hec && has_obs_fold(head_of(buffered(buffer)));
+  const bool new_version = !hec && has_unsupported_http_version(have);
+  // In the head only: a pretty-printed body with CRLF line ends has CRLF and
+  // a space without being a fold.
+  const bool folded = !hec && has_obs_fold(have.substr(0, head_end));
   if (folded) {
     co_await answer_and_close(
         stream, rc,
@@ -931,18 +936,12 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
                         "bad_http_request"));
     co_return false;
   }
-  if (!hec && is_embeddings_request(buffered(buffer))) {
-    // A batch of inputs has its own limit (Beast checks Content-Length
-    // against it as it parses the head).
-    body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
-    parser.body_limit(body_limit.bytes);
-  }
-  if (!hec && request_head_end(buffered(buffer)) != std::string_view::npos) {
-    // The head is whole in the buffer now: parsed in place, as
-    // parse_buffered_head does (a need_more goes on reading below).
-    const std::size_t n = parser.put(buffer.data(), hec);
-    buffer.consume(n);
-    if (hec == http::error::need_more) hec = {};
+  if (!hec) use_path_body_limit(have, parser, limits, body_limit);
+  // The head is whole in the buffer now (else past the limit: Beast refuses
+  // it as it reads on): parsed in place.
+  if (!hec && head_end != std::string_view::npos &&
+      put_whole_head(buffer, parser, hec) == Buffered::kDone) {
+    co_return true;
   }
   if (!hec && !parser.is_header_done())
     std::tie(hec, std::ignore) =
@@ -964,10 +963,23 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
       has_obs_fold(have.substr(0, head_end))) {
     return Buffered::kRead;
   }
-  if (is_embeddings_request(have)) {
-    body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
-    parser.body_limit(body_limit.bytes);
-  }
+  use_path_body_limit(have, parser, limits, body_limit);
+  return put_whole_head(buffer, parser, ec);
+}
+
+void Gateway::Impl::use_path_body_limit(std::string_view head,
+                                        http::request_parser<http::string_body>& parser,
+                                        const config::ServerLimits& limits, BodyLimit& body_limit) {
+  if (!is_embeddings_request(head)) return;
+  // A batch of inputs has its own limit (Beast checks Content-Length
+  // against it as it parses the head).
+  body_limit = {limits.max_embeddings_body_bytes, "server.limits.max_embeddings_body_size"};
+  parser.body_limit(body_limit.bytes);
+}
+
+Gateway::Impl::Buffered Gateway::Impl::put_whole_head(
+    beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
+    beast::error_code& ec) {
   // Beast parses a head only once all of it is there; need_more is rare (a
   // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
   // and the read path goes on from where the parser is, as after a read.

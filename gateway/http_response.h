@@ -94,9 +94,11 @@ struct GatheredWrite {
   std::span<net::const_buffer> rest{bufs};
 };
 
-// write_whole in two steps, for the relay's answers: `w.send_now()`, then
-// this when it left something (it writes the rest under `timeout`). Either
-// way the client's stream has no deadline after it, as after write_whole.
+// write_whole in two steps, for the relay's answers: write_whole_now() sends
+// what the socket takes and is the answer (false: the client is gone) when
+// that was all of it, else nullopt, and write_whole_rest() writes the rest
+// under `timeout`. Either way the client's stream has no deadline after it.
+std::optional<bool> write_whole_now(beast::tcp_stream& client, GatheredWrite& w);
 net::awaitable<bool> write_whole_rest(beast::tcp_stream& client, GatheredWrite& w,
                                       std::chrono::milliseconds timeout);
 

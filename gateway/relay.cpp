@@ -454,14 +454,11 @@ net::awaitable<AttemptResult> Relay::finish() {
       h.set("x-llmgate-output-tokens", std::to_string(*up_.rec.output_tokens));
     if (auto tps = up_.rec.tps()) h.set("x-llmgate-tps", format_decimal(*tps));
     h.end(ctx_.rc.version, ctx_.rc.keep_alive, body.size());
+    // As write_whole would, without a coroutine frame when the socket takes it all.
     GatheredWrite w(head, body);
-    bool ok = !w.send_now(ctx_.client.socket());
-    if (ok && !w.done()) {
-      ok = co_await write_whole_rest(ctx_.client, w, up_.c.timeouts.idle);
-    } else {
-      ctx_.client.expires_never();  // as write_whole leaves it
-    }
-    result.keep_alive = ok && ctx_.rc.keep_alive;
+    std::optional<bool> ok = write_whole_now(ctx_.client, w);
+    if (!ok) ok = co_await write_whole_rest(ctx_.client, w, up_.c.timeouts.idle);
+    result.keep_alive = *ok && ctx_.rc.keep_alive;
   }
   stop_deadline();  // the drain has a deadline of its own
   // Most responses are read to their end with [DONE]: no drain to wait for.
