@@ -1,7 +1,6 @@
 #include "gateway/chat_request.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "providers/json_depth.h"
 
@@ -13,10 +12,11 @@ bool is_json_content_type(std::string_view ct) {
   std::string_view media = ct.substr(0, semi);
   while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
   while (!media.empty() && media.front() == ' ') media.remove_prefix(1);
-  std::string lower(media);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower == "application/json";
+  constexpr std::string_view kJson = "application/json";
+  return media.size() == kJson.size() &&
+         std::equal(media.begin(), media.end(), kJson.begin(), [](char c, char want) {
+           return (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == want;
+         });
 }
 
 using providers::RequestBody;

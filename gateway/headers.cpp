@@ -2,17 +2,19 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <ctime>
 #include <random>
 
 namespace llmgate::gateway {
 namespace {
 
+// ASCII case folding: field names are tokens (RFC 9110 §5.1), and the
+// locale's tolower() is a call per character.
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
+           return ascii_lower(x) == ascii_lower(y);
          });
 }
 
@@ -53,7 +55,7 @@ std::vector<std::string> connection_tokens(std::string_view v) {
     if (c == ',') {
       flush();
     } else if (!(c == ' ' && cur.empty())) {
-      cur.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+      cur.push_back(ascii_lower(c));
     }
   }
   flush();
@@ -153,7 +155,9 @@ bool has_obs_fold(std::string_view head) {
 
 bool has_unsupported_http_version(std::string_view head) {
   while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);
-  std::string_view line = head.substr(0, head.find_first_of("\r\n"));
+  // The line ends at its first CR or LF (two memchr, not a set per byte).
+  std::string_view line = head.substr(0, head.find('\n'));
+  line = line.substr(0, line.find('\r'));
   const auto space = line.rfind(' ');
   if (space == std::string_view::npos) return false;
   const std::string_view v = line.substr(space + 1);

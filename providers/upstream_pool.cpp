@@ -214,17 +214,23 @@ net::awaitable<AcquireResult> ConnectionPool::connect(Clock::time_point deadline
 }
 
 ConnectionPool& UpstreamPools::get(const config::Provider& provider, const TlsContexts& tls) {
+  for (const auto& [p, pool] : matched_) {
+    if (p == &provider) return *pool;
+  }
+  const config::Provider* now = current_ ? current_->find_provider(provider.name) : nullptr;
   auto [first, last] = pools_.equal_range(provider.name);
   ConnectionPool* retired = nullptr;
   for (auto it = first; it != last; ++it) {
     if (!(it->second->provider() == provider)) continue;
-    if (!it->second->retired()) return *it->second;
+    if (!it->second->retired()) {
+      if (now == &provider) matched_.emplace_back(&provider, it->second.get());
+      return *it->second;
+    }
     retired = it->second.get();
   }
   // No live pool for the provider as the caller's config has it. If that is
   // not the current config's provider, the request started before a reload
   // changed it: it gets a retired pool, so nothing outlives such requests.
-  const config::Provider* now = current_ ? current_->find_provider(provider.name) : nullptr;
   const bool stale = current_ && (now == nullptr || !(*now == provider));
   if (stale && retired) return *retired;
   std::shared_ptr<ssl::context> ctx;
@@ -238,6 +244,7 @@ ConnectionPool& UpstreamPools::get(const config::Provider& provider, const TlsCo
 }
 
 void UpstreamPools::retain(std::shared_ptr<const config::Config> cfg) {
+  matched_.clear();  // before the old config (their providers) may go
   current_ = std::move(cfg);
   for (auto it = pools_.begin(); it != pools_.end();) {
     auto& pool = *it->second;

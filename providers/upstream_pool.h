@@ -195,6 +195,10 @@ class UpstreamPools {
   net::any_io_executor ex_;
   std::shared_ptr<const config::Config> current_;
   std::multimap<std::string, std::unique_ptr<ConnectionPool>> pools_;  // by provider name
+  // Providers of the current config (current_ keeps them where they are)
+  // already matched to their live pool: a request's get() is then a pointer
+  // comparison, not a comparison of the whole provider. Cleared by retain().
+  std::vector<std::pair<const config::Provider*, ConnectionPool*>> matched_;
 };
 
 }  // namespace llmgate::providers
