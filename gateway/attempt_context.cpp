@@ -47,19 +47,15 @@ void add_trace_headers(const RouteTrace& t, Head& h, const std::string& request_
 // A field the upstream repeats is relayed once, with its last value (as a
 // Beast field set would keep it).
 template <class Head>
-void relay_upstream(const http::fields& upstream, Head& out, bool with_retry_after) {
-  for (auto it = upstream.begin(); it != upstream.end(); ++it) {
-    const auto& f = *it;
-    const beast::string_view name = f.name_string();
-    const bool relayed = (name.size() > 12 && beast::iequals(name.substr(0, 12), "x-ratelimit-")) ||
-                         beast::iequals(name, "openai-processing-ms") ||
-                         (with_retry_after && f.name() == http::field::retry_after);
-    if (relayed && std::none_of(std::next(it), upstream.end(), [&](const auto& later) {
-          return beast::iequals(later.name_string(), name);
-        })) {
-      put(out, std::string_view(name.data(), name.size()),
-          std::string_view(f.value().data(), f.value().size()));
+void relay_upstream(const UpstreamHead& upstream, Head& out, bool with_retry_after) {
+  for (std::size_t i = 0; i < upstream.size(); ++i) {
+    const UpstreamHead::Field f = upstream[i];
+    if (!relayed_upstream_field(f.name, f.name_string, with_retry_after)) continue;
+    bool repeated = false;
+    for (std::size_t j = i + 1; j < upstream.size() && !repeated; ++j) {
+      repeated = beast::iequals(upstream[j].name_string, f.name_string);
     }
+    if (!repeated) put(out, f.name_string, f.value);
   }
 }
 
@@ -75,12 +71,12 @@ void RouteTrace::add_headers(HeadLines& h, const std::string& request_id,
   add_trace_headers(*this, h, request_id, rec);
 }
 
-void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+void relay_upstream_headers(const UpstreamHead& upstream, http::fields& out,
                             bool with_retry_after) {
   relay_upstream(upstream, out, with_retry_after);
 }
 
-void relay_upstream_headers(const http::fields& upstream, HeadLines& out, bool with_retry_after) {
+void relay_upstream_headers(const UpstreamHead& upstream, HeadLines& out, bool with_retry_after) {
   relay_upstream(upstream, out, with_retry_after);
 }
 

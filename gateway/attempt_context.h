@@ -18,6 +18,7 @@
 #include "gateway/race.h"
 #include "gateway/snapshot.h"
 #include "gateway/tracer.h"
+#include "gateway/upstream_parser.h"
 #include "gateway/worker.h"
 #include "providers/upstream_protocol.h"
 #include "routing/attempt_record.h"
@@ -56,9 +57,9 @@ struct RouteTrace {
 // The headers of the upstream's answer a client relies on, copied to the
 // client's response: `x-ratelimit-*` and `openai-processing-ms` (and, for an
 // error passed through, `retry-after`).
-void relay_upstream_headers(const http::fields& upstream, http::fields& out,
+void relay_upstream_headers(const UpstreamHead& upstream, http::fields& out,
                             bool with_retry_after = false);
-void relay_upstream_headers(const http::fields& upstream, HeadLines& out,
+void relay_upstream_headers(const UpstreamHead& upstream, HeadLines& out,
                             bool with_retry_after = false);
 
 struct AttemptContext {

@@ -6,18 +6,15 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/parser.hpp>
 
 #include "gateway/attempt_context.h"
 #include "gateway/attempt_result.h"
+#include "gateway/upstream_parser.h"
 #include "providers/upstream_pool.h"
 #include "providers/upstream_protocol.h"
 #include "routing/stats_registry.h"
 
 namespace llmgate::gateway {
-
-using UpstreamParser = http::response_parser<http::buffer_body>;
 
 // One attempt's upstream as the relay sees it: the 200 event-stream head has
 // been read from `parser`; the body follows on `lease`.

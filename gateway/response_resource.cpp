@@ -357,8 +357,9 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     }
     Response res{static_cast<http::status>(status), rc_.version};
     res.keep_alive(rc_.keep_alive);
-    const auto ct = head[http::field::content_type];
-    res.set(http::field::content_type, ct.empty() ? beast::string_view("application/json") : ct);
+    std::string_view ct = head[http::field::content_type];
+    if (ct.empty()) ct = "application/json";
+    res.set(http::field::content_type, beast::string_view(ct.data(), ct.size()));
     add_route_headers(res, owner);
     relay_upstream_headers(head, res, /*with_retry_after=*/true);
     res.body() = std::move(body);

@@ -105,7 +105,7 @@ class UpstreamAttempt {
   // (scrubbed), else an OpenAI-shaped error carrying `detail`.
   net::awaitable<bool> respond_client_error(const std::string& openai_body,
                                             const std::string& detail,
-                                            const http::fields& upstream_head);
+                                            const UpstreamHead& upstream_head);
   // The request to send, with body_ (taken: the message keeps the only copy).
   UpstreamMessage upstream_request();
   void measure_admission(Clock::duration acquire_time);
@@ -399,7 +399,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
 
 net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& openai_body,
                                                            const std::string& detail,
-                                                           const http::fields& upstream_head) {
+                                                           const UpstreamHead& upstream_head) {
   Response res;
   if (!openai_body.empty()) {
     res = make_json_response(ctx_.rc, static_cast<http::status>(rec_.http_status), openai_body);
@@ -489,6 +489,8 @@ net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
 
 namespace {
 
+constexpr std::string_view kColon = ": ", kCrlf = "\r\n";
+
 // The fields the gateway sets on an upstream request, in order: a later one
 // of a name replaces an earlier one (as Beast's set() did), and each
 // replaces what the client sent under that name.
@@ -511,7 +513,7 @@ class SetFields {
   }
   void append_to(std::string& out) const {
     for (const Line& l : lines_) {
-      if (!l.dropped) out.append(l.name).append(": ").append(l.value).append("\r\n");
+      if (!l.dropped) out.append(l.name).append(kColon).append(l.value).append(kCrlf);
     }
   }
 
@@ -593,14 +595,18 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
   std::string& h = m.head;
   h.reserve(512 + target.size());
   const auto verb = http::to_string(method);
-  h.append(verb.data(), verb.size()).append(" ").append(target).append(" HTTP/1.1\r\n");
+  h.append(verb.data(), verb.size())
+      .append(1, ' ')
+      .append(target)
+      .append(std::string_view(" HTTP/1.1\r\n"));
   for (const auto& f : client_request) {
     const std::string_view name(f.name_string().data(), f.name_string().size());
     if (is_hop_by_hop(name, hop) || is_gateway_owned(name) || f.name() == http::field::via ||
         set.has(name)) {
       continue;
     }
-    h.append(name).append(": ").append(f.value()).append("\r\n");
+    const beast::string_view value = f.value();
+    h.append(name).append(kColon).append(value.data(), value.size()).append(kCrlf);
   }
   set.append_to(h);
   // As prepare_payload: a length for a body, and for an empty one where the
@@ -609,9 +615,9 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
       method == http::verb::options) {
     char n[24];
     const auto r = std::to_chars(n, n + sizeof n, body.size());
-    h.append("Content-Length: ").append(n, r.ptr).append("\r\n");
+    h.append(std::string_view("Content-Length: ")).append(n, r.ptr).append(kCrlf);
   }
-  h.append("\r\n");
+  h.append(kCrlf);
   m.body = std::move(body);
   return m;
 }
