@@ -139,6 +139,7 @@ def report(results: list[dict], args, meta: dict) -> str:
     lines = ["# Trickle benchmark", "",
              f"- command: `{meta['command']}`", f"- date: {meta['date']}", f"- machine: {meta['machine']}",
              f"- revision: {meta['revision']}", f"- nginx: {meta['nginx']}",
+             f"- llmgate's GLIBC_TUNABLES: {meta.get('glibc_tunables') or '(unset)'} (the container image's)",
              f"- pinning: proxies (nginx, llmgate with `workers: 1`) on CPU {args.server_cpu}; llmgate-sim and "
              f"llmgate-loadgen on CPU {args.load_cpu}",
              f"- each stream: first token after {args.ttft_ms} ms, then {args.tokens} tokens, one chunked "
@@ -232,7 +233,8 @@ def main() -> int:
                            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
                 "revision": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                                            capture_output=True, text=True).stdout.strip(),
-                "nginx": ov.nginx_version(nginx) if nginx else "not run"}
+                "nginx": ov.nginx_version(nginx) if nginx else "not run",
+                "glibc_tunables": ov.image_glibc_tunables()}
         results: list[dict] = []
         with tempfile.TemporaryDirectory(prefix="llmgate-trickle-") as tmp:
             workdir = Path(tmp)

@@ -123,6 +123,16 @@ function checkRuntime(content) {
   assert.deepEqual(jsonForm(of(runtime, "CMD").at(-1)), ["--config", "/etc/llmgate/llmgate.yaml"], "CMD");
   assert.equal(of(runtime, "STOPSIGNAL").at(-1)?.getArgumentsContent().trim(), "SIGTERM", "STOPSIGNAL SIGTERM");
 
+  // glibc's malloc tuning, one `ENV GLIBC_TUNABLES=...` line (bench/overhead
+  // reads it to run llmgate as the image does): a tcache_count glibc accepts
+  // (it ignores a value over 65535, silently).
+  const tunables = of(runtime, "ENV").map((e) => /^GLIBC_TUNABLES=(\S+)$/.exec(e.getArgumentsContent().trim()))
+    .filter(Boolean);
+  assert.equal(tunables.length, 1, "one ENV GLIBC_TUNABLES=... line in the runtime stage");
+  const count = /(?:^|:)glibc\.malloc\.tcache_count=(\d+)(?::|$)/.exec(tunables[0][1]);
+  assert.ok(count && Number(count[1]) >= 7 && Number(count[1]) <= 65535,
+    `GLIBC_TUNABLES ${tunables[0][1]}: glibc.malloc.tcache_count between 7 and 65535`);
+
   // Both binaries come from the build stage into /usr/local/bin.
   const copied = of(runtime, "COPY").filter((c) => flag(c, "from") === build.name)
     .flatMap((c) => {
@@ -291,6 +301,9 @@ describe("each check fails on a broken Dockerfile", () => {
     ["EXPOSE without 8081", checkRuntime, broken("EXPOSE 8080 8081", "EXPOSE 8080"), /EXPOSE 8081/],
     ["shell-form ENTRYPOINT", checkRuntime, broken('ENTRYPOINT ["/usr/local/bin/llmgate"]', "ENTRYPOINT /usr/local/bin/llmgate"), /JSON|Unexpected/],
     ["no STOPSIGNAL", checkRuntime, broken("STOPSIGNAL SIGTERM\n", ""), /STOPSIGNAL/],
+    ["no GLIBC_TUNABLES", checkRuntime, broken("ENV GLIBC_TUNABLES=glibc.malloc.tcache_count=64\n", ""), /GLIBC_TUNABLES/],
+    ["tcache_count out of range", checkRuntime,
+      broken("glibc.malloc.tcache_count=64", "glibc.malloc.tcache_count=100000"), /between 7 and 65535/],
     ["llmgate-sim not copied", checkRuntime, broken("/out/llmgate /out/llmgate-sim ", "/out/llmgate "), /llmgate-sim/],
   ];
   for (const [what, check, content, expected] of cases) {
