@@ -206,5 +206,19 @@ fn=(1)
         self.assertEqual(fns, [(30, "child"), (25, "parent"), (25, "other")])
 
 
+class ImageTunables(unittest.TestCase):
+    def test_the_dockerfiles_value_unless_the_environment_sets_one(self):
+        import os
+        from unittest import mock
+        line = re.search(r"^ENV GLIBC_TUNABLES=(\S+)$", (run.REPO / "Dockerfile").read_text(), re.M)
+        self.assertIsNotNone(line)
+        with mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("GLIBC_TUNABLES", None)
+            self.assertEqual(run.image_glibc_tunables(), line.group(1))
+            self.assertEqual(run.llmgate_env()["GLIBC_TUNABLES"], line.group(1))
+        with mock.patch.dict(os.environ, {"GLIBC_TUNABLES": ""}):
+            self.assertEqual(run.image_glibc_tunables(), "")  # glibc's defaults, on purpose
+
+
 if __name__ == "__main__":
     unittest.main()
