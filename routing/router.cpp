@@ -127,6 +127,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
   const config::RoutingPolicy& policy = request.policy;
   const config::Constraints& cons = policy.constraints;
   std::vector<Working> hard_ok;
+  hard_ok.reserve(model.deployments.size());
   std::optional<Clock::time_point> earliest_cooldown_end;
   bool only_cooling = true;  // among those the request's filters allow
   for (std::size_t i = 0; i < model.deployments.size(); ++i) {
@@ -360,6 +361,7 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
   const bool measured_policy = measure.measured;
   SoftResult r;
   std::vector<Working>& cands = r.cands;
+  cands.reserve(hard_ok.size());
   std::optional<Working>& recheck = r.recheck;
   std::optional<Skipped>& recheck_skip = r.recheck_skip;
   // Soft constraints.
@@ -662,6 +664,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     }
   }
 
+  out.candidates.reserve(std::min<std::size_t>(cands.size(), max_n));
   for (std::size_t i = 0; i < cands.size(); ++i) {
     if (i < max_n) {
       out.candidates.push_back(cands[i].pc);
