@@ -26,6 +26,26 @@ inline void append_fixed(std::string& out, double v, int precision) {
     out.append(buf, r.ptr);
     return;
   }
+  // One to three decimals (the x-llmgate-* milliseconds and tokens/s): the
+  // scaled value's nearest integer, when the scaled value is not near a tie
+  // -- its rounding error (under 1e-4 below 1e12) cannot then change which
+  // integer is nearest to the exact binary value, the one printf rounds.
+  if (precision >= 1 && precision <= 3 && v >= 0 && !std::signbit(v)) {
+    static constexpr double kScale[] = {1, 10, 100, 1000};
+    const double scaled = v * kScale[precision];
+    const double whole = std::floor(scaled);
+    if (scaled < 1e12 && std::fabs(scaled - whole - 0.5) > 0.01) {
+      const auto n = static_cast<unsigned long long>(whole) + (scaled - whole > 0.5 ? 1 : 0);
+      const unsigned long long unit = static_cast<unsigned long long>(kScale[precision]);
+      char* p = std::to_chars(buf, buf + sizeof buf, n / unit).ptr;
+      *p++ = '.';
+      unsigned long long frac = n % unit;
+      for (int i = precision - 1; i >= 0; --i, frac /= 10)
+        p[i] = static_cast<char>('0' + frac % 10);
+      out.append(buf, p + precision);
+      return;
+    }
+  }
   const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, precision);
   if (r.ec == std::errc()) {
     out.append(buf, r.ptr);

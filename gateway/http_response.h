@@ -61,7 +61,10 @@ class HeadLines {
   void start(unsigned version, http::status status);
   void start(unsigned version, unsigned code, std::string_view reason);  // any code
   void set(std::string_view name, std::string_view value) {
-    text_.append(name).append(": ").append(value).append("\r\n");
+    text_.append(name)
+        .append(std::string_view(": "))
+        .append(value)
+        .append(std::string_view("\r\n"));
   }
   // `content_length`: the body's; none: chunked in HTTP/1.1, and in
   // HTTP/1.0 to the end of the connection.

@@ -56,9 +56,37 @@ TEST(Decimal, WholeNumbersAreWhatPrintfWrites) {
   // (Past ~1e60 the text is printf's "%g" instead: decimal.h.)
 }
 
+// One to three decimals take a scaled-integer path of their own when the
+// scaled value is not near a tie: it must agree with printf everywhere,
+// near ties and exact binary halves included.
 TEST(Decimal, OtherPrecisionsAreWhatPrintfWrites) {
-  for (double v : {0.0, 0.005, 1.005, 2.675, 12.3456, 1e6 / 3, -7.25}) {
+  for (double v : {0.0,          0.005,
+                   0.05,         0.15,
+                   0.25,         0.35,
+                   1.005,        2.675,
+                   12.3456,      1e6 / 3,
+                   -7.25,        0.0499999,
+                   0.0500001,    0.999,
+                   0.9999,       9.995,
+                   99.95,        1e9 + 0.05,
+                   1e11 + 0.25,  1e12,
+                   5e12 + 0.125, 1e15 + 0.5,
+                   0.0004,       0.00049,
+                   0.0005,       std::numeric_limits<double>::denorm_min()}) {
     for (int p : {1, 2, 3}) EXPECT_EQ(fixed(v, p), printf_fixed(v, p)) << v << " " << p;
+  }
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 100000; ++i) {
+    const int p = 1 + static_cast<int>(rng() % 3);
+    const double scale = std::pow(10.0, std::uniform_real_distribution<double>(-4, 13)(rng));
+    const double v = std::uniform_real_distribution<double>(0, 1)(rng) * scale;
+    ASSERT_EQ(fixed(v, p), printf_fixed(v, p)) << v << " " << p;
+    // A decimal tie at this precision, and its neighbours a few ulps away.
+    const double unit = std::pow(10.0, -p);
+    const double tie = (std::floor(v / unit) + 0.5) * unit;
+    for (double t : {tie, std::nextafter(tie, 0.0), std::nextafter(tie, 1e300)}) {
+      ASSERT_EQ(fixed(t, p), printf_fixed(t, p)) << t << " " << p;
+    }
   }
 }
 
