@@ -32,6 +32,7 @@ void UpstreamHead::keep(http::field name, std::string_view name_string, std::str
 }
 
 std::string_view UpstreamHead::operator[](http::field name) const {
+  if (name == http::field::unknown) return {};  // a name, not a field of Beast's table
   for (std::size_t i = 0; i < fields_.size(); ++i) {
     if (fields_[i].name == name) return (*this)[i].value;
   }

@@ -5,7 +5,7 @@
 // x-ratelimit-* and openai-processing-ms -- copied into one small buffer
 // instead of a Beast field set (an allocation and a tree insertion per field,
 // held for as long as the stream lasts).
-// Includes Beast: include only from gateway .cpp files.
+// Includes Beast: include only from gateway sources that already do.
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
@@ -39,9 +39,11 @@ class UpstreamHead {
   unsigned result_int() const { return status_; }
   http::status result() const { return static_cast<http::status>(status_); }
   // The first value of a kept field (Content-Type, Retry-After), "" if none.
+  // Views into the head: valid until the parser is next given bytes (a
+  // chunked body's trailer fields are kept too, and may move the buffer).
   std::string_view operator[](http::field name) const;
   std::size_t size() const { return fields_.size(); }
-  Field operator[](std::size_t i) const;  // the kept fields in arrival order
+  Field operator[](std::size_t i) const;  // the kept fields in arrival order (views: as above)
   // Where the parser puts body bytes, as http::buffer_body's value: `data`
   // advances and `size` shrinks by what was put.
   http::buffer_body::value_type& body() { return body_; }
@@ -62,7 +64,9 @@ class UpstreamHead {
 
 class UpstreamParser final : public http::basic_parser<false> {
  public:
-  UpstreamParser() = default;
+  // No body limit (Beast's default for a response is 8 MB): the gateway
+  // bounds a JSON answer or each event itself.
+  UpstreamParser() { body_limit(boost::none); }
   UpstreamHead& get() { return head_; }
   const UpstreamHead& get() const { return head_; }
 

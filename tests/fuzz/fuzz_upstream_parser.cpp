@@ -15,6 +15,9 @@
 #include <boost/beast/http/string_body.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -22,6 +25,27 @@
 
 #include "fuzz_check.h"
 #include "gateway/upstream_parser.h"
+
+// Beast's assertions stay on here (no NDEBUG), with one exception: Beast
+// 1.81's parse_chunk_header asserts `n >= 5` when the final chunk's header
+// is resumed before the blank line after it has all arrived ("0\r\n\r" in
+// one read); without NDEBUG that aborts, with it (the gateway's builds) the
+// code goes on to its need-more path, as the next read completes the
+// message (tests/fuzz/findings: upstream_parser-beast-final-chunk-assert).
+// Every other failed assertion is a finding.
+namespace boost {
+void assertion_failed(char const* expr, char const* function, char const* file, long line) {
+  if (std::strcmp(expr, "n >= 5") == 0 && std::strstr(file, "beast/http/impl/basic_parser.ipp"))
+    return;
+  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed.\n", file, line, function, expr);
+  std::abort();
+}
+void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file,
+                          long line) {
+  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed: %s\n", file, line, function, expr, msg);
+  std::abort();
+}
+}  // namespace boost
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
@@ -38,13 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Both parsers are fed alike (`piece` bytes arrive at a time, what a put
   // leaves is kept for the next): the reference's body goes to a string, the
   // gateway's into a `space`-byte buffer per put, as the relay's does.
-  // (One body limit for both: the reference's string_body reserves what a
-  // Content-Length says; the input is at most a few KiB anyway.)
+  // The gateway's parser without a body limit, as it runs; the reference
+  // with one, since its string_body reserves what a Content-Length says (an
+  // input over it is not compared).
   constexpr std::uint64_t kBodyLimit = 64 * 1024;
   http::response_parser<http::string_body> ref;
   ref.body_limit(kBodyLimit);
   UpstreamParser p;
-  p.body_limit(kBodyLimit);
   std::string buf(space, '\0'), body;
   const auto feed = [&](auto& parser, auto before_put, auto after_put) {
     std::string pending;
@@ -69,6 +93,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (ec == http::error::need_buffer || want_more) ec = {};
       if (ec) break;
     }
+    // The input ends: the connection closes (a body to the end of it ends
+    // here; anything unfinished is a partial message).
+    if (!ec && !parser.is_done() && parser.got_some()) parser.put_eof(ec);
     return ec;
   };
   const beast::error_code ref_ec = feed(
@@ -84,6 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         body.append(buf.data(), buf.size() - p.get().body().size);
       });
 
+  if (ref_ec == http::error::body_limit) return 0;
   FUZZ_CHECK(static_cast<bool>(ec) == static_cast<bool>(ref_ec));
   FUZZ_CHECK(p.is_done() == ref.is_done());
   if (!p.is_header_done()) return 0;

@@ -49,8 +49,11 @@ Parsed drive(UpstreamParser& p, std::string_view wire, std::size_t piece, std::s
     }
     out.ec = ec;
   }
+  // The input ends: the connection closes.
+  beast::error_code ec;
+  if (!p.is_done() && p.got_some()) p.put_eof(ec);
+  out.ec = ec;
   out.done = p.is_done();
-  out.ec = {};
   return out;
 }
 
@@ -122,6 +125,42 @@ TEST(UpstreamParser, ManyLongKeptFieldsOutgrowTheInlineBufferIntact) {
   }
   EXPECT_EQ(r.body, "{}");
   EXPECT_FALSE(p.keep_alive());
+}
+
+TEST(UpstreamParser, ABodyToTheEndOfTheConnectionEndsThere) {
+  const std::string wire =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + std::string(5000, 'a');
+  UpstreamParser p;  // no body limit: a 5,000-byte body through a 1-byte buffer
+  const Parsed r = drive(p, wire, 64, 1);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.body, std::string(5000, 'a'));
+  EXPECT_FALSE(p.keep_alive());
+}
+
+TEST(UpstreamParser, ANoContentAnswerIsDoneAtItsHead) {
+  UpstreamParser p;
+  const Parsed r = drive(p, "HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\n\r\n", 8, 8);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(p.get().result_int(), 204u);
+  EXPECT_EQ(r.body, "");
+}
+
+TEST(UpstreamParser, AKeptFieldInAChunkedTrailerIsKept) {
+  const std::string wire =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n0\r\nx-ratelimit-remaining-tokens: 5\r\nServer: x\r\n\r\n";
+  UpstreamParser p;
+  const Parsed r = drive(p, wire, 5, 3);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.body, "hello");
+  ASSERT_EQ(p.get().size(), 2u);
+  EXPECT_EQ(p.get()[std::size_t{1}].name_string, "x-ratelimit-remaining-tokens");
+  EXPECT_EQ(p.get()[std::size_t{1}].value, "5");
+  EXPECT_EQ(p.get()[http::field::content_type], "text/event-stream");
+  EXPECT_EQ(p.get()[http::field::unknown], "");  // a name, not a field: never the first unknown one
 }
 
 TEST(UpstreamParser, WithoutABodyBufferTheBodyWaits) {
