@@ -17,6 +17,7 @@
 //     cancels the attempt, which closes the upstream connection.
 #include "gateway/chat_proxy.h"
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -58,14 +59,15 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 // on every path.
 class ProbeSlots {
  public:
+  // `health`: the model's deployments', in their order.
   ProbeSlots(routing::HealthTracker& tracker, const config::Model& model,
-             const std::vector<std::string>& ids, const std::vector<routing::Availability>& health)
-      : tracker_(tracker), model_(model), ids_(ids), health_(health), tried_(ids.size(), false) {}
+             const std::vector<routing::Availability>& health)
+      : tracker_(tracker), model_(model), health_(health), tried_(health.size(), false) {}
   ProbeSlots(const ProbeSlots&) = delete;
   ProbeSlots& operator=(const ProbeSlots&) = delete;
   ~ProbeSlots() {
-    for (std::size_t i = 0; i < ids_.size(); ++i) {
-      if (health_[i].probe && !tried_[i]) tracker_.release_probe(ids_[i]);
+    for (std::size_t i = 0; i < health_.size(); ++i) {
+      if (health_[i].probe && !tried_[i]) tracker_.release_probe(model_.deployments[i].id());
     }
   }
   void tried(const routing::PlannedCandidate& pc) {
@@ -75,9 +77,8 @@ class ProbeSlots {
  private:
   routing::HealthTracker& tracker_;
   const config::Model& model_;
-  const std::vector<std::string>& ids_;
   const std::vector<routing::Availability>& health_;
-  std::vector<bool> tried_;
+  boost::container::small_vector<bool, 8> tried_;
 };
 
 RequestOutcome to_request_outcome(AttemptOutcome o) {
@@ -202,18 +203,16 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     rq.pinned_provider = *stored_at_;
     rq.pinned_because = "previous_response_id is stored at provider " + *stored_at_;
   }
-  std::vector<std::string> ids;
-  ids.reserve(model.deployments.size());
-  for (const auto& d : model.deployments) ids.push_back(d.id());
-  auto health = rs_.health.check(ids, now);
+  auto health = rs_.health.check_model(model, now);
   {
     // Only for the decision: not held for as long as the answer streams.
     std::vector<routing::DeploymentView> views;
-    views.reserve(ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i) {
+    views.reserve(model.deployments.size());
+    for (std::size_t i = 0; i < model.deployments.size(); ++i) {
       // Measured as this request's kind of traffic (its reasoning effort).
       views.push_back(
-          {rs_.stats.get_or_prior(routing::stats_key(ids[i], req_.reasoning_effort), now),
+          {rs_.stats.get_or_prior(
+               routing::stats_key(model.deployments[i].id(), req_.reasoning_effort), now),
            health[i]});
     }
     trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
@@ -223,7 +222,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   // candidates a running attempt refers to.
   trace_.decision.candidates.reserve(trace_.decision.candidates.size() +
                                      trace_.decision.reserve.size());
-  ProbeSlots probes(rs_.health, model, ids, health);
+  ProbeSlots probes(rs_.health, model, health);
   rs_.retries.deposit(now);
   if (trace_.decision.candidates.empty()) co_return co_await respond_no_route();
 

@@ -191,13 +191,15 @@ Availability HealthTracker::own_state(const std::string& deployment, const Entry
   return a;
 }
 
-std::vector<Availability> HealthTracker::check(const std::vector<std::string>& ids,
-                                               Clock::time_point now) {
+template <class IdAt>
+std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
+                                                   Clock::time_point now) {
   std::lock_guard lock(mu_);
   std::vector<Availability> out;
-  out.reserve(ids.size());
+  out.reserve(n);
   std::vector<std::size_t> ejected;  // indices kept out for ejection
-  for (const auto& id : ids) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& id = id_at(i);
     auto it = entries_.find(id);
     Entry* e = it == entries_.end() ? nullptr : &it->second;
     Availability a = own_state(id, e, now);
@@ -209,11 +211,10 @@ std::vector<Availability> HealthTracker::check(const std::vector<std::string>& i
   // The cap: the earliest ejected stay out, the rest are routed anyway. The
   // epsilon keeps 0.29 x 100 from flooring to 28.
   const double fraction = std::clamp(options_.max_ejected_fraction, 0.0, 1.0);
-  const auto cap =
-      static_cast<std::size_t>(std::floor(fraction * static_cast<double>(ids.size()) + 1e-9));
+  const auto cap = static_cast<std::size_t>(std::floor(fraction * static_cast<double>(n) + 1e-9));
   if (ejected.size() > cap) {
     std::stable_sort(ejected.begin(), ejected.end(), [&](std::size_t a, std::size_t b) {
-      return find(ids[a])->ejected_at < find(ids[b])->ejected_at;
+      return find(id_at(a))->ejected_at < find(id_at(b))->ejected_at;
     });
     for (std::size_t i = cap; i < ejected.size(); ++i) {
       out[ejected[i]].routable = true;
@@ -233,6 +234,19 @@ std::vector<Availability> HealthTracker::check(const std::vector<std::string>& i
     }
   }
   return out;
+}
+
+std::vector<Availability> HealthTracker::check(const std::vector<std::string>& ids,
+                                               Clock::time_point now) {
+  return check_ids(
+      ids.size(), [&](std::size_t i) -> const std::string& { return ids[i]; }, now);
+}
+
+std::vector<Availability> HealthTracker::check_model(const config::Model& model,
+                                                     Clock::time_point now) {
+  return check_ids(
+      model.deployments.size(),
+      [&](std::size_t i) -> const std::string& { return model.deployments[i].id(); }, now);
 }
 
 void HealthTracker::release_probe(const std::string& deployment) {

@@ -100,6 +100,8 @@ class HealthTracker {
   //  - panic: if nothing is routable and something is out only for
   //    ejection, every ejected / half-open one becomes routable (panic=true).
   std::vector<Availability> check(const std::vector<std::string>& ids, Clock::time_point now);
+  // The same for a model's deployments, by their ids (none copied).
+  std::vector<Availability> check_model(const config::Model& model, Clock::time_point now);
 
   // The probe handed out by check() was not attempted after all (another
   // candidate served the request, or it was cancelled): free the slot.
@@ -139,6 +141,9 @@ class HealthTracker {
     std::optional<Clock::time_point> cooldown_until;
   };
 
+  // check() over `n` ids, the i-th `id_at(i)`.
+  template <class IdAt>
+  std::vector<Availability> check_ids(std::size_t n, IdAt id_at, Clock::time_point now);
   // One deployment's state, before the cap and panic mode.
   Availability own_state(const std::string& deployment, const Entry* e,
                          Clock::time_point now) const;

@@ -262,6 +262,39 @@ TEST(HealthTracker, TheCapKeepsTheEarliestEjectedOutAndRoutesTheRest) {
   EXPECT_EQ(out[3].state, HealthState::kHealthy);
 }
 
+// check_model(): the model's deployments by their ids, as check(ids) answers
+// for the same ids (cap, probe and order included).
+TEST(HealthTracker, AModelIsCheckedAsItsDeploymentIds) {
+  config::Model model;
+  std::vector<std::string> ids;
+  for (const char* provider : {"a", "b", "c", "d"}) {
+    config::Deployment d;
+    d.provider = provider;
+    d.model = "m";
+    d.set_id();
+    ids.push_back(d.id());
+    model.deployments.push_back(d);
+  }
+  HealthTracker by_model(options()), by_ids(options());
+  for (HealthTracker* h : {&by_model, &by_ids}) {
+    fail(*h, "c/m", 3, t0);
+    fail(*h, "a/m", 3, t0 + 1s);
+    fail(*h, "b/m", 3, t0 + 2s);
+  }
+  for (const auto at : {t0 + 3s, t0 + 8s}) {  // ejected (the cap), then half-open (a probe)
+    const auto got = by_model.check_model(model, at);
+    const auto want = by_ids.check(ids, at);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].deployment, want[i].deployment);
+      EXPECT_EQ(got[i].state, want[i].state);
+      EXPECT_EQ(got[i].routable, want[i].routable);
+      EXPECT_EQ(got[i].probe, want[i].probe);
+      EXPECT_EQ(got[i].reason, want[i].reason);
+    }
+  }
+}
+
 TEST(HealthTracker, TheCapCountsAProbeInFlightAsEjected) {
   HealthTracker h(options());
   fail(h, "a/m", 3, t0);
