@@ -1,4 +1,6 @@
-// Locale-independent ASCII helpers for config parsing. Internal to config/.
+// Locale-independent ASCII helpers: config parsing, and names that are
+// ASCII tokens elsewhere (HTTP field names, media types), where the locale's
+// tolower() would cost a call per character.
 #pragma once
 
 #include <algorithm>
@@ -11,11 +13,13 @@ inline bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 inline bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 inline bool is_ascii_alnum(char c) { return is_ascii_digit(c) || is_ascii_letter(c); }
 
+inline char ascii_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
 inline std::string ascii_lowercase(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  });
+  std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
   return out;
 }
 

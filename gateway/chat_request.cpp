@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/ascii.h"
 #include "providers/json_depth.h"
 
 namespace llmgate::gateway {
@@ -14,9 +15,8 @@ bool is_json_content_type(std::string_view ct) {
   while (!media.empty() && media.front() == ' ') media.remove_prefix(1);
   constexpr std::string_view kJson = "application/json";
   return media.size() == kJson.size() &&
-         std::equal(media.begin(), media.end(), kJson.begin(), [](char c, char want) {
-           return (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == want;
-         });
+         std::equal(media.begin(), media.end(), kJson.begin(),
+                    [](char c, char want) { return config::ascii_lower(c) == want; });
 }
 
 using providers::RequestBody;

@@ -5,12 +5,12 @@
 #include <ctime>
 #include <random>
 
+#include "config/ascii.h"
+
 namespace llmgate::gateway {
 namespace {
 
-// ASCII case folding: field names are tokens (RFC 9110 §5.1), and the
-// locale's tolower() is a call per character.
-char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+using config::ascii_lower;  // field names are ASCII tokens (RFC 9110 §5.1)
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
