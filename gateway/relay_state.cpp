@@ -1,6 +1,7 @@
 #include "gateway/relay_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 #include "config/decimal.h"
@@ -160,13 +161,17 @@ void RelayState::end_stream() {
 
 std::string RelayState::trailers() const {
   std::string t;
+  t.reserve(96);  // both lines: one allocation
   if (rec_.output_tokens) {
-    t.append("x-llmgate-output-tokens: ")
-        .append(std::to_string(*rec_.output_tokens))
-        .append("\r\n");
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof digits, *rec_.output_tokens);
+    t.append("x-llmgate-output-tokens: ").append(digits, r.ptr).append("\r\n");
   }
-  if (auto tps = rec_.tps())
-    t.append("x-llmgate-tps: ").append(format_decimal(*tps)).append("\r\n");
+  if (auto tps = rec_.tps()) {
+    t.append("x-llmgate-tps: ");
+    config::append_fixed(t, *tps, 1);
+    t.append("\r\n");
+  }
   return t;
 }
 

@@ -101,6 +101,23 @@ std::vector<double> normalised(const std::vector<double>& v) {
   return out;
 }
 
+// std::stable_sort, without its temporary buffer (an allocation per call) for
+// the few candidates a model has: a stable insertion sort up to 16.
+template <class It, class Less>
+void stable_sort_few(It first, It last, Less less) {
+  if (last - first > 16) {
+    std::stable_sort(first, last, less);
+    return;
+  }
+  for (It i = first; i != last; ++i) {
+    if (i == first || !less(*i, *(i - 1))) continue;
+    auto moving = std::move(*i);
+    It j = i;
+    for (; j != first && less(moving, *(j - 1)); --j) *j = std::move(*(j - 1));
+    *j = std::move(moving);
+  }
+}
+
 }  // namespace
 
 double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
@@ -555,8 +572,8 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
            const RouteRequest& request, const RouterOptions& options, std::mt19937_64& rng,
            RouteDecision& out) {
   const config::RoutingPolicy& policy = request.policy;
-  std::stable_sort(cands.begin(), cands.end(),
-                   [](const Working& a, const Working& b) { return a.pc.score < b.pc.score; });
+  stable_sort_few(cands.begin(), cands.end(),
+                  [](const Working& a, const Working& b) { return a.pc.score < b.pc.score; });
   // The candidate's ranked place, for a re-check that is not soft-excluded.
   auto ranked = [&](const Working& r) {
     return std::find_if(cands.begin(), cands.end(), [&](const Working& w) {
@@ -580,7 +597,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
 
   // route.order: the named deployments first, in the order named.
   if (!request.order.empty()) {
-    std::stable_sort(cands.begin(), cands.end(), [&](const Working& a, const Working& b) {
+    stable_sort_few(cands.begin(), cands.end(), [&](const Working& a, const Working& b) {
       auto ra = order_rank(request.order, *a.pc.candidate.deployment);
       auto rb = order_rank(request.order, *b.pc.candidate.deployment);
       return ra.value_or(std::numeric_limits<std::size_t>::max()) <
