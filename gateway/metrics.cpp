@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gateway/sharded_histogram.h"
 #include "routing/ranking.h"
 
 namespace llmgate::gateway {
@@ -90,6 +91,10 @@ Family<T>& family(Builder builder, prometheus::Registry& r, const char* name, co
 
 struct MetricsRegistry::Impl {
   prometheus::Registry registry;
+  // Every histogram the request path observes is a ShardedHistogram over
+  // its prometheus-cpp series (no lock per observation), folded into it at
+  // scrape. Declared before them all: they leave it as they go.
+  HistogramFolder folder;
 
   // Config-labelled families (children resolved per snapshot by Metrics).
   Family<Histogram>& ttft = family<Histogram>(
@@ -222,12 +227,12 @@ struct MetricsRegistry::Impl {
   Counter& input_tokens = tokens.Add({{"type", "input"}});
   Counter& output_tokens = tokens.Add({{"type", "output"}});
   Counter& cost_total = cost.Add({});
-  std::array<Histogram*, 2> overhead_by{};
+  std::array<std::unique_ptr<ShardedHistogram>, 2> overhead_by{};
   std::array<Counter*, kAuthRejections.size()> auth_by{};  // by AuthRejection
   struct SharedSeries {
     Gauge* up = nullptr;
     std::array<std::array<Counter*, kSharedResults.size()>, kSharedOps.size()> ops{};
-    std::array<Histogram*, kSharedOps.size()> latency{};
+    std::array<std::unique_ptr<ShardedHistogram>, kSharedOps.size()> latency{};
     std::array<std::array<Counter*, 2>, kSharedOps.size()> fallbacks{};  // [op][open]
     Counter* events = nullptr;
   };
@@ -266,10 +271,10 @@ struct MetricsRegistry::Impl {
     for (std::size_t i = 0; i < kOutcomes.size(); ++i)
       fallbacks_by[i] = &fallbacks.Add({{"reason", routing::to_string(kOutcomes[i])}});
     for (auto r : kHedgeResults) hedges_by[index_of(r)] = &hedges.Add({{"result", to_string(r)}});
-    overhead_by[static_cast<int>(OverheadPhase::kAdmission)] =
-        &overhead.Add({{"phase", "admission"}}, kOverheadBuckets);
-    overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
-        &overhead.Add({{"phase", "first_token"}}, kOverheadBuckets);
+    overhead_by[static_cast<int>(OverheadPhase::kAdmission)] = std::make_unique<ShardedHistogram>(
+        overhead.Add({{"phase", "admission"}}, kOverheadBuckets), kOverheadBuckets, folder);
+    overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] = std::make_unique<ShardedHistogram>(
+        overhead.Add({{"phase", "first_token"}}, kOverheadBuckets), kOverheadBuckets, folder);
     build_info.Add({{"version", kVersion}}).Set(1);
     for (auto r : kAuthRejections)
       auth_by[index_of(r)] = &auth_rejections.Add({{"reason", to_string(r)}});
@@ -360,7 +365,7 @@ void MetricsRegistry::on_hedge(HedgeResult result) {
 }
 
 void MetricsRegistry::on_overhead(OverheadPhase phase, std::chrono::nanoseconds d) {
-  impl_->overhead_by[static_cast<int>(phase)]->Observe(std::chrono::duration<double>(d).count());
+  impl_->overhead_by[static_cast<int>(phase)]->observe(std::chrono::duration<double>(d).count());
 }
 
 const char* to_string(ReloadResult r) {
@@ -394,7 +399,9 @@ void MetricsRegistry::enable_shared_state() {
       s->ops[o][index_of(r)] =
           &impl_->shared_ops.Add({{"op", to_string(op)}, {"result", to_string(r)}});
     }
-    s->latency[o] = &impl_->shared_latency.Add({{"op", to_string(op)}}, kSharedBuckets);
+    s->latency[o] = std::make_unique<ShardedHistogram>(
+        impl_->shared_latency.Add({{"op", to_string(op)}}, kSharedBuckets), kSharedBuckets,
+        impl_->folder);
     s->fallbacks[o][0] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "closed"}});
     s->fallbacks[o][1] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "open"}});
   }
@@ -412,7 +419,7 @@ void MetricsRegistry::on_shared_op(SharedOp op, SharedResult result, double seco
   if (!s) return;
   s->ops[index_of(op)][index_of(result)]->Increment();
   if (result == SharedResult::kOk || result == SharedResult::kError)
-    s->latency[index_of(op)]->Observe(seconds);
+    s->latency[index_of(op)]->observe(seconds);
 }
 
 void MetricsRegistry::on_shared_fallback(SharedOp op, bool open) {
@@ -477,6 +484,7 @@ std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingS
       g.rank->Set(r.rank ? static_cast<double>(*r.rank) : 0);
     }
   }
+  impl_->folder.fold_all();
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, impl_->registry.Collect());
   return out.str();
@@ -492,9 +500,9 @@ static_assert(config::kAllOperations[kOperations - 1] == config::Operation::kCom
 
 struct DeploymentSeries {
   // By config::Operation; null for an operation the deployment does not serve.
-  std::array<Histogram*, kOperations> ttft{};
-  std::array<Histogram*, kOperations> tpot{};
-  std::array<Histogram*, kOperations> duration{};
+  std::array<ShardedHistogram*, kOperations> ttft{};
+  std::array<ShardedHistogram*, kOperations> tpot{};
+  std::array<ShardedHistogram*, kOperations> duration{};
   std::array<Counter*, kOutcomes.size()> attempts{};           // by AttemptOutcome
   std::array<Counter*, 2> upstream_requests{};                 // new, reused connection
   std::array<Counter*, config::kAllPolicies.size()> routes{};  // by Policy
@@ -508,14 +516,17 @@ struct ModelSeries {
   // admission refuses those before any request is counted).
   std::array<std::array<Counter*, kRequestOutcomes.size()>, kOperations> requests{};
   // By config::Operation; null for one no deployment of the model serves.
-  std::array<Histogram*, kOperations> input_usage{};
-  std::array<Histogram*, kOperations> output_usage{};
+  std::array<ShardedHistogram*, kOperations> input_usage{};
+  std::array<ShardedHistogram*, kOperations> output_usage{};
   std::vector<DeploymentSeries> deployments;  // as config::Model::deployments
 };
 
 struct Metrics::Impl {
   const config::Config* cfg = nullptr;
   std::vector<ModelSeries> models;  // as config::Config::models
+  // The histograms of models' and deployments' series (folded into the
+  // registry's series as they go: a reload loses no observation).
+  std::vector<std::unique_ptr<ShardedHistogram>> histograms;
 
   // The position of `x` in `v` (v.size() when it is not an element of `v`:
   // compared as addresses, never subtracted across arrays).
@@ -540,8 +551,16 @@ struct Metrics::Impl {
 
 namespace {
 
-DeploymentSeries deployment_series(MetricsRegistry::Impl& f, const config::Model& m,
-                                   const config::Deployment& d) {
+// A sharded histogram over `h`, kept in `owned`.
+ShardedHistogram* sharded(std::vector<std::unique_ptr<ShardedHistogram>>& owned,
+                          prometheus::Histogram& h, const Histogram::BucketBoundaries& bounds,
+                          HistogramFolder& folder) {
+  return owned.emplace_back(std::make_unique<ShardedHistogram>(h, bounds, folder)).get();
+}
+
+DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
+                                   std::vector<std::unique_ptr<ShardedHistogram>>& owned,
+                                   const config::Model& m, const config::Deployment& d) {
   DeploymentSeries s;
   const std::string id = d.id();
   s.price = d.price;
@@ -557,9 +576,10 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f, const config::Model
                                    {"gen_ai_operation_name", config::gen_ai_name(op)},
                                    {"deployment", id}};
     const auto i = static_cast<std::size_t>(op);
-    s.ttft[i] = &f.ttft.Add(genai, kTtftBuckets);
-    s.tpot[i] = &f.tpot.Add(genai, kTpotBuckets);
-    s.duration[i] = &f.duration.Add(genai, kDurationBuckets);
+    s.ttft[i] = sharded(owned, f.ttft.Add(genai, kTtftBuckets), kTtftBuckets, f.folder);
+    s.tpot[i] = sharded(owned, f.tpot.Add(genai, kTpotBuckets), kTpotBuckets, f.folder);
+    s.duration[i] =
+        sharded(owned, f.duration.Add(genai, kDurationBuckets), kDurationBuckets, f.folder);
   }
   // pool_full: this worker's connection pool to the provider stayed full
   // (any deployment); queue_*: the deployment's own max_concurrent.
@@ -596,16 +616,21 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       const bool served = std::any_of(m.deployments.begin(), m.deployments.end(),
                                       [&](const config::Deployment& d) { return d.serves(op); });
       if (!served) continue;
-      ms.input_usage[i] = &f.usage.Add({{"gen_ai_request_model", m.name},
-                                        {"gen_ai_operation_name", name},
-                                        {"gen_ai_token_type", "input"}},
-                                       kTokenBuckets);
-      ms.output_usage[i] = &f.usage.Add({{"gen_ai_request_model", m.name},
-                                         {"gen_ai_operation_name", name},
-                                         {"gen_ai_token_type", "output"}},
-                                        kTokenBuckets);
+      ms.input_usage[i] = sharded(impl_->histograms,
+                                  f.usage.Add({{"gen_ai_request_model", m.name},
+                                               {"gen_ai_operation_name", name},
+                                               {"gen_ai_token_type", "input"}},
+                                              kTokenBuckets),
+                                  kTokenBuckets, f.folder);
+      ms.output_usage[i] = sharded(impl_->histograms,
+                                   f.usage.Add({{"gen_ai_request_model", m.name},
+                                                {"gen_ai_operation_name", name},
+                                                {"gen_ai_token_type", "output"}},
+                                               kTokenBuckets),
+                                   kTokenBuckets, f.folder);
     }
-    for (const auto& d : m.deployments) ms.deployments.push_back(deployment_series(f, m, d));
+    for (const auto& d : m.deployments)
+      ms.deployments.push_back(deployment_series(f, impl_->histograms, m, d));
   }
 }
 
@@ -622,11 +647,11 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
     s->upstream_requests[rec.reused_connection ? 1 : 0]->Increment();
   }
   if (auto t = rec.ttft(); t && s->ttft[i])
-    s->ttft[i]->Observe(std::chrono::duration<double>(*t).count());
+    s->ttft[i]->observe(std::chrono::duration<double>(*t).count());
   if (rec.outcome != routing::AttemptOutcome::kSuccess) return;
-  if (auto tps = rec.tps(); tps && *tps > 0 && s->tpot[i]) s->tpot[i]->Observe(1.0 / *tps);
+  if (auto tps = rec.tps(); tps && *tps > 0 && s->tpot[i]) s->tpot[i]->observe(1.0 / *tps);
   if (rec.request_sent != routing::Clock::time_point{} && s->duration[i]) {
-    s->duration[i]->Observe(
+    s->duration[i]->observe(
         std::chrono::duration<double>(routing::Clock::now() - rec.request_sent).count());
   }
   auto& f = *registry_.impl_;
@@ -634,8 +659,8 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
   const double out = static_cast<double>(std::max<std::int64_t>(0, rec.output_tokens.value_or(0)));
   f.input_tokens.Increment(in);
   f.output_tokens.Increment(out);
-  if (rec.input_tokens && ms->input_usage[i]) ms->input_usage[i]->Observe(in);
-  if (rec.output_tokens && ms->output_usage[i]) ms->output_usage[i]->Observe(out);
+  if (rec.input_tokens && ms->input_usage[i]) ms->input_usage[i]->observe(in);
+  if (rec.output_tokens && ms->output_usage[i]) ms->output_usage[i]->observe(out);
   f.cost_total.Increment(s->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
                                            rec.output_tokens.value_or(0)));
 }
