@@ -64,10 +64,12 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       // before TTFT samples taken under a new load show it.
       usual_awaiting(o.ttft_tau / 10) {}
 
-StatsRegistry::InFlight::InFlight(StatsRegistry& r, std::string deployment, Clock::time_point now)
-    : registry_(r), deployment_(std::move(deployment)), since_(now) {
+StatsRegistry::InFlight::InFlight(StatsRegistry& r, const std::string& deployment,
+                                  Clock::time_point now)
+    : registry_(r), since_(now) {
   std::lock_guard lock(registry_.mu_);
-  Entry& e = registry_.entry(deployment_);
+  entry_ = &registry_.entry(deployment);
+  Entry& e = *entry_;
   joined_ = e.counters.awaiting_first_token;  // the queue this attempt joins
   ++e.counters.in_flight;
   ++e.counters.awaiting_first_token;
@@ -89,7 +91,7 @@ void StatsRegistry::InFlight::first_token() {
   if (!awaiting_) return;
   awaiting_ = false;
   std::lock_guard lock(registry_.mu_);
-  Entry& e = registry_.entry(deployment_);
+  Entry& e = *entry_;
   e.stop_awaiting(since_);
   // The queue an answered attempt joined: what the deployment's measured
   // TTFT already includes.
@@ -100,7 +102,7 @@ void StatsRegistry::InFlight::end(Clock::time_point now) {
   if (ended_) return;
   ended_ = true;
   std::lock_guard lock(registry_.mu_);
-  Entry& e = registry_.entry(deployment_);
+  Entry& e = *entry_;
   --e.counters.in_flight;
   if (awaiting_) {
     e.stop_awaiting(since_);

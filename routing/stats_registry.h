@@ -131,13 +131,15 @@ struct DeploymentStats {
 };
 
 class StatsRegistry {
+  struct Entry;
+
  public:
   explicit StatsRegistry(StatsOptions options = {}) : options_(options) {}
 
   // RAII: counts an attempt as in flight for its lifetime, on every path.
   class InFlight {
    public:
-    InFlight(StatsRegistry& r, std::string deployment, Clock::time_point now = Clock::now());
+    InFlight(StatsRegistry& r, const std::string& deployment, Clock::time_point now = Clock::now());
     ~InFlight();
     // The attempt produced its first output token: no longer awaiting one.
     void first_token();
@@ -150,7 +152,7 @@ class StatsRegistry {
 
    private:
     StatsRegistry& registry_;
-    std::string deployment_;
+    Entry* entry_;  // found once: entries are never removed (reset() renews one in place)
     Clock::time_point since_;
     bool awaiting_ = true;
     bool ended_ = false;
