@@ -155,6 +155,67 @@ def cpu_delta(before: dict, after: dict) -> dict:
     return d
 
 
+# Syscalls by kind, from the kernel's syscall tracepoints (`perf stat`):
+# what a proxy asks of the kernel per request or per relayed event, which on
+# a loopback benchmark is most of its CPU time.
+SYSCALL_KINDS = {"read": ("read", "readv", "recvfrom", "recvmsg"),
+                 "write": ("write", "writev", "sendto", "sendmsg"),
+                 "wait": ("epoll_wait", "epoll_pwait"),
+                 "epoll_ctl": ("epoll_ctl",)}
+TRACEFS = (Path("/sys/kernel/tracing/events"), Path("/sys/kernel/debug/tracing/events"))
+
+
+def parse_perf_syscalls(text: str) -> Optional[dict]:
+    """`perf stat -x,` output for raw_syscalls:sys_enter and the
+    syscalls:sys_enter_NAME tracepoints -> counts by kind (SYSCALL_KINDS;
+    `other` is the rest of the total). None without the total."""
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) >= 3 and parts[0].strip().isdigit():  # not <not counted> / <not supported>
+            counts[parts[2].strip()] = int(parts[0])
+    total = counts.get("raw_syscalls:sys_enter")
+    if total is None:
+        return None
+    out = {"total": total}
+    for kind, names in SYSCALL_KINDS.items():
+        out[kind] = sum(counts.get(f"syscalls:sys_enter_{n}", 0) for n in names)
+    out["other"] = total - sum(out[k] for k in SYSCALL_KINDS)
+    return out
+
+
+class SyscallCounter:
+    """Counts the syscalls of `pids` (all their threads) from start() to
+    stop() with `perf stat` on the syscall tracepoints. Needs perf and access
+    to tracefs (root); stop() returns None when either is missing."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self) -> None:
+        events_dir = next((d / "syscalls" for d in TRACEFS if (d / "syscalls").is_dir()), None)
+        if not shutil.which("perf") or not self.pids or events_dir is None:
+            return
+        names = [n for names in SYSCALL_KINDS.values() for n in names if (events_dir / f"sys_enter_{n}").exists()]
+        events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in names])
+        self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p", ",".join(map(str, self.pids))],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.2)  # attached before what it should count begins
+
+    def stop(self) -> Optional[dict]:
+        if self.proc is None:
+            return None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return None
+        return parse_perf_syscalls(err)
+
+
 def memory_of(pids: list[int]) -> dict:
     rss = hwm = 0
     for pid in pids:
@@ -769,6 +830,10 @@ def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
     unsettled = settle(g, procs)
     c0 = g.counters()
     m0 = llmgate_metrics(g.llmgate_port) if pt.target == "llmgate" else {}
+    counting = getattr(args, "syscalls", False) and pt.target != "direct"
+    counter = SyscallCounter(server_pids[pt.target]) if counting else None
+    if counter:
+        counter.start()
     cpu0 = {r: cpu_of(server_pids[r]) for r in measured}
     cores0 = core_times()
     t0 = time.monotonic()
@@ -781,6 +846,7 @@ def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
     wall = time.monotonic() - t0
     cores1 = core_times()
     cpu1 = {r: cpu_of(g.pids[r]()) for r in measured}
+    syscalls = counter.stop() if counter else None
     mem = {r: memory_of(g.pids[r]()) for r in measured}
     m1 = llmgate_metrics(g.llmgate_port) if pt.target == "llmgate" else {}
     c1 = g.counters()
@@ -805,6 +871,9 @@ def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
         d["us_per_request"] = 1e6 * d["s"] / up_requests if up_requests > 0 else None
         res["cpu"][role] = d
     res["memory"] = mem
+    if syscalls:
+        syscalls["per_request"] = {k: v / up_requests for k, v in syscalls.items()} if up_requests > 0 else None
+        res["syscalls"] = syscalls
     res["core_busy"] = {"loadgen": core_busy(cores0, cores1, args.loadgen_cpu),
                         "server": core_busy(cores0, cores1, args.server_cpu)}
     # Shares of each core used by what we started, and by anything else
@@ -1136,6 +1205,10 @@ def parse_args(argv: list[str]):
     ap.add_argument("--llmgate-log-level", default="warn", choices=["debug", "info", "warn", "error"],
                     help="default warn: no per-request log line, as nginx runs with access_log off")
     ap.add_argument("--sim-tps", type=float, default=1e6, help="llmgate-sim output tokens/s (default 1e6)")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count each proxy's syscalls per request by kind (perf stat on the syscall tracepoints; "
+                         "needs perf and root; the tracepoints cost a little CPU, so CPU figures of such a run are "
+                         "not comparable with others)")
     ap.add_argument("--cooldown", type=float, default=0.5, help="pause between points, s (default 0.5)")
     ap.add_argument("--bin-dir", default=str(REPO / "build" / "bin"))
     ap.add_argument("--loadgen", help="default BIN_DIR/llmgate-loadgen")
@@ -1347,6 +1420,19 @@ def report(meta: dict, results: list[dict], loads: list[Load], args) -> str:
         lines += ["## Targets (static upstream)", "", "| check | value | target | result |", "|---|---|---|---|"]
         for name, value, target, status in target_checks(results, closed, rate_load):
             lines.append(f"| {name} | {value} | {target} | **{status}** |")
+        lines.append("")
+    counted = [r for r in results if (r.get("syscalls") or {}).get("per_request")]
+    if counted:
+        lines += ["## Syscalls per request", "",
+                  "The proxy's syscalls over the point (warmup included) per upstream request, from the kernel's "
+                  "syscall tracepoints (`perf stat`, `--syscalls`). read: read/readv/recv*; write: "
+                  "write/writev/send*; wait: epoll_wait/epoll_pwait.", "",
+                  "| point | total | read | write | wait | epoll_ctl | other |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in counted:
+            pr = r["syscalls"]["per_request"]
+            lines.append(f"| {r['id']} | " + " | ".join(f"{pr[k]:.2f}" for k in
+                                                          ("total", "read", "write", "wait", "epoll_ctl", "other"))
+                         + " |")
         lines.append("")
     if any(r["target"] == "llmgate" for r in results):
         lines += ["## llmgate detail", "",

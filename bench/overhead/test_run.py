@@ -220,5 +220,25 @@ class ImageTunables(unittest.TestCase):
             self.assertEqual(run.image_glibc_tunables(), "")  # glibc's defaults, on purpose
 
 
+class Syscalls(unittest.TestCase):
+    def test_perf_stat_csv_by_kind(self):
+        text = ("\n"
+                "365336,,raw_syscalls:sys_enter,5001119650,100.00,,\n"
+                "201403,,syscalls:sys_enter_recvfrom,5001119650,100.00,,\n"
+                "2567,,syscalls:sys_enter_recvmsg,5001119650,100.00,,\n"
+                "0,,syscalls:sys_enter_readv,5001119650,100.00,,\n"
+                "100895,,syscalls:sys_enter_sendmsg,5001119650,100.00,,\n"
+                "59647,,syscalls:sys_enter_epoll_wait,5001119650,100.00,,\n"
+                "724,,syscalls:sys_enter_epoll_ctl,5001119650,100.00,,\n"
+                "<not counted>,,syscalls:sys_enter_writev,0,100.00,,\n")
+        self.assertEqual(run.parse_perf_syscalls(text),
+                         {"total": 365336, "read": 203970, "write": 100895, "wait": 59647, "epoll_ctl": 724,
+                          "other": 365336 - 203970 - 100895 - 59647 - 724})
+
+    def test_no_total_is_no_answer(self):
+        self.assertIsNone(run.parse_perf_syscalls("event syntax error: 'raw_syscalls:sys_enter'\n"))
+        self.assertIsNone(run.parse_perf_syscalls("<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n"))
+
+
 if __name__ == "__main__":
     unittest.main()

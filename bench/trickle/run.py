@@ -90,7 +90,10 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
     ov.log(f"  {label} {target}: {streams} streams, {args.warmup:g} s warm-up, {args.duration:g} s measured ...")
     lg = subprocess.Popen(argv, preexec_fn=ov.harness.child_setup(None, ov.nofile_limit()))
     t0 = time.monotonic()
-    time.sleep(args.warmup)
+    counter = ov.SyscallCounter(pids()) if args.syscalls and pids else None
+    time.sleep(max(0.0, args.warmup - (0.2 if counter else 0.0)))  # the counter's start takes 0.2 s
+    if counter:
+        counter.start()
     counting = args.callgrind and target == "llmgate"
     if counting:  # valgrind's pid (the wrapper execs it): count from here on
         subprocess.run(["callgrind_control", "--zero", str(pids()[0])], capture_output=True, check=True)
@@ -100,6 +103,7 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
     procs.check_alive()
     time.sleep(max(0.0, args.warmup + args.duration - (time.monotonic() - t0)))
     cpu1 = ov.cpu_of(pids()) if pids else None
+    syscalls = counter.stop() if counter else None
     if counting:
         subprocess.run(["callgrind_control", "--dump", str(pids()[0])], capture_output=True, check=True)
     rc = lg.wait(timeout=args.drain + 120)
@@ -123,6 +127,8 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
         r["rss_idle_mib"] = idle["rss_mib"]
         r["rss_loaded_mib"] = loaded["rss_mib"]
         r["kib_per_stream"] = (loaded["rss_mib"] - idle["rss_mib"]) * 1024 / streams
+    if syscalls and events:
+        r["syscalls_per_event"] = {k: v / events for k, v in syscalls.items()}
     if counting and events:
         dump, totals = ov.callgrind_last_dump(workdir)  # the window's
         r["instructions_per_event"] = totals / events
@@ -168,6 +174,17 @@ def report(results: list[dict], args, meta: dict) -> str:
                 + (f"{r['rss_idle_mib']:.1f} → {r['rss_loaded_mib']:.1f}" if "rss_idle_mib" in r else "—")
                 + f" | {fmt(r.get('kib_per_stream'))} | {fmt(dl.get('p50'), 0)} / {fmt(dl.get('p99'), 0)} | "
                 f"{added} | {r['errors']} |")
+        counted = [(t, rows[t]["syscalls_per_event"]) for t in TARGETS if rows.get(t, {}).get("syscalls_per_event")]
+        if counted:
+            lines += ["", "Syscalls per relayed event in the window (`--syscalls`: perf stat on the syscall "
+                          "tracepoints; read: read/readv/recv*, write: write/writev/send*, wait: "
+                          "epoll_wait/epoll_pwait):", "",
+                      "| target | total | read | write | wait | epoll_ctl | other |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for t, pe in counted:
+                lines.append(f"| {t} | " + " | ".join(f"{pe[k]:.2f}" for k in
+                                                      ("total", "read", "write", "wait", "epoll_ctl", "other"))
+                             + " |")
         n, g = rows.get("nginx"), rows.get("llmgate")
         if g and g.get("instructions_per_event"):
             lines += ["", f"llmgate under callgrind: {g['instructions_per_event']:,.0f} instructions per relayed "
@@ -210,6 +227,10 @@ def main() -> int:
                     help="run llmgate under callgrind and count its instructions per relayed event in the "
                          "window (deterministic; needs valgrind; use a few hundred streams)")
     ap.add_argument("--callgrind-out", help="keep the window's callgrind dump here (callgrind_annotate)")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count each proxy's syscalls per relayed event by kind (perf stat on the syscall "
+                         "tracepoints; needs perf and root; they cost a little CPU, so this run's CPU figures "
+                         "are not comparable with others)")
     args = ap.parse_args()
     bins = Path(args.bin_dir)
     args.sim, args.loadgen, args.gateway = bins / "llmgate-sim", bins / "llmgate-loadgen", bins / "llmgate"
