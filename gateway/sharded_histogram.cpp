@@ -57,8 +57,8 @@ ShardedHistogram::Shard& ShardedHistogram::shard() {
 void ShardedHistogram::observe(double v) {
   // The first bound not below v, as prometheus-cpp finds it (lower_bound:
   // NaN is below no bound, so it lands in the first bucket, as there).
-  const auto bucket = static_cast<std::size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  const auto bucket = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
+                                               bounds_.begin());
   Shard& s = shard();
   s.counts[bucket].fetch_add(1, std::memory_order_relaxed);
   s.sum.fetch_add(v, std::memory_order_relaxed);
