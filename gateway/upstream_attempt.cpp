@@ -229,9 +229,11 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
     co_return AttemptResult{true, false};
   }
   if (hec) {
+    // (Over TLS a peer that closes without close_notify, as most servers
+    // end an idle connection, reads as a truncated stream.)
     const bool stale = lease.reused() && may_retry && buffered_before == 0 && hn == 0 &&
                        (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
-                        hec == net::error::eof);
+                        hec == net::error::eof || hec == net::ssl::error::stream_truncated);
     if (stale) co_return std::nullopt;
     ctx_.judge(
         c_, rec_,

@@ -104,6 +104,21 @@ TEST_F(TlsUpstreamTest, ServesOverHttpsWhenTheCertificateVerifies) {
   EXPECT_EQ(relay_->last_sni(), "localhost");
 }
 
+// The keep-alive race with a TLS provider: it ends an idle connection (TCP
+// only, no close_notify: what most servers do) just as the gateway sends a
+// request on it. Nothing came back, so the request goes again on a new
+// connection to the same deployment, as over plain TCP -- not a failed
+// attempt, a fallback, or an error for a model with one deployment.
+TEST_F(TlsUpstreamTest, AKeptAliveConnectionEndedAsARequestArrivesIsRetriedOnANewOne) {
+  start_gateway("localhost", "{ca_file: \"" + cert_ + "\"}");
+  EXPECT_EQ(served_by(), "secure/m");
+  relay_->drop_next_reused_request();
+  EXPECT_EQ(served_by(), "secure/m");
+  EXPECT_EQ(sim_->stats().requests, 2u);  // the dropped request never reached it
+  EXPECT_EQ(sim_->stats().connections_accepted, 2u);
+  EXPECT_EQ(gw_->stats().get("secure/m")->last_outcome, routing::AttemptOutcome::kSuccess);
+}
+
 TEST_F(TlsUpstreamTest, SendsNoServerNameForAnIpAddressYetVerifiesIt) {
   // RFC 6066 §3: a literal IP address is not a server name. The certificate
   // is still checked, against its IP SAN.

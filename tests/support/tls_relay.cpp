@@ -1,5 +1,6 @@
 #include "tests/support/tls_relay.h"
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -30,20 +31,33 @@ bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
 }
 
 struct TlsRelay::Impl {
+  static std::atomic<bool>& no_drop() {
+    static std::atomic<bool> never{false};
+    return never;
+  }
   net::io_context io{1};
   ssl::context ctx{ssl::context::tls_server};
   tcp::acceptor acceptor{io};
   std::uint16_t target_port;
   std::thread thread;
   mutable std::mutex mu;
-  std::string sni;  // mu
+  std::string sni;                     // mu
+  std::atomic<bool> drop_next{false};  // see TlsRelay::drop_next_reused_request
 
   template <class From, class To>
-  static net::awaitable<void> pipe(From& from, To& to) {
+  static net::awaitable<void> pipe(From& from, To& to, std::atomic<bool>& drop = no_drop()) {
     char buf[8192];
-    for (;;) {
+    for (bool first = true;; first = false) {
       auto [ec, n] = co_await from.async_read_some(net::buffer(buf), kTuple);
       if (ec) co_return;
+      // A later read on a connection already used: the "provider" closes it
+      // now, TCP only (no close_notify), as a server ending an idle
+      // keep-alive connection just as a request arrives.
+      if (!first && drop.exchange(false)) {
+        boost::system::error_code ignored;
+        from.lowest_layer().close(ignored);
+        co_return;
+      }
       auto [wec, wn] = co_await net::async_write(to, net::buffer(buf, n), kTuple);
       if (wec) co_return;
     }
@@ -71,7 +85,7 @@ struct TlsRelay::Impl {
           tls->next_layer().close(ignored);
         },
         net::detached);
-    co_await pipe(*tls, *upstream);
+    co_await pipe(*tls, *upstream, drop_next);
     boost::system::error_code ignored;
     upstream->close(ignored);
   }
@@ -97,6 +111,8 @@ TlsRelay::~TlsRelay() {
   impl_->io.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
+
+void TlsRelay::drop_next_reused_request() { impl_->drop_next = true; }
 
 std::string TlsRelay::last_sni() const {
   std::lock_guard lock(impl_->mu);

@@ -24,6 +24,11 @@ class TlsRelay {
   std::uint16_t start();  // returns the TLS port
   // The server name (SNI) of the last handshake: "" when the client sent none.
   std::string last_sni() const;
+  // The next bytes the gateway sends on a connection it already used are
+  // not relayed: that connection is closed at once, without a TLS
+  // close_notify (a provider closing an idle keep-alive connection just as
+  // a request arrives). Once.
+  void drop_next_reused_request();
 
  private:
   struct Impl;
