@@ -410,11 +410,10 @@ bool Relay::claim_output() {
   if (claimed_ || !state_.has_output()) return true;
   if (!ctx_.claim(up_.branch)) return false;
   claimed_ = true;
-  up_.in_flight.first_token();
-  if (auto t = up_.rec.ttft()) {
-    ctx_.snapshot.routing->stats.record_first_token(up_.rec.stats_id(), *t);
-    up_.rec.ttft_recorded = true;
-  }
+  // (The TTFT sample with it, under one lock of the statistics.)
+  const auto t = up_.rec.ttft();
+  up_.in_flight.first_token(t);
+  if (t) up_.rec.ttft_recorded = true;
   return true;
 }
 

@@ -87,15 +87,18 @@ void StatsRegistry::Entry::stop_awaiting(Clock::time_point since) {
   }
 }
 
-void StatsRegistry::InFlight::first_token() {
-  if (!awaiting_) return;
-  awaiting_ = false;
+void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microseconds> ttft,
+                                          Clock::time_point now) {
+  if (!awaiting_ && !ttft) return;
   std::lock_guard lock(registry_.mu_);
   Entry& e = *entry_;
-  e.stop_awaiting(since_);
-  // The queue an answered attempt joined: what the deployment's measured
-  // TTFT already includes.
-  e.usual_awaiting.observe(static_cast<double>(joined_), since_);
+  if (std::exchange(awaiting_, false)) {
+    e.stop_awaiting(since_);
+    // The queue an answered attempt joined: what the deployment's measured
+    // TTFT already includes.
+    e.usual_awaiting.observe(static_cast<double>(joined_), since_);
+  }
+  if (ttft) e.add_ttft(ms(*ttft), now);
 }
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {

@@ -142,7 +142,10 @@ class StatsRegistry {
     InFlight(StatsRegistry& r, const std::string& deployment, Clock::time_point now = Clock::now());
     ~InFlight();
     // The attempt produced its first output token: no longer awaiting one.
-    void first_token();
+    // With `ttft`, that sample enters the statistics at once, as
+    // record_first_token() would, under the same lock.
+    void first_token(std::optional<std::chrono::microseconds> ttft = std::nullopt,
+                     Clock::time_point now = Clock::now());
     // The attempt ended (the destructor does this at Clock::now() if not
     // called): no longer in flight; if it was still awaiting a first token,
     // how long it waited stays evidence for a moment (waited_at_least).

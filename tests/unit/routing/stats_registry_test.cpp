@@ -207,6 +207,29 @@ TEST(StatsRegistry, AFirstTokenAfterFailuresReplacesTheirPenalties) {
   EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 4s)->ttft_estimate_ms, 150);
 }
 
+TEST(StatsRegistry, AFirstTokenWithItsTtftIsTheSampleRecordFirstTokenTakes) {
+  // The relay's one call at the first token (one lock): the attempt stops
+  // awaiting, and its TTFT enters the window and the estimate as if
+  // record_first_token had been called beside it.
+  StatsRegistry one, two;
+  for (StatsRegistry* reg : {&one, &two})
+    for (int i = 0; i < 3; ++i)
+      reg->record(failure(t0 + i * 1s, AttemptOutcome::kConnectError), t0 + i * 1s + 5ms);
+  StatsRegistry::InFlight a(one, "p/m", t0 + 4s);
+  StatsRegistry::InFlight b(two, "p/m", t0 + 4s);
+  a.first_token(150ms, t0 + 4s + 150ms);
+  b.first_token();
+  two.record_first_token("p/m", 150ms, t0 + 4s + 150ms);
+  const auto x = *one.get("p/m", t0 + 5s), y = *two.get("p/m", t0 + 5s);
+  EXPECT_LT(x.ttft_estimate_ms, 1500);  // the penalties replaced (see the test above)
+  EXPECT_DOUBLE_EQ(x.ttft_estimate_ms, y.ttft_estimate_ms);
+  EXPECT_EQ(x.ttft_p50_ms, y.ttft_p50_ms);
+  EXPECT_EQ(x.awaiting_first_token, 0);
+  EXPECT_EQ(x.in_flight, 1);
+  a.first_token(150ms, t0 + 5s);  // no longer awaiting: only the sample
+  EXPECT_EQ(one.get("p/m", t0 + 5s)->awaiting_first_token, 0);
+}
+
 TEST(StatsRegistry, FailuresWithNoMeasurementDoNotCompound) {
   // A deployment that never answered: each failure's penalty is 2 x the
   // prior (1 s), not 2 x the last estimate (1 -> 2 -> 4 -> 8 -> 16 s).
