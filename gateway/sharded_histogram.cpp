@@ -32,13 +32,22 @@ ShardedHistogram::ShardedHistogram(prometheus::Histogram& target, const std::vec
     : target_(target), bounds_(bounds), folder_(folder) {
   if (bounds_.size() + 1 > kMaxBuckets) throw std::invalid_argument("too many histogram buckets");
   std::lock_guard lock(folder_.mu_);
+  index_ = folder_.live_.size();
   folder_.live_.push_back(this);
 }
 
 ShardedHistogram::~ShardedHistogram() {
   std::lock_guard lock(folder_.mu_);
-  fold();
-  std::erase(folder_.live_, this);
+  try {
+    fold();
+  } catch (...) {  // (out of memory): the series loses what it held, the process goes on
+  }
+  // Out of the live list in O(1): a retired snapshot's Metrics drops its
+  // series by the thousand.
+  auto& live = folder_.live_;
+  live[index_] = live.back();
+  live[index_]->index_ = index_;
+  live.pop_back();
   for (auto& s : shards_) delete s.load(std::memory_order_acquire);
 }
 
@@ -78,9 +87,12 @@ void ShardedHistogram::fold() {
       s->folded[b] = now;
       any = true;
     }
+    // (Unchanged, it adds nothing: an infinite sum minus itself is NaN.)
     const double now_sum = s->sum.load(std::memory_order_relaxed);
-    sum += now_sum - s->folded_sum;
-    s->folded_sum = now_sum;
+    if (now_sum != s->folded_sum) {
+      sum += now_sum - s->folded_sum;
+      s->folded_sum = now_sum;
+    }
   }
   if (any || sum != 0) target_.ObserveMultiple(increments, sum);
 }

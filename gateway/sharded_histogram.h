@@ -60,6 +60,7 @@ class ShardedHistogram {
   prometheus::Histogram& target_;
   const std::vector<double> bounds_;
   HistogramFolder& folder_;
+  std::size_t index_ = 0;  // in folder_.live_ (its lock)
   std::array<std::atomic<Shard*>, kShards> shards_{};
 };
 

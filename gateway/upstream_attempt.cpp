@@ -231,7 +231,10 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
   if (hec) {
     // (Over TLS a peer that closes without close_notify, as most servers
     // end an idle connection, reads as a truncated stream.)
+    // Nothing of an answer at all: no head parsed, and no byte of one
+    // waiting in the buffer (a head cut short leaves its bytes there).
     const bool stale = lease.reused() && may_retry && buffered_before == 0 && hn == 0 &&
+                       lease->buffer.size() == 0 &&
                        (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
                         hec == net::error::eof || hec == net::ssl::error::stream_truncated);
     if (stale) co_return std::nullopt;

@@ -187,24 +187,33 @@ def parse_perf_syscalls(text: str) -> Optional[dict]:
 class SyscallCounter:
     """Counts the syscalls of `pids` (all their threads) from start() to
     stop() with `perf stat` on the syscall tracepoints. Needs perf and access
-    to tracefs (root); stop() returns None when either is missing."""
+    to tracefs (root); stop() returns None when either is missing. start()
+    takes START_S either way, so a window timed around it is the same."""
+
+    START_S = 0.2
 
     def __init__(self, pids: list[int]):
         self.pids = pids
         self.proc: Optional[subprocess.Popen] = None
 
-    def start(self) -> None:
-        events_dir = next((d / "syscalls" for d in TRACEFS if (d / "syscalls").is_dir()), None)
-        if not shutil.which("perf") or not self.pids or events_dir is None:
-            return
-        names = [n for names in SYSCALL_KINDS.values() for n in names if (events_dir / f"sys_enter_{n}").exists()]
-        events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in names])
-        self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p", ",".join(map(str, self.pids))],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.2)  # attached before what it should count begins
+    def start(self) -> bool:
+        if shutil.which("perf") and self.pids:
+            try:  # tracefs is root's (0700): not there for others
+                events_dir = next((d / "syscalls" for d in TRACEFS if (d / "syscalls").is_dir()), None)
+                names = [n for names in SYSCALL_KINDS.values() for n in names
+                         if events_dir and (events_dir / f"sys_enter_{n}").exists()]
+            except OSError:
+                events_dir = None
+            if events_dir is not None:
+                events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in names])
+                self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p",
+                                              ",".join(map(str, self.pids))],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(self.START_S)  # attached before what it should count begins
+        return self.proc is not None
 
     def stop(self) -> Optional[dict]:
-        if self.proc is None:
+        if self.proc is None or self.proc.poll() is not None:
             return None
         self.proc.send_signal(signal.SIGINT)
         try:
@@ -842,6 +851,8 @@ def run_point(pt: Point, g: Group, procs: Procs, args, workdir: Path) -> dict:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                            preexec_fn=harness.child_setup({args.loadgen_cpu}, NOFILE))
     except subprocess.TimeoutExpired:
+        if counter:
+            counter.stop()
         raise BenchError(f"{pt.id}: the load generator did not finish within {timeout:.0f} s")
     wall = time.monotonic() - t0
     cores1 = core_times()

@@ -91,16 +91,21 @@ def run_one(target: str, port: int, pids, streams: int, args, workdir: Path, pro
     lg = subprocess.Popen(argv, preexec_fn=ov.harness.child_setup(None, ov.nofile_limit()))
     t0 = time.monotonic()
     counter = ov.SyscallCounter(pids()) if args.syscalls and pids else None
-    time.sleep(max(0.0, args.warmup - (0.2 if counter else 0.0)))  # the counter's start takes 0.2 s
+    time.sleep(max(0.0, args.warmup - (counter.START_S if counter else 0.0)))
     if counter:
-        counter.start()
+        counter.start()  # takes START_S, started or not
     counting = args.callgrind and target == "llmgate"
     if counting:  # valgrind's pid (the wrapper execs it): count from here on
         subprocess.run(["callgrind_control", "--zero", str(pids()[0])], capture_output=True, check=True)
     cpu0 = ov.cpu_of(pids()) if pids else None
     time.sleep(args.duration / 2)
     loaded = ov.memory_of(pids()) if pids else None
-    procs.check_alive()
+    try:
+        procs.check_alive()
+    except Exception:
+        if counter:
+            counter.stop()
+        raise
     time.sleep(max(0.0, args.warmup + args.duration - (time.monotonic() - t0)))
     cpu1 = ov.cpu_of(pids()) if pids else None
     syscalls = counter.stop() if counter else None

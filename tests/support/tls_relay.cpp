@@ -31,6 +31,10 @@ bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
 }
 
 struct TlsRelay::Impl {
+  static std::atomic<int>& drops() {
+    static std::atomic<int> n{0};
+    return n;
+  }
   static std::atomic<bool>& no_drop() {
     static std::atomic<bool> never{false};
     return never;
@@ -54,6 +58,7 @@ struct TlsRelay::Impl {
       // now, TCP only (no close_notify), as a server ending an idle
       // keep-alive connection just as a request arrives.
       if (!first && drop.exchange(false)) {
+        ++drops();
         boost::system::error_code ignored;
         from.lowest_layer().close(ignored);
         co_return;
@@ -113,6 +118,8 @@ TlsRelay::~TlsRelay() {
 }
 
 void TlsRelay::drop_next_reused_request() { impl_->drop_next = true; }
+
+int TlsRelay::dropped() { return Impl::drops().load(); }
 
 std::string TlsRelay::last_sni() const {
   std::lock_guard lock(impl_->mu);

@@ -105,6 +105,18 @@ TEST_F(ShardedHistogramTest, NaNGoesWherePrometheusPutsIt) {
   EXPECT_TRUE(std::isnan(b.sample_sum));
 }
 
+TEST_F(ShardedHistogramTest, AnInfiniteValueStaysInfiniteAcrossFolds) {
+  ShardedHistogram sharded(target, kBounds, folder);
+  for (double v : {1.0, std::numeric_limits<double>::infinity(), 2.0}) {
+    sharded.observe(v);
+    direct.Observe(v);
+    folder.fold_all();
+    folder.fold_all();  // nothing new: not infinity minus infinity
+  }
+  expect_same(direct, target);
+  EXPECT_EQ(target.Collect().histogram.sample_sum, std::numeric_limits<double>::infinity());
+}
+
 TEST_F(ShardedHistogramTest, WhatItHeldIsFoldedAsItGoes) {
   auto sharded = std::make_unique<ShardedHistogram>(target, kBounds, folder);
   for (double v : values(0)) {
@@ -114,6 +126,28 @@ TEST_F(ShardedHistogramTest, WhatItHeldIsFoldedAsItGoes) {
   sharded.reset();  // a snapshot's series, after a reload: never scraped
   expect_same(direct, target);
   folder.fold_all();  // and the folder no longer knows it
+  expect_same(direct, target);
+}
+
+TEST_F(ShardedHistogramTest, SeriesLeaveTheFolderInAnyOrder) {
+  // Several series over one target, destroyed out of order: the rest are
+  // still folded (each is found in the live list by its index).
+  std::vector<std::unique_ptr<ShardedHistogram>> series;
+  for (int i = 0; i < 5; ++i)
+    series.push_back(std::make_unique<ShardedHistogram>(target, kBounds, folder));
+  for (int i = 0; i < 5; ++i) {
+    series[static_cast<std::size_t>(i)]->observe(i);
+    direct.Observe(i);
+  }
+  series[1].reset();
+  series[4].reset();
+  series[0]->observe(7);
+  series[3]->observe(8);
+  direct.Observe(7);
+  direct.Observe(8);
+  folder.fold_all();
+  expect_same(direct, target);
+  series.clear();
   expect_same(direct, target);
 }
 
