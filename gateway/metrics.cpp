@@ -87,6 +87,15 @@ Family<T>& family(Builder builder, prometheus::Registry& r, const char* name, co
   return builder.Name(name).Help(help).Register(r);
 }
 
+// The series of `family` with `labels`, observed through a ShardedHistogram:
+// the bucket bounds given once, for both (they must agree).
+std::unique_ptr<ShardedHistogram> sharded_series(Family<Histogram>& family,
+                                                 const prometheus::Labels& labels,
+                                                 const Histogram::BucketBoundaries& bounds,
+                                                 HistogramFolder& folder) {
+  return std::make_unique<ShardedHistogram>(family.Add(labels, bounds), bounds, folder);
+}
+
 }  // namespace
 
 struct MetricsRegistry::Impl {
@@ -271,10 +280,10 @@ struct MetricsRegistry::Impl {
     for (std::size_t i = 0; i < kOutcomes.size(); ++i)
       fallbacks_by[i] = &fallbacks.Add({{"reason", routing::to_string(kOutcomes[i])}});
     for (auto r : kHedgeResults) hedges_by[index_of(r)] = &hedges.Add({{"result", to_string(r)}});
-    overhead_by[static_cast<int>(OverheadPhase::kAdmission)] = std::make_unique<ShardedHistogram>(
-        overhead.Add({{"phase", "admission"}}, kOverheadBuckets), kOverheadBuckets, folder);
-    overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] = std::make_unique<ShardedHistogram>(
-        overhead.Add({{"phase", "first_token"}}, kOverheadBuckets), kOverheadBuckets, folder);
+    overhead_by[static_cast<int>(OverheadPhase::kAdmission)] =
+        sharded_series(overhead, {{"phase", "admission"}}, kOverheadBuckets, folder);
+    overhead_by[static_cast<int>(OverheadPhase::kFirstToken)] =
+        sharded_series(overhead, {{"phase", "first_token"}}, kOverheadBuckets, folder);
     build_info.Add({{"version", kVersion}}).Set(1);
     for (auto r : kAuthRejections)
       auth_by[index_of(r)] = &auth_rejections.Add({{"reason", to_string(r)}});
@@ -399,9 +408,8 @@ void MetricsRegistry::enable_shared_state() {
       s->ops[o][index_of(r)] =
           &impl_->shared_ops.Add({{"op", to_string(op)}, {"result", to_string(r)}});
     }
-    s->latency[o] = std::make_unique<ShardedHistogram>(
-        impl_->shared_latency.Add({{"op", to_string(op)}}, kSharedBuckets), kSharedBuckets,
-        impl_->folder);
+    s->latency[o] = sharded_series(impl_->shared_latency, {{"op", to_string(op)}}, kSharedBuckets,
+                                   impl_->folder);
     s->fallbacks[o][0] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "closed"}});
     s->fallbacks[o][1] = &impl_->shared_fallbacks.Add({{"op", to_string(op)}, {"mode", "open"}});
   }
@@ -551,11 +559,11 @@ struct Metrics::Impl {
 
 namespace {
 
-// A sharded histogram over `h`, kept in `owned`.
+// sharded_series(), kept in `owned`.
 ShardedHistogram* sharded(std::vector<std::unique_ptr<ShardedHistogram>>& owned,
-                          prometheus::Histogram& h, const Histogram::BucketBoundaries& bounds,
-                          HistogramFolder& folder) {
-  return owned.emplace_back(std::make_unique<ShardedHistogram>(h, bounds, folder)).get();
+                          Family<Histogram>& family, const prometheus::Labels& labels,
+                          const Histogram::BucketBoundaries& bounds, HistogramFolder& folder) {
+  return owned.emplace_back(sharded_series(family, labels, bounds, folder)).get();
 }
 
 DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
@@ -576,10 +584,9 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
                                    {"gen_ai_operation_name", config::gen_ai_name(op)},
                                    {"deployment", id}};
     const auto i = static_cast<std::size_t>(op);
-    s.ttft[i] = sharded(owned, f.ttft.Add(genai, kTtftBuckets), kTtftBuckets, f.folder);
-    s.tpot[i] = sharded(owned, f.tpot.Add(genai, kTpotBuckets), kTpotBuckets, f.folder);
-    s.duration[i] =
-        sharded(owned, f.duration.Add(genai, kDurationBuckets), kDurationBuckets, f.folder);
+    s.ttft[i] = sharded(owned, f.ttft, genai, kTtftBuckets, f.folder);
+    s.tpot[i] = sharded(owned, f.tpot, genai, kTpotBuckets, f.folder);
+    s.duration[i] = sharded(owned, f.duration, genai, kDurationBuckets, f.folder);
   }
   // pool_full: this worker's connection pool to the provider stayed full
   // (any deployment); queue_*: the deployment's own max_concurrent.
@@ -616,18 +623,15 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       const bool served = std::any_of(m.deployments.begin(), m.deployments.end(),
                                       [&](const config::Deployment& d) { return d.serves(op); });
       if (!served) continue;
-      ms.input_usage[i] = sharded(impl_->histograms,
-                                  f.usage.Add({{"gen_ai_request_model", m.name},
-                                               {"gen_ai_operation_name", name},
-                                               {"gen_ai_token_type", "input"}},
-                                              kTokenBuckets),
-                                  kTokenBuckets, f.folder);
-      ms.output_usage[i] = sharded(impl_->histograms,
-                                   f.usage.Add({{"gen_ai_request_model", m.name},
-                                                {"gen_ai_operation_name", name},
-                                                {"gen_ai_token_type", "output"}},
-                                               kTokenBuckets),
-                                   kTokenBuckets, f.folder);
+      auto usage = [&](const char* type) {
+        return sharded(impl_->histograms, f.usage,
+                       {{"gen_ai_request_model", m.name},
+                        {"gen_ai_operation_name", name},
+                        {"gen_ai_token_type", type}},
+                       kTokenBuckets, f.folder);
+      };
+      ms.input_usage[i] = usage("input");
+      ms.output_usage[i] = usage("output");
     }
     for (const auto& d : m.deployments)
       ms.deployments.push_back(deployment_series(f, impl_->histograms, m, d));
