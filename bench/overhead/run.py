@@ -184,6 +184,19 @@ def parse_perf_syscalls(text: str) -> Optional[dict]:
     return out
 
 
+SYSCALL_COLUMNS = ("total", "read", "write", "wait", "epoll_ctl", "other")
+SYSCALL_LEGEND = ("read: read/readv/recv*; write: write/writev/send*; wait: epoll_wait/epoll_pwait; "
+                  "other: the rest of the total")
+
+
+def syscall_table(first: str, rows: list[tuple[str, dict]]) -> list[str]:
+    """Markdown rows of syscall counts (SYSCALL_COLUMNS) per request or event."""
+    out = [f"| {first} | " + " | ".join(SYSCALL_COLUMNS) + " |", "|---|" + "---:|" * len(SYSCALL_COLUMNS)]
+    for label, per in rows:
+        out.append(f"| {label} | " + " | ".join(f"{per[k]:.2f}" for k in SYSCALL_COLUMNS) + " |")
+    return out
+
+
 class SyscallCounter:
     """Counts the syscalls of `pids` (all their threads) from start() to
     stop() with `perf stat` on the syscall tracepoints. Needs perf and access
@@ -1436,14 +1449,8 @@ def report(meta: dict, results: list[dict], loads: list[Load], args) -> str:
     if counted:
         lines += ["## Syscalls per request", "",
                   "The proxy's syscalls over the point (warmup included) per upstream request, from the kernel's "
-                  "syscall tracepoints (`perf stat`, `--syscalls`). read: read/readv/recv*; write: "
-                  "write/writev/send*; wait: epoll_wait/epoll_pwait.", "",
-                  "| point | total | read | write | wait | epoll_ctl | other |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for r in counted:
-            pr = r["syscalls"]["per_request"]
-            lines.append(f"| {r['id']} | " + " | ".join(f"{pr[k]:.2f}" for k in
-                                                          ("total", "read", "write", "wait", "epoll_ctl", "other"))
-                         + " |")
+                  f"syscall tracepoints (`perf stat`, `--syscalls`). {SYSCALL_LEGEND}.", ""]
+        lines += syscall_table("point", [(r["id"], r["syscalls"]["per_request"]) for r in counted])
         lines.append("")
     if any(r["target"] == "llmgate" for r in results):
         lines += ["## llmgate detail", "",

@@ -235,6 +235,13 @@ class Syscalls(unittest.TestCase):
                          {"total": 365336, "read": 203970, "write": 100895, "wait": 59647, "epoll_ctl": 724,
                           "other": 365336 - 203970 - 100895 - 59647 - 724})
 
+    def test_table(self):
+        per = {"total": 3.5, "read": 2.0, "write": 1.0, "wait": 0.5, "epoll_ctl": 0.0, "other": 0.0}
+        self.assertEqual(run.syscall_table("target", [("llmgate", per)]),
+                         ["| target | total | read | write | wait | epoll_ctl | other |",
+                          "|---|---:|---:|---:|---:|---:|---:|",
+                          "| llmgate | 3.50 | 2.00 | 1.00 | 0.50 | 0.00 | 0.00 |"])
+
     def test_no_total_is_no_answer(self):
         self.assertIsNone(run.parse_perf_syscalls("event syntax error: 'raw_syscalls:sys_enter'\n"))
         self.assertIsNone(run.parse_perf_syscalls("<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n"))

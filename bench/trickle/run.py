@@ -182,14 +182,8 @@ def report(results: list[dict], args, meta: dict) -> str:
         counted = [(t, rows[t]["syscalls_per_event"]) for t in TARGETS if rows.get(t, {}).get("syscalls_per_event")]
         if counted:
             lines += ["", "Syscalls per relayed event in the window (`--syscalls`: perf stat on the syscall "
-                          "tracepoints; read: read/readv/recv*, write: write/writev/send*, wait: "
-                          "epoll_wait/epoll_pwait):", "",
-                      "| target | total | read | write | wait | epoll_ctl | other |",
-                      "|---|---:|---:|---:|---:|---:|---:|"]
-            for t, pe in counted:
-                lines.append(f"| {t} | " + " | ".join(f"{pe[k]:.2f}" for k in
-                                                      ("total", "read", "write", "wait", "epoll_ctl", "other"))
-                             + " |")
+                          f"tracepoints; {ov.SYSCALL_LEGEND}):", ""]
+            lines += ov.syscall_table("target", counted)
         n, g = rows.get("nginx"), rows.get("llmgate")
         if g and g.get("instructions_per_event"):
             lines += ["", f"llmgate under callgrind: {g['instructions_per_event']:,.0f} instructions per relayed "
