@@ -31,14 +31,6 @@ bool make_self_signed_cert(const std::string& dir, const std::string& dns_name,
 }
 
 struct TlsRelay::Impl {
-  static std::atomic<int>& drops() {
-    static std::atomic<int> n{0};
-    return n;
-  }
-  static std::atomic<bool>& no_drop() {
-    static std::atomic<bool> never{false};
-    return never;
-  }
   net::io_context io{1};
   ssl::context ctx{ssl::context::tls_server};
   tcp::acceptor acceptor{io};
@@ -47,9 +39,11 @@ struct TlsRelay::Impl {
   mutable std::mutex mu;
   std::string sni;                     // mu
   std::atomic<bool> drop_next{false};  // see TlsRelay::drop_next_reused_request
+  std::atomic<int> dropped{0};
 
   template <class From, class To>
-  static net::awaitable<void> pipe(From& from, To& to, std::atomic<bool>& drop = no_drop()) {
+  // `relay`: the gateway-to-upstream direction's, which may drop a request.
+  static net::awaitable<void> pipe(From& from, To& to, Impl* relay = nullptr) {
     char buf[8192];
     for (bool first = true;; first = false) {
       auto [ec, n] = co_await from.async_read_some(net::buffer(buf), kTuple);
@@ -57,8 +51,8 @@ struct TlsRelay::Impl {
       // A later read on a connection already used: the "provider" closes it
       // now, TCP only (no close_notify), as a server ending an idle
       // keep-alive connection just as a request arrives.
-      if (!first && drop.exchange(false)) {
-        ++drops();
+      if (relay && !first && relay->drop_next.exchange(false)) {
+        ++relay->dropped;
         boost::system::error_code ignored;
         from.lowest_layer().close(ignored);
         co_return;
@@ -90,7 +84,7 @@ struct TlsRelay::Impl {
           tls->next_layer().close(ignored);
         },
         net::detached);
-    co_await pipe(*tls, *upstream, drop_next);
+    co_await pipe(*tls, *upstream, this);
     boost::system::error_code ignored;
     upstream->close(ignored);
   }
@@ -119,7 +113,7 @@ TlsRelay::~TlsRelay() {
 
 void TlsRelay::drop_next_reused_request() { impl_->drop_next = true; }
 
-int TlsRelay::dropped() { return Impl::drops().load(); }
+int TlsRelay::dropped() const { return impl_->dropped.load(); }
 
 std::string TlsRelay::last_sni() const {
   std::lock_guard lock(impl_->mu);

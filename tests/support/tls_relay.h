@@ -29,7 +29,7 @@ class TlsRelay {
   // close_notify (a provider closing an idle keep-alive connection just as
   // a request arrives). Once.
   void drop_next_reused_request();
-  static int dropped();  // requests dropped so far (all relays of the process)
+  int dropped() const;  // requests dropped so far
 
  private:
   struct Impl;
