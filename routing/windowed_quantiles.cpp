@@ -104,6 +104,7 @@ void WindowedQuantiles::insert(double value, bool censored, TimePoint now) {
   samples_.push_back({now, value, censored});
   sorted_.insert(Point{value, censored});
   if (censored) ++censored_;
+  ++version_;
 }
 
 void WindowedQuantiles::drop_oldest() {
@@ -112,6 +113,13 @@ void WindowedQuantiles::drop_oldest() {
   sorted_.erase(Point{s.value, s.censored});
   if (s.censored) --censored_;
   samples_.pop_front();
+  ++version_;
+}
+
+WindowedQuantiles::TimePoint WindowedQuantiles::expires_at() const {
+  if (samples_.empty()) return TimePoint::max();
+  // evict() drops a sample once now - at >= window.
+  return samples_.front().at + window_;
 }
 
 void WindowedQuantiles::evict(TimePoint now) {

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <span>
@@ -70,6 +71,15 @@ class WindowedQuantiles {
   std::optional<double> recent_max_observed(TimePoint now, std::size_t n);
   std::size_t count(TimePoint now);
   std::size_t censored(TimePoint now);  // censored samples in the window
+
+  // For a reader that keeps what it computed (StatsRegistry's snapshot):
+  // every query above answers the same for any `now` before expires_at()
+  // while version() stays the same. The version changes when a sample comes
+  // or goes; expires_at() is when the oldest sample leaves the window
+  // (TimePoint::max() when there is none) — the only other way an answer
+  // changes.
+  std::uint64_t version() const { return version_; }
+  TimePoint expires_at() const;
 
  private:
   void insert(double value, bool censored, TimePoint now);
@@ -119,6 +129,7 @@ class WindowedQuantiles {
   std::deque<Sample> samples_;
   SortedPoints sorted_;  // the window's samples, in order
   std::size_t censored_ = 0;
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace llmgate::routing

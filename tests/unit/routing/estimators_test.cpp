@@ -282,6 +282,31 @@ std::optional<double> kaplan_meier(std::vector<std::pair<double, bool>> points, 
   return points.back().first;
 }
 
+TEST(WindowedQuantiles, AnswersHoldUntilASampleComesOrTheOldestExpires) {
+  WindowedQuantiles w(10s, 3);
+  EXPECT_EQ(w.expires_at(), TimePoint::max());
+  const auto v0 = w.version();
+  w.add(100, t0);
+  w.add(200, t0 + 2s);
+  EXPECT_NE(w.version(), v0);
+  // The oldest sample leaves the window 10 s after it came.
+  EXPECT_EQ(w.expires_at(), t0 + 10s);
+  const auto v1 = w.version();
+  EXPECT_EQ(w.quantile(0.5, t0 + 9999ms), 100);
+  EXPECT_EQ(w.version(), v1);  // a query before the expiry changes nothing
+  EXPECT_EQ(w.quantile(0.5, t0 + 10s), 200);
+  EXPECT_NE(w.version(), v1);  // the eviction did
+  EXPECT_EQ(w.expires_at(), t0 + 12s);
+  // A sample that pushes out the oldest of a full window changes it too.
+  w.add(300, t0 + 10s);
+  w.add(400, t0 + 10s);
+  const auto v2 = w.version();
+  w.add(500, t0 + 10s);
+  EXPECT_NE(w.version(), v2);
+  EXPECT_EQ(w.expires_at(), t0 + 20s);
+  EXPECT_EQ(w.count(t0 + 10s), 3u);
+}
+
 TEST(WindowedQuantiles, ManySamplesComingAndGoingKeepTheQuantilesExact) {
   // Thousands of samples through a full window (the oldest leave as new ones
   // come, and a time window drops runs of them), with ties and censored

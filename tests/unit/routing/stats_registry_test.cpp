@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <vector>
 
 namespace llmgate::routing {
 namespace {
@@ -434,6 +436,86 @@ TEST(StatsRegistry, ATtftRecordedAtTheFirstTokenIsNotCountedTwice) {
   EXPECT_EQ(s.ttft_samples, 1u);
   EXPECT_EQ(s.attempts, 1u);
   EXPECT_DOUBLE_EQ(*s.last_ttft_ms, 100);
+}
+
+// The figures a snapshot reads of the windows are kept between samples
+// (Entry::window_figures): every snapshot must be what one computed afresh
+// would be. Random traffic through a short, small window — samples coming,
+// expiring and pushed out, censored ones, lost hedges, speed samples — is
+// replayed into a new registry at every checkpoint, whose first snapshot
+// computes everything.
+TEST(StatsRegistry, SnapshotsBetweenSamplesAreWhatAFreshComputationGives) {
+  StatsOptions o;
+  o.window = 2s;
+  o.window_max_samples = 12;
+  o.min_tokens_for_tps = 10;
+  std::mt19937_64 rng(7);
+  std::vector<std::pair<Clock::time_point, AttemptRecord>> log;
+  StatsRegistry reg(o);
+  Clock::time_point now = t0;
+  auto expect_same = [&](const DeploymentStats& a, const DeploymentStats& b, int step) {
+    SCOPED_TRACE(step);
+    EXPECT_EQ(a.ttft_p50_ms, b.ttft_p50_ms);
+    EXPECT_EQ(a.ttft_p90_ms, b.ttft_p90_ms);
+    EXPECT_EQ(a.ttft_p95_ms, b.ttft_p95_ms);
+    EXPECT_EQ(a.ttft_p99_ms, b.ttft_p99_ms);
+    EXPECT_EQ(a.ttft_quantile_lower_bound, b.ttft_quantile_lower_bound);
+    EXPECT_EQ(a.ttft_p95_lower_bound, b.ttft_p95_lower_bound);
+    EXPECT_EQ(a.ttft_answered_p50_ms, b.ttft_answered_p50_ms);
+    EXPECT_EQ(a.ttft_answered_p90_ms, b.ttft_answered_p90_ms);
+    EXPECT_EQ(a.ttft_answered_p95_ms, b.ttft_answered_p95_ms);
+    EXPECT_EQ(a.ttft_answered_p99_ms, b.ttft_answered_p99_ms);
+    EXPECT_EQ(a.ttft_censored, b.ttft_censored);
+    EXPECT_EQ(a.ttft_recent_p50_ms, b.ttft_recent_p50_ms);
+    EXPECT_EQ(a.ttft_recent_p90_ms, b.ttft_recent_p90_ms);
+    EXPECT_EQ(a.ttft_recent_p95_ms, b.ttft_recent_p95_ms);
+    EXPECT_EQ(a.ttft_recent_p99_ms, b.ttft_recent_p99_ms);
+    EXPECT_EQ(a.ttft_last_few_max_ms, b.ttft_last_few_max_ms);
+    EXPECT_EQ(a.tps_p50, b.tps_p50);
+    EXPECT_EQ(a.ttft_estimate_ms, b.ttft_estimate_ms);
+    EXPECT_EQ(a.tps_estimate, b.tps_estimate);
+  };
+  std::size_t kept_quantiles_seen = 0;
+  for (int step = 0; step < 400; ++step) {
+    now += std::chrono::milliseconds(rng() % 400);
+    const std::size_t logged = log.size();
+    switch (rng() % 5) {
+      case 0:
+      case 1: {
+        const auto ttft = std::chrono::milliseconds(50 + rng() % 900);
+        const auto tokens = static_cast<std::int64_t>(rng() % 40);
+        log.emplace_back(
+            now, success(now - ttft - 10ms, ttft, tokens, 10ms * (1 + rng() % 5), tokens * 4));
+        break;
+      }
+      case 2:
+        log.emplace_back(
+            now, failure(now - std::chrono::milliseconds(rng() % 1500),
+                         rng() % 2 ? AttemptOutcome::kTtftTimeout : AttemptOutcome::kHedgeLost));
+        break;
+      default:
+        break;  // only time passes: samples expire
+    }
+    if (log.size() > logged) reg.record(log.back().second, now);
+    if (log.empty()) continue;
+    // Read three times, as several requests between samples would: twice
+    // now, once a little later (time only moves forward, as in the gateway).
+    const auto got = *reg.get("p/m", now);
+    const auto again = *reg.get("p/m", now);
+    const auto later_at = now + std::chrono::milliseconds(rng() % 300);
+    const auto later = *reg.get("p/m", later_at);
+    auto replayed = [&](Clock::time_point at) {
+      StatsRegistry fresh(o);
+      for (const auto& [t, r] : log) fresh.record(r, t);
+      return *fresh.get("p/m", at);
+    };
+    expect_same(got, replayed(now), step);
+    expect_same(again, got, step);
+    expect_same(later, replayed(later_at), step);
+    now = later_at;
+    if (got.ttft_p50_ms) ++kept_quantiles_seen;
+  }
+  EXPECT_GT(kept_quantiles_seen, 100u);
 }
 
 }  // namespace
