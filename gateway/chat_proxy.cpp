@@ -150,8 +150,10 @@ class ChatProxy {
   net::awaitable<AttemptResult> hedged(const routing::PlannedCandidate& first,
                                        const routing::PlannedCandidate& second, HedgeKind kind,
                                        bool& second_started);
+  // The attempt is over: ends `in_flight` and records the attempt (one lock
+  // of the statistics), then what it means for health, metrics and traces.
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
-                      const SpanId& span);
+                      const SpanId& span, routing::StatsRegistry::InFlight& in_flight);
   // An attempt's CLIENT span (tracing).
   void record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
                            int branch, const SpanId& span, Clock::time_point end) const;
@@ -357,13 +359,13 @@ void ChatProxy::promote_reserve() {
 }
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
-                               const SpanId& span) {
+                               const SpanId& span, routing::StatsRegistry::InFlight& in_flight) {
   if (trace_.race && trace_.race->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
     rec.detail = "a hedge produced the first token first";
   }
   const auto now = Clock::now();
-  const auto recorded = rs_.stats.record(rec, now);
+  const auto recorded = in_flight.finish(rec, now);  // no longer in flight, recorded
   metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
@@ -497,15 +499,16 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     span = snapshot_.tracer->new_span_id();
     traceparent = t->child_traceparent(span);
   }
+  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
   struct Report {
     ChatProxy& self;
     const routing::PlannedCandidate& pc;
     AttemptRecord& rec;
     int branch;
     const SpanId& span;
-    ~Report() { self.finish_attempt(pc, rec, branch, span); }
-  } report{*this, pc, rec, branch, span};
-  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
+    routing::StatsRegistry::InFlight& in_flight;
+    ~Report() { self.finish_attempt(pc, rec, branch, span, in_flight); }
+  } report{*this, pc, rec, branch, span, in_flight};
 
   AttemptResult r =
       co_await run_upstream_attempt(ctx_, c, rec, branch, in_flight, request,

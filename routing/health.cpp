@@ -46,6 +46,22 @@ const HealthTracker::Entry* HealthTracker::find(const std::string& deployment) c
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+bool HealthTracker::clean(const Entry& e) {
+  return e.consecutive_failures == 0 && !e.ejected_until && !e.probe_taken_at &&
+         !e.cooldown_until && !e.attempts_since_readmitted;
+}
+
+void HealthTracker::settle(Entry& e) {
+  const bool unclean = !clean(e);
+  if (unclean == e.unclean) return;
+  e.unclean = unclean;
+  if (unclean) {
+    unclean_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    unclean_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
 Clock::duration HealthTracker::ejection_time(std::uint32_t k) {
   const double base = std::chrono::duration<double, std::milli>(options_.base_duration).count();
   const double max = std::chrono::duration<double, std::milli>(options_.max_duration).count();
@@ -87,8 +103,15 @@ void HealthTracker::readmit(Entry& e, Clock::time_point now) {
 std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& deployment, bool failed,
                                                          double error_rate, std::uint64_t attempts,
                                                          Clock::time_point now, bool probe) {
+  // Every deployment clean: a success resets nothing.
+  if (!failed && unclean_.load(std::memory_order_relaxed) == 0) return std::nullopt;
   std::lock_guard lock(mu_);
   Entry& e = entries_[deployment];
+  struct Settle {
+    HealthTracker& t;
+    Entry& e;
+    ~Settle() { t.settle(e); }
+  } settle_after{*this, e};
   const auto ejected = [&](std::string cause) -> std::optional<Clock::duration> {
     eject(e, std::move(cause), now);
     return *e.ejected_until - now;
@@ -106,6 +129,10 @@ std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& depl
     return std::nullopt;
   }
   if (e.attempts_since_readmitted) ++*e.attempts_since_readmitted;
+  const bool waited_since_readmitted =
+      !e.attempts_since_readmitted || *e.attempts_since_readmitted >= options_.min_requests;
+  // The wait after a readmission is over once it has seen min_requests.
+  if (e.attempts_since_readmitted && waited_since_readmitted) e.attempts_since_readmitted.reset();
   if (!failed) {
     e.consecutive_failures = 0;
     return std::nullopt;
@@ -116,9 +143,7 @@ std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& depl
       e.consecutive_failures >= options_.consecutive_failures) {
     return ejected(std::to_string(e.consecutive_failures) + " consecutive failures");
   }
-  const bool enough_attempts =
-      attempts >= options_.min_requests &&
-      (!e.attempts_since_readmitted || *e.attempts_since_readmitted >= options_.min_requests);
+  const bool enough_attempts = attempts >= options_.min_requests && waited_since_readmitted;
   if (enough_attempts && error_rate >= options_.error_rate) {
     return ejected("error rate " + std::to_string(std::lround(error_rate * 100)) + "%");
   }
@@ -142,6 +167,7 @@ void HealthTracker::on_shared_ejection(const std::string& deployment,
   e.ejection_cause = "by another replica";
   e.consecutive_failures = 0;
   e.readmitted_at.reset();
+  settle(e);
 }
 
 void HealthTracker::on_retry_after(const std::string& deployment, std::chrono::milliseconds after,
@@ -151,6 +177,7 @@ void HealthTracker::on_retry_after(const std::string& deployment, std::chrono::m
   Entry& e = entries_[deployment];
   const auto until = now + std::min<Clock::duration>(after, options_.max_duration);
   if (!e.cooldown_until || until > *e.cooldown_until) e.cooldown_until = until;
+  settle(e);
 }
 
 bool HealthTracker::probe_slot_free(const Entry& e, Clock::time_point now) const {
@@ -194,16 +221,30 @@ Availability HealthTracker::own_state(const std::string& deployment, const Entry
 template <class IdAt>
 std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
                                                    Clock::time_point now) {
-  std::lock_guard lock(mu_);
   std::vector<Availability> out;
   out.reserve(n);
+  if (unclean_.load(std::memory_order_relaxed) == 0) {
+    // All healthy, nothing pending: what own_state() says of each.
+    for (std::size_t i = 0; i < n; ++i) out.emplace_back().deployment = id_at(i);
+    return out;
+  }
+  std::lock_guard lock(mu_);
   std::vector<std::size_t> ejected;  // indices kept out for ejection
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& id = id_at(i);
     auto it = entries_.find(id);
     Entry* e = it == entries_.end() ? nullptr : &it->second;
+    // A cooldown that is over is no longer anything (and the entry may be
+    // clean again).
+    if (e && e->cooldown_until && now >= *e->cooldown_until) {
+      e->cooldown_until.reset();
+      settle(*e);
+    }
     Availability a = own_state(id, e, now);
-    if (a.probe) e->probe_taken_at = e->last_probe_at = now;  // so a repeated id sees it taken
+    if (a.probe) {
+      e->probe_taken_at = e->last_probe_at = now;  // so a repeated id sees it taken
+      settle(*e);
+    }
     if (out_for_ejection(a)) ejected.push_back(out.size());
     out.push_back(std::move(a));
   }
@@ -252,7 +293,9 @@ std::vector<Availability> HealthTracker::check_model(const config::Model& model,
 void HealthTracker::release_probe(const std::string& deployment) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(deployment);
-  if (it != entries_.end()) it->second.probe_taken_at.reset();
+  if (it == entries_.end()) return;
+  it->second.probe_taken_at.reset();
+  settle(it->second);
 }
 
 Availability HealthTracker::peek(const std::string& deployment, Clock::time_point now) const {
@@ -272,7 +315,10 @@ void HealthTracker::set_options(const config::Ejection& options) {
 
 void HealthTracker::forget(const std::string& deployment) {
   std::lock_guard lock(mu_);
-  entries_.erase(deployment);
+  auto it = entries_.find(deployment);
+  if (it == entries_.end()) return;
+  if (it->second.unclean) unclean_.fetch_sub(1, std::memory_order_relaxed);
+  entries_.erase(it);
 }
 
 std::uint64_t HealthTracker::ejections_total(const std::string& deployment) const {

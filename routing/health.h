@@ -22,9 +22,13 @@
 // nothing: the ejection runs its course and the probe decides.
 //
 // Thread-safe: one tracker is shared by all worker threads (one mutex; every
-// call is short and allocation-light). Time is passed in.
+// call is short and allocation-light). While every deployment is healthy
+// with nothing pending (no failure in a row, ejection, probe, cooldown or
+// post-readmission wait) — the usual state — check() and a success's
+// on_attempt() take no lock: both would change nothing. Time is passed in.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -139,6 +143,7 @@ class HealthTracker {
     std::optional<Clock::time_point> readmitted_at;  // last probe success
     std::optional<std::uint64_t> attempts_since_readmitted;
     std::optional<Clock::time_point> cooldown_until;
+    bool unclean = false;  // counted in unclean_
   };
 
   // check() over `n` ids, the i-th `id_at(i)`.
@@ -152,11 +157,20 @@ class HealthTracker {
   Clock::duration ejection_time(std::uint32_t k);                  // mu_ held
   bool probe_slot_free(const Entry& e, Clock::time_point now) const;
   const Entry* find(const std::string& deployment) const;  // mu_ held
+  // Healthy with nothing pending: a success changes nothing in it and
+  // check() reads it healthy.
+  static bool clean(const Entry& e);
+  // After a change to `e`: keeps unclean_ counting the entries not clean
+  // (mu_ held).
+  void settle(Entry& e);
 
   config::Ejection options_;
   mutable std::mutex mu_;
   std::mt19937_64 rng_;
   std::map<std::string, Entry> entries_;
+  // How many entries are not clean(): written under mu_, read without it —
+  // at 0, check() and a success's on_attempt() need no lock.
+  std::atomic<std::size_t> unclean_{0};
 };
 
 }  // namespace llmgate::routing

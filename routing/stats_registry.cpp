@@ -103,14 +103,28 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {
   if (ended_) return;
-  ended_ = true;
   std::lock_guard lock(registry_.mu_);
+  end_locked(now);
+}
+
+void StatsRegistry::InFlight::end_locked(Clock::time_point now) {
+  ended_ = true;
   Entry& e = *entry_;
   --e.counters.in_flight;
   if (awaiting_) {
     e.stop_awaiting(since_);
     e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {since_, now};
   }
+}
+
+StatsRegistry::Recorded StatsRegistry::InFlight::finish(const AttemptRecord& r,
+                                                        Clock::time_point now) {
+  std::lock_guard lock(registry_.mu_);
+  if (!ended_) end_locked(now);
+  Entry& e = *entry_;
+  // The attempt's record goes where its InFlight counted it (its stats key).
+  Entry& into = r.stats_id() == e.counters.deployment ? e : registry_.entry(r.stats_id());
+  return registry_.record_into(into, r, now);
 }
 
 StatsRegistry::InFlight::~InFlight() { end(Clock::now()); }
@@ -153,7 +167,11 @@ StatsRegistry::Entry& StatsRegistry::entry(const std::string& key) const {
 
 StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
   std::lock_guard lock(mu_);
-  Entry& e = entry(r.stats_id());
+  return record_into(entry(r.stats_id()), r, now);
+}
+
+StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord& r,
+                                                   Clock::time_point now) {
   DeploymentStats& s = e.counters;
   auto recorded = [&] { return Recorded{e.failures.error_rate(now), s.attempts}; };
   ++s.attempts;

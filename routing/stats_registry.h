@@ -136,6 +136,12 @@ class StatsRegistry {
  public:
   explicit StatsRegistry(StatsOptions options = {}) : options_(options) {}
 
+  // What health (ejection) decides on, as of the attempt just recorded.
+  struct Recorded {
+    double error_rate = 0;
+    std::uint64_t attempts = 0;
+  };
+
   // RAII: counts an attempt as in flight for its lifetime, on every path.
   class InFlight {
    public:
@@ -150,10 +156,14 @@ class StatsRegistry {
     // called): no longer in flight; if it was still awaiting a first token,
     // how long it waited stays evidence for a moment (waited_at_least).
     void end(Clock::time_point now);
+    // end() and then the attempt's record() under one lock of the registry:
+    // what an attempt does when it is over.
+    Recorded finish(const AttemptRecord& record, Clock::time_point now);
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
 
    private:
+    void end_locked(Clock::time_point now);  // mu_ held
     StatsRegistry& registry_;
     Entry* entry_;  // found once: entries are never removed (reset() renews one in place)
     Clock::time_point since_;
@@ -162,11 +172,8 @@ class StatsRegistry {
     std::int64_t joined_ = 0;  // attempts already awaiting when it started
   };
 
-  // What health (ejection) decides on, as of the attempt just recorded.
-  struct Recorded {
-    double error_rate = 0;
-    std::uint64_t attempts = 0;
-  };
+  // One finished attempt (one that held an InFlight records with
+  // InFlight::finish() instead, under the lock that ends it).
   Recorded record(const AttemptRecord& record, Clock::time_point now = Clock::now());
   // The TTFT sample as soon as the first token arrives, so the next decision
   // already knows it (a stream can run for seconds more). The attempt's
@@ -253,6 +260,7 @@ class StatsRegistry {
   // Created on first use; an effort's entry starts from its deployment's priors.
   Entry& entry(const std::string& key) const;  // mu_ held
   Entry fresh_from(Entry& old, const std::string& key) const;
+  Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);  // mu_ held
   // f(key, where the effort starts in it, entry) for each of the
   // deployment's effort entries (mu_ held).
   template <typename F>

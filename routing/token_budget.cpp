@@ -29,34 +29,42 @@ std::int64_t TokenBudget::accrued(Clock::time_point now) const {
   return static_cast<std::int64_t>(std::min<__int128>(units, cap_));
 }
 
-void TokenBudget::refill(Clock::time_point now) {
+std::int64_t TokenBudget::refill(Clock::time_point now) {
   const std::int64_t units = accrued(now);
-  balance_ = std::min(cap_, balance_ + units);
+  const std::int64_t balance = std::min(cap_, balance_.load(std::memory_order_relaxed) + units);
   // Calls less than a unit apart must not throw the accrual away: the clock
   // stands still until a whole unit has been earned (or the bucket is full).
-  if (!last_ || units > 0 || balance_ == cap_) last_ = std::max(now, last_.value_or(now));
+  if (!last_ || units > 0 || balance == cap_) last_ = std::max(now, last_.value_or(now));
+  return balance;
 }
 
 void TokenBudget::deposit(Clock::time_point now) {
+  // Full (the usual state when little is retried): a deposit changes
+  // nothing, so it takes no lock. last_ may then lag, which is harmless:
+  // the balance leaves the cap only in try_spend(), whose refill at the cap
+  // moves last_ to that moment first.
+  if (balance_.load(std::memory_order_relaxed) == cap_) return;
   std::lock_guard lock(mu_);
-  refill(now);
-  balance_ = std::min(cap_, balance_ + deposit_);
+  balance_.store(std::min(cap_, refill(now) + deposit_), std::memory_order_relaxed);
 }
 
 bool TokenBudget::try_spend(Clock::time_point now) {
   std::lock_guard lock(mu_);
-  refill(now);
-  if (balance_ < kUnit) {
+  const std::int64_t balance = refill(now);
+  if (balance < kUnit) {
+    balance_.store(balance, std::memory_order_relaxed);
     ++exhausted_;
     return false;
   }
-  balance_ -= kUnit;
+  balance_.store(balance - kUnit, std::memory_order_relaxed);
   return true;
 }
 
 double TokenBudget::balance(Clock::time_point now) const {
   std::lock_guard lock(mu_);
-  return static_cast<double>(std::min(cap_, balance_ + accrued(now))) / kUnit;
+  return static_cast<double>(
+             std::min(cap_, balance_.load(std::memory_order_relaxed) + accrued(now))) /
+         kUnit;
 }
 
 double TokenBudget::cap() const { return static_cast<double>(cap_) / kUnit; }

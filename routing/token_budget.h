@@ -14,9 +14,11 @@
 //     min_per_second, as if the gateway had been idle for that long.
 //
 // Tokens are counted in millionths, as integers, so that 100 deposits of 0.2
-// buy exactly 20 retries. Thread-safe; time is passed in.
+// buy exactly 20 retries. Thread-safe; time is passed in. A deposit into a
+// full budget (the usual state) takes no lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -43,13 +45,16 @@ class TokenBudget {
   static constexpr std::int64_t kUnit = 1'000'000;  // millionths of a token
 
   std::int64_t accrued(Clock::time_point now) const;  // mu_ held
-  void refill(Clock::time_point now);                 // mu_ held
+  // The balance with what accrued up to `now` (mu_ held; the caller stores it).
+  std::int64_t refill(Clock::time_point now);
 
   const std::int64_t deposit_;     // units per request
   const std::int64_t per_second_;  // units accrued per second
   const std::int64_t cap_;
   mutable std::mutex mu_;
-  std::int64_t balance_;
+  // Written under mu_ only; deposit() reads it without, to skip the lock
+  // when the budget is full.
+  std::atomic<std::int64_t> balance_;
   std::optional<Clock::time_point> last_;  // accrual is counted up to here
   std::uint64_t exhausted_ = 0;
 };

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace llmgate::routing {
 namespace {
@@ -502,6 +505,74 @@ TEST(HealthTracker, ASharedEjectionNeverShortensARunningOne) {
   EXPECT_EQ(*alone(h, "a/x", t0 + 1s).until, t0 + 10s);
   h.on_shared_ejection("a/x", 3600s, t0 + 1s);  // capped at max_duration
   EXPECT_EQ(*alone(h, "a/x", t0 + 1s).until, t0 + 61s);
+}
+
+TEST(HealthTracker, ASuccessEndsAFailureRunWhileEverythingElseIsHealthy) {
+  // A success on a deployment with failures in a row resets the run, even
+  // though successes elsewhere take no lock (every deployment clean).
+  HealthTracker h(options());
+  succeed(h, "b/m", t0);
+  fail(h, "a/m", 2, t0);
+  succeed(h, "a/m", t0);
+  fail(h, "a/m", 2, t0);
+  EXPECT_EQ(alone(h, "a/m", t0).state, HealthState::kHealthy);
+  fail(h, "a/m", 1, t0);
+  EXPECT_EQ(alone(h, "a/m", t0).state, HealthState::kEjected);
+}
+
+TEST(HealthTracker, ACheckReadsWhatEachDeploymentsOwnStateSays) {
+  // check() skips the lock while every deployment is clean. Through random
+  // failures, successes, probes, cooldowns, ejections shared by other
+  // replicas and forgotten deployments, each deployment's state in check()
+  // must be what peek() (which always reads the entry) says of it.
+  config::Ejection o = options();
+  o.probe_interval = 1s;
+  o.min_requests = 4;
+  HealthTracker h(o);
+  const std::vector<std::string> ids{"a/m", "b/m", "c/m"};
+  std::mt19937_64 rng(11);
+  Clock::time_point now = t0;
+  std::size_t not_healthy = 0, healthy_again = 0;
+  for (int step = 0; step < 3000; ++step) {
+    now += std::chrono::milliseconds(rng() % 1500);
+    const std::string& id = ids[rng() % ids.size()];
+    switch (rng() % 10) {
+      case 0:
+      case 1:
+      case 2:
+        h.on_attempt(id, true, 0.6, 20, now);
+        break;
+      case 3:
+        h.on_retry_after(id, std::chrono::milliseconds(500 + rng() % 4000), now);
+        break;
+      case 4:
+        h.on_shared_ejection(id, std::chrono::milliseconds(500 + rng() % 4000), now);
+        break;
+      case 5:
+        h.release_probe(id);
+        break;
+      case 6:
+        if (rng() % 8 == 0) h.forget(id);
+        break;
+      default:
+        h.on_attempt(id, false, 0.1, 20, now);
+        break;
+    }
+    std::vector<HealthState> own;
+    for (const auto& i : ids) own.push_back(h.peek(i, now).state);
+    const auto checked = h.check(ids, now);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_EQ(checked[i].state, own[i]) << "step " << step << " " << ids[i];
+      // A probe handed out is tried: its result counts as the probe's.
+      if (checked[i].probe) h.on_attempt(ids[i], rng() % 2 == 0, 0.1, 20, now, true);
+    }
+    const bool all_healthy = std::all_of(own.begin(), own.end(),
+                                         [](HealthState s) { return s == HealthState::kHealthy; });
+    (all_healthy ? healthy_again : not_healthy) += 1;
+  }
+  // Both kinds of step happened many times.
+  EXPECT_GT(not_healthy, 300u);
+  EXPECT_GT(healthy_again, 300u);
 }
 
 TEST(HealthTracker, StatesHaveStableNames) {

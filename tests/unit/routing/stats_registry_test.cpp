@@ -438,6 +438,48 @@ TEST(StatsRegistry, ATtftRecordedAtTheFirstTokenIsNotCountedTwice) {
   EXPECT_DOUBLE_EQ(*s.last_ttft_ms, 100);
 }
 
+TEST(StatsRegistry, FinishingAnAttemptIsEndingItThenRecordingIt) {
+  // finish() under one lock does what end() and record() did one after the
+  // other: for an answered attempt, one that gave up waiting (evidence of a
+  // wait, a censored sample) and one measured under a reasoning effort.
+  auto timeout = failure(t0, AttemptOutcome::kTtftTimeout);
+  auto effort = success(t0, 300ms, 50, 500ms, 200);
+  effort.stats_key = stats_key("p/m", "high");
+  const AttemptRecord cases[] = {success(t0, 100ms, 20, 200ms, 80), timeout, effort};
+  for (const AttemptRecord& r : cases) {
+    SCOPED_TRACE(to_string(r.outcome));
+    StatsRegistry two_steps, one_step;
+    StatsRegistry::Recorded a, b;
+    {
+      StatsRegistry::InFlight f(two_steps, r.stats_id(), t0);
+      StatsRegistry::InFlight g(one_step, r.stats_id(), t0);
+      if (r.first_token) {
+        f.first_token(std::nullopt, *r.first_token);
+        g.first_token(std::nullopt, *r.first_token);
+      }
+      f.end(t0 + 2s);
+      a = two_steps.record(r, t0 + 2s);
+      b = g.finish(r, t0 + 2s);
+      EXPECT_EQ(one_step.get(r.stats_id(), t0 + 2s)->in_flight, 0);
+    }  // g's destructor does not end it again
+    EXPECT_EQ(a.attempts, b.attempts);
+    EXPECT_DOUBLE_EQ(a.error_rate, b.error_rate);
+    const auto x = *two_steps.get(r.stats_id(), t0 + 2s);
+    const auto y = *one_step.get(r.stats_id(), t0 + 2s);
+    EXPECT_EQ(x.attempts, y.attempts);
+    EXPECT_EQ(x.successes, y.successes);
+    EXPECT_EQ(x.failures, y.failures);
+    EXPECT_EQ(y.in_flight, 0);
+    EXPECT_EQ(y.awaiting_first_token, 0);
+    EXPECT_DOUBLE_EQ(x.ttft_estimate_ms, y.ttft_estimate_ms);
+    EXPECT_EQ(x.ttft_p50_ms, y.ttft_p50_ms);
+    EXPECT_EQ(x.ttft_censored, y.ttft_censored);
+    EXPECT_DOUBLE_EQ(x.tps_estimate, y.tps_estimate);
+    EXPECT_EQ(two_steps.waited_at_least(r.stats_id(), 1s, t0 + 2s),
+              one_step.waited_at_least(r.stats_id(), 1s, t0 + 2s));
+  }
+}
+
 // The figures a snapshot reads of the windows are kept between samples
 // (Entry::window_figures): every snapshot must be what one computed afresh
 // would be. Random traffic through a short, small window — samples coming,

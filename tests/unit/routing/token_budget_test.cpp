@@ -113,6 +113,40 @@ TEST(TokenBudget, AClockThatGoesBackwardsAddsNothing) {
   EXPECT_DOUBLE_EQ(b.balance(t0 + 1s), 1);
 }
 
+TEST(TokenBudget, ADepositIntoAFullBudgetChangesNothingAndQuietTimeIsNotCountedTwice) {
+  TokenBudget b(0.2, 1);  // cap 10 + 20 = 30, starts at 10
+  for (int i = 0; i < 100; ++i) b.deposit(t0);
+  EXPECT_DOUBLE_EQ(b.balance(t0), 30);
+  for (int i = 0; i < 100; ++i) b.deposit(t0 + 50s);  // full: nothing to add
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 50s), 30);
+  // Leaving the cap, the accrual starts from the spend, not from the last
+  // deposit that found it full.
+  EXPECT_TRUE(b.try_spend(t0 + 50s));
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 50s), 29);
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 50500ms), 29.5);
+  b.deposit(t0 + 50500ms);
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 50500ms), 29.7);
+  EXPECT_DOUBLE_EQ(b.balance(t0 + 60s), 30);
+}
+
+TEST(TokenBudget, ConcurrentDepositsAndSpendsLoseNothing) {
+  // One token per deposit, none accrued, a cap never reached: every deposit
+  // counts, so what was spent and what is left add up to the deposits.
+  TokenBudget b(1, 0);  // cap 100, starts at 0
+  std::atomic<int> spent{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        b.deposit(t0);
+        if (b.try_spend(t0)) ++spent;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_DOUBLE_EQ(spent.load() + b.balance(t0), 4000);
+}
+
 TEST(TokenBudget, ConcurrentSpendsNeverOverdraw) {
   TokenBudget b(0, 100);  // starts with 1000
   std::atomic<int> spent{0};
