@@ -67,9 +67,9 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, const std::string& deployment,
                                   Clock::time_point now)
     : registry_(r), since_(now) {
-  std::lock_guard lock(registry_.mu_);
-  entry_ = &registry_.entry(deployment);
-  Entry& e = *entry_;
+  slot_ = &registry_.slot(deployment);
+  std::lock_guard lock(slot_->mu);
+  Entry& e = slot_->entry;
   joined_ = e.counters.awaiting_first_token;  // the queue this attempt joins
   ++e.counters.in_flight;
   ++e.counters.awaiting_first_token;
@@ -90,8 +90,8 @@ void StatsRegistry::Entry::stop_awaiting(Clock::time_point since) {
 void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microseconds> ttft,
                                           Clock::time_point now) {
   if (!awaiting_ && !ttft) return;
-  std::lock_guard lock(registry_.mu_);
-  Entry& e = *entry_;
+  std::lock_guard lock(slot_->mu);
+  Entry& e = slot_->entry;
   if (std::exchange(awaiting_, false)) {
     e.stop_awaiting(since_);
     // The queue an answered attempt joined: what the deployment's measured
@@ -103,13 +103,13 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {
   if (ended_) return;
-  std::lock_guard lock(registry_.mu_);
+  std::lock_guard lock(slot_->mu);
   end_locked(now);
 }
 
 void StatsRegistry::InFlight::end_locked(Clock::time_point now) {
   ended_ = true;
-  Entry& e = *entry_;
+  Entry& e = slot_->entry;
   --e.counters.in_flight;
   if (awaiting_) {
     e.stop_awaiting(since_);
@@ -119,12 +119,14 @@ void StatsRegistry::InFlight::end_locked(Clock::time_point now) {
 
 StatsRegistry::Recorded StatsRegistry::InFlight::finish(const AttemptRecord& r,
                                                         Clock::time_point now) {
-  std::lock_guard lock(registry_.mu_);
-  if (!ended_) end_locked(now);
-  Entry& e = *entry_;
-  // The attempt's record goes where its InFlight counted it (its stats key).
-  Entry& into = r.stats_id() == e.counters.deployment ? e : registry_.entry(r.stats_id());
-  return registry_.record_into(into, r, now);
+  {
+    std::lock_guard lock(slot_->mu);
+    if (!ended_) end_locked(now);
+    // The attempt's record goes where its InFlight counted it (its stats key).
+    if (r.stats_id() == slot_->entry.counters.deployment)
+      return registry_.record_into(slot_->entry, r, now);
+  }
+  return registry_.record(r, now);  // recorded under another key after all
 }
 
 StatsRegistry::InFlight::~InFlight() { end(Clock::now()); }
@@ -139,7 +141,8 @@ void StatsRegistry::for_each_effort(const std::string& deployment, F&& f) const 
   prefix.append(kEffortTag);
   for (auto it = stats_.lower_bound(prefix);
        it != stats_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    f(it->first, prefix.size(), it->second);
+    std::lock_guard lock(it->second.mu);
+    f(it->first, prefix.size(), it->second.entry);
   }
 }
 
@@ -150,24 +153,37 @@ std::string stats_key(const std::string& deployment, std::string_view effort) {
   return key.append(deployment).append(kEffortTag).append(effort);
 }
 
-StatsRegistry::Entry& StatsRegistry::entry(const std::string& key) const {
+StatsRegistry::Slot& StatsRegistry::slot(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  return slot_locked(key);
+}
+
+StatsRegistry::Slot& StatsRegistry::slot_locked(const std::string& key) const {
   auto it = stats_.find(key);
   if (it == stats_.end()) {
-    Entry e(options_);
+    it = stats_.try_emplace(key, options_).first;
+    Entry& e = it->second.entry;  // no one else sees it before mu_ is released
     e.counters.deployment = key;
     if (auto tag = key.find(kEffortTag); tag != std::string::npos) {
-      const Entry& base = entry(key.substr(0, tag));
-      e.ttft.set_prior(base.ttft.prior());
-      e.tps_prior = base.tps_prior;
+      Slot& base = slot_locked(key.substr(0, tag));
+      std::lock_guard base_lock(base.mu);
+      e.ttft.set_prior(base.entry.ttft.prior());
+      e.tps_prior = base.entry.tps_prior;
     }
-    it = stats_.emplace(key, std::move(e)).first;
   }
   return it->second;
 }
 
-StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
+StatsRegistry::Slot* StatsRegistry::find(const std::string& key) const {
   std::lock_guard lock(mu_);
-  return record_into(entry(r.stats_id()), r, now);
+  auto it = stats_.find(key);
+  return it == stats_.end() ? nullptr : &it->second;
+}
+
+StatsRegistry::Recorded StatsRegistry::record(const AttemptRecord& r, Clock::time_point now) {
+  Slot& s = slot(r.stats_id());
+  std::lock_guard lock(s.mu);
+  return record_into(s.entry, r, now);
 }
 
 StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord& r,
@@ -362,15 +378,17 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
 
 void StatsRegistry::record_first_token(const std::string& deployment,
                                        std::chrono::microseconds ttft, Clock::time_point now) {
-  std::lock_guard lock(mu_);
-  entry(deployment).add_ttft(ms(ttft), now);
+  Slot& s = slot(deployment);
+  std::lock_guard lock(s.mu);
+  s.entry.add_ttft(ms(ttft), now);
 }
 
 void StatsRegistry::record_speed(const std::string& deployment, double chars_per_s,
                                  Clock::time_point now) {
   if (!(chars_per_s > 0)) return;
-  std::lock_guard lock(mu_);
-  Entry& e = entry(deployment);
+  Slot& s = slot(deployment);
+  std::lock_guard lock(s.mu);
+  Entry& e = s.entry;
   double per_token = kDefaultCharsPerToken;
   if (e.tps.value() && e.chars_per_s.value() && *e.tps.value() > 0) {
     per_token = *e.chars_per_s.value() / *e.tps.value();
@@ -403,8 +421,9 @@ void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
 }
 
 void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps) {
-  std::lock_guard lock(mu_);
-  Entry& e = entry(deployment);
+  Slot& s = slot(deployment);
+  std::lock_guard lock(s.mu);
+  Entry& e = s.entry;
   e.ttft.set_prior(ttft_ms);
   e.tps_prior = tps;
 }
@@ -423,33 +442,36 @@ StatsRegistry::Entry StatsRegistry::fresh_from(Entry& old, const std::string& ke
 void StatsRegistry::reset(const std::string& deployment) {
   std::lock_guard lock(mu_);
   // The deployment's entry and its efforts' (the attempts in flight stay counted).
-  if (auto it = stats_.find(deployment); it != stats_.end())
-    it->second = fresh_from(it->second, deployment);
+  if (auto it = stats_.find(deployment); it != stats_.end()) {
+    std::lock_guard entry_lock(it->second.mu);
+    it->second.entry = fresh_from(it->second.entry, deployment);
+  }
   for_each_effort(deployment,
                   [&](const std::string& key, std::size_t, Entry& e) { e = fresh_from(e, key); });
 }
 
 DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
                                             Clock::time_point now) const {
-  std::lock_guard lock(mu_);
-  return snapshot(entry(deployment), now);
+  Slot& s = slot(deployment);
+  std::lock_guard lock(s.mu);
+  return snapshot(s.entry, now);
 }
 
 std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,
                                                   Clock::time_point now) const {
-  std::lock_guard lock(mu_);
-  auto it = stats_.find(deployment);
-  if (it == stats_.end()) return std::nullopt;
-  return snapshot(it->second, now);
+  Slot* s = find(deployment);
+  if (!s) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  return snapshot(s->entry, now);
 }
 
 std::size_t StatsRegistry::waited_at_least(const std::string& deployment,
                                            std::chrono::milliseconds d,
                                            Clock::time_point now) const {
-  std::lock_guard lock(mu_);
-  auto it = stats_.find(deployment);
-  if (it == stats_.end()) return 0;
-  const Entry& e = it->second;
+  const Slot* s = find(deployment);
+  if (!s) return 0;
+  std::lock_guard lock(s->mu);
+  const Entry& e = s->entry;
   auto n = std::count_if(e.awaiting_since.begin(), e.awaiting_since.end(),
                          [&](Clock::time_point t) { return now - t >= d; });
   n += std::count_if(e.unanswered.begin(), e.unanswered.end(),
@@ -470,7 +492,10 @@ std::vector<std::pair<std::string, DeploymentStats>> StatsRegistry::efforts_of(
 std::vector<DeploymentStats> StatsRegistry::all(Clock::time_point now) const {
   std::lock_guard lock(mu_);
   std::vector<DeploymentStats> out;
-  for (auto& [k, v] : stats_) out.push_back(snapshot(v, now));
+  for (auto& [k, v] : stats_) {
+    std::lock_guard entry_lock(v.mu);
+    out.push_back(snapshot(v.entry, now));
+  }
   return out;
 }
 

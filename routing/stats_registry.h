@@ -12,6 +12,12 @@
 //   - A time-decayed error rate and consecutive failures; in-flight count.
 // Time comes in as arguments (`now`), so everything is testable with a
 // simulated clock.
+//
+// Locking: each deployment's (and effort's) entry has its own lock, so
+// requests to different deployments never wait for each other; one map
+// lock is held only to find or create an entry. A request takes its
+// deployment's lock four times, each briefly (the snapshot it routes on,
+// the attempt's start, its first token, its end with the record).
 #pragma once
 
 #include <array>
@@ -26,6 +32,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "routing/adaptive_mutex.h"
 #include "routing/attempt_record.h"
 #include "routing/decayed_ewma.h"
 #include "routing/failure_tracker.h"
@@ -132,6 +139,7 @@ struct DeploymentStats {
 
 class StatsRegistry {
   struct Entry;
+  struct Slot;
 
  public:
   explicit StatsRegistry(StatsOptions options = {}) : options_(options) {}
@@ -163,9 +171,9 @@ class StatsRegistry {
     InFlight& operator=(const InFlight&) = delete;
 
    private:
-    void end_locked(Clock::time_point now);  // mu_ held
+    void end_locked(Clock::time_point now);  // the entry's lock held
     StatsRegistry& registry_;
-    Entry* entry_;  // found once: entries are never removed (reset() renews one in place)
+    Slot* slot_;  // found once: entries are never removed (reset() renews one in place)
     Clock::time_point since_;
     bool awaiting_ = true;
     bool ended_ = false;
@@ -233,11 +241,11 @@ class StatsRegistry {
     bool bounded = false;  // raised by lower bounds since the last first token
     std::optional<Clock::time_point> last_attempt_start;
     DecayedEwma usual_awaiting;
-    void stop_awaiting(Clock::time_point since);  // mu_ held
+    void stop_awaiting(Clock::time_point since);  // its lock held
 
     // What a snapshot reads of the two windows (percentiles, recent
     // evidence). The router takes a snapshot per candidate per request,
-    // under mu_, and the windows change only when a sample comes or goes:
+    // under its lock, and the windows change only when a sample comes or goes:
     // the figures are kept while both windows' version and expiry say they
     // hold, so a snapshot between samples sorts nothing.
     struct WindowFigures {
@@ -249,7 +257,7 @@ class StatsRegistry {
       std::optional<double> last_few_max;
       std::optional<double> tps_p50;
     };
-    const WindowFigures& window_figures(Clock::time_point now);  // mu_ held
+    const WindowFigures& window_figures(Clock::time_point now);  // its lock held
 
    private:
     WindowFigures figures_;
@@ -257,19 +265,33 @@ class StatsRegistry {
     std::uint64_t figures_tps_version_ = ~std::uint64_t{0};
     Clock::time_point figures_until_{};
   };
-  // Created on first use; an effort's entry starts from its deployment's priors.
-  Entry& entry(const std::string& key) const;  // mu_ held
+  // An entry and the lock that guards it. Each deployment (and effort) has
+  // its own: requests to different deployments share no lock but mu_,
+  // held only to find an entry. Never moved (std::map nodes stay put).
+  struct Slot {
+    explicit Slot(const StatsOptions& o) : entry(o) {}
+    mutable AdaptiveMutex mu;
+    Entry entry;
+  };
+  // Created on first use (an effort's entry starts from its deployment's
+  // priors); takes mu_, or expects it held.
+  Slot& slot(const std::string& key) const;
+  Slot& slot_locked(const std::string& key) const;
+  Slot* find(const std::string& key) const;  // nullptr if never used; takes mu_
   Entry fresh_from(Entry& old, const std::string& key) const;
-  Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);  // mu_ held
+  // The entry's lock held, from here down.
+  Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);
+  DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
   // f(key, where the effort starts in it, entry) for each of the
-  // deployment's effort entries (mu_ held).
+  // deployment's effort entries, each under its lock (mu_ held).
   template <typename F>
   void for_each_effort(const std::string& deployment, F&& f) const;
-  DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
 
   StatsOptions options_;
-  mutable std::mutex mu_;
-  mutable std::map<std::string, Entry> stats_;
+  // Guards the map (finding, creating an entry), held briefly; lock order:
+  // mu_, then an entry's.
+  mutable AdaptiveMutex mu_;
+  mutable std::map<std::string, Slot> stats_;
 };
 
 }  // namespace llmgate::routing

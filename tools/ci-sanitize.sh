@@ -4,9 +4,9 @@
 # phase bounded in time.
 #   asan  tools/sanitize.sh: clang-14 ASan+UBSan build of the suite in
 #         build-asan/, the unit, integration, conformance and security tests under it
-#   tsan  g++ TSan build in build-tsan/, integration_tests and conformance_tests
-#         under it (halt_on_error=1; the conformance suite's many-idle-
-#         connections row opens 2,000 sockets)
+#   tsan  g++ TSan build in build-tsan/, integration_tests, conformance_tests and
+#         routing_tests under it (halt_on_error=1; the conformance suite's
+#         many-idle-connections row opens 2,000 sockets)
 #   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (30) s,
 #         after replaying the seeds (with the regression-* seeds of the fixed
 #         findings, tests/fuzz/findings/README.md)
@@ -40,12 +40,14 @@ phase_tsan() {
   CC=${TSAN_CC:-gcc} CXX=${TSAN_CXX:-g++} cmake -S . -B build-tsan -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMGATE_SANITIZE=thread \
     -DLLMGATE_RELWITHDEBINFO_FLAGS="-O1 -g1 -DNDEBUG" >/dev/null
-  ninja -C build-tsan -j "${JOBS:-$(nproc)}" integration_tests conformance_tests
+  ninja -C build-tsan -j "${JOBS:-$(nproc)}" integration_tests conformance_tests routing_tests
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
   # Both suites run even if the first fails; the phase fails if either did.
   local rc=0
   build-tsan/bin/integration_tests || rc=1
   build-tsan/bin/conformance_tests || rc=1
+  # The router's shared statistics (entry locks, lock-free fast paths).
+  build-tsan/bin/routing_tests || rc=1
   return "$rc"
 }
 

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace llmgate::routing {
@@ -558,6 +560,54 @@ TEST(StatsRegistry, SnapshotsBetweenSamplesAreWhatAFreshComputationGives) {
     if (got.ttft_p50_ms) ++kept_quantiles_seen;
   }
   EXPECT_GT(kept_quantiles_seen, 100u);
+}
+
+TEST(StatsRegistry, ThreadsOnTheSameAndOnOtherDeploymentsLoseNothing) {
+  // Each entry has its own lock and the map another: threads attempting
+  // the same deployment, others, and efforts created as they go (which
+  // read their deployment's priors), while another thread reads every
+  // entry. Every attempt is counted once; none stays in flight. (The TSan
+  // build runs this too.)
+  StatsRegistry reg;
+  constexpr int kThreads = 4, kAttempts = 400;
+  const std::vector<std::string> keys{"shared/m", stats_key("shared/m", "high"), "own/a", "own/b"};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (const auto& s : reg.all(t0)) EXPECT_GE(s.in_flight, 0);
+      reg.efforts_of("shared/m", t0);
+      reg.waited_at_least("own/a", 1s, t0);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAttempts; ++i) {
+        // Half on the shared deployment (or its effort), half on its own.
+        const std::string& key = i % 2 ? keys[static_cast<std::size_t>(i / 2 % 2)]
+                                       : keys[2 + static_cast<std::size_t>(t % 2)];
+        auto r = success(t0, 100ms, 20, 200ms, 80);
+        r.deployment = key.substr(0, key.find(' '));
+        if (key != r.deployment) r.stats_key = key;
+        StatsRegistry::InFlight f(reg, key, t0);
+        reg.get_or_prior(key, t0);
+        f.first_token(std::chrono::microseconds(100'000), t0 + 100ms);
+        r.ttft_recorded = true;
+        f.finish(r, t0 + 300ms);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  done = true;
+  reader.join();
+  std::uint64_t attempts = 0;
+  for (const auto& s : reg.all(t0 + 1s)) {
+    attempts += s.attempts;
+    EXPECT_EQ(s.in_flight, 0) << s.deployment;
+    EXPECT_EQ(s.awaiting_first_token, 0) << s.deployment;
+  }
+  EXPECT_EQ(attempts, std::uint64_t{kThreads} * kAttempts);
+  EXPECT_EQ(reg.get("shared/m", t0 + 1s)->attempts, std::uint64_t{kThreads} * kAttempts / 4);
 }
 
 }  // namespace
