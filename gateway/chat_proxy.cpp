@@ -211,10 +211,13 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     std::vector<routing::DeploymentView> views;
     views.reserve(model.deployments.size());
     for (std::size_t i = 0; i < model.deployments.size(); ++i) {
-      // Measured as this request's kind of traffic (its reasoning effort).
+      // Measured as this request's kind of traffic (its reasoning effort;
+      // without one, the deployment's own entry: no key to build).
+      const std::string& id = model.deployments[i].id();
       views.push_back(
-          {rs_.stats.get_or_prior(
-               routing::stats_key(model.deployments[i].id(), req_.reasoning_effort), now),
+          {req_.reasoning_effort.empty()
+               ? rs_.stats.get_or_prior(id, now)
+               : rs_.stats.get_or_prior(routing::stats_key(id, req_.reasoning_effort), now),
            health[i]});
     }
     trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),

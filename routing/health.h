@@ -22,10 +22,13 @@
 // nothing: the ejection runs its course and the probe decides.
 //
 // Thread-safe: one tracker is shared by all worker threads (one mutex; every
-// call is short and allocation-light). While every deployment is healthy
-// with nothing pending (no failure in a row, ejection, probe, cooldown or
-// post-readmission wait) — the usual state — check() and a success's
-// on_attempt() take no lock: both would change nothing. Time is passed in.
+// call is short and allocation-light). While every deployment it knows is
+// healthy with nothing pending (no failure in a row, ejection, probe,
+// cooldown or post-readmission wait), check() and a success's on_attempt()
+// take no lock: both would change nothing. One deployment with something
+// pending sends every call through the lock until it clears (its next
+// success, its probe, a check after its cooldown; a reload forgets the
+// deployments it removes). Time is passed in.
 #pragma once
 
 #include <atomic>
@@ -72,7 +75,9 @@ class HealthTracker {
   // error rate and attempt count for it (StatsRegistry). Only a failure can
   // eject. After a probe let the deployment back in, the error-rate rule also
   // waits for `min_requests` new attempts, so the slowly decaying rate that
-  // caused the last ejection cannot cause the next one on its own.
+  // caused the last ejection cannot cause the next one on its own (the
+  // wait ends when it has seen them: a reload that raises min_requests
+  // later does not start it again).
   // `probe`: the attempt was the probe check() handed out for it.
   // Returns how long the deployment is now ejected for, if this result
   // ejected it (shared_state tells the other replicas).

@@ -1,5 +1,8 @@
 #include "routing/routing_state.h"
 
+#include <set>
+#include <string_view>
+
 namespace llmgate::routing {
 
 StatsOptions stats_options(const config::Routing& r) {
@@ -37,6 +40,18 @@ RoutingState::RoutingState(const config::Config& cfg, const config::Config& prev
       options(RouterOptions::from(cfg.routing)),
       region(cfg.routing.region) {
   health.set_options(cfg.routing.ejection);
+  // A deployment the new config no longer has: its health is forgotten
+  // (while any deployment has something pending, every check takes the
+  // tracker's lock, and no request would ever clear a removed one's).
+  std::set<std::string_view> ids;
+  for (const auto& m : cfg.models) {
+    for (const auto& d : m.deployments) ids.insert(d.id());
+  }
+  for (const auto& m : previous_cfg.models) {
+    for (const auto& d : m.deployments) {
+      if (!ids.contains(d.id())) health.forget(d.id());
+    }
+  }
   for (const auto& p : cfg.providers) {
     const config::Provider* old = previous_cfg.find_provider(p.name);
     if (old == nullptr || *old == p) continue;

@@ -141,8 +141,7 @@ void StatsRegistry::for_each_effort(const std::string& deployment, F&& f) const 
   prefix.append(kEffortTag);
   for (auto it = stats_.lower_bound(prefix);
        it != stats_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    std::lock_guard lock(it->second.mu);
-    f(it->first, prefix.size(), it->second.entry);
+    f(it->first, prefix.size(), it->second);
   }
 }
 
@@ -159,19 +158,24 @@ StatsRegistry::Slot& StatsRegistry::slot(const std::string& key) const {
 }
 
 StatsRegistry::Slot& StatsRegistry::slot_locked(const std::string& key) const {
-  auto it = stats_.find(key);
-  if (it == stats_.end()) {
-    it = stats_.try_emplace(key, options_).first;
-    Entry& e = it->second.entry;  // no one else sees it before mu_ is released
-    e.counters.deployment = key;
-    if (auto tag = key.find(kEffortTag); tag != std::string::npos) {
-      Slot& base = slot_locked(key.substr(0, tag));
-      std::lock_guard base_lock(base.mu);
-      e.ttft.set_prior(base.entry.ttft.prior());
-      e.tps_prior = base.entry.tps_prior;
-    }
+  if (auto it = stats_.find(key); it != stats_.end()) return it->second;
+  // What may throw comes before the entry enters the map: a half-made one
+  // would stay there.
+  std::optional<std::pair<double, double>> priors;  // an effort's: its deployment's
+  if (auto tag = key.find(kEffortTag); tag != std::string::npos) {
+    Slot& base = slot_locked(key.substr(0, tag));
+    std::lock_guard base_lock(base.mu);
+    priors.emplace(base.entry.ttft.prior(), base.entry.tps_prior);
   }
-  return it->second;
+  std::string name = key;
+  Slot& s = stats_.try_emplace(key, options_).first->second;
+  // No one else sees it before mu_ is released.
+  s.entry.counters.deployment = std::move(name);
+  if (priors) {
+    s.entry.ttft.set_prior(priors->first);
+    s.entry.tps_prior = priors->second;
+  }
+  return s;
 }
 
 StatsRegistry::Slot* StatsRegistry::find(const std::string& key) const {
@@ -446,8 +450,10 @@ void StatsRegistry::reset(const std::string& deployment) {
     std::lock_guard entry_lock(it->second.mu);
     it->second.entry = fresh_from(it->second.entry, deployment);
   }
-  for_each_effort(deployment,
-                  [&](const std::string& key, std::size_t, Entry& e) { e = fresh_from(e, key); });
+  for_each_effort(deployment, [&](const std::string& key, std::size_t, Slot& s) {
+    std::lock_guard entry_lock(s.mu);
+    s.entry = fresh_from(s.entry, key);
+  });
 }
 
 DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
@@ -481,20 +487,36 @@ std::size_t StatsRegistry::waited_at_least(const std::string& deployment,
 
 std::vector<std::pair<std::string, DeploymentStats>> StatsRegistry::efforts_of(
     const std::string& deployment, Clock::time_point now) const {
-  std::lock_guard lock(mu_);
+  // The entries found under the map's lock, each snapshot under its own
+  // after it (map nodes stay put): a scrape does not hold up requests.
+  std::vector<std::pair<std::string, Slot*>> found;
+  {
+    std::lock_guard lock(mu_);
+    for_each_effort(deployment, [&](const std::string& key, std::size_t effort_at, Slot& s) {
+      found.emplace_back(key.substr(effort_at), &s);
+    });
+  }
   std::vector<std::pair<std::string, DeploymentStats>> out;
-  for_each_effort(deployment, [&](const std::string& key, std::size_t effort_at, Entry& e) {
-    out.emplace_back(key.substr(effort_at), snapshot(e, now));
-  });
+  out.reserve(found.size());
+  for (auto& [effort, s] : found) {
+    std::lock_guard entry_lock(s->mu);
+    out.emplace_back(std::move(effort), snapshot(s->entry, now));
+  }
   return out;
 }
 
 std::vector<DeploymentStats> StatsRegistry::all(Clock::time_point now) const {
-  std::lock_guard lock(mu_);
+  std::vector<Slot*> found;  // as in efforts_of()
+  {
+    std::lock_guard lock(mu_);
+    found.reserve(stats_.size());
+    for (auto& [k, v] : stats_) found.push_back(&v);
+  }
   std::vector<DeploymentStats> out;
-  for (auto& [k, v] : stats_) {
-    std::lock_guard entry_lock(v.mu);
-    out.push_back(snapshot(v.entry, now));
+  out.reserve(found.size());
+  for (Slot* s : found) {
+    std::lock_guard entry_lock(s->mu);
+    out.push_back(snapshot(s->entry, now));
   }
   return out;
 }

@@ -14,10 +14,12 @@
 // simulated clock.
 //
 // Locking: each deployment's (and effort's) entry has its own lock, so
-// requests to different deployments never wait for each other; one map
-// lock is held only to find or create an entry. A request takes its
-// deployment's lock four times, each briefly (the snapshot it routes on,
-// the attempt's start, its first token, its end with the record).
+// requests to different deployments share only the map's lock, held just
+// to find or create an entry (twice per attempt). A request with one
+// candidate and one attempt takes its deployment's lock four times, each
+// briefly: the snapshot it routes on (one per candidate), the attempt's
+// start, its first token, its end with the record. all() and efforts_of()
+// snapshot each entry under its own lock, after the map's is released.
 #pragma once
 
 #include <array>
@@ -164,8 +166,9 @@ class StatsRegistry {
     // called): no longer in flight; if it was still awaiting a first token,
     // how long it waited stays evidence for a moment (waited_at_least).
     void end(Clock::time_point now);
-    // end() and then the attempt's record() under one lock of the registry:
-    // what an attempt does when it is over.
+    // end() and then the attempt's record() under one lock, the entry's:
+    // what an attempt does when it is over. (A record under another
+    // stats key than the InFlight's goes to that entry, after.)
     Recorded finish(const AttemptRecord& record, Clock::time_point now);
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
@@ -282,8 +285,8 @@ class StatsRegistry {
   // The entry's lock held, from here down.
   Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
-  // f(key, where the effort starts in it, entry) for each of the
-  // deployment's effort entries, each under its lock (mu_ held).
+  // f(key, where the effort starts in it, slot) for each of the
+  // deployment's effort entries (mu_ held; the entries' locks are f's).
   template <typename F>
   void for_each_effort(const std::string& deployment, F&& f) const;
 

@@ -558,16 +558,18 @@ TEST(HealthTracker, ACheckReadsWhatEachDeploymentsOwnStateSays) {
         h.on_attempt(id, false, 0.1, 20, now);
         break;
     }
-    std::vector<HealthState> own;
-    for (const auto& i : ids) own.push_back(h.peek(i, now).state);
+    std::vector<Availability> own;
+    for (const auto& i : ids) own.push_back(h.peek(i, now));
     const auto checked = h.check(ids, now);
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      ASSERT_EQ(checked[i].state, own[i]) << "step " << step << " " << ids[i];
+      ASSERT_EQ(checked[i].state, own[i].state) << "step " << step << " " << ids[i];
+      ASSERT_EQ(checked[i].until, own[i].until) << "step " << step << " " << ids[i];
       // A probe handed out is tried: its result counts as the probe's.
       if (checked[i].probe) h.on_attempt(ids[i], rng() % 2 == 0, 0.1, 20, now, true);
     }
-    const bool all_healthy = std::all_of(own.begin(), own.end(),
-                                         [](HealthState s) { return s == HealthState::kHealthy; });
+    const bool all_healthy = std::all_of(own.begin(), own.end(), [](const Availability& a) {
+      return a.state == HealthState::kHealthy;
+    });
     (all_healthy ? healthy_again : not_healthy) += 1;
   }
   // Both kinds of step happened many times.

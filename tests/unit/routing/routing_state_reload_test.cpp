@@ -68,6 +68,36 @@ TEST(RoutingStateReload, ADeploymentWhoseProviderChangedStartsAfreshButKeepsItsI
   EXPECT_EQ(s2.health.peek("b/y", t0 + 1s).state, HealthState::kHealthy);
 }
 
+TEST(RoutingStateReload, ADeploymentNoLongerListedLosesItsHealthStateAndTheOthersKeepTheirs) {
+  auto c1 = cfg("http://127.0.0.1:9002/v1");
+  RoutingState s1(*c1);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) {
+    s1.health.on_attempt("a/x", true, 1.0, 10, t0);
+    s1.health.on_attempt("b/y", true, 1.0, 10, t0);
+  }
+  ASSERT_EQ(s1.health.peek("b/y", t0).state, HealthState::kEjected);
+  // b/y is gone from the new config (its provider stays); a/x is unchanged.
+  auto c2 = config::parse_config(R"(
+routing: {ejection: {consecutive_failures: 5}}
+providers:
+  - {name: a, base_url: "http://127.0.0.1:9001/v1"}
+  - {name: b, base_url: "http://127.0.0.1:9002/v1"}
+models:
+  - name: m
+    deployments: [{provider: a, model: x}]
+)",
+                                 "test.yaml");
+  RoutingState s2(*c2, *c1, s1);
+  EXPECT_EQ(s2.health.peek("a/x", t0).state, HealthState::kEjected);
+  EXPECT_EQ(s2.health.peek("b/y", t0).state, HealthState::kHealthy);
+  EXPECT_EQ(s2.health.ejections_total("b/y"), 0u);
+  // Back in a later config, it starts healthy.
+  RoutingState s3(*c1, *c2, s2);
+  EXPECT_EQ(s3.health.peek("b/y", t0).state, HealthState::kHealthy);
+  EXPECT_EQ(s3.health.peek("a/x", t0).state, HealthState::kEjected);
+}
+
 TEST(RoutingStateReload, NewEstimatorSettingsStartEveryDeploymentAfresh) {
   auto c1 = cfg("http://127.0.0.1:9002/v1");
   RoutingState s1(*c1);

@@ -482,6 +482,20 @@ TEST(StatsRegistry, FinishingAnAttemptIsEndingItThenRecordingIt) {
   }
 }
 
+TEST(StatsRegistry, ARecordUnderAnotherKeyThanItsInFlightGoesToThatKey) {
+  StatsRegistry reg;
+  auto r = success(t0, 100ms, 20, 200ms, 80);
+  r.stats_key = stats_key("p/m", "low");
+  {
+    StatsRegistry::InFlight f(reg, "p/m", t0);
+    f.finish(r, t0 + 1s);
+  }
+  const auto own = *reg.get("p/m", t0 + 1s);
+  EXPECT_EQ(own.in_flight, 0);  // the InFlight ended where it counted
+  EXPECT_EQ(own.attempts, 0u);
+  EXPECT_EQ(reg.get(stats_key("p/m", "low"), t0 + 1s)->attempts, 1u);
+}
+
 // The figures a snapshot reads of the windows are kept between samples
 // (Entry::window_figures): every snapshot must be what one computed afresh
 // would be. Random traffic through a short, small window — samples coming,
