@@ -84,11 +84,12 @@ std::string format_log_line(LogLevel level, std::string_view message,
     j["level"] = kNames[static_cast<int>(level)];
     j["msg"] = message;
     for (const auto& f : fields) {
+      const std::string key(f.key);
       if (f.number) {
-        auto v = nlohmann::ordered_json::parse(f.value, nullptr, false);
-        j[f.key] = v.is_discarded() ? nlohmann::ordered_json(f.value) : v;
+        auto v = nlohmann::ordered_json::parse(f.value(), nullptr, false);
+        j[key] = v.is_discarded() ? nlohmann::ordered_json(f.value()) : v;
       } else {
-        j[f.key] = f.value;
+        j[key] = f.value();
       }
     }
     // Replace invalid UTF-8 rather than throw: a log line never fails.
@@ -100,10 +101,10 @@ std::string format_log_line(LogLevel level, std::string_view message,
   line.append(" ").append(kNames[static_cast<int>(level)]).append(" ").append(message);
   for (const auto& f : fields) {
     line.append(" ").append(f.key).append("=");
-    if (!f.number && needs_quotes(f.value)) {
-      append_quoted(line, f.value);
+    if (!f.number && needs_quotes(f.value())) {
+      append_quoted(line, f.value());
     } else {
-      line.append(f.value);
+      line.append(f.value());
     }
   }
   return line;

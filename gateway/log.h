@@ -24,10 +24,28 @@ bool parse_log_format(std::string_view text, LogFormat& out);
 
 // A structured field: a number (or true/false) goes into JSON bare, a string
 // quoted. In text, strings with spaces or quotes are quoted.
+//
+// The key is a literal. The value is borrowed when given as a string that
+// outlives the log_event() call (a name from config, an id of the request:
+// the request line copies none of them) and owned when given as a
+// temporary std::string (a number rendered for the line).
 struct LogField {
-  std::string key;
-  std::string value;
+  LogField(std::string_view k, std::string_view v, bool is_number = false)
+      : key(k), number(is_number), borrowed_(v) {}
+  LogField(std::string_view k, const char* v, bool is_number = false)
+      : LogField(k, std::string_view(v), is_number) {}
+  LogField(std::string_view k, std::string&& v, bool is_number = false)
+      : key(k), number(is_number), owned_(std::move(v)), owns_(true) {}
+
+  std::string_view value() const { return owns_ ? std::string_view(owned_) : borrowed_; }
+
+  std::string_view key;
   bool number = false;
+
+ private:
+  std::string_view borrowed_;
+  std::string owned_;
+  bool owns_ = false;
 };
 
 void log_line(LogLevel level, std::string_view message);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 namespace llmgate::gateway {
 namespace {
@@ -63,6 +65,22 @@ TEST(LogFormat, TextValuesAreQuotedAsJsonStrings) {
     ASSERT_GE(line.size(), want.size()) << line;
     EXPECT_EQ(line.substr(line.size() - want.size()), want) << line;
   }
+}
+
+TEST(LogField, AValueGivenAsATemporaryIsKeptAndAStringOutlivingTheCallIsBorrowed) {
+  std::vector<LogField> f;
+  const std::string model = "gpt-4o-mini-2024-07-18";
+  f.push_back({"model", model});  // borrowed: no copy
+  EXPECT_EQ(f[0].value().data(), model.data());
+  // Owned: the temporaries are gone before the line is formatted, and the
+  // vector moves its fields as it grows (short values live inside them).
+  for (int i = 0; i < 40; ++i) f.push_back({"n", std::to_string(i), true});
+  f.push_back({"long", std::string(100, 'x')});
+  const auto line = format_log_line(LogLevel::kInfo, "m", f, LogFormat::kText);
+  EXPECT_NE(line.find(" model=gpt-4o-mini-2024-07-18 n=0 n=1 "), std::string::npos) << line;
+  EXPECT_NE(line.find(" n=39 long=" + std::string(100, 'x')), std::string::npos) << line;
+  const auto json = format_log_line(LogLevel::kInfo, "m", f, LogFormat::kJson);
+  EXPECT_NE(json.find(R"("model":"gpt-4o-mini-2024-07-18")"), std::string::npos) << json;
 }
 
 }  // namespace
