@@ -224,8 +224,8 @@ std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
   std::vector<Availability> out;
   out.reserve(n);
   if (unclean_.load(std::memory_order_relaxed) == 0) {
-    // All healthy, nothing pending: what own_state() says of each.
-    for (std::size_t i = 0; i < n; ++i) out.emplace_back().deployment = id_at(i);
+    // All healthy, nothing pending: each one's own state, without an entry.
+    for (std::size_t i = 0; i < n; ++i) out.push_back(own_state(id_at(i), nullptr, now));
     return out;
   }
   std::lock_guard lock(mu_);
