@@ -666,7 +666,7 @@ std::optional<json> completion_of(const json& a, const UpstreamRequest& r) {
       {"id", string_or(a, "id")},
       {"object", "chat.completion"},
       {"created", created_of(r)},
-      {"model", string_or(a, "model", r.upstream_model)},
+      {"model", string_or(a, "model", std::string(r.upstream_model))},
       {"choices", json::array({{{"index", 0},
                                 {"message", std::move(message)},
                                 {"logprobs", nullptr},

@@ -608,9 +608,9 @@ std::string response_id(const json& response, std::int64_t created) {
   return id && !id->empty() ? *id : "chatcmpl-gemini-" + std::to_string(created);
 }
 
-std::string response_model(const json& response, const std::string& fallback) {
+std::string response_model(const json& response, std::string_view fallback) {
   const std::string* model = string_member(response, "modelVersion");
-  return model && !model->empty() ? *model : fallback;
+  return model && !model->empty() ? *model : std::string(fallback);
 }
 
 std::int64_t created_of(const UpstreamRequest& r) {

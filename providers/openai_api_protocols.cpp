@@ -113,8 +113,8 @@ class OpenAiResponses final : public OpenAiFamily {
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    return in.spliced(
-        {{"model", json_string(r.upstream_model)}, {"stream", r.stream ? "true" : "false"}});
+    return in.spliced({{"model", RequestBody::SpliceValue::string(r.upstream_model)},
+                       {"stream", r.stream ? "true" : "false"}});
   }
 
   // The typed events of a Responses stream: the first output is the first
@@ -194,7 +194,7 @@ class OpenAiEmbeddings final : public OpenAiFamily {
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    return in.spliced({{"model", json_string(r.upstream_model)}}, {"stream"});
+    return in.spliced({{"model", RequestBody::SpliceValue::string(r.upstream_model)}}, {"stream"});
   }
 
   // Never a stream: any event is out of place.

@@ -71,7 +71,7 @@ class OpenAiChat final : public UpstreamProtocol {
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
-    const std::string model = json_string(r.upstream_model);
+    const auto model = RequestBody::SpliceValue::string(r.upstream_model);
     const std::string_view stream = r.stream ? "true" : "false";
     if (!r.stream_options || !r.stream) {
       return in.spliced({{"model", model}, {"stream", stream}}, {"stream_options"});

@@ -204,16 +204,22 @@ bool RequestBody::index() {
 }
 
 std::string RequestBody::spliced(
-    std::initializer_list<std::pair<std::string_view, std::string_view>> set,
+    std::initializer_list<std::pair<std::string_view, SpliceValue>> set,
     std::initializer_list<std::string_view> drop) const {
   constexpr std::size_t kMaxSet = 8;
   if (set.size() > kMaxSet) throw std::invalid_argument("RequestBody::spliced: too many members");
   std::array<bool, kMaxSet> placed{};
   std::size_t extra = 2;
-  for (const auto& [k, v] : set) extra += k.size() + v.size() + 4;
+  for (const auto& [k, v] : set) extra += k.size() + v.text.size() + 6;
   std::string out;
   out.reserve(text_.size() + extra);
   out += '{';
+  auto value = [&](const SpliceValue& v) {
+    if (v.quote)
+      append_json_string(out, v.text);
+    else
+      out += v.text;
+  };
   auto comma = [&] {
     if (out.size() > 1) out += ',';
   };
@@ -232,7 +238,7 @@ std::string RequestBody::spliced(
       placed[i] = true;
       comma();
       out.append(text_, m.begin, m.value - m.begin);  // the key as the client wrote it
-      out += set.begin()[i].second;
+      value(set.begin()[i].second);
     } else if (!m.superseded) {
       comma();
       out.append(text_, m.begin, m.end - m.begin);
@@ -241,9 +247,9 @@ std::string RequestBody::spliced(
   for (std::size_t i = 0; i < set.size(); ++i) {
     if (placed[i]) continue;
     comma();
-    out += json_string(set.begin()[i].first);
+    append_json_string(out, set.begin()[i].first);
     out += ':';
-    out += set.begin()[i].second;
+    value(set.begin()[i].second);
   }
   out += '}';
   return out;

@@ -106,7 +106,22 @@ class RequestBody {
   // other member's text is copied as the client sent it -- of a repeated
   // key only the last occurrence, the one admission read (nlohmann keeps the
   // last; an upstream that kept the first would see a value never checked).
-  std::string spliced(std::initializer_list<std::pair<std::string_view, std::string_view>> set,
+  // A `set` value: JSON text, or (SpliceValue::string) a text to write as a
+  // JSON string -- quoted and escaped straight into the document, no
+  // temporary (a model name is longer than a std::string holds inline).
+  struct SpliceValue {
+    SpliceValue(std::string_view json) : text(json) {}    // NOLINT: JSON text, implicitly
+    SpliceValue(const char* json) : text(json) {}         // NOLINT
+    SpliceValue(const std::string& json) : text(json) {}  // NOLINT
+    static SpliceValue string(std::string_view s) {
+      SpliceValue v(s);
+      v.quote = true;
+      return v;
+    }
+    std::string_view text;
+    bool quote = false;
+  };
+  std::string spliced(std::initializer_list<std::pair<std::string_view, SpliceValue>> set,
                       std::initializer_list<std::string_view> drop = {}) const;
 
  private:

@@ -58,7 +58,9 @@ struct UpstreamEvent {
 
 // What one attempt's request is built for.
 struct UpstreamRequest {
-  std::string upstream_model;  // the deployment's `model`
+  // The deployment's `model` (in the configuration, which outlives the
+  // attempt).
+  std::string_view upstream_model;
   bool stream = true;          // ask for a stream (else one JSON answer)
   bool stream_options = true;  // OpenAI: ask for usage in the stream
   // `created` of translated chunks and answers (Unix seconds); 0: now. Set

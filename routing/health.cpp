@@ -187,10 +187,8 @@ bool HealthTracker::probe_slot_free(const Entry& e, Clock::time_point now) const
   return now - *e.probe_taken_at >= timeout;
 }
 
-Availability HealthTracker::own_state(const std::string& deployment, const Entry* e,
-                                      Clock::time_point now) const {
+Availability HealthTracker::own_state(const Entry* e, Clock::time_point now) const {
   Availability a;
-  a.deployment = deployment;
   if (!e) return a;
   if (e->cooldown_until && now < *e->cooldown_until) {
     a.state = HealthState::kCoolingDown;
@@ -225,7 +223,7 @@ std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
   out.reserve(n);
   if (unclean_.load(std::memory_order_relaxed) == 0) {
     // All healthy, nothing pending: each one's own state, without an entry.
-    for (std::size_t i = 0; i < n; ++i) out.push_back(own_state(id_at(i), nullptr, now));
+    out.resize(n, own_state(nullptr, now));
     return out;
   }
   std::lock_guard lock(mu_);
@@ -240,7 +238,7 @@ std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
       e->cooldown_until.reset();
       settle(*e);
     }
-    Availability a = own_state(id, e, now);
+    Availability a = own_state(e, now);
     if (a.probe) {
       e->probe_taken_at = e->last_probe_at = now;  // so a repeated id sees it taken
       settle(*e);
@@ -300,7 +298,7 @@ void HealthTracker::release_probe(const std::string& deployment) {
 
 Availability HealthTracker::peek(const std::string& deployment, Clock::time_point now) const {
   std::lock_guard lock(mu_);
-  Availability a = own_state(deployment, find(deployment), now);
+  Availability a = own_state(find(deployment), now);
   if (a.probe) {
     a.probe = false;
     a.reason = "half-open: next request probes";

@@ -50,7 +50,6 @@ enum class HealthState { kHealthy, kEjected, kProbing, kCoolingDown };
 const char* to_string(HealthState s);  // "healthy", "ejected", "probing", "cooling_down"
 
 struct Availability {
-  std::string deployment;
   HealthState state = HealthState::kHealthy;
   bool routable = true;  // may be put in a plan now
   bool panic = false;    // routable only because every candidate was ejected
@@ -154,9 +153,9 @@ class HealthTracker {
   // check() over `n` ids, the i-th `id_at(i)`.
   template <class IdAt>
   std::vector<Availability> check_ids(std::size_t n, IdAt id_at, Clock::time_point now);
-  // One deployment's state, before the cap and panic mode.
-  Availability own_state(const std::string& deployment, const Entry* e,
-                         Clock::time_point now) const;
+  // One deployment's state (e: its entry, if any), before the cap and panic
+  // mode.
+  Availability own_state(const Entry* e, Clock::time_point now) const;
   void eject(Entry& e, std::string cause, Clock::time_point now);  // mu_ held
   void readmit(Entry& e, Clock::time_point now);                   // mu_ held
   Clock::duration ejection_time(std::uint32_t k);                  // mu_ held

@@ -276,80 +276,52 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
   return recorded();
 }
 
-const StatsRegistry::Entry::WindowFigures& StatsRegistry::Entry::window_figures(
-    Clock::time_point now) {
+void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
   if (ttft_window.version() == figures_ttft_version_ &&
       tps_window.version() == figures_tps_version_ && now < figures_until_) {
-    return figures_;
+    return;
   }
-  WindowFigures& f = figures_;
+  DeploymentStats& s = counters;
   // p50, p90, p95, p99, into arrays: nothing allocated.
   static constexpr std::array<double, 4> kQs{0.5, 0.9, 0.95, 0.99};
   std::array<std::optional<double>, 4> q;
-  ttft_window.quantiles(kQs, now, q, &f.lower_bound);
-  f.p50 = q[0];
-  f.p90 = q[1];
-  f.p95 = q[2];
-  f.p99 = q[3];
-  f.censored = ttft_window.censored(now);
-  if (f.censored == 0) {
-    f.answered_p50 = f.p50;
-    f.answered_p90 = f.p90;
-    f.answered_p95 = f.p95;
-    f.answered_p99 = f.p99;
-  } else {
-    std::array<std::optional<double>, 4> a;
-    ttft_window.observed_quantiles(kQs, now, a);
-    f.answered_p50 = a[0];
-    f.answered_p90 = a[1];
-    f.answered_p95 = a[2];
-    f.answered_p99 = a[3];
-  }
-  f.p95_lower_bound = false;
-  if (f.lower_bound) {
+  ttft_window.quantiles(kQs, now, q, &s.ttft_quantile_lower_bound);
+  s.ttft_p50_ms = q[0];
+  s.ttft_p90_ms = q[1];
+  s.ttft_p95_ms = q[2];
+  s.ttft_p99_ms = q[3];
+  s.ttft_censored = ttft_window.censored(now);
+  if (s.ttft_censored != 0) ttft_window.observed_quantiles(kQs, now, q);
+  s.ttft_answered_p50_ms = q[0];
+  s.ttft_answered_p90_ms = q[1];
+  s.ttft_answered_p95_ms = q[2];
+  s.ttft_answered_p99_ms = q[3];
+  s.ttft_p95_lower_bound = false;
+  if (s.ttft_quantile_lower_bound) {
     std::optional<double> p95;
     ttft_window.quantiles(std::span<const double>(&kQs[2], 1), now,
-                          std::span<std::optional<double>>(&p95, 1), &f.p95_lower_bound);
+                          std::span<std::optional<double>>(&p95, 1), &s.ttft_p95_lower_bound);
   }
-  std::array<std::optional<double>, 4> recent;
-  ttft_window.recent_quantiles(kQs, now, kRecentSamples, recent);
-  f.recent_p50 = recent[0];
-  f.recent_p90 = recent[1];
-  f.recent_p95 = recent[2];
-  f.recent_p99 = recent[3];
-  f.last_few_max = ttft_window.recent_max_observed(now, kConfirmSamples);
-  f.tps_p50 = tps_window.quantile(0.5, now);
+  ttft_window.recent_quantiles(kQs, now, kRecentSamples, q);
+  s.ttft_recent_p50_ms = q[0];
+  s.ttft_recent_p90_ms = q[1];
+  s.ttft_recent_p95_ms = q[2];
+  s.ttft_recent_p99_ms = q[3];
+  s.ttft_last_few_max_ms = ttft_window.recent_max_observed(now, kConfirmSamples);
+  s.tps_p50 = tps_window.quantile(0.5, now);
   // The queries above evicted what `now` expires: the figures hold until a
   // sample comes or goes.
   figures_ttft_version_ = ttft_window.version();
   figures_tps_version_ = tps_window.version();
   figures_until_ = std::min(ttft_window.expires_at(), tps_window.expires_at());
-  return f;
 }
 
 DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
+  e.refresh_window_figures(now);
   DeploymentStats s = e.counters;
   s.ttft_estimate_ms = e.ttft.estimate(now);
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
-  const Entry::WindowFigures& f = e.window_figures(now);
-  s.ttft_p50_ms = f.p50;
-  s.ttft_p90_ms = f.p90;
-  s.ttft_p95_ms = f.p95;
-  s.ttft_p99_ms = f.p99;
-  s.ttft_quantile_lower_bound = f.lower_bound;
-  s.ttft_p95_lower_bound = f.p95_lower_bound;
-  s.ttft_answered_p50_ms = f.answered_p50;
-  s.ttft_answered_p90_ms = f.answered_p90;
-  s.ttft_answered_p95_ms = f.answered_p95;
-  s.ttft_answered_p99_ms = f.answered_p99;
-  s.ttft_censored = f.censored;
-  s.ttft_recent_p50_ms = f.recent_p50;
-  s.ttft_recent_p90_ms = f.recent_p90;
-  s.ttft_recent_p95_ms = f.recent_p95;
-  s.ttft_recent_p99_ms = f.recent_p99;
-  s.ttft_last_few_max_ms = f.last_few_max;
-  s.tps_p50 = f.tps_p50;
   s.ttft_penalized = e.penalized;
   s.ttft_bounded = e.bounded;
   s.last_attempt_start = e.last_attempt_start;

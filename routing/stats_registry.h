@@ -246,24 +246,15 @@ class StatsRegistry {
     DecayedEwma usual_awaiting;
     void stop_awaiting(Clock::time_point since);  // its lock held
 
-    // What a snapshot reads of the two windows (percentiles, recent
-    // evidence). The router takes a snapshot per candidate per request,
-    // under its lock, and the windows change only when a sample comes or goes:
-    // the figures are kept while both windows' version and expiry say they
-    // hold, so a snapshot between samples sorts nothing.
-    struct WindowFigures {
-      std::optional<double> p50, p90, p95, p99;
-      bool lower_bound = false, p95_lower_bound = false;
-      std::optional<double> answered_p50, answered_p90, answered_p95, answered_p99;
-      std::size_t censored = 0;
-      std::optional<double> recent_p50, recent_p90, recent_p95, recent_p99;
-      std::optional<double> last_few_max;
-      std::optional<double> tps_p50;
-    };
-    const WindowFigures& window_figures(Clock::time_point now);  // its lock held
+    // The snapshot's figures of the two windows (percentiles, recent
+    // evidence), written into `counters`. The router takes a snapshot per
+    // candidate per request, under the entry's lock, and the windows change
+    // only when a sample comes or goes: they are recomputed only when either
+    // window's version or expiry says they may have changed, so a snapshot
+    // between samples sorts nothing.
+    void refresh_window_figures(Clock::time_point now);  // its lock held
 
    private:
-    WindowFigures figures_;
     std::uint64_t figures_ttft_version_ = ~std::uint64_t{0};
     std::uint64_t figures_tps_version_ = ~std::uint64_t{0};
     Clock::time_point figures_until_{};

@@ -60,6 +60,12 @@ Script healthy_stream(int tokens) {
   return {{Step::Kind::kSend, sse_head() + chunk(body) + last_chunk()}, {Step::Kind::kClose}};
 }
 
+Script kept_alive_stream(int tokens) {
+  Script s = healthy_stream(tokens);
+  s.back() = {Step::Kind::kKeepAlive};
+  return s;
+}
+
 struct ScriptedUpstream::Impl {
   Script script;
   bool read_first = true;
@@ -143,9 +149,12 @@ struct ScriptedUpstream::Impl {
   void serve(int fd) {
     bool peer_gone = false;
     int gates = 0;  // kGate steps reached
-    if (read_first && !read_request(fd)) {
-      peer_gone = true;
-    } else {
+    for (bool next = true; next;) {
+      next = false;
+      if (read_first && !read_request(fd)) {
+        peer_gone = true;
+        break;
+      }
       const auto [begin, end] = part(requests_played++);
       for (std::size_t i = begin; i < end; ++i) {
         const Step& step = script[i];
@@ -193,6 +202,9 @@ struct ScriptedUpstream::Impl {
             ok = false;
             break;
           case Step::Kind::kNext:  // parts end before it
+            break;
+          case Step::Kind::kKeepAlive:
+            next = read_first;
             break;
           case Step::Kind::kReset: {
             linger l{1, 0};

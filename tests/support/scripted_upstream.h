@@ -15,17 +15,20 @@ namespace llmgate::testing {
 
 struct Step {
   enum class Kind {
-    kSend,     // write `bytes`
-    kSleep,    // pause `ms`
-    kClose,    // close normally (FIN)
-    kReset,    // close with RST (SO_LINGER 0)
-    kHold,     // stay silent until the peer closes (or the server stops)
-    kTrickle,  // write `bytes` one byte every `ms`
-    kFlood,    // write token events as fast as the peer takes them, until it closes
-    kGate,     // the n-th of a script: wait until the test has called open_gate()
-               // n times (or the peer closes)
-    kNext,     // the end of one request's part: request N plays the N-th part
-               // (the last part plays for every request after it)
+    kSend,       // write `bytes`
+    kSleep,      // pause `ms`
+    kClose,      // close normally (FIN)
+    kReset,      // close with RST (SO_LINGER 0)
+    kHold,       // stay silent until the peer closes (or the server stops)
+    kTrickle,    // write `bytes` one byte every `ms`
+    kFlood,      // write token events as fast as the peer takes them, until it closes
+    kGate,       // the n-th of a script: wait until the test has called open_gate()
+                 // n times (or the peer closes)
+    kNext,       // the end of one request's part: request N plays the N-th part
+                 // (the last part plays for every request after it)
+    kKeepAlive,  // the answer is whole and the connection stays: read the next
+                 // request on it and play that one's part (a real provider's
+                 // kept-alive connection)
   };
   // Positional, each after the first optional: {Step::Kind::kClose},
   // {Step::Kind::kSend, bytes}, {Step::Kind::kTrickle, bytes, 100ms}.
@@ -51,6 +54,8 @@ std::string status_response(
     const std::string& body = R"({"error":{"message":"scripted","type":"x"}})");
 // The whole of a healthy streamed answer of `tokens` tokens, then a clean end.
 Script healthy_stream(int tokens);
+// The same answer to every request, on kept-alive connections.
+Script kept_alive_stream(int tokens);
 
 struct ScriptedStats {
   std::uint64_t connections = 0;  // accepted

@@ -123,6 +123,21 @@ TEST(RequestBody, SplicingAddsAbsentMembersAndFoldsRepeats) {
             R"({"model":"m","x":1,"stream":true})");
 }
 
+// A value given as a string is quoted and escaped into the document, in the
+// key's place or appended.
+TEST(RequestBody, SplicingWritesAStringValueAsAJsonString) {
+  auto b = body(R"({"model":"a","x":1})");
+  const std::string name = "gpt-4o-mini-2024-07-18 \"q\" \n caf\u00e9";
+  const std::string out = b.spliced({{"model", RequestBody::SpliceValue::string(name)},
+                                     {"user", RequestBody::SpliceValue::string("\x01")}});
+  EXPECT_EQ(out, R"({"model":"gpt-4o-mini-2024-07-18 \"q\" \n caf)"
+                 "\u00e9"
+                 R"(","x":1,"user":"\u0001"})");
+  const json j = json::parse(out);
+  EXPECT_EQ(j["model"], name);
+  EXPECT_EQ(j["user"], "\x01");
+}
+
 // Of a repeated key only the occurrence admission read (the last) goes
 // upstream: an upstream that kept the first would see a value never checked.
 TEST(RequestBody, SplicingForwardsOnlyTheLastOfARepeatedKey) {

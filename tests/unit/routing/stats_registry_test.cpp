@@ -497,7 +497,7 @@ TEST(StatsRegistry, ARecordUnderAnotherKeyThanItsInFlightGoesToThatKey) {
 }
 
 // The figures a snapshot reads of the windows are kept between samples
-// (Entry::window_figures): every snapshot must be what one computed afresh
+// (Entry::refresh_window_figures): every snapshot must be what one computed afresh
 // would be. Random traffic through a short, small window — samples coming,
 // expiring and pushed out, censored ones, lost hedges, speed samples — is
 // replayed into a new registry at every checkpoint, whose first snapshot
