@@ -644,7 +644,9 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // A half-open probe goes first: otherwise a first choice that succeeds
   // keeps it from ever running, and the deployment from ever coming back.
   if (may_learn) {
-    std::stable_partition(cands.begin(), cands.end(), [](const Working& w) { return w.pc.probe; });
+    // (A stable partition, without std::stable_partition's temporary buffer.)
+    stable_sort_few(cands.begin(), cands.end(),
+                    [](const Working& a, const Working& b) { return a.pc.probe && !b.pc.probe; });
   }
 
   // Learning costs the client little: a candidate tried to learn about it
