@@ -428,19 +428,21 @@ void StatsRegistry::reset(const std::string& deployment) {
   });
 }
 
-DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
-                                            Clock::time_point now) const {
-  Slot& s = slot(deployment);
+DeploymentStats StatsRegistry::snapshot(Slot& s, Clock::time_point now) const {
   std::lock_guard lock(s.mu);
   return snapshot(s.entry, now);
+}
+
+DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
+                                            Clock::time_point now) const {
+  return snapshot(slot(deployment), now);
 }
 
 std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,
                                                   Clock::time_point now) const {
   Slot* s = find(deployment);
   if (!s) return std::nullopt;
-  std::lock_guard lock(s->mu);
-  return snapshot(s->entry, now);
+  return snapshot(*s, now);
 }
 
 std::size_t StatsRegistry::waited_at_least(const std::string& deployment,
@@ -470,10 +472,7 @@ std::vector<std::pair<std::string, DeploymentStats>> StatsRegistry::efforts_of(
   }
   std::vector<std::pair<std::string, DeploymentStats>> out;
   out.reserve(found.size());
-  for (auto& [effort, s] : found) {
-    std::lock_guard entry_lock(s->mu);
-    out.emplace_back(std::move(effort), snapshot(s->entry, now));
-  }
+  for (auto& [effort, s] : found) out.emplace_back(std::move(effort), snapshot(*s, now));
   return out;
 }
 
@@ -486,10 +485,7 @@ std::vector<DeploymentStats> StatsRegistry::all(Clock::time_point now) const {
   }
   std::vector<DeploymentStats> out;
   out.reserve(found.size());
-  for (Slot* s : found) {
-    std::lock_guard entry_lock(s->mu);
-    out.push_back(snapshot(s->entry, now));
-  }
+  for (Slot* s : found) out.push_back(snapshot(*s, now));
   return out;
 }
 

@@ -276,6 +276,7 @@ class StatsRegistry {
   // The entry's lock held, from here down.
   Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
+  DeploymentStats snapshot(Slot& s, Clock::time_point now) const;  // takes its lock
   // f(key, where the effort starts in it, slot) for each of the
   // deployment's effort entries (mu_ held; the entries' locks are f's).
   template <typename F>

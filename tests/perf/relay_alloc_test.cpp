@@ -350,13 +350,9 @@ bool read_until(int fd, std::string_view marker) {
 // Opens a stream and reads until the first token has arrived; returns the
 // socket (open), or -1.
 int open_until_first_token(std::uint16_t port, const std::string& request) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size()) ||
+  const int fd = connect_to(port);
+  if (fd < 0) return -1;
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size()) ||
       !read_until(fd, "tok0 ")) {
     close(fd);
     return -1;
