@@ -9,6 +9,7 @@
 // client API". Beast-free.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,7 +42,12 @@ class ClientApi {
   virtual std::string_view stream_end() const = 0;
   // The event that ends a stream which failed after it started: never the
   // end marker, so a client cannot mistake it for a complete answer.
-  virtual std::string error_event(const ApiError& e) const { return e.sse_event(); }
+  // `next_sequence`: the number the stream's next event has (the Responses
+  // API numbers its events; the others ignore it).
+  virtual std::string error_event(const ApiError& e, std::int64_t next_sequence) const {
+    (void)next_sequence;
+    return e.sse_event();
+  }
   // A stream made of a whole answer (the upstream answered JSON to a stream
   // request): the answer as (`answer`, already in this API's shape, usage in
   // the chat form beside it when translated) the client's stream.
@@ -71,5 +77,24 @@ const ClientApi& embeddings_api();
 const ClientApi& completions_api();
 // The one for an operation.
 const ClientApi& client_api(config::Operation op);
+
+// The typed Responses stream a whole response would have had (created,
+// in_progress, each output item's events, completed), numbered from 0: what
+// a stream client gets from a deployment that answered JSON.
+std::string responses_stream_of(const nlohmann::json& answer);
+
+// The number a Responses stream's next event takes, followed through the
+// raw bytes relayed (events may be cut anywhere between reads): one past
+// the greatest "sequence_number" seen, else the count of events seen.
+class SequenceFollower {
+ public:
+  void feed(std::string_view bytes);
+  std::int64_t next() const { return next_; }
+
+ private:
+  std::string tail_;  // the end of the last bytes: a key or number cut between reads
+  std::int64_t next_ = 0;
+  bool saw_number_ = false;
+};
 
 }  // namespace llmgate::gateway

@@ -2,6 +2,8 @@
 // events, no [DONE], errors as an `error` event), /v1/embeddings (one JSON
 // answer, never a stream) and /v1/completions (legacy text_completion
 // chunks, [DONE]). Upstream events pass through as they came.
+#include <algorithm>
+#include <functional>
 #include <map>
 
 #include "gateway/client_api.h"
@@ -34,6 +36,185 @@ class ResponsesAssembly final : public ClientApi::Assembly {
   json response_ = json::object();
 };
 
+// Writes a Responses stream's events, numbered from 0 as OpenAI numbers them.
+class EventWriter {
+ public:
+  void emit(std::string_view type, json ev) {
+    ev["type"] = type;
+    ev["sequence_number"] = sequence_++;
+    out_ += "event: ";
+    out_ += type;
+    out_ += "\ndata: ";
+    out_ += ev.dump(-1, ' ', false, json::error_handler_t::replace);
+    out_ += "\n\n";
+  }
+  // A text as one stream: `events`.delta with all of it (none when it is
+  // empty), then `events`.done with it as `field`; each at `at`, with its
+  // extra fields.
+  void text(const json& at, const std::string& events, const char* field, const std::string& text,
+            const json& delta_extra = json::object(), const json& done_extra = json::object(),
+            const std::function<void()>& before_done = {}) {
+    if (!text.empty()) {
+      json delta = at;
+      delta["delta"] = text;
+      delta.update(delta_extra);
+      emit(events + ".delta", std::move(delta));
+    }
+    if (before_done) before_done();
+    json done = at;
+    done[field] = text;
+    done.update(done_extra);
+    emit(events + ".done", std::move(done));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  std::int64_t sequence_ = 0;
+};
+
+std::string string_field(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// One content part of a message item: added, its text as one delta, done.
+void stream_content_part(EventWriter& w, const json& part, const json& at) {
+  const std::string type = string_field(part, "type");
+  json empty = part;
+  std::string text;
+  const char* field = nullptr;  // the part's text field, when it has one
+  std::string events;           // its delta and done events' prefix
+  if (type == "output_text") {
+    field = "text";
+    events = "response.output_text";
+  } else if (type == "refusal") {
+    field = "refusal";
+    events = "response.refusal";
+  }
+  if (field) {
+    text = string_field(part, field);
+    empty[field] = "";
+    if (type == "output_text") empty["annotations"] = json::array();
+  }
+  json added = at;
+  added["part"] = std::move(empty);
+  w.emit("response.content_part.added", std::move(added));
+  if (type == "output_text") {
+    // The annotations of the text, after it and before its done.
+    auto annotate = [&] {
+      auto a = part.find("annotations");
+      if (a == part.end() || !a->is_array()) return;
+      std::int64_t i = 0;
+      for (const auto& annotation : *a) {
+        json ev = at;
+        ev["annotation_index"] = i++;
+        ev["annotation"] = annotation;
+        w.emit("response.output_text.annotation.added", std::move(ev));
+      }
+    };
+    const json logprobs = {{"logprobs", part.value("logprobs", json::array())}};
+    w.text(at, events, field, text, logprobs, logprobs, annotate);
+  } else if (field) {
+    w.text(at, events, field, text);
+  }
+  json done = at;
+  done["part"] = part;
+  w.emit("response.content_part.done", std::move(done));
+}
+
+// A reasoning item's summary parts and reasoning text, each added, as one
+// delta, and done.
+void stream_reasoning(EventWriter& w, const json& item, const json& at) {
+  if (auto s = item.find("summary"); s != item.end() && s->is_array()) {
+    std::int64_t i = 0;
+    for (const auto& part : *s) {
+      json where = at;
+      where["summary_index"] = i++;
+      const std::string text = string_field(part, "text");
+      json added = where;
+      added["part"] = {{"type", part.value("type", "summary_text")}, {"text", ""}};
+      w.emit("response.reasoning_summary_part.added", std::move(added));
+      w.text(where, "response.reasoning_summary_text", "text", text);
+      json done = where;
+      done["part"] = part;
+      w.emit("response.reasoning_summary_part.done", std::move(done));
+    }
+  }
+  if (auto c = item.find("content"); c != item.end() && c->is_array()) {
+    std::int64_t i = 0;
+    for (const auto& part : *c) {
+      json where = at;
+      where["content_index"] = i++;
+      w.text(where, "response.reasoning_text", "text", string_field(part, "text"));
+    }
+  }
+}
+
+}  // namespace
+
+// The typed events a stream of this response would have had: created and
+// in_progress (the response without its output), then each output item
+// added, its content as one delta per part, done, and the response's own
+// end (completed, incomplete or failed), numbered from 0. What the SDKs'
+// stream readers expect from a stream, whatever the deployment answered.
+std::string responses_stream_of(const json& answer) {
+  EventWriter w;
+  json pending = answer.is_object() ? answer : json::object();
+  pending["status"] = "in_progress";
+  pending["output"] = json::array();
+  pending["usage"] = nullptr;
+  w.emit("response.created", {{"response", pending}});
+  w.emit("response.in_progress", {{"response", std::move(pending)}});
+  const json none = json::array();
+  auto output = answer.find("output");
+  const json& items = output != answer.end() && output->is_array() ? *output : none;
+  std::int64_t index = 0;
+  for (const json& item : items) {
+    if (!item.is_object()) continue;
+    const std::int64_t output_index = index++;
+    const std::string type = string_field(item, "type");
+    json id = item.value("id", json());
+    json at = {{"output_index", output_index}, {"item_id", id}};
+    json opening = item;
+    if (opening.contains("status")) opening["status"] = "in_progress";
+    if (type == "message") opening["content"] = json::array();
+    if (type == "function_call") opening["arguments"] = "";
+    if (type == "reasoning") {
+      opening["summary"] = json::array();
+      opening.erase("content");
+    }
+    w.emit("response.output_item.added",
+           {{"output_index", output_index}, {"item", std::move(opening)}});
+    if (type == "message") {
+      if (auto c = item.find("content"); c != item.end() && c->is_array()) {
+        std::int64_t content_index = 0;
+        for (const json& part : *c) {
+          json where = at;
+          where["content_index"] = content_index++;
+          stream_content_part(w, part, where);
+        }
+      }
+    } else if (type == "function_call") {
+      json name = json::object();
+      if (item.contains("name")) name["name"] = item["name"];
+      w.text(at, "response.function_call_arguments", "arguments", string_field(item, "arguments"),
+             json::object(), name);
+    } else if (type == "reasoning") {
+      stream_reasoning(w, item, at);
+    }
+    w.emit("response.output_item.done", {{"output_index", output_index}, {"item", item}});
+  }
+  const std::string status = answer.is_object() ? string_field(answer, "status") : "";
+  const char* end = status == "incomplete" ? "response.incomplete"
+                    : status == "failed"   ? "response.failed"
+                                           : "response.completed";
+  w.emit(end, {{"response", answer}});
+  return w.take();
+}
+
+namespace {
+
 class Responses final : public ClientApi {
  public:
   std::string_view name() const override { return "responses"; }
@@ -62,11 +243,12 @@ class Responses final : public ClientApi {
 
   // The Responses API's error event; `error` beside its fields, as the SDKs
   // raise on it.
-  std::string error_event(const ApiError& e) const override {
+  std::string error_event(const ApiError& e, std::int64_t next_sequence) const override {
     const json code = e.code ? json(*e.code) : json();
     const json param = e.param ? json(*e.param) : json();
     const json ev = {
         {"type", "error"},
+        {"sequence_number", next_sequence},
         {"code", code},
         {"message", e.message},
         {"param", param},
@@ -76,9 +258,7 @@ class Responses final : public ClientApi {
   }
 
   std::string stream_of_answer(const json& answer, const ChatRequest&) const override {
-    const json ev = {{"type", "response.completed"}, {"response", answer}};
-    return "event: response.completed\ndata: " +
-           ev.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+    return responses_stream_of(answer);
   }
 
   std::unique_ptr<Assembly> assembly() const override {
@@ -211,6 +391,43 @@ class Completions final : public ClientApi {
 };
 
 }  // namespace
+
+void SequenceFollower::feed(std::string_view bytes) {
+  constexpr std::string_view kKey = "\"sequence_number\"";
+  // Seen again with the new bytes: a key or number cut between reads. A
+  // number seen twice changes nothing (the greatest is kept).
+  std::string text = tail_;
+  const bool blank_across =
+      !tail_.empty() && tail_.back() == '\n' && !bytes.empty() && bytes.front() == '\n';
+  text.append(bytes);
+  bool numbered = false;
+  for (std::size_t at = text.find(kKey); at != std::string::npos;
+       at = text.find(kKey, at + kKey.size())) {
+    std::size_t i = at + kKey.size();
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (i >= text.size() || text[i] != ':') continue;
+    ++i;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    const std::size_t digits = i;
+    std::int64_t n = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - digits < 15)
+      n = n * 10 + (text[i++] - '0');
+    // Digits up to the end of the bytes may go on in the next read.
+    if (i == digits || i == text.size()) continue;
+    numbered = true;
+    next_ = std::max(next_, n + 1);
+  }
+  if (!numbered && !saw_number_) {
+    // No numbers at all (yet): the events ended so far, each a blank line.
+    for (std::size_t at = bytes.find("\n\n"); at != std::string_view::npos;
+         at = bytes.find("\n\n", at + 2))
+      ++next_;
+    if (blank_across) ++next_;
+  }
+  saw_number_ = saw_number_ || numbered;
+  constexpr std::size_t kKeep = 48;
+  tail_ = text.size() > kKeep ? text.substr(text.size() - kKeep) : text;
+}
 
 const ClientApi& responses_api() {
   static const Responses api;

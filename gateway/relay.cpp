@@ -376,7 +376,7 @@ net::awaitable<AttemptResult> Relay::end_with_error(const ApiError& error) {
   if (!state_.outbox().empty() && !co_await out_.write(state_.outbox().pieces())) {
     co_return AttemptResult{true, false};
   }
-  const std::string event = ctx_.api.error_event(error);
+  const std::string event = ctx_.api.error_event(error, state_.next_sequence());
   const bool ok = co_await out_.write(event, /*last=*/true);
   co_return AttemptResult{true, ok && out_.chunked() && ctx_.rc.keep_alive};
 }

@@ -92,9 +92,11 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
   }
   saw_finish_ = saw_finish_ || ch.has_finish;
   if (rec_.keep_meta) keep_meta(ev);
-  if (streaming_)
+  if (streaming_) {
+    next_sequence_ = ev.sequence_number >= 0 ? std::max(next_sequence_, ev.sequence_number + 1)
+                                             : next_sequence_ + 1;
     api_.render(ev, req_, outbox_);
-  else
+  } else
     assembly_->add(ev);
 }
 

@@ -75,6 +75,10 @@ class RelayState {
     return s;
   }
 
+  // The number of the stream's next event (Responses API): one past the
+  // last relayed event's sequence_number, or the count of events relayed.
+  std::int64_t next_sequence() const { return next_sequence_; }
+
   // The id of the response the upstream created (Responses API), once.
   std::string take_response_id() { return std::exchange(response_id_, {}); }
 
@@ -113,6 +117,7 @@ class RelayState {
   std::optional<double> speed_sample_;
   std::string response_id_;
   bool id_looked_for_ = false;
+  std::int64_t next_sequence_ = 0;
 };
 
 // A chat.completion's (or chunk's) id and its choices' finish reasons into

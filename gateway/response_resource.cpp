@@ -389,19 +389,22 @@ net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, Ups
   char buf[16 * 1024];
   auto& tcp = lease->stream.tcp();
   const auto until = Clock::now() + t.total;
+  SequenceFollower sequence;  // the error event's number, if the stream is cut
   while (!parser.is_done()) {
     parser.get().body().data = buf;
     parser.get().body().size = sizeof buf;
     tcp.expires_at(std::min(Clock::now() + t.idle, until));
     auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
     const std::size_t got = sizeof buf - parser.get().body().size;
+    sequence.feed(std::string_view(buf, got));
     if (got > 0 && !co_await out.write(std::string_view(buf, got))) co_return false;
     if (ec && ec != http::error::need_buffer) {
       upstream_done();
       const std::string event =
           client_api(config::Operation::kResponses)
               .error_event(upstream_error(502, "the upstream stream ended early (" + ec.message() +
-                                                   "); the events above are partial"));
+                                                   "); the events above are partial"),
+                           sequence.next());
       co_await out.write(event, /*last=*/true);
       co_return false;
     }

@@ -3,6 +3,9 @@
 // completions (POST /completions). Their events and answers pass through
 // byte for byte; classify() reads what the relay needs (output started,
 // usage, finish, error) from each event's own shape.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "providers/json_depth.h"
@@ -151,6 +154,9 @@ class OpenAiResponses final : public OpenAiFamily {
     }
     out.kind = UpstreamEvent::Kind::kData;
     out.chunk.kind = ChatChunk::Kind::kChunk;
+    if (auto n = j->find("sequence_number"); n != j->end() && n->is_number_unsigned())
+      out.sequence_number = static_cast<std::int64_t>(std::min<std::uint64_t>(
+          n->get<std::uint64_t>(), std::numeric_limits<std::int64_t>::max() - 1));
     if (type == "response.created") {
       if (auto resp = j->find("response"); resp != j->end() && resp->is_object()) {
         out.response_id = text_of(*resp, "id");

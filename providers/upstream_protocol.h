@@ -52,6 +52,8 @@ struct UpstreamEvent {
   // Responses API: the id of the response the event is about (a stored
   // response lives with the provider that created it), else empty.
   std::string response_id;
+  // Responses API: the event's sequence_number, else -1.
+  std::int64_t sequence_number = -1;
 
   bool output() const { return kind == Kind::kData && chunk.has_output; }
 };

@@ -703,11 +703,15 @@ TEST_P(ResponsesFault, BehavesAsDocumented) {
     std::vector<std::string> types;
     std::string text;
     json last;
+    std::int64_t sequence = -1;  // every event's number follows the last one's
     for (const auto& e : c.rest_of_events()) {
       auto j = json::parse(e, nullptr, false);
       ASSERT_TRUE(j.is_object()) << e;  // never [DONE], never a chat chunk
       types.push_back(j.value("type", "?"));
       if (types.back() == "response.output_text.delta") text += j["delta"].get<std::string>();
+      ASSERT_TRUE(j.contains("sequence_number") && j["sequence_number"].is_number_integer()) << e;
+      EXPECT_GT(j["sequence_number"].get<std::int64_t>(), sequence) << e;
+      sequence = j["sequence_number"].get<std::int64_t>();
       last = j;
     }
     ASSERT_FALSE(types.empty());

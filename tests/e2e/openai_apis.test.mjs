@@ -9,6 +9,9 @@ import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
+import { createOpenAI } from "@ai-sdk/openai";
+import { streamText, tool, jsonSchema } from "ai";
+import { ChatOpenAI } from "@langchain/openai";
 import { startBinary } from "./procs.mjs";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
@@ -16,6 +19,7 @@ assert.ok(BIN, "LLMGATE_BIN_DIR must point at build/bin");
 const dir = mkdtempSync(join(tmpdir(), "llmgate-e2e-apis-"));
 const children = [];
 let client;
+let gatewayUrl;
 
 before(async () => {
   const fast = { ttft_ms: 5, tps: 2000, output_tokens: 6 };
@@ -54,13 +58,18 @@ models:
     deployments: [{provider: sim, model: slow, operations: [responses]}]
   - name: embed
     deployments: [{provider: sim, model: embed-down, operations: [embeddings]}, {provider: sim, model: embed, operations: [embeddings]}]
+  - name: json-only
+    deployments: [{provider: sim, model: good, operations: ${all}, stream: false}]
+  - name: json-tools
+    deployments: [{provider: sim, model: tools, operations: ${all}, stream: false}]
 `;
   writeFileSync(join(dir, "llmgate.yaml"), config);
   process.env.E2E_SIM_KEY = "sim-key";
   const gwPort = await startBinary(children, BIN, "llmgate", [
     "--config", join(dir, "llmgate.yaml"), "--port-file", join(dir, "gw.port"), "--log-level", "warn",
   ], join(dir, "gw.port"));
-  client = new OpenAI({ baseURL: `http://127.0.0.1:${gwPort}/v1`, apiKey: "client-key", maxRetries: 0 });
+  gatewayUrl = `http://127.0.0.1:${gwPort}/v1`;
+  client = new OpenAI({ baseURL: gatewayUrl, apiKey: "client-key", maxRetries: 0 });
 });
 
 after(() => {
@@ -95,6 +104,61 @@ test("responses.create, streamed, through a failover: one response, typed events
   assert.equal(types.at(-1), "response.completed");
   assert.equal(text, " lorem ipsum dolor sit amet, consectetur");
   assert.equal(completed.usage.output_tokens, 6);
+});
+
+// A deployment that answers JSON (`stream: false`, set or learnt after a
+// provider refused to stream) still gives stream clients the typed events
+// their readers need: each SDK's own streaming call, as its users write it.
+test("responses.stream() from a deployment that answers JSON", async () => {
+  const stream = client.responses.stream({ model: "json-only", input: "Say hello" });
+  const types = [];
+  let text = "";
+  stream.on("event", (event) => types.push(event.type));
+  stream.on("response.output_text.delta", (event) => { text += event.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(types[0], "response.created");
+  assert.equal(types.at(-1), "response.completed");
+  assert.equal(text, " lorem ipsum dolor sit amet, consectetur");
+  assert.equal(final.output_text, text);
+  assert.equal(final.usage.output_tokens, 6);
+});
+
+test("the Vercel AI SDK's streamText (Responses) from a deployment that answers JSON", async () => {
+  const openai = createOpenAI({ baseURL: gatewayUrl, apiKey: "client-key" });
+  const plain = streamText({ model: openai("json-only"), prompt: "Say hello", maxRetries: 0 });
+  assert.equal(await plain.text, " lorem ipsum dolor sit amet, consectetur");
+  assert.equal(await plain.finishReason, "stop");
+  const withTools = streamText({
+    model: openai("json-tools"),
+    prompt: "Look it up",
+    maxRetries: 0,
+    tools: {
+      lookup: tool({
+        description: "Looks a thing up",
+        inputSchema: jsonSchema({ type: "object", properties: { query: { type: "string" } } }),
+      }),
+    },
+  });
+  const calls = await withTools.toolCalls;
+  assert.equal(calls.length, 1, JSON.stringify(calls));
+  assert.equal(calls[0].toolName, "lookup");
+  assert.deepEqual(calls[0].input, { query: " lorem ipsum dolor sit amet, consectetur" });
+  assert.equal(await withTools.finishReason, "tool-calls");
+});
+
+test("LangChain's ChatOpenAI with useResponsesApi streams from a deployment that answers JSON", async () => {
+  const chat = new ChatOpenAI({
+    model: "json-only",
+    apiKey: "client-key",
+    useResponsesApi: true,
+    maxRetries: 0,
+    configuration: { baseURL: gatewayUrl },
+  });
+  let text = "";
+  for await (const chunk of await chat.stream("Say hello")) {
+    text += typeof chunk.content === "string" ? chunk.content : chunk.content.map((p) => p.text ?? "").join("");
+  }
+  assert.equal(text, " lorem ipsum dolor sit amet, consectetur");
 });
 
 test("responses: reasoning summary streams before the answer", async () => {

@@ -5,7 +5,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LLMGATE_BIN_DIR=$(cd "$1" && pwd)
 cd "$here"
-if [ ! -d node_modules/openai ] || [ ! -d node_modules/playwright-core ]; then
-  npm install --no-audit --no-fund --loglevel=error >/dev/null
-fi
+# Every dependency package.json names (the SDKs the tests drive as clients).
+for dep in $(node -p 'Object.keys(require("./package.json").dependencies).join(" ")'); do
+  if [ ! -d "node_modules/$dep" ]; then
+    npm install --no-audit --no-fund --loglevel=error >/dev/null
+    break
+  fi
+done
 exec node --test --test-reporter=spec "${2:-openai_sdk.test.mjs}"

@@ -121,6 +121,53 @@ TEST_F(OpenAiApisTest, AResponsesStreamIsTheUpstreamsTypedEventsEndingWithComple
             std::string::npos);
 }
 
+// A deployment asked for JSON (`stream: false`, set or learnt) still gives a
+// stream client the whole typed sequence, numbered, as a stream would have:
+// the SDKs' stream readers require response.created first and build the
+// answer from the deltas and the items' events.
+TEST_F(OpenAiApisTest, AResponsesStreamFromADeploymentAnsweringJsonIsTheWholeTypedSequence) {
+  sim::Profile tools = testing::quick_profile(6);
+  tools.output = sim::Profile::Output::kToolCall;
+  start(testing::quick_profile(6), tools, "",
+        "  - name: json-only\n"
+        "    deployments: [{provider: a, model: m, operations: [responses], stream: false}]\n"
+        "  - name: json-tools\n"
+        "    deployments: [{provider: b, model: m, operations: [responses], stream: false}]\n");
+  HttpClient c(port_);
+  auto head =
+      c.start("POST", "/v1/responses", R"({"model":"json-only","input":"hi","stream":true})");
+  ASSERT_EQ(head.status, 200) << head.body;
+  EXPECT_EQ(head.header("content-type"), "text/event-stream");
+  const auto events = c.rest_of_events();
+  const std::vector<std::string> want = {
+      "response.created",           "response.in_progress",
+      "response.output_item.added", "response.content_part.added",
+      "response.output_text.delta", "response.output_text.done",
+      "response.content_part.done", "response.output_item.done",
+      "response.completed"};
+  EXPECT_EQ(types_of(events), want);
+  EXPECT_EQ(text_of(events), " lorem ipsum dolor sit amet, consectetur");
+  for (std::size_t i = 0; i < events.size(); ++i)
+    EXPECT_EQ(json::parse(events[i])["sequence_number"], i) << events[i];
+
+  HttpClient t(port_);
+  auto tool_head =
+      t.start("POST", "/v1/responses", R"({"model":"json-tools","input":"hi","stream":true})");
+  ASSERT_EQ(tool_head.status, 200) << tool_head.body;
+  const auto tool_events = t.rest_of_events();
+  const auto types = types_of(tool_events);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), "response.created");
+  EXPECT_EQ(types.back(), "response.completed");
+  std::string arguments;
+  for (const auto& e : tool_events) {
+    auto j = json::parse(e);
+    if (j["type"] == "response.function_call_arguments.delta") arguments += j["delta"];
+  }
+  EXPECT_FALSE(arguments.empty()) << "the function call's arguments were never streamed";
+  EXPECT_TRUE(json::parse(arguments, nullptr, false).is_object()) << arguments;
+}
+
 TEST_F(OpenAiApisTest, ANonStreamedResponseIsTheResponseObject) {
   start(testing::quick_profile(4), testing::quick_profile());
   HttpClient c(port_);
