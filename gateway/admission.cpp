@@ -48,6 +48,13 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
                                "` does not exist or you do not have access to it.",
                            "model", "model_not_found", std::nullopt});
   }
+  // A key that may not use the model learns nothing more about it: 403 on
+  // every endpoint, before what the model serves.
+  if (a.key) {
+    if (auto denied = model_refusal(*a.key, a.model->name)) {
+      return refuse(*denied, rejection_of(*denied));
+    }
+  }
   // A model none of whose deployments serves this endpoint: a clear 400,
   // never an upstream's 404.
   const config::Operation op = api.operation();

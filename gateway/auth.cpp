@@ -156,17 +156,23 @@ bool key_allows(const config::GatewayKey* key, const std::string& model) {
          std::find(key->models.begin(), key->models.end(), model) != key->models.end();
 }
 
+bool may_explain(const config::Config& cfg, const config::GatewayKey* key) {
+  return cfg.explain() == config::Explain::kAll || (key && key->explain);
+}
+
+std::optional<ApiError> model_refusal(const config::GatewayKey& key, const std::string& model) {
+  if (key_allows(&key, model)) return std::nullopt;
+  return ApiError{403,
+                  "invalid_request_error",
+                  "The key \"" + key.name + "\" may not use model `" + model.substr(0, 200) + "`.",
+                  "model",
+                  "model_not_allowed",
+                  std::nullopt};
+}
+
 std::optional<ApiError> KeyStore::authorize(const config::GatewayKey& key, const std::string& model,
                                             Clock::time_point now, Wall::time_point wall) {
-  if (!key_allows(&key, model)) {
-    return ApiError{
-        403,
-        "invalid_request_error",
-        "The key \"" + key.name + "\" may not use model `" + model.substr(0, 200) + "`.",
-        "model",
-        "model_not_allowed",
-        std::nullopt};
-  }
+  if (auto no = model_refusal(key, model)) return no;
   if (shared_) return std::nullopt;
   std::lock_guard lock(mu_);
   State& s = state_[key.name];

@@ -30,6 +30,12 @@ std::string sha256_hex(std::string_view text);
 
 // Whether `key` may use `model` (no key: the API is open; no model list: all).
 bool key_allows(const config::GatewayKey* key, const std::string& model);
+// The caller may see how requests are routed: deployments, providers,
+// prices, exclusions (server.explain; a key's `explain`).
+bool may_explain(const config::Config& cfg, const config::GatewayKey* key);
+// 403 model_not_allowed when `key` may not use `model`, on every endpoint
+// and before anything about the model's operations is said.
+std::optional<ApiError> model_refusal(const config::GatewayKey& key, const std::string& model);
 
 // Calendar periods of spend budgets, in UTC.
 struct SpendPeriods {

@@ -109,7 +109,7 @@ class ChatProxy {
         req_(std::move(req)),
         route_(std::move(route)),
         ctx_{worker, snapshot, cfg_, client, client_request, rc, api, req_, trace_} {
-    trace_.explain = cfg_.explain() == config::Explain::kAll || (key && key->explain);
+    trace_.explain = may_explain(cfg_, key);
     ctx_.key = key;
     ctx_.request_trace = request_trace;
   }

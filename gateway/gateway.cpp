@@ -1061,9 +1061,16 @@ std::int64_t process_start_unix() {
   return t;
 }
 
-// A model as OpenAI lists it; `owned_by` names the providers that serve it.
-nlohmann::json model_object(const config::Model& m) {
+// A model as OpenAI lists it; `owned_by` names the providers that serve it
+// to a caller that may see how it is routed (`explain`), else "llmgate".
+nlohmann::json model_object(const config::Model& m, bool explain) {
   std::vector<std::string> providers;
+  if (!explain) {
+    return {{"id", m.name},
+            {"object", "model"},
+            {"created", process_start_unix()},
+            {"owned_by", "llmgate"}};
+  }
   for (const auto& d : m.deployments) {
     if (std::find(providers.begin(), providers.end(), d.provider) == providers.end())
       providers.push_back(d.provider);
@@ -1079,7 +1086,7 @@ nlohmann::json model_object(const config::Model& m) {
 std::string models_body(const config::Config& cfg, const config::GatewayKey* key) {
   nlohmann::json data = nlohmann::json::array();
   for (const auto& m : cfg.models) {
-    if (key_allows(key, m.name)) data.push_back(model_object(m));
+    if (key_allows(key, m.name)) data.push_back(model_object(m, may_explain(cfg, key)));
   }
   return nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump();
 }
@@ -1220,7 +1227,8 @@ Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req
                                                 "' does not exist or you do not have access to it.",
                                             std::nullopt, "model_not_found", std::nullopt});
   }
-  return make_json_response(rc, http::status::ok, model_object(*m).dump());
+  return make_json_response(rc, http::status::ok,
+                            model_object(*m, may_explain(*snap.config, key)).dump());
 }
 
 Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req,

@@ -73,16 +73,27 @@ bool wants_keep_alive(unsigned version, const std::vector<std::string>& tokens) 
 bool is_gateway_owned(std::string_view name) {
   // Credentials of every provider protocol among them: a client's own key
   // must never reach an upstream beside the operator's.
-  static constexpr std::array<std::string_view, 14> kOwned = {
-      "host",           "authorization",  "api-key",
-      "x-api-key",      "x-goog-api-key", "content-length",
-      "content-type",   "accept",         "accept-encoding",
-      "expect",         "cookie",         "openai-organization",
-      "openai-project", "user-agent"};
+  static constexpr std::array<std::string_view, 12> kOwned = {
+      "host",           "authorization", "api-key", "x-api-key",       "x-goog-api-key",
+      "content-length", "content-type",  "accept",  "accept-encoding", "expect",
+      "cookie",         "user-agent"};
+  // Provider-scoped: which account, project or deployment the provider
+  // bills or serves is the operator's to say (providers[].headers), never a
+  // client's (docs/providers.md, "Headers a client cannot send upstream").
+  static constexpr std::array<std::string_view, 4> kProviderScoped = {
+      "openai-organization",       // OpenAI: the organisation billed
+      "openai-project",            // OpenAI: the project billed
+      "x-goog-user-project",       // Google (Gemini API, Vertex AI): the project billed and quota
+      "azureml-model-deployment",  // Azure ML endpoints: the deployment that serves
+  };
   for (auto h : kOwned) {
     if (iequals(name, h)) return true;
   }
-  return starts_with_icase(name, "x-llmgate-");
+  for (auto h : kProviderScoped) {
+    if (iequals(name, h)) return true;
+  }
+  // AWS: SigV4's inputs and the session token are credentials.
+  return starts_with_icase(name, "x-llmgate-") || starts_with_icase(name, "x-amz-");
 }
 
 bool is_valid_request_id(std::string_view id) {

@@ -22,7 +22,8 @@ bool wants_keep_alive(unsigned version, const std::vector<std::string>& connecti
 
 // Client headers llmgate never forwards upstream even though they are
 // end-to-end: the client's credentials (the provider key replaces them), the
-// framing and content negotiation the gateway owns, and its own controls.
+// framing and content negotiation the gateway owns, its own controls, and
+// the provider-scoped ones that choose what the provider bills or serves.
 bool is_gateway_owned(std::string_view name);
 
 // A usable client x-request-id: 1..128 visible ASCII characters.

@@ -203,7 +203,7 @@ void ResourceExchange::log(Clock::time_point start) const {
 void ResourceExchange::add_route_headers(http::fields& h,
                                          const ResponseOwners::Owner& owner) const {
   h.set("x-request-id", rc_.request_id);
-  const bool explain = cfg_.explain() == config::Explain::kAll || (key_ && key_->explain);
+  const bool explain = may_explain(cfg_, key_);
   if (explain) {
     h.set("x-llmgate-route", "pinned to provider " + owner.provider + " (response " + path_.id +
                                  " was created there)");

@@ -1701,6 +1701,18 @@ std::vector<ClientRow> security_rows() {
          EXPECT_EQ(ops.header("x-llmgate-deployment"), "good/m");
          EXPECT_EQ(ops.header("x-llmgate-failed"), "bad/m=upstream_status(500)");
          EXPECT_NE(ops.header("x-llmgate-route"), "");
+         // Nor which providers serve a model: /v1/models' owned_by.
+         auto owner = [&](const std::string& key) {
+           HttpClient c(h.port());
+           auto r = c.request("GET", "/v1/models/chat", "", {{"authorization", "Bearer " + key}});
+           EXPECT_EQ(r.status, 200) << r.body;
+           return json::parse(r.body).value("owned_by", std::string("?"));
+         };
+         EXPECT_EQ(owner("sk-app"), "llmgate");
+         EXPECT_EQ(owner("sk-ops"), "bad,good");
+         HttpClient list(h.port());
+         auto all = list.request("GET", "/v1/models", "", {{"authorization", "Bearer sk-app"}});
+         EXPECT_EQ(all.body.find("good"), std::string::npos) << all.body;
        },
        "", "", kPricey + two_keys},
   };

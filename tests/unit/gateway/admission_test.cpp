@@ -118,6 +118,29 @@ TEST(Admission, AKeyMayUseOnlyItsModelsAndItsRate) {
   EXPECT_EQ(limited.auth, AuthRejection::kRateLimited);
 }
 
+// On every endpoint, and before whether the model serves it: a key learns
+// nothing about a model it may not use (docs/security.md).
+TEST(Admission, AModelTheKeyMayNotUseIsA403OnEveryEndpoint) {
+  KeyStore keys(cfg()->auth);
+  const std::pair<const ClientApi*, std::string> asks[] = {
+      {&chat_completions_api(), R"({"model":"other","messages":[{"role":"user","content":"hi"}]})"},
+      {&responses_api(), R"({"model":"other","input":"hi"})"},
+      {&embeddings_api(), R"({"model":"other","input":"hi"})"},
+      {&completions_api(), R"({"model":"other","prompt":"hi"})"},
+  };
+  for (const auto& [api, body] : asks) {
+    const Refusal r = refusal(admit(*api, head(), body, *cfg(), keys, "v"));
+    EXPECT_EQ(r.error.status, 403) << api->name() << ": " << r.error.message;
+    EXPECT_EQ(r.error.code, "model_not_allowed") << api->name();
+    EXPECT_EQ(r.auth, AuthRejection::kModelNotAllowed) << api->name();
+  }
+  // The key's own model still says what it does not serve.
+  const Refusal unserved = refusal(
+      admit(embeddings_api(), head(), R"({"model":"chat","input":"hi"})", *cfg(), keys, "v"));
+  EXPECT_EQ(unserved.error.status, 400);
+  EXPECT_EQ(unserved.error.code, "unsupported_operation");
+}
+
 TEST(Admission, ABadRoutingOverrideIsA400NamingTheRoute) {
   KeyStore keys(config::Auth{});
   const Refusal r =

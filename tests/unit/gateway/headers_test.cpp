@@ -72,3 +72,24 @@ TEST(RequestHead, ObsFoldAndBadTargetBytesAreFound) {
 
 }  // namespace
 }  // namespace llmgate::gateway
+
+namespace llmgate::gateway {
+namespace {
+
+// A client can neither send its own credentials upstream nor choose which
+// account, project or deployment the operator's key bills or uses.
+TEST(GatewayOwned, CredentialsAndProviderScopedHeadersStayHere) {
+  for (const char* name :
+       {"Authorization", "api-key", "X-Api-Key", "x-goog-api-key", "OpenAI-Organization",
+        "OpenAI-Project", "X-Goog-User-Project", "azureml-model-deployment", "X-Amz-Security-Token",
+        "x-amz-date", "x-amz-content-sha256", "x-llmgate-policy"}) {
+    EXPECT_TRUE(is_gateway_owned(name)) << name;
+  }
+  for (const char* name : {"x-request-id", "traceparent", "anthropic-beta", "x-goog-api-client",
+                           "x-stainless-lang", "x-amzn-trace-id"}) {
+    EXPECT_FALSE(is_gateway_owned(name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace llmgate::gateway
