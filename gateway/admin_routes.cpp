@@ -37,8 +37,11 @@ nlohmann::json ttft_json(const routing::DeploymentStats& s) {
           {"unstreamed_samples", s.unstreamed_samples},
           // Attempts that gave up waiting for a first token in the window:
           // their TTFT is known only to exceed the wait (Kaplan-Meier
-          // percentiles above).
+          // percentiles above). Each either timed out (its deadline) or
+          // lost a race (a hedge or re-check answered first).
           {"censored", s.ttft_censored},
+          {"timed_out", s.ttft_censored - s.ttft_lost_races},
+          {"lost_races", s.ttft_lost_races},
           {"percentiles_are_lower_bounds", s.ttft_quantile_lower_bound},
           {"recent_p95", opt(s.ttft_recent_p95_ms)},
           {"awaiting_first_token", s.awaiting_first_token},

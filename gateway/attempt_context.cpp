@@ -89,6 +89,7 @@ failover::FaultReport AttemptContext::judge(const routing::Candidate& c,
                              rec.first_token.has_value(), cfg.server.limits.max_event_bytes, text});
   rec.outcome = r.outcome;
   rec.detail = r.detail;
+  if (rec.first_token && r.client_error.code) rec.fault_code = *r.client_error.code;
   return r;
 }
 

@@ -36,6 +36,11 @@ struct RouteTrace {
   // The client may see how it was routed: deployments, prices, exclusions
   // (server.explain). The log always has it.
   bool explain = false;
+  // The race decided (a side claimed the client): the deployment of the
+  // side that lost, and whether the race was learning about the first
+  // (explored, re-checked, probed) rather than a hedge.
+  std::string race_lost;
+  bool race_learning = false;
 
   // x-request-id, the policy, the attempts and the hedge; the TTFT of `rec`;
   // and, with `explain`, the route, the deployment and the failures.

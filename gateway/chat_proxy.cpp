@@ -17,6 +17,7 @@
 //     cancels the attempt, which closes the upstream connection.
 #include "gateway/chat_proxy.h"
 
+#include <algorithm>
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <optional>
@@ -363,11 +364,15 @@ void ChatProxy::promote_reserve() {
 
 void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
                                const SpanId& span, routing::StatsRegistry::InFlight& in_flight) {
+  auto now = Clock::now();
   if (trace_.race && trace_.race->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
     rec.detail = "a hedge produced the first token first";
+    // It waited for its first token until the race was decided, not until
+    // its cancellation was noticed (a lower bound taken later would claim a
+    // slower deployment than the one measured).
+    now = std::min(now, std::max(trace_.race->decided_at(), rec.request_sent));
   }
-  const auto now = Clock::now();
   const auto recorded = in_flight.finish(rec, now);  // no longer in flight, recorded
   metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);
   // What the outcome does to health is the failover policy's (merely slow,
@@ -659,6 +664,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
       },
       [&](HedgeResult h) {
         if (h == HedgeResult::kWon) ++rs_.hedges_won;
+        if (h == HedgeResult::kWon || h == HedgeResult::kLost) {
+          trace_.race_lost = (h == HedgeResult::kWon ? first : second).candidate.deployment->id();
+          trace_.race_learning = kind == HedgeKind::kLearning;
+        }
         metrics_.shared().on_hedge(h);
       });
   trace_.race = &race;
@@ -696,6 +705,10 @@ void ChatProxy::conclude(const AttemptRecord* rec) const {
   }
   if (!trace_.failures.empty()) e.failed = trace_.failures.header();
   e.hedge = std::string(trace_.hedged());
+  if (!e.hedge.empty()) {
+    e.hedge_lost = trace_.race_lost;
+    e.recheck = trace_.race_learning;
+  }
   e.attempts = trace_.attempts;
   history->record(std::move(e));
 }

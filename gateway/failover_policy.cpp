@@ -140,6 +140,7 @@ void FailureSummary::failed(const routing::AttemptRecord& rec) {
     min_retry_after_ = std::min(min_retry_after_.value_or(*rec.retry_after_s), *rec.retry_after_s);
   }
   if (rec.http_status != 429) all_rate_limited_ = false;
+  last_fault_code_ = rec.fault_code;
 }
 
 std::string FailureSummary::header() const {
@@ -213,8 +214,14 @@ ApiError FailureSummary::final_error(const std::string& model, int attempts, boo
     return ApiError{504,          "timeout_error",    std::move(msg),
                     std::nullopt, "upstream_timeout", std::nullopt};
   }
-  return ApiError{502,          "upstream_error",       std::move(msg),
-                  std::nullopt, "upstream_unavailable", std::nullopt};
+  // The last attempt failed after its first token: the code a streaming
+  // client gets for that fault (upstream_stream_error for an in-band error).
+  return ApiError{502,
+                  "upstream_error",
+                  std::move(msg),
+                  std::nullopt,
+                  last_fault_code_.empty() ? "upstream_unavailable" : last_fault_code_,
+                  std::nullopt};
 }
 
 }  // namespace llmgate::gateway::failover

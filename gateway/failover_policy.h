@@ -165,6 +165,7 @@ class FailureSummary {
   std::vector<AttemptOutcome> outcomes_;
   std::optional<int> min_retry_after_;
   bool all_rate_limited_ = true;
+  std::string last_fault_code_;  // the last attempt's, when it failed after its first token
   bool budget_exhausted_ = false;
   bool saturated_ = false;
   // The first untranslatable request's reason, for a 400 when nothing else ran.

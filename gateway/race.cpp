@@ -16,6 +16,7 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 bool Race::claim(int branch) {
   if (winner_ < 0) {
     winner_ = branch;
+    decided_at_ = Clock::now();
     if (hedge_started_) on_hedge_(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
     if (auto* other = lose_[1 - branch]) other->cancel();
     return true;
@@ -36,11 +37,33 @@ net::awaitable<AttemptResult> Race::side(int branch) {
   AttemptResult r = v.index() == 0 ? std::get<0>(v) : AttemptResult{};
   if (r.responded) co_return r;
   live_[branch] = false;
+  // A refusal the other side holds may go now: this side will not answer.
+  if (auto* held = refusal_wait_[1 - branch]) held->cancel();
   if (live_[1 - branch] && !LLMGATE_CANCELLED()) {
     net::steady_timer park(ex, Clock::time_point::max());
     co_await park.async_wait(kUseTuple);  // until the race ends (the other side finishes)
   }
   co_return r;
+}
+
+net::awaitable<bool> Race::settle_refusal(int branch) {
+  const int other = 1 - branch;
+  // Running, and it has not refused: it may still answer.
+  auto may_answer = [&] { return live_[other] && !refused_[other]; };
+  if (winner_ >= 0) co_return winner_ == branch;
+  if (!may_answer()) co_return true;
+  refused_[branch] = true;
+  auto ex = co_await net::this_coro::executor;
+  net::steady_timer wait(ex, Clock::time_point::max());
+  refusal_wait_[branch] = &wait;
+  while (winner_ < 0 && may_answer()) {
+    co_await wait.async_wait(kUseTuple);
+    if (LLMGATE_CANCELLED()) break;  // the other side answered (or the client left)
+    wait.expires_at(Clock::time_point::max());
+  }
+  refusal_wait_[branch] = nullptr;
+  if (LLMGATE_CANCELLED()) co_return false;
+  co_return winner_ < 0 || winner_ == branch;
 }
 
 net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay,

@@ -43,9 +43,19 @@ class Race {
   // The side that produced output first takes the client; the other is
   // cancelled. True for the winner (again), false for the loser.
   bool claim(int branch);
+  // `branch` has a refusal for the client (a 4xx the caller would get: an
+  // invalid request, a content filter): an answer beats a refusal, whatever
+  // their timing. Waits while the other side is running and may still
+  // answer; true when the refusal may go to the client (the other side
+  // failed, refused too, or never started), false when the other side
+  // answered (or this one was cancelled).
+  net::awaitable<bool> settle_refusal(int branch);
   // A side has claimed the client, and it is not `branch`.
   bool lost(int branch) const { return winner_ >= 0 && winner_ != branch; }
   bool hedge_started() const { return hedge_started_; }
+  // When a side claimed the client (the other stopped waiting then, however
+  // long its cancellation took); the epoch before.
+  std::chrono::steady_clock::time_point decided_at() const { return decided_at_; }
   int winner() const { return winner_; }
 
  private:
@@ -56,10 +66,13 @@ class Race {
   Attempt attempt_;
   MayHedge may_hedge_;
   OnHedge on_hedge_;
-  int winner_ = -1;                                  // the branch that claimed the client
+  int winner_ = -1;  // the branch that claimed the client
+  std::chrono::steady_clock::time_point decided_at_{};
   bool live_[2] = {true, false};                     // still able to win
   net::steady_timer* lose_[2] = {nullptr, nullptr};  // cancelled to make a branch lose
   bool hedge_started_ = false;
+  bool refused_[2] = {false, false};                         // holds a refusal (settle_refusal)
+  net::steady_timer* refusal_wait_[2] = {nullptr, nullptr};  // woken when the other side ends
 };
 
 }  // namespace llmgate::gateway

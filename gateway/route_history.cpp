@@ -26,7 +26,11 @@ nlohmann::json event_json(const RouteEvent& e) {
                       {"attempts", e.attempts}};
   j["deployment"] = e.deployment.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.deployment);
   if (!e.failed.empty()) j["failed"] = e.failed;
-  if (!e.hedge.empty()) j["hedge"] = e.hedge;
+  if (!e.hedge.empty()) {
+    j["hedge"] = e.hedge;
+    if (!e.hedge_lost.empty()) j["hedge_lost"] = e.hedge_lost;
+    j["recheck"] = e.recheck;
+  }
   if (e.ttft_ms) j["ttft_ms"] = rounded(*e.ttft_ms);
   return j;
 }

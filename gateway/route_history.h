@@ -33,6 +33,8 @@ struct RouteEvent {
   std::string deployment;  // the one that answered; empty when none did
   std::string failed;      // "deployment=outcome(status),..." of the failed attempts
   std::string hedge;       // "hedge-won" / "primary-won" when a hedge started
+  std::string hedge_lost;  // the deployment of the side that lost the race
+  bool recheck = false;    // the race learnt about a deployment (explored, re-checked, probed)
   int attempts = 0;
   std::optional<double> ttft_ms;  // of the answer
 };

@@ -387,7 +387,12 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
     co_return fail(rec_, AttemptOutcome::kUpstreamStatus, detail);
   }
   // The caller's fault (400, 413, 422...): the next deployment would say the
-  // same. Return it as the upstream said it (scrubbed), in OpenAI's shape.
+  // same. Return it as the upstream said it (scrubbed), in OpenAI's shape --
+  // unless a race's other side is still running: its answer, if it gives
+  // one, beats this refusal (docs/failure-semantics.md, "Races").
+  if (ctx_.trace.race && !co_await ctx_.trace.race->settle_refusal(branch_))
+    co_return fail(rec_, AttemptOutcome::kHedgeLost,
+                   "answered " + detail + ", but the other side of the race answered");
   if (!ctx_.claim(branch_))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   rec_.outcome = AttemptOutcome::kClientError;

@@ -67,6 +67,10 @@ struct AttemptRecord {
   std::string stats_key;
   const std::string& stats_id() const { return stats_key.empty() ? deployment : stats_key; }
   AttemptOutcome outcome = AttemptOutcome::kConnectError;
+  // A fault after the first token: the error code a streaming client got
+  // for it (upstream_stream_error, ...), which a non-streaming one whose
+  // every attempt failed gets too; else empty.
+  std::string fault_code;
   int http_status = 0;
   Clock::time_point started{};       // attempt began (before connect)
   Clock::time_point request_sent{};  // request fully written upstream

@@ -211,10 +211,16 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     }
   }
   if (r.outcome == AttemptOutcome::kHedgeLost && !ttft) {
+    // A side cancelled before its request was written (connecting, waiting
+    // for a connection) says nothing about its first token: the time it took
+    // to notice the cancellation is a connect's, not a TTFT's. Nor does one
+    // that had its answer, a refusal held while the other side answered.
+    if (r.request_sent == Clock::time_point{} || (r.http_status != 0 && r.http_status != 200))
+      return recorded();
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
     const double elapsed = waited_ms(r, now);
-    e.ttft_window.add_censored(elapsed, now);
+    e.ttft_window.add_censored(elapsed, now, /*race=*/true);
     if (e.ttft.observe_at_least(elapsed, now)) e.bounded = true;
     return recorded();
   }
@@ -291,6 +297,7 @@ void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
   s.ttft_p95_ms = q[2];
   s.ttft_p99_ms = q[3];
   s.ttft_censored = ttft_window.censored(now);
+  s.ttft_lost_races = ttft_window.lost_races(now);
   if (s.ttft_censored != 0) ttft_window.observed_quantiles(kQs, now, q);
   s.ttft_answered_p50_ms = q[0];
   s.ttft_answered_p90_ms = q[1];

@@ -104,6 +104,9 @@ struct DeploymentStats {
   std::optional<double> ttft_answered_p50_ms, ttft_answered_p90_ms, ttft_answered_p95_ms,
       ttft_answered_p99_ms;
   std::size_t ttft_censored = 0;
+  // Of those, the attempts that stopped waiting because another attempt
+  // answered first (a lost hedge or re-check); the rest timed out.
+  std::size_t ttft_lost_races = 0;
   bool ttft_quantile_lower_bound = false;  // some of p50..p99 is only a lower bound
   bool ttft_p95_lower_bound = false;       // the p95 is
   // Recent evidence, for the soft TTFT constraints (docs/routing.md): the

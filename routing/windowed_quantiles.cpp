@@ -93,17 +93,20 @@ const WindowedQuantiles::Point& WindowedQuantiles::SortedPoints::operator[](
   return blocks_.back().back();  // past the end: not asked by the callers
 }
 
-void WindowedQuantiles::add(double value, TimePoint now) { insert(value, false, now); }
+void WindowedQuantiles::add(double value, TimePoint now) { insert(value, false, false, now); }
 
-void WindowedQuantiles::add_censored(double bound, TimePoint now) { insert(bound, true, now); }
+void WindowedQuantiles::add_censored(double bound, TimePoint now, bool race) {
+  insert(bound, true, race, now);
+}
 
-void WindowedQuantiles::insert(double value, bool censored, TimePoint now) {
+void WindowedQuantiles::insert(double value, bool censored, bool race, TimePoint now) {
   evict(now);
   if (max_samples_ == 0 || std::isnan(value)) return;  // NaN has no place in an order
   if (samples_.size() == max_samples_) drop_oldest();
-  samples_.push_back({now, value, censored});
+  samples_.push_back({now, value, censored, censored && race});
   sorted_.insert(Point{value, censored});
   if (censored) ++censored_;
+  if (censored && race) ++lost_races_;
   ++version_;
 }
 
@@ -112,6 +115,7 @@ void WindowedQuantiles::drop_oldest() {
   const Sample& s = samples_.front();
   sorted_.erase(Point{s.value, s.censored});
   if (s.censored) --censored_;
+  if (s.race) --lost_races_;
   samples_.pop_front();
   ++version_;
 }
@@ -134,6 +138,11 @@ std::size_t WindowedQuantiles::count(TimePoint now) {
 std::size_t WindowedQuantiles::censored(TimePoint now) {
   evict(now);
   return censored_;
+}
+
+std::size_t WindowedQuantiles::lost_races(TimePoint now) {
+  evict(now);
+  return lost_races_;
 }
 
 std::optional<double> WindowedQuantiles::quantile(double q, TimePoint now) {

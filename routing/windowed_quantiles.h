@@ -42,8 +42,10 @@ class WindowedQuantiles {
       : window_(window), max_samples_(max_samples) {}
 
   void add(double value, TimePoint now);
-  // The true value is known only to be greater than `bound`.
-  void add_censored(double bound, TimePoint now);
+  // The true value is known only to be greater than `bound`. `race`: it is
+  // so because another attempt answered first (a lost hedge or re-check),
+  // not because the wait ran out: counted apart (lost_races()).
+  void add_censored(double bound, TimePoint now, bool race = false);
   // q in [0, 1]; nullopt when the window holds no sample.
   std::optional<double> quantile(double q, TimePoint now);
   // Several quantiles in one pass. `lower_bound` (if given) is set to whether
@@ -70,7 +72,8 @@ class WindowedQuantiles {
   // them is censored, else nullopt.
   std::optional<double> recent_max_observed(TimePoint now, std::size_t n);
   std::size_t count(TimePoint now);
-  std::size_t censored(TimePoint now);  // censored samples in the window
+  std::size_t censored(TimePoint now);    // censored samples in the window
+  std::size_t lost_races(TimePoint now);  // those of them added with `race`
 
   // For a reader that keeps what it computed (StatsRegistry's snapshot):
   // every query above answers the same for any `now` before expires_at()
@@ -82,7 +85,7 @@ class WindowedQuantiles {
   TimePoint expires_at() const;
 
  private:
-  void insert(double value, bool censored, TimePoint now);
+  void insert(double value, bool censored, bool race, TimePoint now);
   struct Point;
   template <class Sorted>
   static void of(const Sorted& sorted, std::size_t censored, std::span<const double> qs,
@@ -94,6 +97,7 @@ class WindowedQuantiles {
     TimePoint at;
     double value;
     bool censored;
+    bool race;  // censored by a race lost, not a wait run out
   };
   // Sorted by value; at equal values an observed one before a censored one
   // (the usual Kaplan-Meier convention: the censored was still at risk).
@@ -129,6 +133,7 @@ class WindowedQuantiles {
   std::deque<Sample> samples_;
   SortedPoints sorted_;  // the window's samples, in order
   std::size_t censored_ = 0;
+  std::size_t lost_races_ = 0;
   std::uint64_t version_ = 0;
 };
 

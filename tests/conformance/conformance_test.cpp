@@ -1041,6 +1041,32 @@ std::vector<ClientRow> client_rows() {
          EXPECT_TRUE(eventually([&] { return h.gateway().open_api_connections() <= 1; }, 10s))
              << h.gateway().open_api_connections();
        }},
+      // The same in-band error after a token, with no other deployment: the
+      // streaming client's error event and the non-streaming client's 502
+      // give the same reason.
+      {"error-event-after-first-token-same-code-both-ways",
+       {{K::kSend, head_role_tokens(1) +
+                       testing::chunk(ProtocolFrames(Protocol::kOpenAi).in_band_error_event())},
+        {K::kHold}},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto whole = c.request("POST", "/v1/chat/completions",
+                                R"({"model":"solo","messages":[{"role":"user","content":"hi"}]})");
+         EXPECT_EQ(whole.status, 502) << whole.body;
+         EXPECT_EQ(json::parse(whole.body)["error"]["code"], "upstream_stream_error") << whole.body;
+         HttpClient s(h.port());
+         auto head = s.start(
+             "POST", "/v1/chat/completions",
+             R"({"model":"solo","stream":true,"messages":[{"role":"user","content":"hi"}]})");
+         ASSERT_EQ(head.status, 200);
+         const auto events = s.rest_of_events();
+         ASSERT_FALSE(events.empty());
+         EXPECT_EQ(json::parse(events.back())["error"]["code"], "upstream_stream_error")
+             << events.back();
+       },
+       "",
+       "",
+       "  - name: solo\n    deployments: [{provider: bad, model: m}]\n"},
   };
 }
 

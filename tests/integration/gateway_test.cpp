@@ -895,6 +895,39 @@ TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
       std::string::npos);
 }
 
+// A race's rule (docs/failure-semantics.md, "Races"): an answer beats a
+// refusal, whatever their timing. The hedge refuses (400) long before the
+// primary's first token; the client gets the primary's answer.
+TEST_F(GatewayTest, InARaceAnAnswerBeatsTheOtherSidesEarlierRefusal) {
+  start_sims(fixed_ttft(400), failing_profile(400));
+  start_gateway("15s", "2s", "", "1s", kHedgedRouting);
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(r.header("x-llmgate-hedged"), "primary-won");
+  EXPECT_EQ(json::parse(r.body)["object"], "chat.completion");
+  EXPECT_EQ(sim_b_->stats().requests, 1u);  // the hedge ran, and refused
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 1));
+  EXPECT_EQ(gw_->stats().get("b/model-b")->last_outcome, routing::AttemptOutcome::kHedgeLost);
+}
+
+// The refusal is held, not lost: when the side that might have answered
+// fails instead (here: no first token by its deadline), the client gets it.
+TEST_F(GatewayTest, InARaceARefusalHeldForTheOtherSideGoesWhenThatSideFails) {
+  sim::Profile stall = fast_profile();
+  stall.stall_before_first_token_ms = 20000;
+  start_sims(stall, failing_profile(400));
+  start_gateway("1s", "2s", "", "1s", kHedgedRouting);
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-hedged"), "hedge-won");
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kTtftTimeout);
+}
+
 TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {
   sim::Profile stall = fast_profile();
   stall.stall_before_first_token_ms = 20000;

@@ -143,3 +143,39 @@ TEST(RouteHistory, KeepsAtMostItsSamplesBytesAndEvents) {
 
 }  // namespace
 }  // namespace llmgate::gateway
+
+namespace llmgate::gateway {
+namespace {
+
+// A race's row names the side that lost, and says when the race was a
+// re-check (exploration, re-check, probe) rather than a hedge.
+TEST(RouteHistory, ARaceNamesItsLoserAndWhetherItWasARecheck) {
+  RouteHistory h;
+  RouteEvent e;
+  e.unix_ms = 1'500;
+  e.request_id = "r1";
+  e.model = "m";
+  e.outcome = "success";
+  e.deployment = "b/y";
+  e.attempts = 2;
+  e.hedge = "hedge-won";
+  e.hedge_lost = "a/x";
+  e.recheck = true;
+  h.record(e);
+  RouteEvent plain = e;
+  plain.request_id = "r2";
+  plain.hedge = "primary-won";
+  plain.hedge_lost = "b/y";
+  plain.recheck = false;
+  h.record(plain);
+  auto j = json::parse(h.json());
+  ASSERT_EQ(j["events"].size(), 2u);
+  EXPECT_EQ(j["events"][0]["hedge"], "hedge-won");
+  EXPECT_EQ(j["events"][0]["hedge_lost"], "a/x");
+  EXPECT_EQ(j["events"][0]["recheck"], true);
+  EXPECT_EQ(j["events"][1]["hedge_lost"], "b/y");
+  EXPECT_EQ(j["events"][1]["recheck"], false);
+}
+
+}  // namespace
+}  // namespace llmgate::gateway

@@ -185,6 +185,26 @@ TEST(WindowedQuantiles, CensoredSamplesAreKaplanMeier) {
   EXPECT_EQ(w.censored(t0 + 60s), 0u);
 }
 
+TEST(WindowedQuantiles, LostRacesAreCountedApartFromTimeouts) {
+  // Censored either way; the console and /admin/routes say which is which.
+  WindowedQuantiles w(60s, 4);
+  w.add(100, t0);
+  w.add_censored(450, t0 + 1s);                // timed out
+  w.add_censored(30, t0 + 2s, /*race=*/true);  // a hedge answered first
+  w.add_censored(40, t0 + 3s, /*race=*/true);
+  EXPECT_EQ(w.censored(t0 + 3s), 3u);
+  EXPECT_EQ(w.lost_races(t0 + 3s), 2u);
+  // Full (4): the oldest answer goes first, then the timeout.
+  w.add(90, t0 + 4s);
+  w.add(95, t0 + 5s);
+  EXPECT_EQ(w.censored(t0 + 5s), 2u);
+  EXPECT_EQ(w.lost_races(t0 + 5s), 2u);
+  // And the window's end takes the races with it.
+  EXPECT_EQ(w.lost_races(t0 + 62s), 1u);
+  EXPECT_EQ(w.lost_races(t0 + 63s), 0u);
+  EXPECT_EQ(w.censored(t0 + 63s), 0u);
+}
+
 TEST(WindowedQuantiles, WithoutCensoringKaplanMeierIsTheNearestRank) {
   // A sample censored above every answer is still at risk for each of them:
   // below it, the estimate is the nearest rank among all 101 samples.

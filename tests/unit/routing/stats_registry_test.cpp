@@ -168,6 +168,32 @@ TEST(StatsRegistry, ALostHedgeCanRaiseTheEstimateButNeverLowerIt) {
   EXPECT_EQ(s.ttft_p90_ms, 900);
 }
 
+TEST(StatsRegistry, ARaceLostBeforeItsRequestWasSentSaysNothingOfItsTtft) {
+  // 19 ms, measured. Then a race this deployment loses while it is still
+  // connecting (a new TLS connection, 150 ms): its first token was never
+  // asked for, so the time it took to notice says nothing about it.
+  StatsRegistry reg, twin;  // the twin never sees the lost race
+  for (int i = 0; i < 20; ++i) {
+    reg.record(success(t0 + i * 100ms, 19ms, 3, 0ms, 3), t0 + i * 100ms);
+    twin.record(success(t0 + i * 100ms, 19ms, 3, 0ms, 3), t0 + i * 100ms);
+  }
+  AttemptRecord lost = failure(t0 + 2s, AttemptOutcome::kHedgeLost);
+  lost.request_sent = {};
+  reg.record(lost, t0 + 2s + 150ms);
+  const auto after = *reg.get("p/m", t0 + 2s + 150ms);
+  EXPECT_DOUBLE_EQ(after.ttft_estimate_ms, twin.get("p/m", t0 + 2s + 150ms)->ttft_estimate_ms);
+  EXPECT_LT(after.ttft_estimate_ms, 30);
+  EXPECT_EQ(after.ttft_censored, 0u);
+  EXPECT_EQ(after.failures, 0u);
+  // Nor one that had its answer, a refusal held while the other side won.
+  AttemptRecord refused = failure(t0 + 3s, AttemptOutcome::kHedgeLost);
+  refused.http_status = 400;
+  reg.record(refused, t0 + 3s + 300ms);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 3s + 300ms)->ttft_estimate_ms,
+                   twin.get("p/m", t0 + 3s + 300ms)->ttft_estimate_ms);
+  EXPECT_EQ(reg.get("p/m", t0 + 3s + 300ms)->ttft_censored, 0u);
+}
+
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
   // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
   // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).
