@@ -98,6 +98,9 @@ std::optional<ApiError> framing_error(const Request& head) {
                                    [](const auto& f) { return f.name() == http::field::host; });
   if (head.version() == 11 && hosts == 0) return bad("HTTP/1.1 request without a Host header");
   if (hosts > 1) return bad("more than one Host header");
+  if (hosts == 1 && !is_valid_host(head[http::field::host])) {
+    return bad("Host must be a host name or address and an optional port (RFC 9110 §7.2)");
+  }
   std::vector<std::string_view> te;
   for (const auto& f : head) {
     if (f.name() == http::field::transfer_encoding) te.push_back(f.value());

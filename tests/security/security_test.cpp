@@ -144,6 +144,18 @@ std::vector<Probe> framing_probes() {
       {"version-garbage", "GET /v1/models HTTP/x.y\r\nHost: x\r\n\r\n", 400},
       {"http-0.9-request-line", "GET /v1/models\r\n\r\n", 400},
       {"missing-host", "GET /v1/models HTTP/1.1\r\n\r\n", 400, true, "bad_http_request"},
+      // Host: a host name or address and an optional port (RFC 9110 §7.2).
+      {"host-with-space", "GET /v1/models HTTP/1.1\r\nHost: a b\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-with-slash", "GET /v1/models HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-unclosed-bracket", "GET /v1/models HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-list", "GET /v1/models HTTP/1.1\r\nHost: a,b\r\n\r\n", 400, true, "bad_http_request"},
+      {"host-port-past-65535", "GET /v1/models HTTP/1.1\r\nHost: x:99999\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-ipv6-and-port", "GET /v1/models HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, false},
+      {"host-empty", "GET /v1/models HTTP/1.1\r\nHost:\r\n\r\n", 200, false},
       {"two-hosts", "GET /v1/models HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, true,
        "bad_http_request"},
       {"http-1.0-without-host", "GET /v1/models HTTP/1.0\r\n\r\n", 200},
@@ -238,6 +250,19 @@ const auto probe_name = [](const auto& info) {
 };
 
 INSTANTIATE_TEST_SUITE_P(Probes, Framing, ::testing::ValuesIn(framing_probes()), probe_name);
+
+// Transfer codings are case-insensitive (RFC 9112 §7): CHUNKED is chunked.
+// It was refused as a coding other than chunked.
+TEST(FramingBody, AnUpperCaseChunkedCodingIsChunked) {
+  Harness h(Target::kScript, testing::healthy_stream(2));
+  RawClient raw(h.port());
+  ASSERT_TRUE(raw.send(
+      post("Transfer-Encoding: CHUNKED\r\nConnection: close\r\n", chunked(chat_body(false)))));
+  const std::string got = raw.read_all();
+  EXPECT_EQ(statuses(got), std::vector<int>{200}) << got.substr(0, 400);
+  EXPECT_EQ(h.upstream()->stats().requests, 1u);
+  h.expect_quiescent();
+}
 
 // ---- Paths to /admin ------------------------------------------------------------
 
