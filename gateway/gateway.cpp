@@ -30,6 +30,7 @@
 #include "config/reload_guard.h"
 #include "gateway/admin_routes.h"
 #include "gateway/chat_proxy.h"
+#include "gateway/chunked_request.h"
 #include "gateway/client_stream.h"
 #include "gateway/console_page.h"
 #include "gateway/headers.h"
@@ -98,6 +99,9 @@ std::optional<ApiError> framing_error(const Request& head) {
                                    [](const auto& f) { return f.name() == http::field::host; });
   if (head.version() == 11 && hosts == 0) return bad("HTTP/1.1 request without a Host header");
   if (hosts > 1) return bad("more than one Host header");
+  if (hosts == 1 && !is_valid_host(head[http::field::host])) {
+    return bad("Host must be a host name or address and an optional port (RFC 9110 §7.2)");
+  }
   std::vector<std::string_view> te;
   for (const auto& f : head) {
     if (f.name() == http::field::transfer_encoding) te.push_back(f.value());
@@ -779,6 +783,46 @@ std::optional<ApiError> body_error(beast::error_code ec, const BodyLimit& body_l
                          "bad_http_request");
 }
 
+// Reads the rest of a chunked body (what http::async_read would do) with the
+// chunk line and the trailer section bounded (gateway/chunked_request.h): the
+// answer to a body past either limit, as soon as it is, else nullopt with
+// `ec` set as the read left it. The buffer holds at most a limit's worth of
+// unparsed bytes and a read.
+net::awaitable<std::optional<ApiError>> read_chunked_body(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    http::request_parser<http::string_body>& parser, const config::ServerLimits& limits,
+    beast::error_code& ec) {
+  ChunkedBodyReader reader(parser, limits.max_header_bytes);
+  for (;;) {
+    switch (reader.put(buffer, ec)) {
+      case ChunkedBodyReader::Status::kDone:
+      case ChunkedBodyReader::Status::kError:
+        co_return std::nullopt;
+      case ChunkedBodyReader::Status::kChunkLine:
+        co_return invalid_request("a chunk line (chunk size and extensions) is longer than " +
+                                      std::to_string(kMaxChunkLineBytes) + " bytes",
+                                  std::nullopt, "bad_http_request");
+      case ChunkedBodyReader::Status::kTrailers:
+        co_return ApiError{431,
+                           "invalid_request_error",
+                           "the request's trailer section is larger than the limit of " +
+                               std::to_string(limits.max_header_bytes) +
+                               " bytes (server.limits.max_header_size)",
+                           std::nullopt,
+                           "headers_too_large",
+                           std::nullopt};
+      case ChunkedBodyReader::Status::kNeedMore:
+        break;
+    }
+    // As much as Beast's own read would ask for.
+    std::size_t n = 0;
+    std::tie(ec, n) =
+        co_await stream.async_read_some(buffer.prepare(beast::read_size(buffer, 65536)), kUseTuple);
+    if (ec) co_return std::nullopt;
+    buffer.commit(n);
+  }
+}
+
 // Answers `error` and marks the connection for closing.
 net::awaitable<void> answer_and_close(beast::tcp_stream& stream, const RequestContext& rc,
                                       const ApiError& error) {
@@ -1023,12 +1067,17 @@ net::awaitable<bool> Gateway::Impl::read_request_body(
     if (cec) co_return false;
   }
   stream.expires_after(limits.client_header_timeout);
-  auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kUseTuple);
-  stream.expires_never();
-  if (!bec) co_return true;
-  if (std::optional<ApiError> e = body_error(bec, body_limit)) {
-    co_await answer_and_close(stream, rc, *e);
+  std::optional<ApiError> refused;
+  beast::error_code bec;
+  if (parser.chunked()) {
+    refused = co_await read_chunked_body(stream, buffer, parser, limits, bec);
+  } else {
+    std::tie(bec, std::ignore) = co_await http::async_read(stream, buffer, parser, kUseTuple);
   }
+  stream.expires_never();
+  if (!refused && !bec) co_return true;
+  if (!refused) refused = body_error(bec, body_limit);
+  if (refused) co_await answer_and_close(stream, rc, *refused);
   co_return false;
 }
 

@@ -1,5 +1,7 @@
 #include "gateway/headers.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -177,6 +179,67 @@ bool has_unsupported_http_version(std::string_view head) {
     return false;
   }
   return v != "HTTP/1.0" && v != "HTTP/1.1";
+}
+
+bool is_valid_host(std::string_view value) {
+  const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const auto hex = [&](char c) {
+    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
+  const auto unreserved = [&](char c) {
+    return alpha(c) || digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+  };
+  // sub-delims without the comma (see the header)
+  const auto sub_delim = [](char c) {
+    return std::string_view("!$&'()*+;=").find(c) != std::string_view::npos;
+  };
+  std::string_view host = value, port;
+  if (!value.empty() && value.front() == '[') {
+    const auto close = value.find(']');
+    if (close == std::string_view::npos) return false;
+    host = value.substr(1, close - 1);
+    const std::string_view rest = value.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return false;
+    if (!rest.empty()) port = rest.substr(1);
+    if (!host.empty() && (host.front() == 'v' || host.front() == 'V')) {
+      // IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )
+      const auto dot = host.find('.');
+      if (dot == std::string_view::npos || dot < 2 || dot + 1 == host.size()) return false;
+      if (!std::all_of(host.begin() + 1, host.begin() + dot, hex)) return false;
+      if (!std::all_of(host.begin() + dot + 1, host.end(),
+                       [&](char c) { return unreserved(c) || sub_delim(c) || c == ':'; })) {
+        return false;
+      }
+    } else {
+      in6_addr ignored;
+      if (host.size() >= INET6_ADDRSTRLEN) return false;
+      char text[INET6_ADDRSTRLEN];
+      host.copy(text, host.size());
+      text[host.size()] = '\0';
+      if (inet_pton(AF_INET6, text, &ignored) != 1) return false;
+    }
+  } else {
+    const auto colon = value.find(':');
+    host = value.substr(0, colon);
+    if (colon != std::string_view::npos) port = value.substr(colon + 1);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      if (host[i] == '%') {
+        if (i + 2 >= host.size() || !hex(host[i + 1]) || !hex(host[i + 2])) return false;
+        i += 2;
+      } else if (!unreserved(host[i]) && !sub_delim(host[i])) {
+        return false;
+      }
+    }
+  }
+  // port = *DIGIT (RFC 3986 §3.2.3; empty is allowed), within 16 bits.
+  unsigned long number = 0;
+  for (char c : port) {
+    if (!digit(c)) return false;
+    number = number * 10 + static_cast<unsigned long>(c - '0');
+    if (number > 65535) return false;
+  }
+  return true;
 }
 
 bool has_invalid_target_byte(std::string_view target) {

@@ -62,6 +62,15 @@ bool has_obs_fold(std::string_view head);
 // lines are a 400.
 bool has_unsupported_http_version(std::string_view head);
 
+// True if a Host field value is a host and an optional port (RFC 9110 §7.2,
+// RFC 3986 §3.2.2-3): a reg-name (unreserved characters, %-escapes and
+// sub-delims, an IPv4 address among them), an IP-literal in brackets (an
+// IPv6 address or IPvFuture), or nothing (RFC 9112 §3.2: for a target
+// without an authority), then ":" and at most 65535 in digits, if any. A
+// comma is refused although reg-name allows it: in a field value it
+// separates list members, and Host is one host.
+bool is_valid_host(std::string_view value);
+
 // True if a request target has a byte no URI may have: a control, a space,
 // DEL or a non-ASCII byte (RFC 3986 §2).
 bool has_invalid_target_byte(std::string_view target);

@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
              fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path fuzz_resp
-             fuzz_trace_context fuzz_http_auth fuzz_upstream_parser)
+             fuzz_trace_context fuzz_http_auth fuzz_upstream_parser fuzz_chunked_request)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -41,6 +41,7 @@ declare -A MAX_LEN=(
   [fuzz_trace_context]=1024
   [fuzz_http_auth]=1024
   [fuzz_upstream_parser]=4096
+  [fuzz_chunked_request]=4096
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
 # it as a timeout finding: every target handles an input in milliseconds, so
@@ -60,6 +61,7 @@ declare -A TIMEOUT=(
   [fuzz_trace_context]=10
   [fuzz_http_auth]=10
   [fuzz_upstream_parser]=10
+  [fuzz_chunked_request]=10
 )
 
 seconds=60

@@ -19,8 +19,12 @@
 // (tests/conformance, docs/failure-semantics.md); docs/security.md maps each
 // threat to its test.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -144,6 +148,18 @@ std::vector<Probe> framing_probes() {
       {"version-garbage", "GET /v1/models HTTP/x.y\r\nHost: x\r\n\r\n", 400},
       {"http-0.9-request-line", "GET /v1/models\r\n\r\n", 400},
       {"missing-host", "GET /v1/models HTTP/1.1\r\n\r\n", 400, true, "bad_http_request"},
+      // Host: a host name or address and an optional port (RFC 9110 §7.2).
+      {"host-with-space", "GET /v1/models HTTP/1.1\r\nHost: a b\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-with-slash", "GET /v1/models HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-unclosed-bracket", "GET /v1/models HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-list", "GET /v1/models HTTP/1.1\r\nHost: a,b\r\n\r\n", 400, true, "bad_http_request"},
+      {"host-port-past-65535", "GET /v1/models HTTP/1.1\r\nHost: x:99999\r\n\r\n", 400, true,
+       "bad_http_request"},
+      {"host-ipv6-and-port", "GET /v1/models HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, false},
+      {"host-empty", "GET /v1/models HTTP/1.1\r\nHost:\r\n\r\n", 200, false},
       {"two-hosts", "GET /v1/models HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, true,
        "bad_http_request"},
       {"http-1.0-without-host", "GET /v1/models HTTP/1.0\r\n\r\n", 200},
@@ -238,6 +254,19 @@ const auto probe_name = [](const auto& info) {
 };
 
 INSTANTIATE_TEST_SUITE_P(Probes, Framing, ::testing::ValuesIn(framing_probes()), probe_name);
+
+// Transfer codings are case-insensitive (RFC 9112 §7): CHUNKED is chunked.
+// It was refused as a coding other than chunked.
+TEST(FramingBody, AnUpperCaseChunkedCodingIsChunked) {
+  Harness h(Target::kScript, testing::healthy_stream(2));
+  RawClient raw(h.port());
+  ASSERT_TRUE(raw.send(
+      post("Transfer-Encoding: CHUNKED\r\nConnection: close\r\n", chunked(chat_body(false)))));
+  const std::string got = raw.read_all();
+  EXPECT_EQ(statuses(got), std::vector<int>{200}) << got.substr(0, 400);
+  EXPECT_EQ(h.upstream()->stats().requests, 1u);
+  h.expect_quiescent();
+}
 
 // ---- Paths to /admin ------------------------------------------------------------
 
@@ -342,6 +371,93 @@ TEST(Pipelining, ResponsesComeBackInRequestOrder) {
   }
   h.expect_quiescent();
 }
+
+// ---- Chunk lines and trailers -----------------------------------------------------
+
+// The process's resident memory (the gateway runs in it), in bytes.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A chunked body with `bytes` of one chunk extension, or of one trailer field.
+struct ChunkedOversize {
+  std::string id;
+  bool trailer;       // else an extension on the first chunk line
+  std::size_t bytes;  // of the extension's value or the trailer field's
+  int status;         // the only response's status
+  std::string code;   // its error.code, if an error
+};
+
+void PrintTo(const ChunkedOversize& c, std::ostream* os) { *os << c.id; }
+
+class ChunkedFraming : public ::testing::TestWithParam<ChunkedOversize> {};
+
+// Beast kept a chunk line and the trailer section whole, whatever their size:
+// one 400 MB extension took RSS from 59 to 480 MB and was then answered 200;
+// a 100 MB trailer section +108 MB and a 502, and trailer fields were sent
+// upstream as header fields. Now a chunk line is at most kMaxChunkLineBytes
+// (4 KiB) and the trailer section server.limits.max_header_size (8 KiB
+// here): past either, the answer (400, 431) comes as soon as it is passed,
+// the connection closes, nothing goes upstream, and memory stays flat while
+// the client goes on sending. Within them, trailer fields are dropped.
+TEST_P(ChunkedFraming, AnsweredWithinTheLimitsAndWithoutHoldingTheBytes) {
+  const ChunkedOversize& c = GetParam();
+  Harness h(Target::kScript, testing::healthy_stream(2));
+  const std::string body = chat_body(false);
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  const std::string head = post("Transfer-Encoding: chunked\r\nConnection: close\r\n", "");
+  const std::string before = c.trailer ? std::string(size) + "\r\n" + body + "\r\n0\r\nX-Trailer: "
+                                       : std::string(size) + ";x=";
+  const std::string after = c.trailer ? "\r\n\r\n" : "\r\n" + body + "\r\n0\r\n\r\n";
+  const std::size_t rss_before = resident_bytes();
+  std::size_t rss_peak = rss_before;
+  RawClient raw(h.port());
+  // The client sends everything it can while the gateway answers; its sends
+  // fail once the gateway has closed. Memory is sampled as it goes (after
+  // the fact, freed buffers may have gone back to the system).
+  std::thread client([&] {
+    if (!raw.send(head + before)) return;
+    const std::string block(64 * 1024, 'a');
+    for (std::size_t sent = 0; sent < c.bytes; sent += block.size()) {
+      if (!raw.send(block.substr(0, std::min(block.size(), c.bytes - sent)))) return;
+      if (sent % (1024 * 1024) == 0) rss_peak = std::max(rss_peak, resident_bytes());
+    }
+    raw.send(after);
+  });
+  const std::string got = raw.read_all();
+  client.join();
+  rss_peak = std::max(rss_peak, resident_bytes());
+  EXPECT_TRUE(raw.eof()) << "the connection was not closed";
+  EXPECT_EQ(statuses(got), std::vector<int>{c.status}) << got.substr(0, 400);
+  if (!c.code.empty()) {
+    const auto answer = got.substr(got.find("\r\n\r\n") + 4);
+    EXPECT_EQ(json::parse(answer, nullptr, false)["error"]["code"], c.code) << answer;
+    EXPECT_EQ(h.upstream()->stats().requests, 0u);
+    EXPECT_EQ(h.good().stats().requests, 0u);
+  } else {
+    EXPECT_EQ(h.upstream()->stats().requests, 1u);
+    EXPECT_EQ(h.upstream()->last_request().find("X-Trailer"), std::string::npos)
+        << "a trailer field went upstream";
+  }
+  EXPECT_LT(rss_peak - rss_before, 24u * 1024 * 1024)
+      << "resident memory grew from " << rss_before << " to " << rss_peak << " bytes";
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, ChunkedFraming,
+    ::testing::Values(
+        ChunkedOversize{"extension-1KiB", false, 1024, 200, ""},
+        ChunkedOversize{"extension-1MiB", false, 1024 * 1024, 400, "bad_http_request"},
+        ChunkedOversize{"extension-100MiB", false, 100 * 1024 * 1024, 400, "bad_http_request"},
+        ChunkedOversize{"trailer-1KiB", true, 1024, 200, ""},
+        ChunkedOversize{"trailer-1MiB", true, 1024 * 1024, 431, "headers_too_large"},
+        ChunkedOversize{"trailer-100MiB", true, 100 * 1024 * 1024, 431, "headers_too_large"}),
+    probe_name);
 
 // ---- The request body ---------------------------------------------------------------
 

@@ -21,6 +21,21 @@ TEST(TransferEncoding, OnlyAFinalSingleChunkedIsAccepted) {
   EXPECT_EQ(classify_transfer_encoding({"gzip", "chunked"}), TC::kUnsupported);
 }
 
+TEST(IsValidHost, HostNamesAddressesAndPorts) {
+  for (const char* ok :
+       {"x", "api.example.com", "127.0.0.1", "localhost:8080", "x:0", "x:65535", "x:", "", "[::1]",
+        "[::1]:443", "[2001:db8::1]", "[::ffff:1.2.3.4]:80", "[v1.fe80::a+en1]", "a%20b", "a_b-c~d",
+        "xn--bcher-kva.example", "a!$&'()*+;="}) {
+    EXPECT_TRUE(is_valid_host(ok)) << ok;
+  }
+  for (const char* bad : {"a b",       "a/b",  "[::1",    "a,b",    "x:99999",     "x:65536",
+                          "x:-1",      "x:8o", "x:80:80", "[::1]x", "[::1]:99999", "[::g]",
+                          "[1.2.3.4]", "[]",   "[v1]",    "[vx.a]", "a%2",         "a%zz",
+                          "user@x",    "a?b",  "a#b",     "a\"b",   "\x01",        "caf\xc3\xa9"}) {
+    EXPECT_FALSE(is_valid_host(bad)) << bad;
+  }
+}
+
 TEST(KeepAlive, EveryConnectionLineCounts) {
   EXPECT_TRUE(wants_keep_alive(11, {}));
   EXPECT_FALSE(wants_keep_alive(11, {"keep-alive", "x-hop", "close"}));

@@ -1,0 +1,192 @@
+// libFuzzer target for a client's chunked request body
+// (gateway/chunked_request.cpp): Beast's request parser driven by
+// ChunkedBodyReader, which bounds the chunk line (size and extensions) and
+// the trailer section and drops the trailer fields. The first three input
+// bytes choose the read size, the chunk line's limit and the trailer
+// section's; the rest is the body, after a fixed chunked request head.
+// Invariants, against Beast's own request_parser<string_body> fed the whole
+// body at once: what the reader leaves unparsed never passes the limits; a
+// body it reads whole is the reference's, with exactly the head's fields
+// (no trailer field); an error is not a body the reference reads; a limit
+// is reported only for a body that had not ended within the bytes read, or
+// one whose chunk line or trailer section is past it.
+#include <algorithm>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "gateway/chunked_request.h"
+
+// Beast's assertions stay on, but for the `n >= 5` of its final chunk
+// resumed before the blank line has all arrived (see fuzz_upstream_parser.cpp
+// and tests/fuzz/findings: upstream_parser-beast-final-chunk-assert): the
+// gateway's builds have NDEBUG and go on to need more.
+namespace boost {
+void assertion_failed(char const* expr, char const* function, char const* file, long line) {
+  if (std::strcmp(expr, "n >= 5") == 0 && std::strstr(file, "beast/http/impl/basic_parser.ipp"))
+    return;
+  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed.\n", file, line, function, expr);
+  std::abort();
+}
+void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file,
+                          long line) {
+  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed: %s\n", file, line, function, expr, msg);
+  std::abort();
+}
+}  // namespace boost
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using llmgate::gateway::ChunkedBodyReader;
+using Status = ChunkedBodyReader::Status;
+
+namespace {
+
+constexpr std::string_view kHead =
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Head: 1\r\nX-Head: 2\r\n"
+    "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n";
+constexpr std::uint64_t kBodyLimit = 64 * 1024;
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+Fields fields_of(const http::request<http::string_body>& m) {
+  Fields out;
+  for (const auto& f : m) {
+    out.emplace_back(std::string(f.name_string().data(), f.name_string().size()),
+                     std::string(f.value().data(), f.value().size()));
+  }
+  return out;
+}
+
+void put_head(http::request_parser<http::string_body>& parser) {
+  parser.body_limit(kBodyLimit);
+  beast::error_code ec;
+  parser.put(net::buffer(kHead.data(), kHead.size()), ec);
+  FUZZ_CHECK(!ec && parser.is_header_done());
+}
+
+// Beast's verdict on the whole of `body`: done, an error, or need more.
+struct Reference {
+  bool done = false;
+  beast::error_code ec;
+  std::string body;
+  std::size_t longest_line = 0;  // chunk line, its CRLF included
+  std::size_t trailers = 0;      // the trailer section, its blank line included
+};
+Reference reference(std::string_view body) {
+  http::request_parser<http::string_body> parser;
+  put_head(parser);
+  parser.eager(true);
+  Reference out;
+  // The extensions are a view of `body`: the size's digits come before
+  // them, after the previous line's LF or at the body's start.
+  auto on_chunk = [&](std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
+    ec = {};
+    const char* const end = extensions.data() + extensions.size();
+    const char* line = extensions.data();
+    while (line > body.data() && std::isxdigit(static_cast<unsigned char>(line[-1]))) --line;
+    out.longest_line = std::max(out.longest_line, static_cast<std::size_t>(end + 2 - line));
+    if (size == 0) {
+      const std::string_view after(end, static_cast<std::size_t>(body.data() + body.size() - end));
+      out.trailers = after.find("\r\n\r\n") + 2;
+    }
+  };
+  parser.on_chunk_header(on_chunk);
+  std::size_t off = 0;
+  while (!parser.is_done() && off < body.size()) {
+    const std::size_t n = parser.put(net::buffer(body.data() + off, body.size() - off), out.ec);
+    off += n;
+    if (out.ec == http::error::need_more) {
+      out.ec = {};
+      break;
+    }
+    if (out.ec || n == 0) break;
+  }
+  out.done = parser.is_done();
+  out.body = parser.get().body();
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 3) return 0;
+  const std::size_t piece = 1 + data[0] % 64, max_line = 3 + data[1] % 64,
+                    max_trailers = 2 + data[2] % 128;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 3, size - 3);
+
+  http::request_parser<http::string_body> head_only;
+  put_head(head_only);
+  const Fields head_fields = fields_of(head_only.get());
+
+  http::request_parser<http::string_body> parser;
+  put_head(parser);
+  Status status = Status::kNeedMore;
+  beast::error_code ec;
+  std::size_t arrived = 0;
+  {
+    ChunkedBodyReader reader(parser, max_trailers, max_line);
+    beast::flat_buffer buffer;
+    while (status == Status::kNeedMore && arrived < body.size()) {
+      const std::string_view more = body.substr(arrived, piece);
+      arrived += more.size();
+      buffer.commit(
+          net::buffer_copy(buffer.prepare(more.size()), net::buffer(more.data(), more.size())));
+      status = reader.put(buffer, ec);
+      // What waits for more: a chunk line (after the CRLF ending the data
+      // before it), or the last one's and part of the trailer section.
+      if (status == Status::kNeedMore) FUZZ_CHECK(buffer.size() <= 2 + max_line + max_trailers);
+    }
+  }
+
+  const Reference whole = reference(body);
+  switch (status) {
+    case Status::kDone:
+      FUZZ_CHECK(!ec);
+      FUZZ_CHECK(whole.done && !whole.ec);
+      FUZZ_CHECK(parser.get().body() == whole.body);
+      FUZZ_CHECK(fields_of(parser.get()) == head_fields);
+      FUZZ_CHECK(whole.longest_line <= max_line && whole.trailers <= max_trailers);
+      FUZZ_CHECK(parser.get().method() == http::verb::post);
+      FUZZ_CHECK(parser.get().target() == "/v1/chat/completions");
+      break;
+    case Status::kError:
+      // Not "an error for the reference too": Beast 1.81 scans a quoted
+      // extension value to the end of the bytes it has, past the line's end,
+      // so an unclosed quote is an error or a need for more depending on how
+      // the bytes arrive (tests/fuzz/findings/chunked_request-beast-quoted-
+      // extension-verdict). Never a body the reference reads whole, though.
+      FUZZ_CHECK(ec);
+      FUZZ_CHECK(!whole.done);
+      break;
+    case Status::kChunkLine:
+    case Status::kTrailers: {
+      // The body had not ended within what had arrived, or it had, past
+      // the limit.
+      const Reference so_far = reference(body.substr(0, arrived));
+      if (status == Status::kChunkLine) {
+        FUZZ_CHECK(!so_far.done || so_far.longest_line > max_line);
+      } else {
+        FUZZ_CHECK(!so_far.done || so_far.trailers > max_trailers);
+      }
+      break;
+    }
+    case Status::kNeedMore:
+      FUZZ_CHECK(!whole.done);  // (or an error: see kError)
+      break;
+  }
+  return 0;
+}
