@@ -45,6 +45,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "providers/json_depth.h"
 #include "providers/upstream_protocol.h"
@@ -703,13 +704,14 @@ class AnthropicStream final : public UpstreamStream {
   void dispatch(const std::string& type, const json& e, Sink& out) {
     if (type == "content_block_delta") return on_block_delta(e, out);
     if (type == "content_block_start") return on_block_start(e, out);
+    if (type == "content_block_stop") return on_block_stop(e, out);
     if (type == "message_start") return on_message_start(e, out);
     if (type == "message_delta") return on_message_delta(e, out);
     if (type == "message_stop") return on_message_stop(out);
     if (type == "ping") return signal(UpstreamEvent::Kind::kKeepAlive, {}, out);
     if (type == "error") return on_error(e, out);
-    // content_block_stop says nothing a chunk carries; unknown types are
-    // skipped, as Anthropic's versioning policy asks of clients.
+    // Unknown types are skipped, as Anthropic's versioning policy asks of
+    // clients.
   }
 
   void on_message_start(const json& e, Sink& out) {
@@ -743,6 +745,7 @@ class AnthropicStream final : public UpstreamStream {
     // object; a backend that sends it whole here has it in the call.
     const json* input = get(block, "input");
     const bool whole = input && input->is_object() && !input->empty();
+    has_arguments_.push_back(whole);
     json call = {{"index", k},
                  {"id", string_or(block, "id")},
                  {"type", "function"},
@@ -768,8 +771,40 @@ class AnthropicStream final : public UpstreamStream {
     const auto at = index ? integer(*index) : std::nullopt;
     const auto call = at ? tool_index_.find(*at) : tool_index_.end();
     if (call == tool_index_.end()) return;  // a server tool's input: not the client's call
-    send_delta(R"({"tool_calls":[{"index":)" + std::to_string(call->second) +
-                   R"(,"function":{"arguments":)" + dump(*text) + "}}]}",
+    const auto& piece = text->get_ref<const std::string&>();
+    if (piece.find_first_not_of(" \t\r\n") != std::string::npos)
+      has_arguments_[static_cast<std::size_t>(call->second)] = true;
+    send_arguments(call->second, dump(*text), out);
+  }
+
+  // A tool_use block ended: a call without parameters, whose input came as
+  // nothing or as partial_json "", still gets arguments the client can
+  // parse ("{}", as Anthropic's whole answer dumps the empty input), before
+  // its finish.
+  void on_block_stop(const json& e, Sink& out) {
+    const json* index = get(e, "index");
+    const auto at = index ? integer(*index) : std::nullopt;
+    const auto call = at ? tool_index_.find(*at) : tool_index_.end();
+    if (call != tool_index_.end()) close_arguments(call->second, out);
+  }
+
+  // Every call still without arguments (a stream that skipped its
+  // content_block_stop), before the finish.
+  void close_all_arguments(Sink& out) {
+    for (std::size_t k = 0; k < has_arguments_.size(); ++k)
+      close_arguments(static_cast<int>(k), out);
+  }
+
+  void close_arguments(int k, Sink& out) {
+    if (has_arguments_[static_cast<std::size_t>(k)]) return;
+    has_arguments_[static_cast<std::size_t>(k)] = true;
+    send_arguments(k, R"("{}")", out);
+  }
+
+  // `arguments`: a JSON string, the next piece of call k's arguments.
+  void send_arguments(int k, const std::string& arguments, Sink& out) {
+    send_delta(R"({"tool_calls":[{"index":)" + std::to_string(k) + R"(,"function":{"arguments":)" +
+                   arguments + "}}]}",
                out);
   }
 
@@ -778,11 +813,13 @@ class AnthropicStream final : public UpstreamStream {
     const json* delta = get(e, "delta");
     const json* stop = delta ? get(*delta, "stop_reason") : nullptr;
     if (!stop || !stop->is_string()) return;
+    close_all_arguments(out);
     const std::string finish(finish_reason(stop->get_ref<const std::string&>()));
     send_delta("{}", out, finish);
   }
 
   void on_message_stop(Sink& out) {
+    close_all_arguments(out);
     text_ = head_ + R"("choices":[],"usage":)" + dump(usage_.openai()) + "}";
     send(out);
     signal(UpstreamEvent::Kind::kDone, {}, out);
@@ -837,6 +874,9 @@ class AnthropicStream final : public UpstreamStream {
   std::string text_;  // the chunk being handed out (its view is the event's data)
   std::map<std::int64_t, int> tool_index_;  // content block index -> tool call index
   int tool_calls_ = 0;
+  // By tool call index: some of its arguments went out (more than
+  // whitespace), or its "{}" did.
+  std::vector<bool> has_arguments_;
   Counts usage_;
   bool finished_ = false;
 };

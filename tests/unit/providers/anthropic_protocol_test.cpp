@@ -4,6 +4,7 @@
 // (docs.anthropic.com, "Streaming Messages" and "Extended thinking").
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -294,6 +295,84 @@ TEST(AnthropicStream, EachToolUseBlockIsTheNextToolCallIndex) {
   EXPECT_EQ(delta_of(data[3])["tool_calls"][0]["id"], "t1");
   EXPECT_EQ(delta_of(data[4])["tool_calls"][0]["index"], 1);
   EXPECT_EQ(delta_of(data[4])["tool_calls"][0]["function"]["arguments"], "{\"n\":1}");
+}
+
+// A tool that takes no parameters: Anthropic streams its input as one
+// partial_json "" (or nothing at all). The client still gets arguments it can
+// parse, "{}" as the whole answer says, before the call's finish (strict
+// clients parse them: openai-node's parse() threw on ""), and the assembled
+// answer says the same. A call whose arguments came gets nothing more.
+TEST(AnthropicStream, AToolCallWithoutParametersHasEmptyObjectArgumentsBeforeItsFinish) {
+  const std::string start =
+      sse(R"({"type":"message_start","message":{"id":"m","model":"c","content":[]}})") +
+      sse(R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t0","name":"now","input":{}}})");
+  const std::string empty_delta = sse(
+      R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}})");
+  const std::string stop = sse(R"({"type":"content_block_stop","index":0})");
+  const std::string second_call =
+      sse(R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}})") +
+      sse(R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}})") +
+      sse(R"({"type":"content_block_stop","index":1})");
+  const std::string end =
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})") +
+      sse(R"({"type":"message_stop"})");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"an empty partial_json", start + empty_delta + stop + second_call + end},
+      {"no input_json_delta", start + stop + second_call + end},
+      {"no content_block_stop", start + empty_delta + second_call + end},
+      {"whitespace",
+       start +
+           sse(R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" "}})") +
+           stop + second_call + end},
+  };
+  for (const auto& [name, stream] : cases) {
+    SCOPED_TRACE(name);
+    std::map<int, std::string> arguments;
+    bool finished = false;
+    CompletionAssembler assembler;
+    for (const auto& e : data_events(translate(stream))) {
+      const json& choices = e.parsed["choices"];
+      if (!choices.empty() && choices[0]["finish_reason"].is_string()) finished = true;
+      const json delta = choices.empty() ? json::object() : delta_of(e);
+      if (delta.contains("tool_calls")) {
+        EXPECT_FALSE(finished) << "after the finish: " << e.data;
+        for (const auto& call : delta["tool_calls"])
+          arguments[call["index"].get<int>()] += call["function"]["arguments"].get<std::string>();
+      }
+      const ChatChunk c = inspect_chunk(e.data);
+      if (c.plain)
+        assembler.add_plain(c);
+      else
+        assembler.add(parse_chunk(e.data).json);
+    }
+    EXPECT_TRUE(finished);
+    ASSERT_EQ(arguments.size(), 2u);
+    // (Not parse(): "" throws, as the SDKs' JSON.parse does.)
+    EXPECT_EQ(json::parse(arguments[0], nullptr, false), json::object()) << arguments[0];
+    EXPECT_EQ(arguments[1], R"({"a":1})");
+    const json calls = assembler.result()["choices"][0]["message"]["tool_calls"];
+    EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false),
+              json::object())
+        << calls;
+    EXPECT_EQ(calls[1]["function"]["arguments"], R"({"a":1})");
+  }
+}
+
+// The same call in a non-streamed answer: "{}", as Gemini's are.
+TEST(AnthropicCompletion, AToolCallWithoutParametersHasEmptyObjectArguments) {
+  const Fixture f;
+  for (const char* input : {R"("input":{})", R"("input":null)", ""}) {
+    const std::string block = std::string(R"({"type":"tool_use","id":"t","name":"now")") +
+                              (*input ? "," : "") + input + "}";
+    const auto c = anthropic_protocol().completion(
+        json::parse(R"({"id":"m","type":"message","role":"assistant","model":"c",
+          "stop_reason":"tool_use","content":[)" +
+                    block + "]}"),
+        f.request());
+    ASSERT_TRUE(c) << block;
+    EXPECT_EQ((*c)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{}")
+        << block;
+  }
 }
 
 TEST(AnthropicStream, ServerToolInputIsNotAClientToolCall) {
