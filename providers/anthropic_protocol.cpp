@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/upstream_protocol.h"
 
@@ -605,8 +606,10 @@ struct Counts {
     take("output_tokens", output);
   }
 
-  // OpenAI's prompt_tokens include cached input; Anthropic's input_tokens do not.
-  json openai() const {
+  // OpenAI's prompt_tokens include cached input; Anthropic's input_tokens do
+  // not. An ordered_json has OpenAI's order of the members (a chunk's text).
+  template <class Json = json>
+  Json openai() const {
     const std::int64_t prompt = input + cache_creation + cache_read;
     return {{"prompt_tokens", prompt},
             {"completion_tokens", output},
@@ -684,7 +687,7 @@ constexpr std::string_view kKeepAlive = ": ping\n\n";
 class AnthropicStream final : public UpstreamStream {
  public:
   explicit AnthropicStream(const UpstreamRequest& r)
-      : model_(r.upstream_model), created_(created_of(r)) {
+      : model_(r.upstream_model), created_(created_of(r)), writer_(r.include_usage) {
     set_head();
   }
 
@@ -722,7 +725,8 @@ class AnthropicStream final : public UpstreamStream {
       if (const json* u = get(*message, "usage")) usage_.read(*u);
       set_head();
     }
-    send_delta(R"({"role":"assistant","content":""})", out);
+    writer_.begin_choice().append(R"({"role":"assistant","content":""})");
+    send(writer_.end_choice(), out);
   }
 
   void on_block_start(const json& e, Sink& out) {
@@ -730,8 +734,7 @@ class AnthropicStream final : public UpstreamStream {
     if (!block) return;
     const std::string type = string_or(*block, "type");
     if (type == "text") {
-      if (const json* t = get(*block, "text"); has_text(t))
-        send_delta("{\"content\":" + dump(*t) + "}", out);
+      if (const json* t = get(*block, "text"); has_text(t)) send_text("content", *t, out);
     } else if (type == "tool_use") {
       start_tool_call(e, *block, out);
     }
@@ -746,12 +749,12 @@ class AnthropicStream final : public UpstreamStream {
     const json* input = get(block, "input");
     const bool whole = input && input->is_object() && !input->empty();
     has_arguments_.push_back(whole);
-    json call = {{"index", k},
-                 {"id", string_or(block, "id")},
-                 {"type", "function"},
-                 {"function",
-                  {{"name", string_or(block, "name")}, {"arguments", whole ? dump(*input) : ""}}}};
-    send_delta(dump(json{{"tool_calls", json::array({std::move(call)})}}), out);
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({"tool_calls":[)");
+    ChunkWriter::append_tool_call(delta, static_cast<std::size_t>(k), string_or(block, "id"),
+                                  string_or(block, "name"), whole ? dump(*input) : "");
+    delta.append("]}");
+    send(writer_.end_choice(), out);
   }
 
   void on_block_delta(const json& e, Sink& out) {
@@ -764,9 +767,8 @@ class AnthropicStream final : public UpstreamStream {
                                                    : nullptr;
     const json* text = key ? get(*delta, key) : nullptr;
     if (!has_text(text)) return;
-    if (type == "text_delta") return send_delta("{\"content\":" + dump(*text) + "}", out);
-    if (type == "thinking_delta")
-      return send_delta("{\"reasoning_content\":" + dump(*text) + "}", out);
+    if (type == "text_delta") return send_text("content", *text, out);
+    if (type == "thinking_delta") return send_text("reasoning_content", *text, out);
     const json* index = get(e, "index");
     const auto at = index ? integer(*index) : std::nullopt;
     const auto call = at ? tool_index_.find(*at) : tool_index_.end();
@@ -774,7 +776,7 @@ class AnthropicStream final : public UpstreamStream {
     const auto& piece = text->get_ref<const std::string&>();
     if (piece.find_first_not_of(" \t\r\n") != std::string::npos)
       has_arguments_[static_cast<std::size_t>(call->second)] = true;
-    send_arguments(call->second, dump(*text), out);
+    send_arguments(call->second, piece, out);
   }
 
   // A tool_use block ended: a call without parameters, whose input came as
@@ -798,14 +800,28 @@ class AnthropicStream final : public UpstreamStream {
   void close_arguments(int k, Sink& out) {
     if (has_arguments_[static_cast<std::size_t>(k)]) return;
     has_arguments_[static_cast<std::size_t>(k)] = true;
-    send_arguments(k, R"("{}")", out);
+    send_arguments(k, "{}", out);
   }
 
-  // `arguments`: a JSON string, the next piece of call k's arguments.
-  void send_arguments(int k, const std::string& arguments, Sink& out) {
-    send_delta(R"({"tool_calls":[{"index":)" + std::to_string(k) + R"(,"function":{"arguments":)" +
-                   arguments + "}}]}",
-               out);
+  // The next piece of call k's arguments.
+  void send_arguments(int k, std::string_view arguments, Sink& out) {
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({"tool_calls":[{"index":)").append(std::to_string(k));
+    delta.append(R"(,"function":{"arguments":)");
+    append_json_string(delta, arguments);
+    delta.append("}}]}");
+    send(writer_.end_choice(), out);
+  }
+
+  // A delta of one text member ("content", "reasoning_content"). The text
+  // came out of a parsed event: valid UTF-8, which append_json_string
+  // writes as dump() would, without a copy.
+  void send_text(std::string_view key, const json& text, Sink& out) {
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({")").append(key).append(R"(":)");
+    append_json_string(delta, text.get_ref<const std::string&>());
+    delta += '}';
+    send(writer_.end_choice(), out);
   }
 
   void on_message_delta(const json& e, Sink& out) {
@@ -814,14 +830,13 @@ class AnthropicStream final : public UpstreamStream {
     const json* stop = delta ? get(*delta, "stop_reason") : nullptr;
     if (!stop || !stop->is_string()) return;
     close_all_arguments(out);
-    const std::string finish(finish_reason(stop->get_ref<const std::string&>()));
-    send_delta("{}", out, finish);
+    writer_.begin_choice().append("{}");
+    send(writer_.end_choice(finish_reason(stop->get_ref<const std::string&>())), out);
   }
 
   void on_message_stop(Sink& out) {
     close_all_arguments(out);
-    text_ = head_ + R"("choices":[],"usage":)" + dump(usage_.openai()) + "}";
-    send(out);
+    send(writer_.usage_chunk(usage_.openai<nlohmann::ordered_json>().dump()), out);
     signal(UpstreamEvent::Kind::kDone, {}, out);
   }
 
@@ -832,29 +847,14 @@ class AnthropicStream final : public UpstreamStream {
     signal(UpstreamEvent::Kind::kError, type + ": " + message, out);
   }
 
-  void set_head() {
-    head_ = R"({"id":)" + dump(id_) + R"(,"object":"chat.completion.chunk","created":)" +
-            std::to_string(created_) + R"(,"model":)" + dump(model_) + ",";
-  }
+  void set_head() { writer_.set_head(id_, created_, model_); }
 
-  void send_delta(std::string_view delta, Sink& out, std::string_view finish = {}) {
-    text_ = head_;
-    text_.append(R"("choices":[{"index":0,"delta":)").append(delta);
-    text_.append(R"(,"finish_reason":)");
-    if (finish.empty()) {
-      text_.append("null");
-    } else {
-      text_.append("\"").append(finish).append("\"");
-    }
-    text_.append("}]}");
-    send(out);
-  }
-
-  void send(Sink& out) {
+  // `chunk`, the writer's text, is the event's data while the sink reads it.
+  void send(std::string_view chunk, Sink& out) {
     UpstreamEvent ev;
     ev.kind = UpstreamEvent::Kind::kData;
-    ev.data = text_;
-    ev.chunk = inspect_chunk(text_);
+    ev.data = chunk;
+    ev.chunk = inspect_chunk(chunk);
     out.on(ev);
   }
 
@@ -870,8 +870,7 @@ class AnthropicStream final : public UpstreamStream {
   std::string id_;
   std::string model_;  // the request's until message_start names one
   std::int64_t created_;
-  std::string head_;  // the chunk's fields before "choices", for every chunk
-  std::string text_;  // the chunk being handed out (its view is the event's data)
+  ChunkWriter writer_;                      // the chunks' text
   std::map<std::int64_t, int> tool_index_;  // content block index -> tool call index
   int tool_calls_ = 0;
   // By tool call index: some of its arguments went out (more than

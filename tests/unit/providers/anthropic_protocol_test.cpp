@@ -56,9 +56,11 @@ struct Fixture {
 };
 
 // Feeds an SSE text through the parser and the translator, then end().
-std::vector<Seen> translate(std::string_view sse) {
+std::vector<Seen> translate(std::string_view sse, bool include_usage = false) {
   const Fixture f;
-  auto stream = anthropic_protocol().open_stream(f.request());
+  UpstreamRequest r = f.request();
+  r.include_usage = include_usage;
+  auto stream = anthropic_protocol().open_stream(r);
   Collector sink;
   SseParser parser(1 << 20);
   parser.feed(sse, [&](const SseEvent& ev) { stream->translate(ev, sink); });
@@ -228,6 +230,48 @@ TEST(AnthropicStream, PlainTextStreamBecomesChatCompletionChunks) {
   EXPECT_EQ(data[4].chunk.usage->total_tokens, 40);
   EXPECT_EQ(all.back().kind, Kind::kDone);
   EXPECT_TRUE(all.back().data.empty() && all.back().raw.empty());
+}
+
+// The chunks are laid out as an OpenAI deployment's are (OpenAI's own,
+// llmgate-sim's): the members in OpenAI's order, "logprobs": null in the
+// choice, and "usage": null on every chunk but the usage chunk when the
+// client asked for usage.
+TEST(AnthropicStream, ChunksAreLaidOutAsOpenAisAre) {
+  const std::string stream =
+      sse(R"({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":5,"output_tokens":1}}})") +
+      sse(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})") +
+      sse(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}})") +
+      sse(R"({"type":"content_block_stop","index":0})") +
+      sse(R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"now","input":{}}})") +
+      sse(R"({"type":"content_block_stop","index":1})") +
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})") +
+      sse(R"({"type":"message_stop"})");
+  const std::string head =
+      R"({"id":"msg_1","object":"chat.completion.chunk","created":1700000000,"model":"claude-x",)";
+  auto choice = [&](const std::string& delta, const std::string& finish, const std::string& tail) {
+    return head + R"("choices":[{"index":0,"delta":)" + delta +
+           R"(,"logprobs":null,"finish_reason":)" + finish + "}]" + tail;
+  };
+  for (const bool include_usage : {false, true}) {
+    SCOPED_TRACE(include_usage ? "include_usage" : "no usage asked for");
+    const std::string tail = include_usage ? R"(,"usage":null})" : "}";
+    const auto data = data_events(translate(stream, include_usage));
+    ASSERT_EQ(data.size(), 6u);
+    EXPECT_EQ(data[0].data, choice(R"({"role":"assistant","content":""})", "null", tail));
+    EXPECT_EQ(data[1].data, choice(R"({"content":"Hi"})", "null", tail));
+    EXPECT_EQ(
+        data[2].data,
+        choice(
+            R"({"tool_calls":[{"index":0,"id":"toolu_1","type":"function","function":{"name":"now","arguments":""}}]})",
+            "null", tail));
+    EXPECT_EQ(data[3].data, choice(R"({"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]})",
+                                   "null", tail));
+    EXPECT_EQ(data[4].data, choice("{}", R"("tool_calls")", tail));
+    EXPECT_EQ(
+        data[5].data,
+        head +
+            R"("choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0}}})");
+  }
 }
 
 TEST(AnthropicStream, PingIsAKeepAliveWithTheGatewaysOwnBytes) {
