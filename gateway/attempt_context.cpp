@@ -110,6 +110,7 @@ providers::UpstreamRequest AttemptContext::upstream_request(const routing::Candi
                      !(worker.quirks &&
                        worker.quirks->has(c.deployment->id(), providers::Quirk::kNoStreamOptions));
   r.provider = c.provider;
+  r.include_usage = req.include_usage;
   return r;
 }
 

@@ -45,7 +45,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/upstream_protocol.h"
 
@@ -604,8 +606,10 @@ struct Counts {
     take("output_tokens", output);
   }
 
-  // OpenAI's prompt_tokens include cached input; Anthropic's input_tokens do not.
-  json openai() const {
+  // OpenAI's prompt_tokens include cached input; Anthropic's input_tokens do
+  // not. An ordered_json has OpenAI's order of the members (a chunk's text).
+  template <class Json = json>
+  Json openai() const {
     const std::int64_t prompt = input + cache_creation + cache_read;
     return {{"prompt_tokens", prompt},
             {"completion_tokens", output},
@@ -683,7 +687,7 @@ constexpr std::string_view kKeepAlive = ": ping\n\n";
 class AnthropicStream final : public UpstreamStream {
  public:
   explicit AnthropicStream(const UpstreamRequest& r)
-      : model_(r.upstream_model), created_(created_of(r)) {
+      : model_(r.upstream_model), created_(created_of(r)), writer_(r.include_usage) {
     set_head();
   }
 
@@ -703,13 +707,14 @@ class AnthropicStream final : public UpstreamStream {
   void dispatch(const std::string& type, const json& e, Sink& out) {
     if (type == "content_block_delta") return on_block_delta(e, out);
     if (type == "content_block_start") return on_block_start(e, out);
+    if (type == "content_block_stop") return on_block_stop(e, out);
     if (type == "message_start") return on_message_start(e, out);
     if (type == "message_delta") return on_message_delta(e, out);
     if (type == "message_stop") return on_message_stop(out);
     if (type == "ping") return signal(UpstreamEvent::Kind::kKeepAlive, {}, out);
     if (type == "error") return on_error(e, out);
-    // content_block_stop says nothing a chunk carries; unknown types are
-    // skipped, as Anthropic's versioning policy asks of clients.
+    // Unknown types are skipped, as Anthropic's versioning policy asks of
+    // clients.
   }
 
   void on_message_start(const json& e, Sink& out) {
@@ -720,7 +725,8 @@ class AnthropicStream final : public UpstreamStream {
       if (const json* u = get(*message, "usage")) usage_.read(*u);
       set_head();
     }
-    send_delta(R"({"role":"assistant","content":""})", out);
+    writer_.begin_choice().append(R"({"role":"assistant","content":""})");
+    send(writer_.end_choice(), out);
   }
 
   void on_block_start(const json& e, Sink& out) {
@@ -728,8 +734,7 @@ class AnthropicStream final : public UpstreamStream {
     if (!block) return;
     const std::string type = string_or(*block, "type");
     if (type == "text") {
-      if (const json* t = get(*block, "text"); has_text(t))
-        send_delta("{\"content\":" + dump(*t) + "}", out);
+      if (const json* t = get(*block, "text"); has_text(t)) send_text("content", *t, out);
     } else if (type == "tool_use") {
       start_tool_call(e, *block, out);
     }
@@ -743,12 +748,13 @@ class AnthropicStream final : public UpstreamStream {
     // object; a backend that sends it whole here has it in the call.
     const json* input = get(block, "input");
     const bool whole = input && input->is_object() && !input->empty();
-    json call = {{"index", k},
-                 {"id", string_or(block, "id")},
-                 {"type", "function"},
-                 {"function",
-                  {{"name", string_or(block, "name")}, {"arguments", whole ? dump(*input) : ""}}}};
-    send_delta(dump(json{{"tool_calls", json::array({std::move(call)})}}), out);
+    has_arguments_.push_back(whole);
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({"tool_calls":[)");
+    ChunkWriter::append_tool_call(delta, static_cast<std::size_t>(k), string_or(block, "id"),
+                                  string_or(block, "name"), whole ? dump(*input) : "");
+    delta.append("]}");
+    send(writer_.end_choice(), out);
   }
 
   void on_block_delta(const json& e, Sink& out) {
@@ -761,16 +767,61 @@ class AnthropicStream final : public UpstreamStream {
                                                    : nullptr;
     const json* text = key ? get(*delta, key) : nullptr;
     if (!has_text(text)) return;
-    if (type == "text_delta") return send_delta("{\"content\":" + dump(*text) + "}", out);
-    if (type == "thinking_delta")
-      return send_delta("{\"reasoning_content\":" + dump(*text) + "}", out);
+    if (type == "text_delta") return send_text("content", *text, out);
+    if (type == "thinking_delta") return send_text("reasoning_content", *text, out);
     const json* index = get(e, "index");
     const auto at = index ? integer(*index) : std::nullopt;
     const auto call = at ? tool_index_.find(*at) : tool_index_.end();
     if (call == tool_index_.end()) return;  // a server tool's input: not the client's call
-    send_delta(R"({"tool_calls":[{"index":)" + std::to_string(call->second) +
-                   R"(,"function":{"arguments":)" + dump(*text) + "}}]}",
-               out);
+    const auto& piece = text->get_ref<const std::string&>();
+    if (piece.find_first_not_of(" \t\r\n") != std::string::npos)
+      has_arguments_[static_cast<std::size_t>(call->second)] = true;
+    send_arguments(call->second, piece, out);
+  }
+
+  // A tool_use block ended: a call without parameters, whose input came as
+  // nothing or as partial_json "", still gets arguments the client can
+  // parse ("{}", as Anthropic's whole answer dumps the empty input), before
+  // its finish.
+  void on_block_stop(const json& e, Sink& out) {
+    const json* index = get(e, "index");
+    const auto at = index ? integer(*index) : std::nullopt;
+    const auto call = at ? tool_index_.find(*at) : tool_index_.end();
+    if (call != tool_index_.end()) close_arguments(call->second, out);
+  }
+
+  // Every call still without arguments (a stream that skipped its
+  // content_block_stop), before the finish.
+  void close_all_arguments(Sink& out) {
+    for (std::size_t k = 0; k < has_arguments_.size(); ++k)
+      close_arguments(static_cast<int>(k), out);
+  }
+
+  void close_arguments(int k, Sink& out) {
+    if (has_arguments_[static_cast<std::size_t>(k)]) return;
+    has_arguments_[static_cast<std::size_t>(k)] = true;
+    send_arguments(k, "{}", out);
+  }
+
+  // The next piece of call k's arguments.
+  void send_arguments(int k, std::string_view arguments, Sink& out) {
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({"tool_calls":[{"index":)").append(std::to_string(k));
+    delta.append(R"(,"function":{"arguments":)");
+    append_json_string(delta, arguments);
+    delta.append("}}]}");
+    send(writer_.end_choice(), out);
+  }
+
+  // A delta of one text member ("content", "reasoning_content"). The text
+  // came out of a parsed event: valid UTF-8, which append_json_string
+  // writes as dump() would, without a copy.
+  void send_text(std::string_view key, const json& text, Sink& out) {
+    std::string& delta = writer_.begin_choice();
+    delta.append(R"({")").append(key).append(R"(":)");
+    append_json_string(delta, text.get_ref<const std::string&>());
+    delta += '}';
+    send(writer_.end_choice(), out);
   }
 
   void on_message_delta(const json& e, Sink& out) {
@@ -778,13 +829,14 @@ class AnthropicStream final : public UpstreamStream {
     const json* delta = get(e, "delta");
     const json* stop = delta ? get(*delta, "stop_reason") : nullptr;
     if (!stop || !stop->is_string()) return;
-    const std::string finish(finish_reason(stop->get_ref<const std::string&>()));
-    send_delta("{}", out, finish);
+    close_all_arguments(out);
+    writer_.begin_choice().append("{}");
+    send(writer_.end_choice(finish_reason(stop->get_ref<const std::string&>())), out);
   }
 
   void on_message_stop(Sink& out) {
-    text_ = head_ + R"("choices":[],"usage":)" + dump(usage_.openai()) + "}";
-    send(out);
+    close_all_arguments(out);
+    send(writer_.usage_chunk(usage_.openai<nlohmann::ordered_json>().dump()), out);
     signal(UpstreamEvent::Kind::kDone, {}, out);
   }
 
@@ -795,29 +847,14 @@ class AnthropicStream final : public UpstreamStream {
     signal(UpstreamEvent::Kind::kError, type + ": " + message, out);
   }
 
-  void set_head() {
-    head_ = R"({"id":)" + dump(id_) + R"(,"object":"chat.completion.chunk","created":)" +
-            std::to_string(created_) + R"(,"model":)" + dump(model_) + ",";
-  }
+  void set_head() { writer_.set_head(id_, created_, model_); }
 
-  void send_delta(std::string_view delta, Sink& out, std::string_view finish = {}) {
-    text_ = head_;
-    text_.append(R"("choices":[{"index":0,"delta":)").append(delta);
-    text_.append(R"(,"finish_reason":)");
-    if (finish.empty()) {
-      text_.append("null");
-    } else {
-      text_.append("\"").append(finish).append("\"");
-    }
-    text_.append("}]}");
-    send(out);
-  }
-
-  void send(Sink& out) {
+  // `chunk`, the writer's text, is the event's data while the sink reads it.
+  void send(std::string_view chunk, Sink& out) {
     UpstreamEvent ev;
     ev.kind = UpstreamEvent::Kind::kData;
-    ev.data = text_;
-    ev.chunk = inspect_chunk(text_);
+    ev.data = chunk;
+    ev.chunk = inspect_chunk(chunk);
     out.on(ev);
   }
 
@@ -833,10 +870,12 @@ class AnthropicStream final : public UpstreamStream {
   std::string id_;
   std::string model_;  // the request's until message_start names one
   std::int64_t created_;
-  std::string head_;  // the chunk's fields before "choices", for every chunk
-  std::string text_;  // the chunk being handed out (its view is the event's data)
+  ChunkWriter writer_;                      // the chunks' text
   std::map<std::int64_t, int> tool_index_;  // content block index -> tool call index
   int tool_calls_ = 0;
+  // By tool call index: some of its arguments went out (more than
+  // whitespace), or its "{}" did.
+  std::vector<bool> has_arguments_;
   Counts usage_;
   bool finished_ = false;
 };

@@ -41,7 +41,10 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <string_view>
+#include <vector>
 
+#include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/upstream_protocol.h"
 
@@ -499,10 +502,16 @@ std::string request_text(GeminiRequest& in) {
 // ---------------------------------------------------------------------------
 // The response.
 
+// One function call, as an OpenAI tool call.
+struct Call {
+  std::size_t index = 0;  // its position in the stream's calls
+  std::string id, name, arguments;
+};
+
 // What one candidate's parts say, as an OpenAI delta or message.
 struct Reply {
   std::string content, reasoning;
-  json tool_calls = json::array();  // with "index" (a stream's position marker)
+  std::vector<Call> tool_calls;
 };
 
 void add_call(const json& call, const std::string& id, std::size_t& calls, Reply& out) {
@@ -515,11 +524,7 @@ void add_call(const json& call, const std::string& id, std::size_t& calls, Reply
   // and the client needs one to answer with, unique in the conversation.
   const std::string call_id =
       own_id && !own_id->empty() ? *own_id : "call_" + std::to_string(k) + "_" + id;
-  out.tool_calls.push_back(
-      {{"index", k},
-       {"id", call_id},
-       {"type", "function"},
-       {"function", {{"name", *name}, {"arguments", args ? dump(*args) : "{}"}}}});
+  out.tool_calls.push_back({k, call_id, *name, args ? dump(*args) : "{}"});
 }
 
 // `calls` numbers the function calls across a stream; `id` names the
@@ -588,14 +593,16 @@ std::optional<std::int64_t> count(const json& usage, std::string_view key) {
 }
 
 // usageMetadata as OpenAI usage: thoughts are output tokens (billed so), and
-// OpenAI counts them inside completion_tokens.
-json openai_usage(const json& meta) {
+// OpenAI counts them inside completion_tokens. An ordered_json has OpenAI's
+// order of the members (a chunk's text).
+template <class Json = json>
+Json openai_usage(const json& meta) {
   const std::int64_t prompt = count(meta, "promptTokenCount").value_or(0);
   const auto thoughts = count(meta, "thoughtsTokenCount");
   const auto cached = count(meta, "cachedContentTokenCount");
   const std::int64_t completion =
       count(meta, "candidatesTokenCount").value_or(0) + thoughts.value_or(0);
-  json u = {{"prompt_tokens", prompt},
+  Json u = {{"prompt_tokens", prompt},
             {"completion_tokens", completion},
             {"total_tokens", prompt + completion}};
   if (cached) u["prompt_tokens_details"] = {{"cached_tokens", *cached}};
@@ -631,7 +638,7 @@ std::string error_text(const json& error) {
 class GeminiStream final : public UpstreamStream {
  public:
   explicit GeminiStream(const UpstreamRequest& r)
-      : created_(created_of(r)), upstream_model_(r.upstream_model) {}
+      : created_(created_of(r)), upstream_model_(r.upstream_model), writer_(r.include_usage) {}
 
   void translate(const SseEvent& ev, Sink& out) override {
     if (over_) return;
@@ -648,11 +655,8 @@ class GeminiStream final : public UpstreamStream {
     // No finish seen: the body was cut (Gemini has no end marker), and
     // the relay must see it as such.
     if (over_ || !finished_) return;
-    if (usage_.is_object()) {
-      json chunk = envelope(json::array());
-      chunk["usage"] = openai_usage(usage_);
-      emit(chunk, out);
-    }
+    if (usage_.is_object())
+      emit(writer_.usage_chunk(openai_usage<nlohmann::ordered_json>(usage_).dump()), out);
     over_ = true;
     UpstreamEvent done;
     done.kind = UpstreamEvent::Kind::kDone;
@@ -691,55 +695,69 @@ class GeminiStream final : public UpstreamStream {
     if (id_.empty()) {  // fixed by the first response: every chunk says the same
       id_ = response_id(r, created_);
       model_ = response_model(r, upstream_model_);
+      writer_.set_head(id_, created_, model_);
     }
     if (const json* u = member(r, "usageMetadata"); u && u->is_object()) usage_ = *u;
     const bool blocked = prompt_blocked(r);
-    json delta = json::object();
-    if (!started_) {
-      started_ = true;
-      delta["role"] = "assistant";
-      // As OpenAI opens: an answer with no text at all has content "".
-      if (!blocked) delta["content"] = "";
-    }
+    const bool opening = !started_;
+    started_ = true;
+    Reply reply;
     std::optional<std::string> finish;
     if (blocked) {
       finish = "content_filter";
     } else if (const json* c = first_candidate(r)) {
-      add_reply(*c, delta);
+      read_parts(*c, id_, calls_, reply);
       finish = finish_reason(*c, calls_ > 0);
     }
-    if (finished_) finish.reset();         // one finish_reason per stream
-    if (delta.empty() && !finish) return;  // usage alone: it goes out at end()
+    if (finished_) finish.reset();  // one finish_reason per stream
+    const bool says_nothing =
+        reply.content.empty() && reply.reasoning.empty() && reply.tool_calls.empty();
+    if (!opening && says_nothing && !finish) return;  // usage alone: it goes out at end()
     finished_ = finished_ || finish.has_value();
-    json choice = {{"index", 0},
-                   {"delta", std::move(delta)},
-                   {"finish_reason", finish ? json(*finish) : json(nullptr)}};
-    emit(envelope(json::array({std::move(choice)})), out);
+    write_delta(writer_.begin_choice(), reply, opening, blocked);
+    emit(writer_.end_choice(finish ? std::string_view(*finish) : std::string_view()), out);
   }
 
-  void add_reply(const json& candidate, json& delta) {
-    Reply reply;
-    read_parts(candidate, id_, calls_, reply);
-    if (!reply.content.empty()) delta["content"] = std::move(reply.content);
-    if (!reply.reasoning.empty()) delta["reasoning_content"] = std::move(reply.reasoning);
-    if (!reply.tool_calls.empty()) delta["tool_calls"] = std::move(reply.tool_calls);
+  // The delta's members in OpenAI's order (role, content, then the rest).
+  // The strings came out of a parsed document: valid UTF-8.
+  static void write_delta(std::string& out, const Reply& reply, bool opening, bool blocked) {
+    char separator = '{';
+    auto key = [&](std::string_view name) {
+      out.append(1, separator).append(1, '"').append(name).append("\":");
+      separator = ',';
+    };
+    if (opening) {
+      key("role");
+      out.append("\"assistant\"");
+    }
+    // As OpenAI opens: an answer with no text at all has content "".
+    if (!reply.content.empty() || (opening && !blocked)) {
+      key("content");
+      append_json_string(out, reply.content);
+    }
+    if (!reply.reasoning.empty()) {
+      key("reasoning_content");
+      append_json_string(out, reply.reasoning);
+    }
+    if (!reply.tool_calls.empty()) {
+      key("tool_calls");
+      out += '[';
+      for (const Call& call : reply.tool_calls) {
+        if (out.back() != '[') out += ',';
+        ChunkWriter::append_tool_call(out, call.index, call.id, call.name, call.arguments);
+      }
+      out += ']';
+    }
+    if (separator == '{') out += '{';  // nothing in it
+    out += '}';
   }
 
-  json envelope(json choices) const {
-    return {{"id", id_},
-            {"object", "chat.completion.chunk"},
-            {"created", created_},
-            {"model", model_},
-            {"choices", std::move(choices)}};
-  }
-
-  // `text_` owns the event's data while the sink reads it.
-  void emit(const json& chunk, Sink& out) {
-    text_ = dump(chunk);
+  // The writer's text is the event's data while the sink reads it.
+  void emit(std::string_view chunk, Sink& out) {
     UpstreamEvent e;
     e.kind = UpstreamEvent::Kind::kData;
-    e.data = text_;
-    e.chunk = inspect_chunk(text_);
+    e.data = chunk;
+    e.chunk = inspect_chunk(chunk);
     out.on(e);
   }
 
@@ -751,7 +769,7 @@ class GeminiStream final : public UpstreamStream {
   bool finished_ = false;  // a finish_reason went out
   bool over_ = false;      // kError or kDone went out: nothing more
   json usage_;             // the last usageMetadata
-  std::string text_;
+  ChunkWriter writer_;     // the chunks' text
 };
 
 // ---------------------------------------------------------------------------
@@ -894,8 +912,15 @@ class Gemini final : public UpstreamProtocol {
                 {"refusal", nullptr}};
     if (!reply.reasoning.empty()) msg["reasoning_content"] = std::move(reply.reasoning);
     if (called) {
-      for (auto& call : reply.tool_calls) call.erase("index");
-      msg["tool_calls"] = std::move(reply.tool_calls);
+      json calls = json::array();
+      for (auto& call : reply.tool_calls) {
+        calls.push_back(
+            {{"id", std::move(call.id)},
+             {"type", "function"},
+             {"function",
+              {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}});
+      }
+      msg["tool_calls"] = std::move(calls);
     }
     return msg;
   }

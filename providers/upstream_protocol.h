@@ -71,6 +71,9 @@ struct UpstreamRequest {
   // The provider's settings (protocol options such as anthropic_version,
   // default_max_tokens, thinking_budgets). Never null when building.
   const config::Provider* provider = nullptr;
+  // The client asked for stream_options.include_usage: translated chunks
+  // carry "usage": null until the usage chunk, as OpenAI's do.
+  bool include_usage = false;
 };
 
 // The client's request cannot be said in this protocol without changing the

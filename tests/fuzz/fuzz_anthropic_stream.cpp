@@ -6,7 +6,9 @@
 // AnthropicStream (end() once at the end), which must never crash and must
 // keep its promises to the relay:
 //   - every kData event's data is a chat.completion.chunk for parse_chunk,
-//     and the event's own classification (inspect_chunk) says so too;
+//     and the event's own classification (inspect_chunk) says so too, laid
+//     out as OpenAI's (tests/fuzz/chunk_layout.h; the client asked for
+//     usage when the input's size is odd);
 //   - a keep-alive carries the gateway's own ": ping" bytes, never the
 //     upstream's; done carries nothing;
 //   - nothing follows kDone or kError, and kDone comes only from a
@@ -28,6 +30,7 @@
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
+#include "tests/fuzz/chunk_layout.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -47,11 +50,12 @@ const llmgate::config::Provider& provider() {
   return p;
 }
 
-UpstreamRequest request() {
+UpstreamRequest request(bool include_usage = false) {
   UpstreamRequest r;
   r.upstream_model = "claude-fuzz";
   r.created = 1;
   r.provider = &provider();
+  r.include_usage = include_usage;
   return r;
 }
 
@@ -91,6 +95,7 @@ class CheckingSink final : public UpstreamStream::Sink {
   }
 
   bool from_message_stop = false;  // the upstream event being translated is one
+  bool include_usage = false;      // the stream's request asked for usage
 
  private:
   void check_data(const UpstreamEvent& ev) {
@@ -101,14 +106,17 @@ class CheckingSink final : public UpstreamStream::Sink {
     FUZZ_CHECK(ev.chunk.has_output == ref.has_output);
     FUZZ_CHECK(ev.chunk.has_finish == ref.has_finish);
     FUZZ_CHECK(ev.chunk.usage_only == ref.usage_only);
+    check_chunk_layout(ev.data, include_usage);
   }
 
   bool finished_ = false;
 };
 
 void fuzz_stream(std::string_view bytes) {
-  auto stream = llmgate::providers::anthropic_protocol().open_stream(request());
+  const bool include_usage = bytes.size() % 2 == 1;
+  auto stream = llmgate::providers::anthropic_protocol().open_stream(request(include_usage));
   CheckingSink sink;
+  sink.include_usage = include_usage;
   llmgate::providers::SseParser parser(kMaxEventBytes);
   parser.feed(bytes, [&](const SseEvent& ev) {
     sink.from_message_stop = is_message_stop(ev);

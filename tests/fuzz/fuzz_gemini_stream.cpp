@@ -5,7 +5,9 @@
 // Input: arbitrary bytes, read two ways.
 //   - As an upstream body: SseParser -> the stream translator -> end(). Every
 //     kData event is a chunk parse_chunk() accepts (inspect_chunk, which the
-//     relay reads, agreeing on the flags it sets), with no raw bytes of
+//     relay reads, agreeing on the flags it sets), laid out as OpenAI's
+//     (tests/fuzz/chunk_layout.h; the client asked for usage when the
+//     input's size is odd), with no raw bytes of
 //     Google's forwarded; at most one finish_reason; kDone only after one
 //     and only from end(); nothing after kDone or kError; a keep-alive is our
 //     own static comment. Each event's data, read as JSON, also goes through
@@ -25,6 +27,7 @@
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
+#include "tests/fuzz/chunk_layout.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -65,7 +68,8 @@ class Checker final : public UpstreamStream::Sink {
         break;
     }
   }
-  bool ending_ = false;  // end() is running
+  bool ending_ = false;         // end() is running
+  bool include_usage_ = false;  // the stream's request asked for usage
 
  private:
   void check_data(const UpstreamEvent& e) {
@@ -77,6 +81,7 @@ class Checker final : public UpstreamStream::Sink {
     FUZZ_CHECK(e.chunk.has_finish == ref.has_finish);
     FUZZ_CHECK(e.chunk.usage.has_value() == ref.usage.has_value());
     FUZZ_CHECK(!ending_ || ref.usage_only);  // end() adds only the usage chunk
+    check_chunk_layout(e.data, include_usage_);
     if (ref.has_finish) {
       FUZZ_CHECK(!finished_);  // one finish_reason per stream
       finished_ = true;
@@ -111,6 +116,7 @@ void check_answer(std::string_view data, const UpstreamRequest& r) {
 void check_stream(std::string_view bytes, const UpstreamRequest& r) {
   auto translator = gemini().open_stream(r);
   Checker checker;
+  checker.include_usage_ = r.include_usage;
   llmgate::providers::SseParser parser(std::size_t{1} << 16);
   const auto status = parser.feed(bytes, [&](const llmgate::providers::SseEvent& ev) {
     if (ev.has_data) check_answer(ev.data, r);
@@ -153,7 +159,7 @@ void check_target(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   llmgate::config::Provider provider;
-  const UpstreamRequest r{"gemini-2.5-flash", true, true, 1700000000, &provider};
+  const UpstreamRequest r{"gemini-2.5-flash", true, true, 1700000000, &provider, size % 2 == 1};
   check_stream(input, r);
   check_body(input, r);
   check_target(input);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "config/config.h"
@@ -99,6 +100,8 @@ models:
                              deployment_extra + R"(}, {provider: backup, model: backup-model}]
   - name: only-native
     deployments: [{provider: native, model: native-model}]
+  - name: only-backup
+    deployments: [{provider: backup, model: backup-model}]
 )";
     gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "native.yaml"));
     port_ = gw_->start().at(0);
@@ -161,6 +164,69 @@ TEST_P(NativeProtocolsTest, ToolCallsComeBackAsOpenAiToolCallsWithWholeArguments
   EXPECT_EQ(call["function"]["name"], "lookup");
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>())["query"],
             " lorem ipsum dolor");
+}
+
+// A chunk's layout: its members in order, each choice's, each delta's, and
+// whether logprobs and usage are null; not the values. llmgate-sim's
+// system_fingerprint aside (neither Anthropic nor Gemini has one).
+std::string layout(const std::string& event) {
+  const auto j = nlohmann::ordered_json::parse(event);
+  std::string out;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "system_fingerprint") continue;
+    out += key;
+    if (key == "choices") {
+      out += '[';
+      for (const auto& choice : value) {
+        for (const auto& [k, v] : choice.items()) {
+          out += k;
+          if (k == "delta") {
+            out += '{';
+            for (const auto& [member, _] : v.items()) out += member + ',';
+            out += '}';
+          }
+          if (k == "logprobs" && v.is_null()) out += "=null";
+          out += ',';
+        }
+      }
+      out += ']';
+    }
+    if (key == "usage") out += value.is_null() ? "=null" : "={}";
+    out += ',';
+  }
+  return out;
+}
+
+// The layouts of a stream's chunks, the client asking for usage.
+std::set<std::string> layouts(HttpClient& c, const std::string& model) {
+  auto head = c.start("POST", "/v1/chat/completions",
+                      R"({"model":")" + model +
+                          R"(","messages":[{"role":"user","content":"hi"}],"stream":true,)"
+                          R"("stream_options":{"include_usage":true}})");
+  EXPECT_EQ(head.status, 200) << model;
+  std::set<std::string> out;
+  for (const auto& e : c.rest_of_events()) {
+    if (e != "[DONE]") out.insert(layout(e));
+  }
+  return out;
+}
+
+// The client cannot tell the protocols apart by their chunks either: every
+// chunk translated from the native protocol is laid out as some chunk of an
+// OpenAI deployment is (here llmgate-sim's, which follows OpenAI's): the
+// same members in the same order, "logprobs": null, and "usage": null on
+// every chunk but the usage chunk. (With include_usage: without it, the
+// OpenAI path relays the "usage": null the gateway's own stream_options
+// made the upstream send, which OpenAI's chunks to such a client lack.)
+TEST_P(NativeProtocolsTest, ChunksAreLaidOutAsAnOpenAiDeploymentsAre) {
+  start(testing::quick_profile(4));
+  HttpClient c(port_);
+  const std::set<std::string> openai = layouts(c, "only-backup");
+  const std::set<std::string> native = layouts(c, "only-native");
+  ASSERT_GE(openai.size(), 4u);  // role, content, finish, usage
+  for (const auto& l : native) {
+    EXPECT_TRUE(openai.count(l)) << l << "\nis none of\n" << ::testing::PrintToString(openai);
+  }
 }
 
 TEST_P(NativeProtocolsTest, AnUpstreamErrorBeforeTheFirstTokenFailsOverInvisibly) {

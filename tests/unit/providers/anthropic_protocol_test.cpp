@@ -4,6 +4,7 @@
 // (docs.anthropic.com, "Streaming Messages" and "Extended thinking").
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -55,9 +56,11 @@ struct Fixture {
 };
 
 // Feeds an SSE text through the parser and the translator, then end().
-std::vector<Seen> translate(std::string_view sse) {
+std::vector<Seen> translate(std::string_view sse, bool include_usage = false) {
   const Fixture f;
-  auto stream = anthropic_protocol().open_stream(f.request());
+  UpstreamRequest r = f.request();
+  r.include_usage = include_usage;
+  auto stream = anthropic_protocol().open_stream(r);
   Collector sink;
   SseParser parser(1 << 20);
   parser.feed(sse, [&](const SseEvent& ev) { stream->translate(ev, sink); });
@@ -229,6 +232,48 @@ TEST(AnthropicStream, PlainTextStreamBecomesChatCompletionChunks) {
   EXPECT_TRUE(all.back().data.empty() && all.back().raw.empty());
 }
 
+// The chunks are laid out as an OpenAI deployment's are (OpenAI's own,
+// llmgate-sim's): the members in OpenAI's order, "logprobs": null in the
+// choice, and "usage": null on every chunk but the usage chunk when the
+// client asked for usage.
+TEST(AnthropicStream, ChunksAreLaidOutAsOpenAisAre) {
+  const std::string stream =
+      sse(R"({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":5,"output_tokens":1}}})") +
+      sse(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})") +
+      sse(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}})") +
+      sse(R"({"type":"content_block_stop","index":0})") +
+      sse(R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"now","input":{}}})") +
+      sse(R"({"type":"content_block_stop","index":1})") +
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})") +
+      sse(R"({"type":"message_stop"})");
+  const std::string head =
+      R"({"id":"msg_1","object":"chat.completion.chunk","created":1700000000,"model":"claude-x",)";
+  auto choice = [&](const std::string& delta, const std::string& finish, const std::string& tail) {
+    return head + R"("choices":[{"index":0,"delta":)" + delta +
+           R"(,"logprobs":null,"finish_reason":)" + finish + "}]" + tail;
+  };
+  for (const bool include_usage : {false, true}) {
+    SCOPED_TRACE(include_usage ? "include_usage" : "no usage asked for");
+    const std::string tail = include_usage ? R"(,"usage":null})" : "}";
+    const auto data = data_events(translate(stream, include_usage));
+    ASSERT_EQ(data.size(), 6u);
+    EXPECT_EQ(data[0].data, choice(R"({"role":"assistant","content":""})", "null", tail));
+    EXPECT_EQ(data[1].data, choice(R"({"content":"Hi"})", "null", tail));
+    EXPECT_EQ(
+        data[2].data,
+        choice(
+            R"({"tool_calls":[{"index":0,"id":"toolu_1","type":"function","function":{"name":"now","arguments":""}}]})",
+            "null", tail));
+    EXPECT_EQ(data[3].data, choice(R"({"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]})",
+                                   "null", tail));
+    EXPECT_EQ(data[4].data, choice("{}", R"("tool_calls")", tail));
+    EXPECT_EQ(
+        data[5].data,
+        head +
+            R"("choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0}}})");
+  }
+}
+
 TEST(AnthropicStream, PingIsAKeepAliveWithTheGatewaysOwnBytes) {
   const auto all = translate(kTextStream);
   ASSERT_EQ(all[1].kind, Kind::kKeepAlive);  // after message_start's role chunk
@@ -294,6 +339,84 @@ TEST(AnthropicStream, EachToolUseBlockIsTheNextToolCallIndex) {
   EXPECT_EQ(delta_of(data[3])["tool_calls"][0]["id"], "t1");
   EXPECT_EQ(delta_of(data[4])["tool_calls"][0]["index"], 1);
   EXPECT_EQ(delta_of(data[4])["tool_calls"][0]["function"]["arguments"], "{\"n\":1}");
+}
+
+// A tool that takes no parameters: Anthropic streams its input as one
+// partial_json "" (or nothing at all). The client still gets arguments it can
+// parse, "{}" as the whole answer says, before the call's finish (strict
+// clients parse them: openai-node's parse() threw on ""), and the assembled
+// answer says the same. A call whose arguments came gets nothing more.
+TEST(AnthropicStream, AToolCallWithoutParametersHasEmptyObjectArgumentsBeforeItsFinish) {
+  const std::string start =
+      sse(R"({"type":"message_start","message":{"id":"m","model":"c","content":[]}})") +
+      sse(R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t0","name":"now","input":{}}})");
+  const std::string empty_delta = sse(
+      R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}})");
+  const std::string stop = sse(R"({"type":"content_block_stop","index":0})");
+  const std::string second_call =
+      sse(R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}})") +
+      sse(R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}})") +
+      sse(R"({"type":"content_block_stop","index":1})");
+  const std::string end =
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})") +
+      sse(R"({"type":"message_stop"})");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"an empty partial_json", start + empty_delta + stop + second_call + end},
+      {"no input_json_delta", start + stop + second_call + end},
+      {"no content_block_stop", start + empty_delta + second_call + end},
+      {"whitespace",
+       start +
+           sse(R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" "}})") +
+           stop + second_call + end},
+  };
+  for (const auto& [name, stream] : cases) {
+    SCOPED_TRACE(name);
+    std::map<int, std::string> arguments;
+    bool finished = false;
+    CompletionAssembler assembler;
+    for (const auto& e : data_events(translate(stream))) {
+      const json& choices = e.parsed["choices"];
+      if (!choices.empty() && choices[0]["finish_reason"].is_string()) finished = true;
+      const json delta = choices.empty() ? json::object() : delta_of(e);
+      if (delta.contains("tool_calls")) {
+        EXPECT_FALSE(finished) << "after the finish: " << e.data;
+        for (const auto& call : delta["tool_calls"])
+          arguments[call["index"].get<int>()] += call["function"]["arguments"].get<std::string>();
+      }
+      const ChatChunk c = inspect_chunk(e.data);
+      if (c.plain)
+        assembler.add_plain(c);
+      else
+        assembler.add(parse_chunk(e.data).json);
+    }
+    EXPECT_TRUE(finished);
+    ASSERT_EQ(arguments.size(), 2u);
+    // (Not parse(): "" throws, as the SDKs' JSON.parse does.)
+    EXPECT_EQ(json::parse(arguments[0], nullptr, false), json::object()) << arguments[0];
+    EXPECT_EQ(arguments[1], R"({"a":1})");
+    const json calls = assembler.result()["choices"][0]["message"]["tool_calls"];
+    EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false),
+              json::object())
+        << calls;
+    EXPECT_EQ(calls[1]["function"]["arguments"], R"({"a":1})");
+  }
+}
+
+// The same call in a non-streamed answer: "{}", as Gemini's are.
+TEST(AnthropicCompletion, AToolCallWithoutParametersHasEmptyObjectArguments) {
+  const Fixture f;
+  for (const char* input : {R"("input":{})", R"("input":null)", ""}) {
+    const std::string block = std::string(R"({"type":"tool_use","id":"t","name":"now")") +
+                              (*input ? "," : "") + input + "}";
+    const auto c = anthropic_protocol().completion(
+        json::parse(R"({"id":"m","type":"message","role":"assistant","model":"c",
+          "stop_reason":"tool_use","content":[)" +
+                    block + "]}"),
+        f.request());
+    ASSERT_TRUE(c) << block;
+    EXPECT_EQ((*c)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{}")
+        << block;
+  }
 }
 
 TEST(AnthropicStream, ServerToolInputIsNotAClientToolCall) {

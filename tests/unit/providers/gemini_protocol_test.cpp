@@ -108,13 +108,14 @@ TEST_F(GeminiStream, TranslatesTheDocumentedTextStream) {
       "object":"chat.completion.chunk","created":1700000000,
       "model":"gemini-3.1-flash-lite-preview",
       "choices":[{"index":0,"delta":{"role":"assistant","content":"Hello!"},
-                  "finish_reason":null}]})"));
+                  "logprobs":null,"finish_reason":null}]})"));
   EXPECT_TRUE(ev[0].chunk.has_output);
   EXPECT_EQ(ev[1].choice()["delta"], json::parse(R"({"content":" How can I help you today"})"));
   EXPECT_TRUE(ev[1].chunk.plain);  // the relay's fast path takes it unparsed
   EXPECT_EQ(ev[2].choice()["delta"], json::parse(R"({"content":"?"})"));
   // The signature-only part says nothing; its finish still goes out.
-  EXPECT_EQ(ev[3].choice(), json::parse(R"({"index":0,"delta":{},"finish_reason":"stop"})"));
+  EXPECT_EQ(ev[3].choice(),
+            json::parse(R"({"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"})"));
   EXPECT_FALSE(ev[3].chunk.has_output);
   EXPECT_TRUE(ev[3].chunk.has_finish);
   EXPECT_TRUE(ev[4].chunk.usage_only);
@@ -173,7 +174,7 @@ TEST_F(GeminiStream, FunctionCallsBecomeToolCallsAndFinishAsToolCalls) {
   EXPECT_EQ(ev[1].choice(), json::parse(R"({"index":0,"delta":{"tool_calls":[
       {"index":1,"id":"fc-7","type":"function","function":{"name":"notify","arguments":"{}"}},
       {"index":2,"id":"call_2_r9","type":"function","function":{"name":"log","arguments":"{}"}}]},
-      "finish_reason":"tool_calls"})"));
+      "logprobs":null,"finish_reason":"tool_calls"})"));
 }
 
 TEST_F(GeminiStream, AFinishOnAContentlessLastChunkStillGoesOut) {
@@ -182,7 +183,8 @@ TEST_F(GeminiStream, AFinishOnAContentlessLastChunkStillGoesOut) {
       R"({"candidates":[{"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":2,"totalTokenCount":10},"responseId":"r2"})",
   }));
   ASSERT_EQ(ev.size(), 4u);
-  EXPECT_EQ(ev[1].choice(), json::parse(R"({"index":0,"delta":{},"finish_reason":"stop"})"));
+  EXPECT_EQ(ev[1].choice(),
+            json::parse(R"({"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"})"));
   EXPECT_TRUE(ev[1].chunk.has_finish);
   EXPECT_EQ(ev[3].kind, Kind::kDone);
 }
@@ -217,6 +219,41 @@ TEST_F(GeminiStream, UsageIsCumulativeAndTheLastOneWins) {
   EXPECT_EQ(ev[2].chunk.usage->completion_tokens, 47);
 }
 
+// The chunks are laid out as an OpenAI deployment's are (OpenAI's own,
+// llmgate-sim's): the members in OpenAI's order (nlohmann's default object
+// would sort them), "logprobs": null in the choice, and "usage": null on
+// every chunk but the usage chunk when the client asked for usage.
+TEST_F(GeminiStream, ChunksAreLaidOutAsOpenAisAre) {
+  const std::string bytes = sse({
+      R"({"candidates":[{"content":{"parts":[{"text":"Hello!"},{"text":"Think.","thought":true}],"role":"model"}}],"responseId":"r9","modelVersion":"gemini-x"})",
+      R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"now","args":{}}}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":5,"cachedContentTokenCount":2,"candidatesTokenCount":3,"thoughtsTokenCount":4,"totalTokenCount":12},"responseId":"r9"})",
+  });
+  const std::string head =
+      R"({"id":"r9","object":"chat.completion.chunk","created":1700000000,"model":"gemini-x",)";
+  for (const bool include_usage : {false, true}) {
+    SCOPED_TRACE(include_usage ? "include_usage" : "no usage asked for");
+    req.include_usage = include_usage;
+    const std::string tail = include_usage ? R"(,"usage":null})" : "}";
+    const auto ev = stream(bytes);
+    ASSERT_EQ(ev.size(), 4u);
+    EXPECT_EQ(
+        ev[0].data,
+        head +
+            R"("choices":[{"index":0,"delta":{"role":"assistant","content":"Hello!","reasoning_content":"Think."},"logprobs":null,"finish_reason":null}])" +
+            tail);
+    EXPECT_EQ(
+        ev[1].data,
+        head +
+            R"("choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0_r9","type":"function","function":{"name":"now","arguments":"{}"}}]},"logprobs":null,"finish_reason":"tool_calls"}])" +
+            tail);
+    EXPECT_EQ(
+        ev[2].data,
+        head +
+            R"("choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":4}}})");
+    EXPECT_EQ(ev[3].kind, Kind::kDone);
+  }
+}
+
 // A 200 whose prompt was blocked: no candidate, only promptFeedback. It must
 // read as a filtered answer, never as an empty success.
 TEST_F(GeminiStream, ABlockedPromptIsAContentFilterFinish) {
@@ -225,7 +262,7 @@ TEST_F(GeminiStream, ABlockedPromptIsAContentFilterFinish) {
   }));
   ASSERT_EQ(ev.size(), 3u);
   EXPECT_EQ(ev[0].choice(), json::parse(R"({"index":0,"delta":{"role":"assistant"},
-      "finish_reason":"content_filter"})"));
+      "logprobs":null,"finish_reason":"content_filter"})"));
   EXPECT_FALSE(ev[0].chunk.has_output);
   EXPECT_TRUE(ev[0].chunk.has_finish);
   EXPECT_EQ(ev[1].doc()["usage"]["prompt_tokens"], 7);
