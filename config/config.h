@@ -235,6 +235,11 @@ struct Deployment {
   // A deployment listed by several models shares one limit (the smallest).
   std::optional<unsigned> max_concurrent;
   unsigned max_queue = 0;
+  // The model's context window in tokens (prompt and output together), as
+  // the provider documents it (docs/providers.md lists common ones; never
+  // guessed). A request whose estimated prompt plus max_tokens is larger
+  // skips the deployment; unset: no check.
+  std::optional<std::int64_t> context_window;
   // Wire: a stream from the upstream or not (unset: the provider's `stream`).
   std::optional<bool> stream;
   // The first-token deadline of this deployment (a reasoning model thinks

@@ -61,6 +61,8 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
     m.read("expected_tps", deployment.expected_tps, read_tokens_per_second);
     m.read("max_concurrent", deployment.max_concurrent, integer_in<unsigned>(1, 1'000'000));
     m.read("max_queue", deployment.max_queue, integer_in<unsigned>(0, 1'000'000));
+    m.read("context_window", deployment.context_window,
+           integer_in<std::int64_t>(1'000, 100'000'000));
     m.read("stream", deployment.stream, &ConfigNode::boolean);
     if (auto t = m.optional("ttft_timeout")) {
       const std::string text = t->string();

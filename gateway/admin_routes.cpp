@@ -92,6 +92,11 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
       row["ttft_ms"] = ttft_json(s);
       row["tps"] = {{"estimate", s.tps_estimate}, {"p50", opt(s.tps_p50)}};
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);
+      // The prompt's bytes per input token, learnt from the usage reported
+      // (docs/routing.md, "Prompt size"), and the answers it learnt from.
+      row["prompt"] = {{"bytes_per_input_token", s.bytes_per_input_token()},
+                       {"calibration_samples", s.calibration_samples}};
+      if (r.d->context_window) row["context_window"] = *r.d->context_window;
       row["error_rate"] = s.error_rate;
       row["consecutive_failures"] = s.consecutive_failures;
       row["ejections"] = state.health.ejections_total(r.d->id());

@@ -41,6 +41,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   auto parsed = api.parse(head.content_type, body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
+  a.req.prompt = providers::measure_prompt(a.req.body.text());
   a.model = cfg.find_model(a.req.model);
   if (a.model == nullptr) {
     return refuse(ApiError{404, "invalid_request_error",

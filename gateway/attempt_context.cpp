@@ -114,6 +114,19 @@ providers::UpstreamRequest AttemptContext::upstream_request(const routing::Candi
   return r;
 }
 
+bool AttemptContext::larger_window_follows(const routing::Candidate& c) const {
+  const auto& plan = trace.decision.candidates;
+  auto at = std::find_if(plan.begin(), plan.end(), [&](const routing::PlannedCandidate& pc) {
+    return &pc.candidate == &c || pc.candidate.deployment == c.deployment;
+  });
+  if (at == plan.end()) return false;
+  const auto& mine = c.deployment->context_window;
+  return std::any_of(std::next(at), plan.end(), [&](const routing::PlannedCandidate& pc) {
+    const auto& theirs = pc.candidate.deployment->context_window;
+    return !mine || !theirs || *theirs > *mine;
+  });
+}
+
 void AttemptContext::remember_response(const std::string& id, const routing::Candidate& c) const {
   if (worker.responses)
     worker.responses->remember(

@@ -87,6 +87,9 @@ struct AttemptContext {
   // The attempt on `branch` has output and takes the client; false when the
   // other side of a hedge race already has.
   bool claim(int branch) { return trace.race == nullptr || trace.race->claim(branch); }
+  // A candidate after `c` in the plan may hold a prompt `c` refused as too
+  // long: its context window is larger, or either one's is not known.
+  bool larger_window_follows(const routing::Candidate& c) const;
   // The request's end on `c`: its provider's timeouts.total (else the
   // global one) from the start.
   std::chrono::steady_clock::time_point total_deadline(const routing::Candidate& c) const {

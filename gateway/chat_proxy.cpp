@@ -201,6 +201,8 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_, scope),
                            route_.order, req_.max_tokens};
   rq.operation = req_.operation;
+  rq.prompt_bytes = req_.prompt.bytes;
+  rq.prompt_media = req_.prompt.media;
   // A conversation stored at a provider continues there, and only there.
   if (stored_at_) {
     rq.pinned_provider = *stored_at_;
@@ -295,6 +297,17 @@ net::awaitable<bool> ChatProxy::respond_no_route() {
   // Why each deployment was left out names prices and providers: for the
   // log, and for clients allowed to see route explanations.
   log_line(LogLevel::kInfo, "request " + ctx_.rc.request_id + ": " + d.error_message);
+  if (d.error_status == 400) {
+    // The prompt is larger than every deployment's context window: the
+    // caller's to change (the message names sizes, no deployment).
+    ApiError e = invalid_request(d.error_message, "messages", "context_length_exceeded");
+    outcome_ = RequestOutcome::kRejected;
+    Response res = make_error_response(ctx_.rc, e);
+    trace_.add_headers(res, ctx_.rc.request_id, nullptr);
+    conclude(nullptr);
+    const bool ok = co_await write_response(ctx_.client, res, cfg_.timeouts.idle);
+    co_return ok&& ctx_.rc.keep_alive;
+  }
   std::string message = trace_.explain ? d.error_message
                         : limited
                             ? "every deployment of model \"" + req_.model +
@@ -495,6 +508,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   ++trace_.attempts;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
+  rec.prompt_bytes = req_.prompt.bytes;
+  rec.prompt_media = req_.prompt.media;
   if (!req_.reasoning_effort.empty())
     rec.stats_key = routing::stats_key(rec.deployment, req_.reasoning_effort);
   rec.started = Clock::now();
@@ -748,6 +763,13 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     }
     if (rec->cached_input_tokens > 0)
       f.push_back({"cached_input_tokens", std::to_string(rec->cached_input_tokens), true});
+    // What the router expected the prompt to be in this deployment's tokens
+    // (docs/routing.md, "Prompt size"), beside what the provider counted.
+    for (const auto& pc : trace_.decision.candidates) {
+      if (pc.candidate.deployment->id() != rec->deployment) continue;
+      f.push_back({"input_tokens_est", std::to_string(pc.input_tokens), true});
+      break;
+    }
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
   if (!trace_.failures.empty()) f.push_back({"failed", trace_.failures.log_field()});

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "providers/prompt_size.h"
 #include "providers/request_body.h"
 
 namespace llmgate::gateway {
@@ -33,6 +34,10 @@ struct ChatRequest {
   // with the provider that stored it), and whether it runs in the background.
   std::string previous_response_id;
   bool background = false;
+  // The prompt's size before any provider counted it (admission measures
+  // the body: docs/routing.md, "Prompt size"); each deployment turns it
+  // into its own tokens.
+  providers::PromptSize prompt;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured

@@ -14,6 +14,21 @@ StatusVerdict judge_status(int status) {
 
 bool needs_operator(int status) { return status == 401 || status == 403 || status == 404; }
 
+bool is_context_length_error(int status, std::string_view code, std::string_view message) {
+  if (status != 400 && status != 413) return false;
+  if (code == "context_length_exceeded") return true;
+  // The providers' words (lower-cased compare: "Prompt is too long" too).
+  std::string lower(message.substr(0, 1000));
+  for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  for (std::string_view said :
+       {"context_length_exceeded", "maximum context length", "context window", "prompt is too long",
+        "exceeds the maximum number of tokens", "input token count", "too many input tokens",
+        "context length"}) {
+    if (lower.find(said) != std::string::npos) return true;
+  }
+  return false;
+}
+
 namespace {
 
 ApiError upstream_error(std::string message, const char* code) {

@@ -38,6 +38,12 @@ StatusVerdict judge_status(int status);
 // A provider refusing our own key or config: the operator must act (warn log).
 bool needs_operator(int status);
 
+// A provider's refusal of a prompt too long for the model's context window:
+// OpenAI's code context_length_exceeded, vLLM's "maximum context length",
+// Anthropic's "prompt is too long", Gemini's "input token count ... exceeds
+// the maximum number of tokens". `code` and `message` are the error body's.
+bool is_context_length_error(int status, std::string_view code, std::string_view message);
+
 // ---- Deadlines --------------------------------------------------------------
 
 // Every wait of one attempt ends at one of these, never later than the

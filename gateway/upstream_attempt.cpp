@@ -47,6 +47,7 @@ AttemptResult fail(AttemptRecord& rec, AttemptOutcome o, std::string detail) {
 struct ErrorBody {
   std::string message;
   std::string param;  // error.param, when a string
+  std::string code;   // error.code, when a string
   bool openai_shaped = false;
 };
 
@@ -59,6 +60,8 @@ ErrorBody read_error_body(const std::string& body) {
   if (error) {
     if (auto p = error->find("param"); p != error->end() && p->is_string())
       out.param = p->get<std::string>();
+    if (auto c = error->find("code"); c != error->end() && c->is_string())
+      out.code = c->get<std::string>();
     if (auto m = error->find("message"); m != error->end() && m->is_string()) {
       out.message = m->get<std::string>();
       return out;
@@ -385,6 +388,16 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
     log_line(failover::needs_operator(judged) ? LogLevel::kWarn : LogLevel::kDebug,
              "request " + ctx_.rc.request_id + ": " + rec_.deployment + " answered " + detail);
     co_return fail(rec_, AttemptOutcome::kUpstreamStatus, detail);
+  }
+  // A prompt too long for this deployment's context window: the caller's
+  // request, but one a deployment with a larger window can serve. Passed on
+  // to it, invisibly, when one follows in the plan; else returned below.
+  if (failover::is_context_length_error(judged, said.code, said.message) &&
+      ctx_.larger_window_follows(c_)) {
+    log_line(LogLevel::kDebug, "request " + ctx_.rc.request_id + ": " + rec_.deployment +
+                                   " cannot hold the prompt (" + detail +
+                                   "); a deployment with a larger context window follows");
+    co_return fail(rec_, AttemptOutcome::kClientError, "context length exceeded: " + detail);
   }
   // The caller's fault (400, 413, 422...): the next deployment would say the
   // same. Return it as the upstream said it (scrubbed), in OpenAI's shape --

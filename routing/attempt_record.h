@@ -82,6 +82,12 @@ struct AttemptRecord {
   // provider's prompt cache inside input_tokens (0 when not reported).
   std::int64_t reasoning_tokens = 0;
   std::int64_t cached_input_tokens = 0;
+  // The request's prompt as the router measured it before sending
+  // (providers::measure_prompt): its bytes outside inline media, and how many
+  // inline media. With input_tokens, they teach the deployment how many
+  // bytes make one of its tokens.
+  std::size_t prompt_bytes = 0;
+  std::uint32_t prompt_media = 0;
   // The stream carried reasoning text: its tokens arrived between the first
   // and the last output event (else they were spent before the first one).
   bool reasoning_streamed = false;

@@ -37,6 +37,17 @@ void append_int(std::string& out, long long v) {
   out.append(buf, r.ptr);
 }
 
+// "950", "12.3k", "1.2M": a token count as a reader takes it in.
+void append_tokens(std::string& out, std::int64_t n) {
+  if (n < 1000) {
+    append_int(out, static_cast<long long>(n));
+  } else if (n < 1'000'000) {
+    append_num(out, "", static_cast<double>(n) / 1000, n < 100'000 ? 1 : 0, "k");
+  } else {
+    append_num(out, "", static_cast<double>(n) / 1'000'000, 1, "M");
+  }
+}
+
 std::string area_of(const std::string& region) { return region.substr(0, region.find('-')); }
 
 bool contains(const std::vector<std::string>& list, const std::string& s) {
@@ -120,6 +131,12 @@ void stable_sort_few(It first, It last, Less less) {
 
 }  // namespace
 
+std::int64_t estimated_input_tokens(const RouteRequest& request, const DeploymentStats& stats) {
+  return static_cast<std::int64_t>(static_cast<double>(request.prompt_bytes) /
+                                   stats.bytes_per_input_token()) +
+         static_cast<std::int64_t>(request.prompt_media) * kMediaPartTokens;
+}
+
 double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
                      const std::string& gateway_region, milliseconds base) {
   if (d.expected_ttft) return static_cast<double>(d.expected_ttft->count());
@@ -147,6 +164,9 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
   hard_ok.reserve(model.deployments.size());
   std::optional<Clock::time_point> earliest_cooldown_end;
   bool only_cooling = true;  // among those the request's filters allow
+  // Deployments the request's filters allow, by whether the prompt fits.
+  std::size_t too_large = 0, fit = 0;
+  std::int64_t largest_window = 0;
   for (std::size_t i = 0; i < model.deployments.size(); ++i) {
     const config::Deployment& d = model.deployments[i];
     const config::Provider* p = request.cfg->find_provider(d.provider);
@@ -182,6 +202,24 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       skip("not in route.order and fallbacks are off");
       continue;
     }
+    // Too large for its context window (prompt and output together): a
+    // provider would refuse it with a 400 (docs/routing.md, "Context windows").
+    const std::int64_t input = estimated_input_tokens(request, v.stats);
+    if (d.context_window && input + request.max_tokens.value_or(0) > *d.context_window) {
+      std::string why = "prompt ~";
+      append_tokens(why, input);
+      if (request.max_tokens) {
+        why += " + max_tokens ";
+        append_int(why, static_cast<long long>(*request.max_tokens));
+      }
+      why += " over its context window of ";
+      append_tokens(why, *d.context_window);
+      skip(std::move(why));
+      largest_window = std::max(largest_window, *d.context_window);
+      ++too_large;
+      continue;
+    }
+    ++fit;
     if (!v.health.routable) {
       skip(v.health.reason);
       if (v.health.state == HealthState::kCoolingDown && v.health.until) {
@@ -194,6 +232,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     }
     PlannedCandidate pc;
     pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p, d)};
+    pc.input_tokens = input;
     pc.probe = v.health.probe;
     pc.panic = v.health.panic;
     hard_ok.push_back(Working{pc, &v, std::nullopt});
@@ -203,7 +242,22 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     std::string why;
     for (const auto& s : out.skipped)
       why += (why.empty() ? "" : "; ") + s.deployment + ": " + s.reason;
-    if (earliest_cooldown_end && only_cooling) {
+    if (too_large > 0 && fit == 0) {
+      // The request itself is too large for every deployment that could
+      // serve it: the client's to change, as a provider would say.
+      out.error_status = 400;
+      out.error_message = "the prompt (~";
+      append_tokens(out.error_message, estimated_input_tokens(request, views.front().stats));
+      out.error_message += " tokens";
+      if (request.max_tokens) {
+        out.error_message += " + max_tokens ";
+        append_int(out.error_message, static_cast<long long>(*request.max_tokens));
+      }
+      out.error_message += ") is larger than the context window of every deployment of model \"" +
+                           model.name + "\" (the largest holds ";
+      append_tokens(out.error_message, largest_window);
+      out.error_message += " tokens)";
+    } else if (earliest_cooldown_end && only_cooling) {
       out.error_status = 429;
       auto left = std::chrono::duration_cast<milliseconds>(*earliest_cooldown_end - now).count();
       out.retry_after_s = static_cast<int>(std::max<std::int64_t>(1, (left + 999) / 1000));
@@ -775,6 +829,13 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
   if (c.p50_ms) {
     if (item.size() > why_at) item += "; ";
     append_num(item, "p50 ", *c.p50_ms, 0, "ms");
+  }
+  // A prompt large enough to matter: its size in this deployment's tokens.
+  if (c.input_tokens >= kShownInputTokens) {
+    if (item.size() > why_at) item += "; ";
+    item += "in ~";
+    append_tokens(item, c.input_tokens);
+    item += " tok";
   }
   if (c.preferred) item += " preferred";
   if (c.recheck)

@@ -77,7 +77,21 @@ struct RouteRequest {
   // previous_response_id); empty: any.
   std::string pinned_provider = {};
   std::string pinned_because = {};  // the skip reason for the others
+  // The prompt's size (providers::measure_prompt): bytes outside inline
+  // media, and inline media. Each deployment's estimate of its input tokens
+  // is bytes / its bytes_per_input_token + media x kMediaTokens.
+  std::size_t prompt_bytes = 0;
+  std::uint32_t prompt_media = 0;
 };
+
+// The media's cost in tokens (providers::kMediaTokens; the router does not
+// depend on providers).
+inline constexpr std::int64_t kMediaPartTokens = 1000;
+// A prompt from this many tokens on is named in the route's explanation.
+inline constexpr std::int64_t kShownInputTokens = 1000;
+
+// The request's prompt in `stats`' deployment's tokens (estimated).
+std::int64_t estimated_input_tokens(const RouteRequest& request, const DeploymentStats& stats);
 
 // What the router knows of `model->deployments[i]`.
 struct DeploymentView {
@@ -104,8 +118,10 @@ struct PlannedCandidate {
   // says so. Re-checks beside the best find out when it is back.
   bool bounded = false;
   std::optional<double> p50_ms;  // measured (window) median TTFT, for explanations
-  double speed = 0;              // output speed the policy compared
-  bool speed_is_chars = false;   // speed in output chars/s (across models), else tokens/s
+  // The request's prompt in this deployment's tokens (estimated_input_tokens).
+  std::int64_t input_tokens = 0;
+  double speed = 0;             // output speed the policy compared
+  bool speed_is_chars = false;  // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};
   bool probe = false;      // the half-open probe of an ejected deployment
   bool panic = false;      // routed although ejected: nothing else was left

@@ -47,6 +47,9 @@ double waited_ms(const AttemptRecord& r, Clock::time_point now) {
   return since != Clock::time_point{} ? ms(now - since) : 0.0;
 }
 
+// The smallest prompt whose token count calibrates bytes per token.
+constexpr std::size_t kMinCalibrationBytes = 200;
+
 bool waited_for_first_token(AttemptOutcome o) { return outcome_traits(o).waited_for_first_token; }
 bool says_nothing(AttemptOutcome o) { return !outcome_traits(o).about_deployment; }
 
@@ -198,6 +201,16 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
   s.last_outcome = r.outcome;
   if (r.output_tokens)
     s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
+  // The prompt's bytes per input token, from what the provider counted.
+  // (A prompt too small to say much, or with media, teaches nothing.)
+  if (r.input_tokens && *r.input_tokens > 0 && r.prompt_media == 0 &&
+      r.prompt_bytes >= kMinCalibrationBytes) {
+    s.calibration_bytes = s.calibration_bytes * DeploymentStats::kCalibrationDecay +
+                          static_cast<double>(r.prompt_bytes);
+    s.calibration_tokens = s.calibration_tokens * DeploymentStats::kCalibrationDecay +
+                           static_cast<double>(*r.input_tokens);
+    ++s.calibration_samples;
+  }
   // A first token that arrived is a real TTFT sample, whatever happened after
   // it — even if the client then left. An unstreamed answer's is the whole
   // answer (the client sees nothing before it).

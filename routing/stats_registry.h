@@ -140,6 +140,22 @@ struct DeploymentStats {
   // token when it started (time-decayed): the queue its measured TTFT
   // already includes. Load beyond it is what the load factor charges.
   double usual_awaiting = 0;
+  // How many bytes of a request body make one of this deployment's input
+  // tokens (its tokenizer, its chat template, JSON's syntax), learnt from the
+  // usage its answers report: a prior of kPriorBytesPerToken worth
+  // kPriorTokens tokens, then recent answers (each older one's weight decays
+  // by kCalibrationDecay per answer). Requests with inline media teach
+  // nothing (their tokens are not their bytes').
+  static constexpr double kPriorBytesPerToken = 4.0;
+  static constexpr double kPriorTokens = 2000;
+  static constexpr double kCalibrationDecay = 0.98;
+  double calibration_bytes = 0;   // decayed sums of the answers'
+  double calibration_tokens = 0;  // prompt bytes and input tokens
+  std::uint64_t calibration_samples = 0;
+  double bytes_per_input_token() const {
+    return (kPriorBytesPerToken * kPriorTokens + calibration_bytes) /
+           (kPriorTokens + calibration_tokens);
+  }
 };
 
 class StatsRegistry {

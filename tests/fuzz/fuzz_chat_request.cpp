@@ -30,6 +30,7 @@
 
 #include "gateway/chat_request.h"
 #include "providers/json_depth.h"
+#include "providers/prompt_size.h"
 #include "providers/upstream_protocol.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -237,5 +238,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_accepted(std::get<ChatRequest>(result), doc);
   }
   check_json_verdict(body, result);
+  // The prompt's size (admission measures every admitted body; any text
+  // here): every byte is text or media, media are whole strings.
+  const llmgate::providers::PromptSize size = llmgate::providers::measure_prompt(body);
+  FUZZ_CHECK(size.bytes + size.media_bytes == body.size());
+  FUZZ_CHECK(size.media_bytes >= 7 * static_cast<std::size_t>(size.media));  // "data:"
   return 0;
 }

@@ -95,8 +95,10 @@ providers:
 models:
   - name: chat
     deployments:
-      - {provider: a, model: model-a, price: {input_per_1m: 1, output_per_1m: 2}}
-      - {provider: b, model: model-b}
+      - {provider: a, model: model-a, price: {input_per_1m: 1, output_per_1m: 2})" +
+                       deployment_a_extra_ + R"(}
+      - {provider: b, model: model-b)" +
+                       deployment_b_extra_ + R"(}
   - name: only-b
     deployments: [{provider: b, model: model-b}]
 )";
@@ -113,6 +115,8 @@ models:
   std::unique_ptr<sim::SimServer> sim_a_, sim_b_;
   std::unique_ptr<gateway::Gateway> gw_;
   std::uint16_t port_a_ = 0, port_b_ = 0, port_ = 0;
+  // Added to model chat's deployment entries (", key: value").
+  std::string deployment_a_extra_, deployment_b_extra_;
 };
 
 std::vector<json> parse_events(const std::vector<std::string>& events) {
@@ -893,6 +897,60 @@ TEST_F(GatewayTest, AHedgeWinsWhenTheFirstCandidateStallsBeforeItsFirstToken) {
   EXPECT_NE(
       m.find(R"(llmgate_upstream_attempts_total{deployment="a/model-a",outcome="hedge_lost"} 1)"),
       std::string::npos);
+}
+
+// Routing III, context windows: OpenAI's context_length_exceeded fails over
+// to the next deployment (whose window is larger or unknown), invisibly; a
+// deployment whose configured window is too small is not tried at all; a
+// prompt no deployment can hold is the client's 400 before any upstream call.
+TEST_F(GatewayTest, AContextLengthRefusalFailsOverAndAKnownWindowIsSkipped) {
+  sim::Profile small = fast_profile();
+  small.context_window = 2'000;
+  start_sims(small, fast_profile());
+  start_gateway();
+  const std::string prompt(40'000, 'x');  // ~10k tokens for the simulator
+  const std::string long_body =
+      R"({"model":"chat","messages":[{"role":"user","content":")" + prompt + R"("}]})";
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", long_body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  EXPECT_EQ(r.header("x-llmgate-failed"), "a/model-a=client_error(400)");
+  EXPECT_EQ(sim_a_->stats().requests, 1u);
+  // The refusal says nothing against the deployment's health.
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  EXPECT_EQ(gw_->stats().get("a/model-a")->failures, 0u);
+}
+
+TEST_F(GatewayTest, AConfiguredContextWindowSkipsTheDeploymentOrRefusesThePrompt) {
+  start_sims(fast_profile(), fast_profile());
+  deployment_a_extra_ = ", context_window: 4000";
+  deployment_b_extra_ = ", context_window: 16000";
+  start_gateway();
+  auto ask = [&](std::size_t chars) {
+    HttpClient c(port_);
+    return c.request("POST", "/v1/chat/completions",
+                     R"({"model":"chat","messages":[{"role":"user","content":")" +
+                         std::string(chars, 'x') + R"("}]})");
+  };
+  // ~10k tokens (the 4-bytes prior): too large for a, not for b.
+  auto r = ask(40'000);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
+  EXPECT_NE(r.header("x-llmgate-route")
+                .find("a/model-a=skip(prompt ~10.0k over its context "
+                      "window of 4.0k)"),
+            std::string::npos)
+      << r.header("x-llmgate-route");
+  EXPECT_NE(r.header("x-llmgate-route").find("in ~10.0k tok"), std::string::npos);
+  EXPECT_EQ(sim_a_->stats().requests, 0u);
+  // ~25k tokens: too large for both -- the client's 400, nothing sent.
+  auto none = ask(100'000);
+  EXPECT_EQ(none.status, 400) << none.body;
+  EXPECT_EQ(json::parse(none.body)["error"]["code"], "context_length_exceeded") << none.body;
+  EXPECT_EQ(sim_a_->stats().requests + sim_b_->stats().requests, 1u);
 }
 
 // A race's rule (docs/failure-semantics.md, "Races"): an answer beats a

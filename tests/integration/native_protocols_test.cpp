@@ -331,6 +331,31 @@ TEST_P(NativeProtocolsTest, ARateLimitCoolsTheDeploymentDownForTheWaitItNames) {
   EXPECT_EQ(sim_->stats().requests, 1u);
 }
 
+// Routing III: a provider's context-length 400, in its own words
+// (Anthropic's "prompt is too long", Gemini's "input token count ... exceeds
+// the maximum"), fails over to a deployment that may hold the prompt; with
+// none after it, the 400 is the client's.
+TEST_P(NativeProtocolsTest, AContextLengthRefusalFailsOverToADeploymentThatCanHoldThePrompt) {
+  sim::Profile small = testing::quick_profile();
+  small.context_window = 2'000;
+  start(small);
+  const std::string prompt(40'000, 'x');  // ~10k tokens for the simulator
+  const std::string long_body =
+      R"({"model":"chat","messages":[{"role":"user","content":")" + prompt + R"("}]})";
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", long_body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "backup/backup-model");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "2");
+  EXPECT_EQ(r.header("x-llmgate-failed"), "native/native-model=client_error(400)");
+  EXPECT_EQ(sim_->stats().requests, 1u);
+  // Alone, the deployment's refusal is what the client gets.
+  auto alone = c.request(
+      "POST", "/v1/chat/completions",
+      R"({"model":"only-native","messages":[{"role":"user","content":")" + prompt + R"("}]})");
+  EXPECT_EQ(alone.status, 400) << alone.body;
+}
+
 INSTANTIATE_TEST_SUITE_P(Protocol, NativeProtocolsTest, ::testing::Values(kAnthropic, kGemini),
                          [](const auto& info) { return std::string(info.param.name); });
 

@@ -195,6 +195,12 @@ Profile profile_from_json(const json& j, const Profile& base) {
     } else if (key == "cached_tokens") {
       p.cached_tokens = read_int(v, key);
       if (p.cached_tokens < 0) fail(key, "must be >= 0");
+    } else if (key == "prefill_ms_per_1k_tokens") {
+      if (!v.is_number() || v.get<double>() < 0) fail(key, "must be a number >= 0");
+      p.prefill_ms_per_1k_tokens = v.get<double>();
+    } else if (key == "context_window") {
+      p.context_window = read_int(v, key);
+      if (p.context_window < 0) fail(key, "must be >= 0");
     } else if (key == "safety_block") {
       p.safety_block = read_bool(v, key);
     } else if (key == "embedding_dimensions") {
@@ -236,6 +242,8 @@ json profile_to_json(const Profile& p) {
       {"reasoning_field", p.reasoning_field},
       {"annotations", p.annotations},
       {"cached_tokens", p.cached_tokens},
+      {"prefill_ms_per_1k_tokens", p.prefill_ms_per_1k_tokens},
+      {"context_window", p.context_window},
       {"safety_block", p.safety_block},
       {"embedding_dimensions", p.embedding_dimensions},
   };

@@ -70,6 +70,12 @@ struct Profile {
   // Prompt tokens reported as read from the prompt cache
   // (usage.prompt_tokens_details.cached_tokens), at most the prompt's.
   int cached_tokens = 0;
+  // Prefill: each 1,000 prompt tokens not read from the cache add this to
+  // the first token's time, as a real model's prefill does.
+  double prefill_ms_per_1k_tokens = 0;
+  // The model's context window in tokens (0: none): a prompt whose tokens
+  // and max_tokens are more gets the provider's context-length 400.
+  std::int64_t context_window = 0;
   // Gemini only: a 200 whose prompt was blocked (promptFeedback.blockReason
   // "SAFETY", no candidates), which a client must not take for an empty answer.
   bool safety_block = false;
@@ -94,7 +100,8 @@ struct Profile {
 //   output ("text" | "tool_call" | "audio"), reasoning_tokens (int >= 0),
 //   ratelimit_headers (bool), reject_stream_options (bool), reject_stream (bool),
 //   reasoning_hidden (bool), reasoning_field ("reasoning_content" | "reasoning"),
-//   annotations (bool), cached_tokens (int >= 0), safety_block (bool).
+//   annotations (bool), cached_tokens (int >= 0), safety_block (bool),
+//   prefill_ms_per_1k_tokens (number >= 0), context_window (int >= 0).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 

@@ -95,6 +95,27 @@ std::string error_body(const ApiError& e) {
   return ojson{{"error", std::move(error)}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
+ApiError context_length_error(int kind, std::int64_t tokens, std::int64_t window) {
+  const std::string n = std::to_string(tokens), w = std::to_string(window);
+  switch (kind) {
+    case 1:
+      return ApiError{400, "prompt is too long: " + n + " tokens > " + w + " maximum",
+                      "invalid_request_error", std::nullopt, std::nullopt};
+    case 2:
+      return ApiError{400,
+                      "The input token count (" + n +
+                          ") exceeds the maximum number of tokens allowed (" + w + ").",
+                      "INVALID_ARGUMENT", std::nullopt, std::nullopt};
+    default:
+      return ApiError{400,
+                      "This model's maximum context length is " + w +
+                          " tokens. However, your messages resulted in " + n +
+                          " tokens. Please reduce the length of the messages.",
+                      "invalid_request_error", std::string("messages"),
+                      std::string("context_length_exceeded")};
+  }
+}
+
 ApiError injected_error(int status) {
   ApiError e;
   e.status = status;
@@ -210,6 +231,12 @@ ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng)
   plan.reasoning_field = profile.reasoning_field == "reasoning" ? "reasoning" : "reasoning_content";
   plan.annotations = profile.annotations && profile.output == Profile::Output::kText;
   plan.cached_tokens = std::min<std::int64_t>(profile.cached_tokens, request.prompt_tokens);
+  // Prefill: the prompt's tokens not read from the cache.
+  plan.ttft_ms += profile.prefill_ms_per_1k_tokens *
+                  static_cast<double>(request.prompt_tokens - plan.cached_tokens) / 1000;
+  plan.context_exceeded =
+      profile.context_window > 0 &&
+      request.prompt_tokens + request.max_tokens.value_or(0) > profile.context_window;
   plan.completion_tokens += profile.reasoning_tokens;
   if (request.max_tokens && plan.completion_tokens > *request.max_tokens) {
     plan.completion_tokens = static_cast<int>(*request.max_tokens);

@@ -37,6 +37,12 @@ std::string error_body(const ApiError& e);
 // code follow what OpenAI sends for that status (429 -> rate_limit_error, ...).
 ApiError injected_error(int status);
 
+// The 400 a provider answers a prompt too long for its context window with,
+// in its own words (OpenAI's context_length_exceeded, Anthropic's "prompt is
+// too long", Gemini's INVALID_ARGUMENT "input token count"). `kind`:
+// 0 OpenAI, 1 Anthropic, 2 Gemini.
+ApiError context_length_error(int kind, std::int64_t tokens, std::int64_t window);
+
 // What servers that do not know stream_options answer (older Ollama, TGI...):
 // a 400 naming the argument (Profile::reject_stream_options).
 ApiError stream_options_refused();
@@ -74,6 +80,9 @@ struct ChatPlan {
   std::string_view reasoning_field = "reasoning_content";
   bool annotations = false;
   std::int64_t cached_tokens = 0;  // of the prompt, from the prompt cache
+  // The prompt and max_tokens are more than the profile's context window:
+  // the provider's context-length 400 (context_length_error).
+  bool context_exceeded = false;
   std::string_view finish_reason() const {
     return capped ? "length" : output == Profile::Output::kToolCall ? "tool_calls" : "stop";
   }

@@ -790,6 +790,14 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
   ex.keep_alive = req.keep_alive();
 
   InFlight guard(in_flight, max_in_flight);
+  if (ex.plan.context_exceeded) {
+    const int kind = ex.protocol == Protocol::kAnthropic ? 1
+                     : ex.protocol == Protocol::kGemini  ? 2
+                                                         : 0;
+    const ApiError e = context_length_error(kind, ex.chat.prompt_tokens, ex.profile.context_window);
+    Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol, e, ex.request_id);
+    co_return co_await write_response(stream, std::move(res));
+  }
   if (ex.plan.inject_error) {
     errors_injected.fetch_add(1);
     const ApiError e =

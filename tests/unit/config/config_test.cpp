@@ -431,3 +431,33 @@ static_assert(std::is_same_v<decltype(parse_config("")), std::shared_ptr<const C
 
 }  // namespace
 }  // namespace llmgate::config
+
+namespace llmgate::config {
+namespace {
+
+TEST(ContextWindowConfig, IsTokensFromAThousandUp) {
+  const auto cfg = testing::parse(R"(
+providers: [{name: p, base_url: 'https://h'}]
+models:
+  - name: m
+    deployments:
+      - {provider: p, model: a, context_window: 128000}
+      - {provider: p, model: b}
+)");
+  EXPECT_EQ(cfg->models.at(0).deployments.at(0).context_window, 128'000);
+  EXPECT_FALSE(cfg->models.at(0).deployments.at(1).context_window.has_value());
+  for (const char* bad : {"10", "0", "-5", "lots", "200000000"}) {
+    try {
+      testing::parse(std::string("providers: [{name: p, base_url: 'https://h'}]\n"
+                                 "models: [{name: m, deployments: [{provider: p, model: a, "
+                                 "context_window: ") +
+                     bad + "}]}]\n");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("context_window"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmgate::config

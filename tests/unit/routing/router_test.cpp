@@ -749,3 +749,66 @@ TEST(Router, ADeploymentWithoutMeasurementsPassesSoftConstraintsSoItGetsMeasured
 
 }  // namespace
 }  // namespace llmgate::routing
+
+namespace llmgate::routing {
+namespace {
+
+// Routing III: the request's prompt in each deployment's tokens, and the
+// deployments whose context window cannot hold it.
+TEST(RouterContextWindows, ADeploymentTooSmallForThePromptIsSkippedWithTheReason) {
+  Fixture f({100, 300});
+  f.model->deployments[0].context_window = 8'000;
+  f.model->deployments[1].context_window = 128'000;
+  auto r = f.request();
+  r.prompt_bytes = 40'000;  // 10k tokens at the prior's 4 bytes per token
+  r.max_tokens = 1'000;
+  auto d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1"}));
+  EXPECT_EQ(d.candidates[0].input_tokens, 10'000);
+  ASSERT_EQ(d.skipped.size(), 1u);
+  EXPECT_EQ(d.skipped[0].deployment, "p0/m");
+  EXPECT_EQ(d.skipped[0].reason, "prompt ~10.0k + max_tokens 1000 over its context window of 8.0k");
+  EXPECT_NE(explain(d).find("p1/m=#1("), std::string::npos) << explain(d);
+  EXPECT_NE(explain(d).find("in ~10.0k tok"), std::string::npos) << explain(d);
+  // A short prompt fits both; the faster goes first, and no size is shown.
+  r.prompt_bytes = 400;
+  r.max_tokens.reset();
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_EQ(explain(d).find(" tok"), std::string::npos) << explain(d);
+}
+
+TEST(RouterContextWindows, APromptNoDeploymentCanHoldIsTheClientsA400) {
+  Fixture f({100, 300});
+  f.model->deployments[0].context_window = 8'000;
+  f.model->deployments[1].context_window = 32'000;
+  auto r = f.request();
+  r.prompt_bytes = 200'000;  // 50k tokens
+  auto d = f.decide(r);
+  EXPECT_TRUE(d.candidates.empty());
+  EXPECT_EQ(d.error_status, 400);
+  EXPECT_NE(d.error_message.find("~50.0k tokens"), std::string::npos) << d.error_message;
+  EXPECT_NE(d.error_message.find("the largest holds 32.0k"), std::string::npos) << d.error_message;
+  // Without a window configured, nothing is skipped (the provider's 400
+  // still fails over at run time).
+  f.model->deployments[1].context_window.reset();
+  d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1"}));
+}
+
+TEST(RouterContextWindows, EachDeploymentCountsThePromptInItsOwnTokens) {
+  Fixture f({100, 100});
+  f.views[0].stats.calibration_tokens = 100'000;               // learnt: 3 bytes per token
+  f.views[0].stats.calibration_bytes = 300'000 - 2'000 * 1.0;  // (with the prior's 2,000 x 4)
+  auto r = f.request();
+  r.prompt_bytes = 30'000;
+  r.prompt_media = 1;
+  auto d = f.decide(r);
+  ASSERT_EQ(d.candidates.size(), 2u);
+  EXPECT_NEAR(f.views[0].stats.bytes_per_input_token(), 3.0, 0.05);
+  EXPECT_NEAR(static_cast<double>(d.candidates[0].input_tokens), 10'000 + 1'000, 120);
+  EXPECT_EQ(d.candidates[1].input_tokens, 7'500 + 1'000);
+}
+
+}  // namespace
+}  // namespace llmgate::routing

@@ -194,6 +194,36 @@ TEST(StatsRegistry, ARaceLostBeforeItsRequestWasSentSaysNothingOfItsTtft) {
   EXPECT_EQ(reg.get("p/m", t0 + 3s + 300ms)->ttft_censored, 0u);
 }
 
+TEST(StatsRegistry, LearnsHowManyPromptBytesMakeOneOfItsInputTokens) {
+  StatsRegistry reg;
+  EXPECT_DOUBLE_EQ(reg.get_or_prior("p/m", t0).bytes_per_input_token(),
+                   DeploymentStats::kPriorBytesPerToken);
+  // Its tokenizer and template: 3 body bytes a token, from the usage it reports.
+  for (int i = 0; i < 200; ++i) {
+    AttemptRecord r = success(t0 + i * 100ms, 100ms, 5, 10ms, 20);
+    r.prompt_bytes = 3'000 + 30 * static_cast<std::size_t>(i);
+    r.input_tokens = static_cast<std::int64_t>(r.prompt_bytes / 3);
+    reg.record(r, t0 + i * 100ms + 200ms);
+  }
+  EXPECT_NEAR(reg.get("p/m", t0 + 30s)->bytes_per_input_token(), 3.0, 0.05);
+  // A prompt with inline media, a tiny one, or one without usage teaches nothing.
+  const double learnt = reg.get("p/m", t0 + 30s)->bytes_per_input_token();
+  AttemptRecord image = success(t0 + 30s, 100ms, 5, 10ms, 20);
+  image.prompt_bytes = 5'000;
+  image.prompt_media = 1;
+  image.input_tokens = 2'000;
+  reg.record(image, t0 + 31s);
+  AttemptRecord tiny = success(t0 + 31s, 100ms, 5, 10ms, 20);
+  tiny.prompt_bytes = 50;
+  tiny.input_tokens = 40;
+  reg.record(tiny, t0 + 32s);
+  AttemptRecord unknown = success(t0 + 32s, 100ms, 5, 10ms, 20);
+  unknown.prompt_bytes = 9'000;
+  reg.record(unknown, t0 + 33s);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 33s)->bytes_per_input_token(), learnt);
+  EXPECT_EQ(reg.get("p/m", t0 + 33s)->calibration_samples, 200u);
+}
+
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
   // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
   // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).

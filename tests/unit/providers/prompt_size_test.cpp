@@ -1,0 +1,63 @@
+// The prompt's size before any provider counts it: the body's bytes, with
+// inline media (data: URLs) counted apart.
+#include "providers/prompt_size.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace llmgate::providers {
+namespace {
+
+TEST(PromptSize, ABodyWithoutMediaIsItsBytes) {
+  const std::string body = R"({"model":"m","messages":[{"role":"user","content":"hello there"}]})";
+  const PromptSize s = measure_prompt(body);
+  EXPECT_EQ(s.bytes, body.size());
+  EXPECT_EQ(s.media, 0u);
+  EXPECT_EQ(s.tokens(4.0), static_cast<std::int64_t>(body.size() / 4));
+}
+
+TEST(PromptSize, InlineMediaAreCountedApartFromText) {
+  const std::string image = "\"data:image/png;base64," + std::string(40'000, 'A') + "\"";
+  const std::string audio = "\"data:audio/wav;base64," + std::string(1'000, 'B') + "\"";
+  const std::string body =
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},)"
+      R"({"type":"image_url","image_url":{"url":)" +
+      image + R"(}},{"type":"input_audio","input_audio":{"data":)" + audio + R"(}}]}]})";
+  const PromptSize s = measure_prompt(body);
+  EXPECT_EQ(s.media, 2u);
+  EXPECT_EQ(s.media_bytes, image.size() + audio.size());
+  EXPECT_EQ(s.bytes, body.size() - image.size() - audio.size());
+  EXPECT_EQ(s.tokens(4.0), static_cast<std::int64_t>(s.bytes / 4) + 2 * kMediaTokens);
+}
+
+TEST(PromptSize, TextThatMentionsDataUrlsIsText) {
+  // Inside a string a quote is escaped: \"data:... is the text's, not a URL.
+  const std::string quoted = R"({"messages":[{"role":"user","content":"say \"data:x\" twice"}]})";
+  EXPECT_EQ(measure_prompt(quoted).media, 0u);
+  EXPECT_EQ(measure_prompt(quoted).bytes, quoted.size());
+  // An escaped backslash before a real quote: that quote does open a string.
+  const std::string after_backslash = R"({"a":"x\\","b":"data:image/png;base64,AAAA"})";
+  EXPECT_EQ(measure_prompt(after_backslash).media, 1u);
+  // A key is never media.
+  const std::string key = R"({"data:weird key": 1})";
+  EXPECT_EQ(measure_prompt(key).media, 0u);
+  EXPECT_EQ(measure_prompt(key).bytes, key.size());
+  // A remote image is the characters of its URL.
+  const std::string remote =
+      R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x.test/a.png"}}]}]})";
+  EXPECT_EQ(measure_prompt(remote).media, 0u);
+}
+
+TEST(PromptSize, EveryCutOfATruncatedBodyIsCountedWithoutReadingPastIt) {
+  const std::string body = R"({"c":["data:aa","data:b\"c",{"data:k":"data:v"}],"d":"x"})";
+  for (std::size_t n = 0; n <= body.size(); ++n) {
+    const PromptSize s = measure_prompt(std::string_view(body).substr(0, n));
+    EXPECT_EQ(s.bytes + s.media_bytes, n) << n;
+  }
+  const PromptSize whole = measure_prompt(body);
+  EXPECT_EQ(whole.media, 3u);  // "data:aa", "data:b\"c", "data:v"; not the key
+}
+
+}  // namespace
+}  // namespace llmgate::providers
