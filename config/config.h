@@ -240,6 +240,11 @@ struct Deployment {
   // guessed). A request whose estimated prompt plus max_tokens is larger
   // skips the deployment; unset: no check.
   std::optional<std::int64_t> context_window;
+  // The prior of this deployment's prefill cost: ms of first-token time per
+  // 1,000 input tokens not read from a prompt cache, until its own answers
+  // at several prompt sizes say better (docs/routing.md, "TTFT and the
+  // prompt"); unset: kDefaultPrefillMsPer1k.
+  std::optional<double> prefill_ms_per_1k_tokens;
   // Wire: a stream from the upstream or not (unset: the provider's `stream`).
   std::optional<bool> stream;
   // The first-token deadline of this deployment (a reasoning model thinks
@@ -361,6 +366,9 @@ inline constexpr double kDefaultLoadFactor = 0.05;
 inline constexpr double kDefaultDeadlineFactor = 3.0;
 inline constexpr Duration kDefaultMinTtftDeadline{250};
 inline constexpr Duration kDefaultTtftPrior{1'000};
+// The prefill prior: ms of first-token time per 1,000 uncached input tokens
+// (a 50k-token prompt: +2.5 s), until a deployment's answers say better.
+inline constexpr double kDefaultPrefillMsPer1k = 50;
 inline constexpr double kDefaultTpsPrior = 50;
 inline constexpr Duration kDefaultTtftTau{10'000};
 inline constexpr Duration kDefaultRelaxTau{60'000};

@@ -63,6 +63,11 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
     m.read("max_queue", deployment.max_queue, integer_in<unsigned>(0, 1'000'000));
     m.read("context_window", deployment.context_window,
            integer_in<std::int64_t>(1'000, 100'000'000));
+    if (auto pf = m.optional("prefill_ms_per_1k_tokens")) {
+      const double v = pf->number();
+      if (!(v >= 0 && v <= 5000)) pf->fail("expected a number of ms from 0 to 5000");
+      deployment.prefill_ms_per_1k_tokens = v;
+    }
     m.read("stream", deployment.stream, &ConfigNode::boolean);
     if (auto t = m.optional("ttft_timeout")) {
       const std::string text = t->string();

@@ -95,7 +95,10 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
       // The prompt's bytes per input token, learnt from the usage reported
       // (docs/routing.md, "Prompt size"), and the answers it learnt from.
       row["prompt"] = {{"bytes_per_input_token", s.bytes_per_input_token()},
-                       {"calibration_samples", s.calibration_samples}};
+                       {"calibration_samples", s.calibration_samples},
+                       {"prefill_ms_per_1k_tokens", s.prefill_ms_per_1k},
+                       {"prefill_prior_ms_per_1k_tokens", s.prefill_prior_ms_per_1k},
+                       {"prefill_spread", s.prefill_spread}};
       if (r.d->context_window) row["context_window"] = *r.d->context_window;
       row["error_rate"] = s.error_rate;
       row["consecutive_failures"] = s.consecutive_failures;

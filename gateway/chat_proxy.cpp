@@ -370,7 +370,8 @@ void ChatProxy::promote_reserve() {
   const config::Deployment* dep = pc.candidate.deployment;
   std::erase_if(d.skipped, [&](const routing::Skipped& s) { return s.deployment == dep->id(); });
   // The last candidate waits its configured TTFT timeout (docs/routing.md).
-  pc.candidate.timeouts.ttft = cfg_.timeouts_for(*pc.candidate.provider, *dep).ttft;
+  pc.candidate.timeouts.ttft =
+      cfg_.timeouts_for(*pc.candidate.provider, *dep).ttft + pc.prefill_allowance;
   d.candidates.push_back(std::move(pc));
   trace_.plan_changed();
 }
@@ -510,6 +511,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   rec.deployment = c.deployment->id();
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
+  rec.input_tokens_est = pc.input_tokens;
   if (!req_.reasoning_effort.empty())
     rec.stats_key = routing::stats_key(rec.deployment, req_.reasoning_effort);
   rec.started = Clock::now();
@@ -523,6 +525,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     traceparent = t->child_traceparent(span);
   }
   routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
+  in_flight.set_input_tokens(pc.input_tokens);
   struct Report {
     ChatProxy& self;
     const routing::PlannedCandidate& pc;

@@ -88,6 +88,9 @@ struct AttemptRecord {
   // bytes make one of its tokens.
   std::size_t prompt_bytes = 0;
   std::uint32_t prompt_media = 0;
+  // The router's estimate of the prompt in this deployment's input tokens:
+  // what its time to first token is read against (the prefill fit).
+  std::int64_t input_tokens_est = 0;
   // The stream carried reasoning text: its tokens arrived between the first
   // and the last output event (else they were spent before the first one).
   bool reasoning_streamed = false;

@@ -302,7 +302,11 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     const double usual =
         std::max(s.ttft_estimate_ms, s.ttft_answered_p99_ms.value_or(s.ttft_estimate_ms));
     w.pc.stalled = s.awaiting_lower_bound_ms > usual;
-    w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms);
+    // The request's own prefill: the estimates are a prompt of no size's
+    // (docs/routing.md, "TTFT and the prompt").
+    const double k = static_cast<double>(w.pc.input_tokens) / 1000;
+    w.pc.prefill_ms = s.prefill_ms_per_1k * k;
+    w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms) + w.pc.prefill_ms;
     w.pc.load_multiplier = 1 + options.load_factor * waiting;
     w.pc.expected_ttft_ms = w.pc.estimate_ms * w.pc.load_multiplier;
     w.pc.p50_ms = s.ttft_p50_ms;
@@ -341,6 +345,13 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
       w.pc.candidate.timeouts.ttft =
           std::clamp(derived, std::min(options.min_ttft_deadline, configured), configured);
     }
+    // A long prompt gets its prefill on top, generously (twice the larger of
+    // the fitted and the prior slope): the deadline is there to catch a
+    // stall, and a prompt's prefill is not one. timeouts.ttft bounds the
+    // wait of a prompt of no size.
+    w.pc.prefill_allowance = milliseconds(static_cast<std::int64_t>(std::ceil(
+        kDeadlinePrefillFactor * std::max(s.prefill_ms_per_1k, s.prefill_prior_ms_per_1k) * k)));
+    w.pc.candidate.timeouts.ttft += w.pc.prefill_allowance;
     // Hedge delay: fixed, or the live percentile of the attempts that
     // answered (else the estimate), with a floor. (Of those that answered:
     // with 10% of attempts stalling, the p99 of all of them is "beyond the
@@ -349,8 +360,9 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
         policy.hedging.delay
             ? static_cast<double>(policy.hedging.delay->count())
             : answered_ttft_at(s, policy.hedging.delay_percentile).value_or(s.ttft_estimate_ms);
-    w.pc.hedge_delay = std::max(policy.hedging.min_delay,
-                                milliseconds(static_cast<std::int64_t>(std::ceil(delay_ms))));
+    w.pc.hedge_delay =
+        std::max(policy.hedging.min_delay,
+                 milliseconds(static_cast<std::int64_t>(std::ceil(delay_ms + w.pc.prefill_ms))));
   }
 }
 
@@ -459,6 +471,8 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       const auto max = static_cast<double>(limit->count());
       std::optional<double> ttft = recent_ttft_at(s, at);
       if (!ttft && dep.expected_ttft) ttft = static_cast<double>(dep.expected_ttft->count());
+      // At this request's size: the recent base plus its prefill.
+      if (ttft) *ttft += w.pc.prefill_ms;
       if (!ttft || *ttft <= max) return false;
       if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms <= max) return false;
       w.missed_ttft_limit = *limit;
@@ -721,8 +735,10 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     }
   }
   if (best != nullptr && may_learn) {
-    const double typical =
-        best->view->stats.ttft_answered_p50_ms.value_or(best->pc.expected_ttft_ms);
+    // (At this request's size: the answered median is a prompt of no size's.)
+    const double typical = best->view->stats.ttft_answered_p50_ms
+                               ? *best->view->stats.ttft_answered_p50_ms + best->pc.prefill_ms
+                               : best->pc.expected_ttft_ms;
     const auto cap =
         std::max(milliseconds(50), milliseconds(static_cast<std::int64_t>(std::ceil(typical))));
     for (auto& w : cands) {
@@ -754,7 +770,8 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // its derived deadline.)
   if (!out.candidates.empty()) {
     auto& last = out.candidates.back().candidate;
-    last.timeouts.ttft = request.cfg->timeouts_for(*last.provider, *last.deployment).ttft;
+    last.timeouts.ttft = request.cfg->timeouts_for(*last.provider, *last.deployment).ttft +
+                         out.candidates.back().prefill_allowance;
   }
 }
 
@@ -836,6 +853,7 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
     item += "in ~";
     append_tokens(item, c.input_tokens);
     item += " tok";
+    if (c.prefill_ms >= 1) append_num(item, " prefill ~", c.prefill_ms, 0, "ms");
   }
   if (c.preferred) item += " preferred";
   if (c.recheck)

@@ -89,6 +89,8 @@ struct RouteRequest {
 inline constexpr std::int64_t kMediaPartTokens = 1000;
 // A prompt from this many tokens on is named in the route's explanation.
 inline constexpr std::int64_t kShownInputTokens = 1000;
+// A long prompt's deadline gets this many times its expected prefill.
+inline constexpr double kDeadlinePrefillFactor = 2.0;
 
 // The request's prompt in `stats`' deployment's tokens (estimated).
 std::int64_t estimated_input_tokens(const RouteRequest& request, const DeploymentStats& stats);
@@ -106,7 +108,12 @@ struct PlannedCandidate {
   // attempts still waiting for a first token when that is higher) x the load
   // multiplier (1 + load_factor x attempts awaiting their first token).
   double expected_ttft_ms = 0;
-  double estimate_ms = 0;  // the estimate, before the load multiplier
+  double estimate_ms = 0;  // the estimate, before the load multiplier (with the prefill)
+  // The request's prefill on this deployment: its input tokens x the
+  // deployment's prefill slope (in estimate_ms and the hedge delay; the
+  // deadline has twice the larger of the fitted and the prior slope).
+  double prefill_ms = 0;
+  std::chrono::milliseconds prefill_allowance{0};  // what the deadline has for it
   double load_multiplier = 1;
   bool stalled = false;  // attempts in flight have waited past the estimate
   // Its estimate is at or past its TTFT deadline: trying it costs the client

@@ -73,7 +73,8 @@ void RoutingState::set_up(const config::Config& cfg) {
       const config::Provider* p = cfg.find_provider(d.provider);
       if (p == nullptr) continue;
       stats.set_prior(d.id(), ttft_prior_ms(d, *p, region, cfg.routing.ttft_prior),
-                      d.expected_tps.value_or(cfg.routing.tps_prior));
+                      d.expected_tps.value_or(cfg.routing.tps_prior),
+                      d.prefill_ms_per_1k_tokens.value_or(config::kDefaultPrefillMsPer1k));
     }
   }
 }

@@ -47,6 +47,10 @@ double waited_ms(const AttemptRecord& r, Clock::time_point now) {
   return since != Clock::time_point{} ? ms(now - since) : 0.0;
 }
 
+// A first token's base (less its prefill) is never under this share of it:
+// a slope learnt too steep must not make a slow answer look instant.
+constexpr double kMinBaseShare = 0.2;
+
 // The smallest prompt whose token count calibrates bytes per token.
 constexpr std::size_t kMinCalibrationBytes = 200;
 
@@ -101,7 +105,7 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
     // TTFT already includes.
     e.usual_awaiting.observe(static_cast<double>(joined_), since_);
   }
-  if (ttft) e.add_ttft(ms(*ttft), now);
+  if (ttft) e.add_ttft(ms(*ttft), now, input_k_);
 }
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {
@@ -165,10 +169,12 @@ StatsRegistry::Slot& StatsRegistry::slot_locked(const std::string& key) const {
   // What may throw comes before the entry enters the map: a half-made one
   // would stay there.
   std::optional<std::pair<double, double>> priors;  // an effort's: its deployment's
+  double prefill_prior = config::kDefaultPrefillMsPer1k;
   if (auto tag = key.find(kEffortTag); tag != std::string::npos) {
     Slot& base = slot_locked(key.substr(0, tag));
     std::lock_guard base_lock(base.mu);
     priors.emplace(base.entry.ttft.prior(), base.entry.tps_prior);
+    prefill_prior = base.entry.prefill_prior;
   }
   std::string name = key;
   Slot& s = stats_.try_emplace(key, options_).first->second;
@@ -177,6 +183,7 @@ StatsRegistry::Slot& StatsRegistry::slot_locked(const std::string& key) const {
   if (priors) {
     s.entry.ttft.set_prior(priors->first);
     s.entry.tps_prior = priors->second;
+    s.entry.prefill_prior = prefill_prior;
   }
   return s;
 }
@@ -215,10 +222,11 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
   // it — even if the client then left. An unstreamed answer's is the whole
   // answer (the client sees nothing before it).
   const auto ttft = r.ttft();
-  if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now);
+  const double k = static_cast<double>(std::max<std::int64_t>(0, r.input_tokens_est)) / 1000;
+  if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now, k);
   if (r.unstreamed && r.outcome == AttemptOutcome::kSuccess) {
     if (auto answer = r.answer_time()) {
-      e.add_ttft(ms(*answer), now);
+      e.add_ttft(ms(*answer), now, k);
       ++s.unstreamed_samples;
       s.last_ttft_ms = ms(*answer);
     }
@@ -232,7 +240,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
       return recorded();
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
-    const double elapsed = waited_ms(r, now);
+    const double elapsed = e.base_of(waited_ms(r, now), k);
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
     if (e.ttft.observe_at_least(elapsed, now)) e.bounded = true;
     return recorded();
@@ -252,7 +260,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // takes the wait — what the client paid — like any slow sample: at once
     // for a second miss in a row, decayed in for an isolated one (a rare
     // stall must not bench a deployment that answers the other 99 fast).
-    const double waited = waited_ms(r, now);
+    const double waited = e.base_of(waited_ms(r, now), k);
     e.ttft_window.add_censored(waited, now);
     if (e.failures.consecutive_failures() >= 2) {
       if (e.ttft.observe_at_least(waited, now)) e.bounded = true;
@@ -269,7 +277,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // time). It never lowers the estimate. A failure in a row takes effect
     // at once (peak rule); an isolated one decays in, so a deployment that
     // fails 1 request in 10 is not abandoned for the other 9.
-    const double elapsed = waited_ms(r, now);
+    const double elapsed = e.base_of(waited_ms(r, now), k);
     const double current = e.ttft.estimate(now);
     const double typical = e.ttft_window.quantile(0.5, now).value_or(e.ttft.prior());
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
@@ -344,6 +352,10 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.last_sample = e.ttft.last_sample();
   s.ttft_penalized = e.penalized;
   s.ttft_bounded = e.bounded;
+  s.prefill_prior_ms_per_1k = e.prefill_prior;
+  s.prefill_ms_per_1k = e.prefill.slope(e.prefill_prior);
+  s.prefill_spread = e.prefill.spread();
+  s.prefill_samples = e.prefill.samples();
   s.last_attempt_start = e.last_attempt_start;
   s.usual_awaiting = e.usual_awaiting.value().value_or(0);
   if (e.awaiting_since.size() >= 2) {
@@ -393,7 +405,16 @@ void StatsRegistry::record_speed(const std::string& deployment, double chars_per
   e.chars_per_s.observe(chars_per_s, now);
 }
 
-void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
+double StatsRegistry::Entry::base_of(double ms, double k) const {
+  if (k <= 0) return ms;
+  return std::max(ms * kMinBaseShare, ms - prefill.slope(prefill_prior) * k);
+}
+
+void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double k) {
+  // The prefill fit sees the first token as it came; the estimators its
+  // base, so requests of every size compare on one level.
+  prefill.add(k, raw_ms, prefill_prior);
+  const double ttft_ms = base_of(raw_ms, k);
   // After failures the estimate holds their penalties, not a measurement: a
   // real first token replaces them (a deployment that came back wins its
   // traffic back at once, instead of decaying out of a penalty for tens of
@@ -405,10 +426,16 @@ void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
   // the sample in.
   const auto last = ttft.last_sample();
   const bool stale = last && now - *last >= kStaleEstimate;
+  // A first token that is mostly prefill says little of the base: the
+  // slope's error, times its many tokens, is easily more than the base
+  // itself. It moves the estimate gradually, never as a peak.
+  const bool mostly_prefill = raw_ms - ttft_ms > ttft.estimate(now);
   if (penalized ||
       ((bounded || stale) && ttft_ms < ttft.estimate(now) * PeakEwma::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);
     penalized = false;
+  } else if (mostly_prefill) {
+    ttft.observe_decayed(ttft_ms, now);
   } else {
     ttft.observe(ttft_ms, now);
   }
@@ -416,12 +443,14 @@ void StatsRegistry::Entry::add_ttft(double ttft_ms, Clock::time_point now) {
   ttft_window.add(ttft_ms, now);
 }
 
-void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps) {
+void StatsRegistry::set_prior(const std::string& deployment, double ttft_ms, double tps,
+                              double prefill_ms_per_1k) {
   Slot& s = slot(deployment);
   std::lock_guard lock(s.mu);
   Entry& e = s.entry;
   e.ttft.set_prior(ttft_ms);
   e.tps_prior = tps;
+  e.prefill_prior = prefill_ms_per_1k;
 }
 
 StatsRegistry::Entry StatsRegistry::fresh_from(Entry& old, const std::string& key) const {
@@ -432,6 +461,7 @@ StatsRegistry::Entry StatsRegistry::fresh_from(Entry& old, const std::string& ke
   fresh.awaiting_since = std::move(old.awaiting_since);
   fresh.ttft.set_prior(old.ttft.prior());
   fresh.tps_prior = old.tps_prior;
+  fresh.prefill_prior = old.prefill_prior;
   return fresh;
 }
 

@@ -39,6 +39,7 @@
 #include "routing/decayed_ewma.h"
 #include "routing/failure_tracker.h"
 #include "routing/peak_ewma.h"
+#include "routing/prefill_fit.h"
 #include "routing/windowed_quantiles.h"
 
 namespace llmgate::routing {
@@ -152,6 +153,15 @@ struct DeploymentStats {
   double calibration_bytes = 0;   // decayed sums of the answers'
   double calibration_tokens = 0;  // prompt bytes and input tokens
   std::uint64_t calibration_samples = 0;
+  // Prefill (docs/routing.md, "TTFT and the prompt"): the TTFT estimates
+  // above are a prompt of no size's (the base); a request's expected TTFT is
+  // the base plus prefill_ms_per_1k x its uncached input tokens / 1000. The
+  // slope is the fit's over the sizes seen (PrefillFit), shrunk toward the
+  // prior; `prefill_spread` is the evidence behind one of its own.
+  double prefill_ms_per_1k = config::kDefaultPrefillMsPer1k;
+  double prefill_prior_ms_per_1k = config::kDefaultPrefillMsPer1k;
+  double prefill_spread = 0;
+  std::uint64_t prefill_samples = 0;
   double bytes_per_input_token() const {
     return (kPriorBytesPerToken * kPriorTokens + calibration_bytes) /
            (kPriorTokens + calibration_tokens);
@@ -191,6 +201,9 @@ class StatsRegistry {
     Recorded finish(const AttemptRecord& record, Clock::time_point now);
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
+    // The request's prompt in the deployment's (estimated) input tokens:
+    // its first token's sample is read against it (the prefill fit).
+    void set_input_tokens(std::int64_t n) { input_k_ = static_cast<double>(n) / 1000; }
 
    private:
     void end_locked(Clock::time_point now);  // the entry's lock held
@@ -200,6 +213,7 @@ class StatsRegistry {
     bool awaiting_ = true;
     bool ended_ = false;
     std::int64_t joined_ = 0;  // attempts already awaiting when it started
+    double input_k_ = 0;       // thousands of input tokens (set_input_tokens)
   };
 
   // One finished attempt (one that held an InFlight records with
@@ -218,7 +232,8 @@ class StatsRegistry {
                     Clock::time_point now = Clock::now());
   // A deployment's own cold-start prior (configured expected TTFT/TPS, or the
   // default plus a region-distance term), instead of the global one.
-  void set_prior(const std::string& deployment, double ttft_ms, double tps);
+  void set_prior(const std::string& deployment, double ttft_ms, double tps,
+                 double prefill_ms_per_1k = config::kDefaultPrefillMsPer1k);
   // Forgets what was measured of a deployment (its upstream changed on a
   // reload); the attempts now in flight are still counted.
   void reset(const std::string& deployment);
@@ -243,7 +258,16 @@ class StatsRegistry {
  private:
   struct Entry {
     explicit Entry(const StatsOptions& o);
-    void add_ttft(double ttft_ms, Clock::time_point now);  // the one TTFT-sample path
+    // The one TTFT-sample path: a first token after `ttft_ms` for a prompt
+    // of `k` thousand (estimated, uncached) input tokens. The fit learns the
+    // prefill from it; the estimators take the TTFT less the prefill (the
+    // base: what a prompt of no size would have taken).
+    void add_ttft(double ttft_ms, Clock::time_point now, double k = 0);
+    // A time without its first token, as a base (less the prefill `k`
+    // thousand tokens take; never below a fifth of it).
+    double base_of(double ms, double k) const;
+    PrefillFit prefill;
+    double prefill_prior = config::kDefaultPrefillMsPer1k;
     DeploymentStats counters;
     PeakEwma ttft;
     WindowedQuantiles ttft_window;

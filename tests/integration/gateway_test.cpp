@@ -953,6 +953,39 @@ TEST_F(GatewayTest, AConfiguredContextWindowSkipsTheDeploymentOrRefusesThePrompt
   EXPECT_EQ(sim_a_->stats().requests + sim_b_->stats().requests, 1u);
 }
 
+// Routing III: a long prompt among short ones is not cut by a deadline made
+// for the short ones, and its first token (mostly prefill) does not make the
+// deployment look slow for the short ones after it.
+TEST_F(GatewayTest, ALongPromptAmongShortOnesGetsItsPrefillInItsDeadline) {
+  sim::Profile prefill = fixed_ttft(20);
+  prefill.prefill_ms_per_1k_tokens = 80;
+  start_sims(prefill, prefill);
+  start_gateway("5s", "2s", "", "1s",
+                "routing: {exploration: 0, defaults: {policy: ordered, hedging: {on_stall: "
+                "false}}}\n");
+  HttpClient c(port_);
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 20));
+  // Short prompts: a first token in ~20 ms, a derived deadline of 250 ms.
+  const std::string prompt(80'000, 'x');  // ~20k tokens: ~1.6 s of prefill
+  auto r =
+      c.request("POST", "/v1/chat/completions",
+                R"({"model":"chat","messages":[{"role":"user","content":")" + prompt + R"("}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(r.header("x-llmgate-attempts"), "1") << r.header("x-llmgate-failed");
+  EXPECT_GT(std::stod(r.header("x-llmgate-ttft-ms")), 1'500);
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 21));
+  auto a = gw_->stats().get("a/model-a");
+  EXPECT_EQ(a->failures, 0u);
+  // The long first token was read against its prompt: the short prompts'
+  // estimate stays a short prompt's.
+  EXPECT_LT(a->ttft_estimate_ms, 400) << a->ttft_estimate_ms;
+}
+
 // A race's rule (docs/failure-semantics.md, "Races"): an answer beats a
 // refusal, whatever their timing. The hedge refuses (400) long before the
 // primary's first token; the client gets the primary's answer.

@@ -60,7 +60,7 @@ const ErrorCase kCases[] = {
      "server: { listeners: [{address: 127.0.0.1, colour: red}] }\n",
      R"(cfg.yaml: server.listeners[0]: unknown key "colour" (expected one of: address, port))"},
     {"RejectsUnknownKeyInDeployment", deployment_with("        model: x\n        weight: 2\n"),
-     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue, context_window, stream, ttft_timeout, operations))"},
+     R"(cfg.yaml: models[0].deployments[0]: unknown key "weight" (expected one of: provider, model, price, expected_ttft, expected_tps, max_concurrent, max_queue, context_window, prefill_ms_per_1k_tokens, stream, ttft_timeout, operations))"},
     {"RejectsAnUnknownOperation",
      deployment_with("        model: x\n        operations: [chat, images]\n"),
      R"(cfg.yaml: models[0].deployments[0].operations[1]: expected one of chat, responses, embeddings, completions, got "images")"},

@@ -441,10 +441,16 @@ providers: [{name: p, base_url: 'https://h'}]
 models:
   - name: m
     deployments:
-      - {provider: p, model: a, context_window: 128000}
+      - {provider: p, model: a, context_window: 128000, prefill_ms_per_1k_tokens: 120.5}
       - {provider: p, model: b}
 )");
   EXPECT_EQ(cfg->models.at(0).deployments.at(0).context_window, 128'000);
+  EXPECT_EQ(cfg->models.at(0).deployments.at(0).prefill_ms_per_1k_tokens, 120.5);
+  EXPECT_FALSE(cfg->models.at(0).deployments.at(1).prefill_ms_per_1k_tokens.has_value());
+  EXPECT_THROW(testing::parse("providers: [{name: p, base_url: 'https://h'}]\n"
+                              "models: [{name: m, deployments: [{provider: p, model: a, "
+                              "prefill_ms_per_1k_tokens: -1}]}]\n"),
+               ConfigError);
   EXPECT_FALSE(cfg->models.at(0).deployments.at(1).context_window.has_value());
   for (const char* bad : {"10", "0", "-5", "lots", "200000000"}) {
     try {

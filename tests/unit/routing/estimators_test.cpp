@@ -12,6 +12,7 @@
 
 #include "routing/failure_tracker.h"
 #include "routing/peak_ewma.h"
+#include "routing/prefill_fit.h"
 #include "routing/windowed_quantiles.h"
 
 namespace llmgate::routing {
@@ -405,6 +406,42 @@ TEST(FailureTracker, CountsConsecutiveFailuresUntilASuccess) {
   EXPECT_EQ(f.consecutive_failures(), 3u);
   f.record(false, t0 + 3s);
   EXPECT_EQ(f.consecutive_failures(), 0u);
+}
+
+}  // namespace
+}  // namespace llmgate::routing
+
+namespace llmgate::routing {
+namespace {
+
+TEST(PrefillFit, KeepsThePriorUntilItSeesSizesThenLearnsTheSlope) {
+  PrefillFit fit;
+  EXPECT_DOUBLE_EQ(fit.slope(50), 50);
+  // One size only (short prompts): no evidence of a slope, the prior holds.
+  for (int i = 0; i < 50; ++i) fit.add(0.2, 300, 50);
+  EXPECT_NEAR(fit.slope(50), 50, 1e-9);
+  // Prompts from 1k to 40k tokens on a 100 ms/1k line: the fit's own slope.
+  for (int i = 0; i < 200; ++i) {
+    const double k = 1 + (i % 40);
+    fit.add(k, 300 + 100 * k, 50);
+  }
+  EXPECT_NEAR(fit.slope(50), 100, 2);
+  EXPECT_NEAR(fit.base(50), 300, 40);
+  // A constant TTFT whatever the size (a provider with no prefill cost to
+  // speak of): the slope goes to it, never below zero.
+  PrefillFit flat;
+  for (int i = 0; i < 300; ++i) flat.add(1 + (i % 30), 400, 50);
+  EXPECT_LT(flat.slope(50), 2);
+  EXPECT_GE(flat.slope(50), 0);
+}
+
+TEST(PrefillFit, AQueueingSpikeIsClippedNotTakenForPrefill) {
+  PrefillFit fit;
+  for (int i = 0; i < 200; ++i) fit.add(1 + (i % 20), 200 + 50 * (1 + (i % 20)), 50);
+  const double before = fit.slope(50);
+  fit.add(20, 60'000, 50);  // one 60 s first token at 20k tokens
+  EXPECT_LT(fit.slope(50), before * 1.5);
+  EXPECT_NEAR(before, 50, 2);
 }
 
 }  // namespace

@@ -806,8 +806,46 @@ TEST(RouterContextWindows, EachDeploymentCountsThePromptInItsOwnTokens) {
   auto d = f.decide(r);
   ASSERT_EQ(d.candidates.size(), 2u);
   EXPECT_NEAR(f.views[0].stats.bytes_per_input_token(), 3.0, 0.05);
-  EXPECT_NEAR(static_cast<double>(d.candidates[0].input_tokens), 10'000 + 1'000, 120);
-  EXPECT_EQ(d.candidates[1].input_tokens, 7'500 + 1'000);
+  // The same prompt is more of p0's tokens: more prefill, so p1 goes first.
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_NEAR(static_cast<double>(d.candidates[1].input_tokens), 10'000 + 1'000, 120);
+  EXPECT_EQ(d.candidates[0].input_tokens, 7'500 + 1'000);
+}
+
+}  // namespace
+}  // namespace llmgate::routing
+
+namespace llmgate::routing {
+namespace {
+
+// Routing III: time to first token as a function of the request's prompt.
+TEST(RouterPrefill, ALongPromptExpectsItsPrefillAndGetsItInItsDeadlineAndHedgeDelay) {
+  Fixture f({200, 260});
+  for (auto& v : f.views) {
+    v.stats.ttft_p95_ms = 250;  // a short prompt's: a 750 ms deadline at x3
+    v.stats.prefill_ms_per_1k = 100;
+    v.stats.prefill_prior_ms_per_1k = 50;
+  }
+  f.views[1].stats.prefill_ms_per_1k = 20;  // p1 reads prompts five times faster
+  auto r = f.request();
+  r.policy.hedging.min_delay = 0ms;
+  r.prompt_bytes = 400;  // 100 tokens: prefill 10 ms and 2 ms -- p0 first
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_DOUBLE_EQ(d.candidates[0].estimate_ms, 200 + 10);
+  EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 750ms + 20ms);
+  r.prompt_bytes = 200'000;  // 50k tokens: prefill 5 s on p0, 1 s on p1
+  d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_DOUBLE_EQ(d.candidates[0].prefill_ms, 1000);
+  EXPECT_DOUBLE_EQ(d.candidates[0].estimate_ms, 260 + 1000);
+  // The deadline: a short prompt's, plus twice the larger of fit and prior.
+  EXPECT_EQ(d.candidates[0].candidate.timeouts.ttft, 750ms + 5000ms);
+  // (The last candidate waits the configured 10 s, and its prefill on top.)
+  EXPECT_EQ(d.candidates[1].candidate.timeouts.ttft, 10s + 10000ms);
+  // The hedge delay too: a long prompt is not hedged at a short one's p99.
+  EXPECT_GE(d.candidates[0].hedge_delay, 1000ms);
+  EXPECT_NE(explain(d).find("in ~50.0k tok prefill ~1000ms"), std::string::npos) << explain(d);
 }
 
 }  // namespace

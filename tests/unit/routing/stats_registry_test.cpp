@@ -224,6 +224,35 @@ TEST(StatsRegistry, LearnsHowManyPromptBytesMakeOneOfItsInputTokens) {
   EXPECT_EQ(reg.get("p/m", t0 + 33s)->calibration_samples, 200u);
 }
 
+TEST(StatsRegistry, FirstTokensAreReadAgainstTheirPromptsSize) {
+  // 150 ms plus 100 ms per 1k tokens, prompts from 0 to 30k tokens: the
+  // estimate and the window are the base (a prompt of no size's), the slope
+  // the fit's; a 30k-token first token does not make the next short one
+  // expected at seconds.
+  StatsRegistry reg;
+  for (int i = 0; i < 400; ++i) {
+    const auto t = t0 + i * 50ms;
+    const std::int64_t tokens = (i % 7 == 0) ? 30'000 : 100 + (i % 5) * 1'000;
+    AttemptRecord r = success(t, std::chrono::milliseconds(150 + tokens / 10), 20, 200ms, 80);
+    r.input_tokens_est = tokens;
+    reg.record(r, t + 10ms);
+  }
+  const auto s = *reg.get("p/m", t0 + 20s);
+  EXPECT_NEAR(s.prefill_ms_per_1k, 100, 5);
+  // (The estimate is peak-sensitive: the fit's small errors, times a
+  // sample's thousands of tokens, read as peaks above the base. It stays a
+  // short prompt's all the same: without the prompt's size it is ~3 s.)
+  EXPECT_GE(s.ttft_estimate_ms, 140);
+  EXPECT_LT(s.ttft_estimate_ms, 300);
+  EXPECT_NEAR(*s.ttft_p50_ms, 150, 25);
+  EXPECT_GT(s.prefill_spread, 100);
+  // A timeout of a long prompt is a lower bound on its base only.
+  AttemptRecord late = failure(t0 + 21s, AttemptOutcome::kTtftTimeout);
+  late.input_tokens_est = 30'000;
+  reg.record(late, t0 + 21s + 3200ms);  // waited 3.2 s for a ~3.15 s first token
+  EXPECT_LT(reg.get("p/m", t0 + 25s)->ttft_estimate_ms, 400);
+}
+
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
   // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
   // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).
