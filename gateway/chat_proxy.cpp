@@ -583,6 +583,8 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
   if (rec.http_status != 0) s.set("http.response.status_code", std::int64_t{rec.http_status});
   if (rec.input_tokens) s.set("gen_ai.usage.input_tokens", *rec.input_tokens);
   if (rec.output_tokens) s.set("gen_ai.usage.output_tokens", *rec.output_tokens);
+  // What the router expected of the prompt here, before the provider counted it.
+  s.set("llmgate.input_tokens_estimate", rec.input_tokens_est);
   if (!rec.response_id.empty()) s.set("gen_ai.response.id", rec.response_id);
   if (!rec.finish_reasons.empty()) s.set("gen_ai.response.finish_reasons", rec.finish_reasons);
   s.set("llmgate.deployment", rec.deployment);

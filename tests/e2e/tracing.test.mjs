@@ -193,6 +193,8 @@ test("a failed-over, hedged request: one server span under the client's, one spa
   assert.equal(attr(by["fast/m"], "llmgate.hedge.result"), "won");
   assert.equal(attr(by["fast/m"], "llmgate.hedge.branch"), "hedge");
   assert.equal(attr(by["fast/m"], "gen_ai.usage.output_tokens"), 5);
+  // The router's estimate of the prompt, beside what the provider counted.
+  assert.ok(attr(by["fast/m"], "llmgate.input_tokens_estimate") > 0);
   // The answer's id and finish reason, as the client saw them in the stream.
   const chunks = r.text.split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)));
   const finish = chunks.flatMap((c) => c.choices.map((ch) => ch.finish_reason)).filter((f) => f);
