@@ -67,6 +67,16 @@ void relay_upstream_headers(const UpstreamHead& upstream, http::fields& out,
 void relay_upstream_headers(const UpstreamHead& upstream, HeadLines& out,
                             bool with_retry_after = false);
 
+// A provider's context-length 400, in OpenAI's shape ("" when it had no
+// error object: the gateway's own words then), and the refusing deployment's
+// configured window.
+struct ContextRefusal {
+  int status = 400;
+  std::string body;
+  std::string detail;
+  std::optional<std::int64_t> window;
+};
+
 struct AttemptContext {
   Worker& worker;
   const Snapshot& snapshot;
@@ -81,8 +91,12 @@ struct AttemptContext {
   const RequestTrace* request_trace = nullptr;    // with tracing: the request's trace
   std::chrono::steady_clock::time_point start{};  // the request's arrival at the proxy
   bool stream_committed = false;                  // a streaming response head went to the client
-  bool client_write_failed = false;               // a client write failed or was cut part-way
-  bool admission_measured = false;                // the admission overhead metric was observed
+  // The first context-length refusal passed over for a larger window
+  // (docs/routing.md, "Context windows"): the client's answer if no later
+  // attempt gives one.
+  std::optional<ContextRefusal> context_refusal = std::nullopt;
+  bool client_write_failed = false;  // a client write failed or was cut part-way
+  bool admission_measured = false;   // the admission overhead metric was observed
 
   // The attempt on `branch` has output and takes the client; false when the
   // other side of a hedge race already has.

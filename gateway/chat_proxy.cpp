@@ -251,6 +251,14 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
   std::size_t next = 0;
   while (next < candidates.size()) {
     const auto& pc = candidates[next];
+    // After a context-length refusal, a deployment whose window is no
+    // larger than the refusing one's would refuse too.
+    if (const auto& refused = ctx_.context_refusal;
+        refused && refused->window && pc.candidate.deployment->context_window &&
+        *pc.candidate.deployment->context_window <= *refused->window) {
+      ++next;
+      continue;
+    }
     if (Clock::now() >= ctx_.total_deadline(pc.candidate)) {
       total_expired_ = true;  // this provider's timeouts.total; another's may be longer
       ++next;
@@ -325,6 +333,30 @@ net::awaitable<bool> ChatProxy::respond_no_route() {
 }
 
 net::awaitable<bool> ChatProxy::respond_all_failed() {
+  if (const auto& refused = ctx_.context_refusal) {
+    // A deployment refused the prompt as too long and none after it
+    // answered: its refusal is the client's answer, as it would have been
+    // without the failover (never a 5xx an SDK retries).
+    outcome_ = RequestOutcome::kRejected;
+    log_line(LogLevel::kInfo, "request " + ctx_.rc.request_id +
+                                  ": the prompt is too long for every deployment tried (" +
+                                  redact_secrets(trace_.failures.detail(), ctx_.provider_keys()) +
+                                  ")");
+    Response res =
+        refused->body.empty()
+            ? make_error_response(
+                  ctx_.rc,
+                  invalid_request(
+                      "the prompt is too long for the model's context window: " + refused->detail,
+                      "messages", "context_length_exceeded"))
+            : make_json_response(ctx_.rc, static_cast<http::status>(refused->status),
+                                 redact_secrets(refused->body, ctx_.provider_keys()));
+    trace_.add_headers(res, ctx_.rc.request_id, nullptr);
+    res.set("x-should-retry", "false");
+    conclude(nullptr);
+    const bool ok = co_await write_response(ctx_.client, res, cfg_.timeouts.idle);
+    co_return ok&& ctx_.rc.keep_alive;
+  }
   outcome_ = RequestOutcome::kError;
   ApiError e =
       trace_.failures.final_error(req_.model, trace_.attempts, trace_.explain,
@@ -512,6 +544,11 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
   rec.input_tokens_est = pc.input_tokens;
+  // A continued Responses conversation (or a stored prompt): the provider
+  // counts what this body does not hold.
+  rec.calibrates = !(req_.operation == config::Operation::kResponses &&
+                     (!req_.previous_response_id.empty() || req_.body.contains("conversation") ||
+                      req_.body.contains("prompt")));
   if (!req_.reasoning_effort.empty())
     rec.stats_key = routing::stats_key(rec.deployment, req_.reasoning_effort);
   rec.started = Clock::now();
@@ -524,8 +561,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     span = snapshot_.tracer->new_span_id();
     traceparent = t->child_traceparent(span);
   }
-  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id());
-  in_flight.set_input_tokens(pc.input_tokens);
+  routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id(), Clock::now(),
+                                             pc.input_tokens);
   struct Report {
     ChatProxy& self;
     const routing::PlannedCandidate& pc;

@@ -129,6 +129,7 @@ void stream_reasoning(EventWriter& w, const json& item, const json& at) {
   if (auto s = item.find("summary"); s != item.end() && s->is_array()) {
     std::int64_t i = 0;
     for (const auto& part : *s) {
+      if (!part.is_object()) continue;
       json where = at;
       where["summary_index"] = i++;
       const std::string text = string_field(part, "text");
@@ -144,6 +145,7 @@ void stream_reasoning(EventWriter& w, const json& item, const json& at) {
   if (auto c = item.find("content"); c != item.end() && c->is_array()) {
     std::int64_t i = 0;
     for (const auto& part : *c) {
+      if (!part.is_object()) continue;
       json where = at;
       where["content_index"] = i++;
       w.text(where, "response.reasoning_text", "text", string_field(part, "text"));
@@ -192,7 +194,8 @@ std::string responses_stream_of(const json& answer) {
         for (const json& part : *c) {
           json where = at;
           where["content_index"] = content_index++;
-          stream_content_part(w, part, where);
+          // (An upstream's part that is not an object is no part: skipped.)
+          if (part.is_object()) stream_content_part(w, part, where);
         }
       }
     } else if (type == "function_call") {

@@ -397,15 +397,33 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
     log_line(LogLevel::kDebug, "request " + ctx_.rc.request_id + ": " + rec_.deployment +
                                    " cannot hold the prompt (" + detail +
                                    "); a deployment with a larger context window follows");
+    // Held: if nothing later answers, this is what the client gets (not a
+    // 5xx its SDK would retry); and candidates no larger are passed over.
+    if (!ctx_.context_refusal) {
+      std::string shaped = body;
+      if (!openai || !said.openai_shaped) {
+        auto as_openai = protocol_.error(nlohmann::json::parse(body, nullptr, false), status);
+        shaped = as_openai
+                     ? as_openai->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                     : "";
+      }
+      ctx_.context_refusal =
+          ContextRefusal{status, std::move(shaped), detail, c_.deployment->context_window};
+    }
     co_return fail(rec_, AttemptOutcome::kClientError, "context length exceeded: " + detail);
   }
   // The caller's fault (400, 413, 422...): the next deployment would say the
   // same. Return it as the upstream said it (scrubbed), in OpenAI's shape --
   // unless a race's other side is still running: its answer, if it gives
   // one, beats this refusal (docs/failure-semantics.md, "Races").
-  if (ctx_.trace.race && !co_await ctx_.trace.race->settle_refusal(branch_))
-    co_return fail(rec_, AttemptOutcome::kHedgeLost,
-                   "answered " + detail + ", but the other side of the race answered");
+  if (ctx_.trace.race) {
+    // Held, it is not awaiting a first token any more (no load, no stall
+    // evidence for its deployment).
+    in_flight_.first_token();
+    if (!co_await ctx_.trace.race->settle_refusal(branch_))
+      co_return fail(rec_, AttemptOutcome::kHedgeLost,
+                     "answered " + detail + "; the other side of the race took the client");
+  }
   if (!ctx_.claim(branch_))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   rec_.outcome = AttemptOutcome::kClientError;

@@ -1,8 +1,14 @@
 #include "providers/prompt_size.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace llmgate::providers {
+namespace {
+// How far into a data: URL its ";base64," may be (the media type and its
+// parameters come first).
+constexpr std::size_t kMaxMediaHead = 256;
+}  // namespace
 
 PromptSize measure_prompt(std::string_view body) {
   PromptSize out;
@@ -33,7 +39,12 @@ PromptSize measure_prompt(std::string_view body) {
     while (next < body.size() &&
            (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r'))
       ++next;
-    if (next < body.size() && body[next] == ':') {
+    // Only base64 media (RFC 2397: "data:[<type>][;params];base64,"), the
+    // marker near the start: a text that begins with "data:" is text.
+    const std::string_view head =
+        body.substr(at + 1, std::min<std::size_t>(end - at - 1, kMaxMediaHead));
+    if ((next < body.size() && body[next] == ':') ||
+        head.find(";base64,") == std::string_view::npos) {
       at = end + 1;
       continue;
     }

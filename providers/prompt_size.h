@@ -5,9 +5,9 @@
 // from the usage its answers report (routing::StatsRegistry), so JSON's
 // syntax, roles and tool schemas are priced in by the same ratio.
 //
-// Inline media -- a JSON string that is a `data:` URL (a base64 image, audio
-// clip or file) -- are not text: their bytes would weigh a 100 KB screenshot
-// as 25,000 tokens. Each counts kMediaTokens instead; a remote image (an
+// Inline media -- a JSON string that is a base64 `data:` URL (a base64 image,
+// audio clip or file: ";base64," within its first 256 bytes) -- are not text: their bytes would
+// weigh a 100 KB screenshot as 25,000 tokens. Each counts kMediaTokens instead; a remote image (an
 // http(s) URL) counts as the characters of its URL (the gateway does not
 // fetch it). Beast-free, allocation-free: one pass over the body's text.
 #pragma once

@@ -91,6 +91,10 @@ struct AttemptRecord {
   // The router's estimate of the prompt in this deployment's input tokens:
   // what its time to first token is read against (the prefill fit).
   std::int64_t input_tokens_est = 0;
+  // Its prompt_bytes and input_tokens may teach bytes per token: false when
+  // the provider also counts what the body does not hold (a Responses
+  // request continuing a stored conversation or prompt).
+  bool calibrates = true;
   // The stream carried reasoning text: its tokens arrived between the first
   // and the last output event (else they were spent before the first one).
   bool reasoning_streamed = false;

@@ -166,7 +166,10 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
   bool only_cooling = true;  // among those the request's filters allow
   // Deployments the request's filters allow, by whether the prompt fits.
   std::size_t too_large = 0, fit = 0;
-  std::int64_t largest_window = 0;
+  std::int64_t largest_window = 0, largest_input = 0;
+  std::int64_t model_largest_window = 0;  // of every deployment with one
+  for (const auto& d : model.deployments)
+    model_largest_window = std::max(model_largest_window, d.context_window.value_or(0));
   for (std::size_t i = 0; i < model.deployments.size(); ++i) {
     const config::Deployment& d = model.deployments[i];
     const config::Provider* p = request.cfg->find_provider(d.provider);
@@ -204,8 +207,14 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     }
     // Too large for its context window (prompt and output together): a
     // provider would refuse it with a 400 (docs/routing.md, "Context windows").
+    // The estimate is rough: a deployment with the model's largest window
+    // is skipped only when the prompt is clearly over it (kContextMargin),
+    // and a near miss is the provider's to judge.
     const std::int64_t input = estimated_input_tokens(request, v.stats);
-    if (d.context_window && input + request.max_tokens.value_or(0) > *d.context_window) {
+    const std::int64_t need = input + request.max_tokens.value_or(0);
+    const bool largest = d.context_window && *d.context_window >= model_largest_window;
+    if (d.context_window && static_cast<double>(need) > static_cast<double>(*d.context_window) *
+                                                            (largest ? kContextMargin : 1.0)) {
       std::string why = "prompt ~";
       append_tokens(why, input);
       if (request.max_tokens) {
@@ -215,7 +224,10 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       why += " over its context window of ";
       append_tokens(why, *d.context_window);
       skip(std::move(why));
-      largest_window = std::max(largest_window, *d.context_window);
+      if (*d.context_window >= largest_window) {
+        largest_window = *d.context_window;
+        largest_input = input;
+      }
       ++too_large;
       continue;
     }
@@ -247,7 +259,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       // serve it: the client's to change, as a provider would say.
       out.error_status = 400;
       out.error_message = "the prompt (~";
-      append_tokens(out.error_message, estimated_input_tokens(request, views.front().stats));
+      append_tokens(out.error_message, largest_input);
       out.error_message += " tokens";
       if (request.max_tokens) {
         out.error_message += " + max_tokens ";
@@ -474,7 +486,7 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       // At this request's size: the recent base plus its prefill.
       if (ttft) *ttft += w.pc.prefill_ms;
       if (!ttft || *ttft <= max) return false;
-      if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms <= max) return false;
+      if (s.ttft_last_few_max_ms && *s.ttft_last_few_max_ms + w.pc.prefill_ms <= max) return false;
       w.missed_ttft_limit = *limit;
       soft_skipped.push_back({dep.id(), "ttft p" + std::to_string(static_cast<int>(at)) + " " +
                                             config::fixed(*ttft, 0) + "ms over the limit of " +

@@ -89,6 +89,10 @@ struct RouteRequest {
 inline constexpr std::int64_t kMediaPartTokens = 1000;
 // A prompt from this many tokens on is named in the route's explanation.
 inline constexpr std::int64_t kShownInputTokens = 1000;
+// The estimate of a prompt's tokens is rough: the deployment with a model's
+// largest context window is skipped (and the request refused with 400) only
+// when the prompt is this much over it; a nearer miss is the provider's call.
+inline constexpr double kContextMargin = 1.25;
 // A long prompt's deadline gets this many times its expected prefill.
 inline constexpr double kDeadlinePrefillFactor = 2.0;
 

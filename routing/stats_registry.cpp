@@ -51,6 +51,11 @@ double waited_ms(const AttemptRecord& r, Clock::time_point now) {
 // a slope learnt too steep must not make a slow answer look instant.
 constexpr double kMinBaseShare = 0.2;
 
+// A prompt's bytes per token outside these is not its tokenizer's (a stored
+// conversation counted too, a body of escapes): it calibrates nothing.
+constexpr double kMinBytesPerToken = 1.0;
+constexpr double kMaxBytesPerToken = 16.0;
+
 // The smallest prompt whose token count calibrates bytes per token.
 constexpr std::size_t kMinCalibrationBytes = 200;
 
@@ -72,15 +77,23 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       usual_awaiting(o.ttft_tau / 10) {}
 
 StatsRegistry::InFlight::InFlight(StatsRegistry& r, const std::string& deployment,
-                                  Clock::time_point now)
-    : registry_(r), since_(now) {
+                                  Clock::time_point now, std::int64_t input_tokens)
+    : registry_(r),
+      since_(now),
+      input_k_(static_cast<double>(std::max<std::int64_t>(0, input_tokens)) / 1000),
+      awaiting_at_(now) {
   slot_ = &registry_.slot(deployment);
   std::lock_guard lock(slot_->mu);
   Entry& e = slot_->entry;
   joined_ = e.counters.awaiting_first_token;  // the queue this attempt joins
   ++e.counters.in_flight;
   ++e.counters.awaiting_first_token;
-  e.awaiting_since.push_back(since_);
+  // A long prompt's wait says nothing of a stall before its prefill is over.
+  if (input_k_ > 0) {
+    awaiting_at_ += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::milli>(e.prefill.slope(e.prefill_prior) * input_k_));
+  }
+  e.awaiting_since.push_back(awaiting_at_);
   e.last_attempt_start = std::max(e.last_attempt_start.value_or(since_), since_);
 }
 
@@ -100,7 +113,7 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
   std::lock_guard lock(slot_->mu);
   Entry& e = slot_->entry;
   if (std::exchange(awaiting_, false)) {
-    e.stop_awaiting(since_);
+    e.stop_awaiting(awaiting_at_);
     // The queue an answered attempt joined: what the deployment's measured
     // TTFT already includes.
     e.usual_awaiting.observe(static_cast<double>(joined_), since_);
@@ -119,8 +132,9 @@ void StatsRegistry::InFlight::end_locked(Clock::time_point now) {
   Entry& e = slot_->entry;
   --e.counters.in_flight;
   if (awaiting_) {
-    e.stop_awaiting(since_);
-    e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {since_, now};
+    e.stop_awaiting(awaiting_at_);
+    if (now > awaiting_at_)
+      e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {awaiting_at_, now};
   }
 }
 
@@ -210,8 +224,14 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     s.output_tokens += static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.output_tokens));
   // The prompt's bytes per input token, from what the provider counted.
   // (A prompt too small to say much, or with media, teaches nothing.)
-  if (r.input_tokens && *r.input_tokens > 0 && r.prompt_media == 0 &&
-      r.prompt_bytes >= kMinCalibrationBytes) {
+  // (Nor one whose tokens are not its body's: a continued conversation the
+  // provider stored, a ratio no tokenizer makes.)
+  if (r.calibrates && r.input_tokens && *r.input_tokens > 0 && r.prompt_media == 0 &&
+      r.prompt_bytes >= kMinCalibrationBytes &&
+      static_cast<double>(r.prompt_bytes) >=
+          kMinBytesPerToken * static_cast<double>(*r.input_tokens) &&
+      static_cast<double>(r.prompt_bytes) <=
+          kMaxBytesPerToken * static_cast<double>(*r.input_tokens)) {
     s.calibration_bytes = s.calibration_bytes * DeploymentStats::kCalibrationDecay +
                           static_cast<double>(r.prompt_bytes);
     s.calibration_tokens = s.calibration_tokens * DeploymentStats::kCalibrationDecay +
@@ -241,6 +261,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
     // the estimate but never lower it. Not a failure.
     const double elapsed = e.base_of(waited_ms(r, now), k);
+    if (elapsed <= 0) return recorded();  // decided before it was sent: no bound
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
     if (e.ttft.observe_at_least(elapsed, now)) e.bounded = true;
     return recorded();
@@ -277,7 +298,9 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // time). It never lowers the estimate. A failure in a row takes effect
     // at once (peak rule); an isolated one decays in, so a deployment that
     // fails 1 request in 10 is not abandoned for the other 9.
-    const double elapsed = e.base_of(waited_ms(r, now), k);
+    // (Nothing sent, nothing prefilled.)
+    const double elapsed =
+        e.base_of(waited_ms(r, now), r.request_sent == Clock::time_point{} ? 0.0 : k);
     const double current = e.ttft.estimate(now);
     const double typical = e.ttft_window.quantile(0.5, now).value_or(e.ttft.prior());
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);

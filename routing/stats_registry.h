@@ -184,7 +184,12 @@ class StatsRegistry {
   // RAII: counts an attempt as in flight for its lifetime, on every path.
   class InFlight {
    public:
-    InFlight(StatsRegistry& r, const std::string& deployment, Clock::time_point now = Clock::now());
+    // `input_tokens`: the request's prompt in the deployment's (estimated)
+    // tokens. Its wait for a first token is counted from when its prefill
+    // should be over (the awaiting lower bound and stall evidence are of the
+    // base, as the estimates are), and its first token is read against it.
+    InFlight(StatsRegistry& r, const std::string& deployment, Clock::time_point now = Clock::now(),
+             std::int64_t input_tokens = 0);
     ~InFlight();
     // The attempt produced its first output token: no longer awaiting one.
     // With `ttft`, that sample enters the statistics at once, as
@@ -201,9 +206,6 @@ class StatsRegistry {
     Recorded finish(const AttemptRecord& record, Clock::time_point now);
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
-    // The request's prompt in the deployment's (estimated) input tokens:
-    // its first token's sample is read against it (the prefill fit).
-    void set_input_tokens(std::int64_t n) { input_k_ = static_cast<double>(n) / 1000; }
 
    private:
     void end_locked(Clock::time_point now);  // the entry's lock held
@@ -213,7 +215,9 @@ class StatsRegistry {
     bool awaiting_ = true;
     bool ended_ = false;
     std::int64_t joined_ = 0;  // attempts already awaiting when it started
-    double input_k_ = 0;       // thousands of input tokens (set_input_tokens)
+    double input_k_ = 0;       // thousands of input tokens
+    // Its entry in awaiting_since: since_ plus the prefill expected then.
+    Clock::time_point awaiting_at_;
   };
 
   // One finished attempt (one that held an InFlight records with

@@ -923,6 +923,35 @@ TEST_F(GatewayTest, AContextLengthRefusalFailsOverAndAKnownWindowIsSkipped) {
   EXPECT_EQ(gw_->stats().get("a/model-a")->failures, 0u);
 }
 
+// The refusal is not lost when the failover does not answer: the next
+// deployment failing (503), the client still gets the provider's 400, not a
+// 5xx its SDK would retry; and a deployment whose window is no larger than
+// the refusing one's is not tried at all.
+TEST_F(GatewayTest, AContextLengthRefusalIsTheAnswerWhenNoLargerDeploymentAnswers) {
+  sim::Profile small = fast_profile();
+  small.context_window = 2'000;
+  start_sims(small, failing_profile(503));
+  start_gateway();
+  const std::string long_body = R"({"model":"chat","messages":[{"role":"user","content":")" +
+                                std::string(24'000, 'x') + R"("}]})";
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions", long_body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded") << r.body;
+  EXPECT_EQ(r.header("x-should-retry"), "false");
+  EXPECT_EQ(sim_b_->stats().requests, 1u);
+  gw_.reset();
+  // a holds at most 16k (as configured; the simulator refuses above 2k),
+  // b 8k: after a's refusal b would refuse too, and is not asked.
+  deployment_a_extra_ = ", context_window: 16000";
+  deployment_b_extra_ = ", context_window: 8000";
+  start_gateway();
+  HttpClient d(port_);
+  auto again = d.request("POST", "/v1/chat/completions", long_body);  // ~6k tokens: both fit
+  EXPECT_EQ(again.status, 400) << again.body;
+  EXPECT_EQ(sim_b_->stats().requests, 1u) << "b was asked although its window is smaller";
+}
+
 TEST_F(GatewayTest, AConfiguredContextWindowSkipsTheDeploymentOrRefusesThePrompt) {
   start_sims(fast_profile(), fast_profile());
   deployment_a_extra_ = ", context_window: 4000";

@@ -169,6 +169,17 @@ TEST(ResponsesStreamOfAnswer, AnnotationsComeAfterTheirTextAndBeforeItsDone) {
   EXPECT_EQ(events[6].name, "response.output_text.done");
 }
 
+TEST(ResponsesStreamOfAnswer, PartsThatAreNotObjectsAreSkippedNotThrown) {
+  json m = message("ok");
+  m["content"].push_back("not a part");
+  const json reasoning = {
+      {"id", "rs_1"}, {"type", "reasoning"}, {"summary", json::array({1, nullptr})}};
+  std::string stream;
+  ASSERT_NO_THROW(stream = responses_stream_of(answer_with(json::array({reasoning, m}))));
+  const auto events = events_of(stream);
+  EXPECT_EQ(events.back().name, "response.completed");
+}
+
 TEST(ResponsesStreamOfAnswer, AnIncompleteAnswerEndsAsIncomplete) {
   const auto events =
       events_of(responses_stream_of(answer_with(json::array({message("Cut")}), "incomplete")));

@@ -50,13 +50,16 @@ TEST(PromptSize, TextThatMentionsDataUrlsIsText) {
 }
 
 TEST(PromptSize, EveryCutOfATruncatedBodyIsCountedWithoutReadingPastIt) {
-  const std::string body = R"({"c":["data:aa","data:b\"c",{"data:k":"data:v"}],"d":"x"})";
+  const std::string body =
+      R"({"c":["data:;base64,aa","data:x;base64,b\"c",{"data:k;base64,":"data:;base64,v"}],"d":"x"})";
   for (std::size_t n = 0; n <= body.size(); ++n) {
     const PromptSize s = measure_prompt(std::string_view(body).substr(0, n));
     EXPECT_EQ(s.bytes + s.media_bytes, n) << n;
   }
   const PromptSize whole = measure_prompt(body);
-  EXPECT_EQ(whole.media, 3u);  // "data:aa", "data:b\"c", "data:v"; not the key
+  EXPECT_EQ(whole.media, 3u);  // the three values; not the key
+  // A text that starts with "data:" is text (pasted SSE, say).
+  EXPECT_EQ(measure_prompt(R"({"content":"data: {\"a\":1}\n\ndata: [DONE]"})").media, 0u);
 }
 
 }  // namespace

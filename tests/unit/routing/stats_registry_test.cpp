@@ -220,8 +220,19 @@ TEST(StatsRegistry, LearnsHowManyPromptBytesMakeOneOfItsInputTokens) {
   AttemptRecord unknown = success(t0 + 32s, 100ms, 5, 10ms, 20);
   unknown.prompt_bytes = 9'000;
   reg.record(unknown, t0 + 33s);
-  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 33s)->bytes_per_input_token(), learnt);
-  EXPECT_EQ(reg.get("p/m", t0 + 33s)->calibration_samples, 200u);
+  // A continued conversation the provider stored (its tokens are not this
+  // body's), or a ratio no tokenizer makes, teaches nothing either.
+  AttemptRecord continued = success(t0 + 33s, 100ms, 5, 10ms, 20);
+  continued.prompt_bytes = 500;
+  continued.input_tokens = 50'000;
+  continued.calibrates = false;
+  reg.record(continued, t0 + 34s);
+  AttemptRecord odd = success(t0 + 34s, 100ms, 5, 10ms, 20);
+  odd.prompt_bytes = 500;
+  odd.input_tokens = 50'000;  // 0.01 bytes per token
+  reg.record(odd, t0 + 35s);
+  EXPECT_DOUBLE_EQ(reg.get("p/m", t0 + 35s)->bytes_per_input_token(), learnt);
+  EXPECT_EQ(reg.get("p/m", t0 + 35s)->calibration_samples, 200u);
 }
 
 TEST(StatsRegistry, FirstTokensAreReadAgainstTheirPromptsSize) {
@@ -251,6 +262,27 @@ TEST(StatsRegistry, FirstTokensAreReadAgainstTheirPromptsSize) {
   late.input_tokens_est = 30'000;
   reg.record(late, t0 + 21s + 3200ms);  // waited 3.2 s for a ~3.15 s first token
   EXPECT_LT(reg.get("p/m", t0 + 25s)->ttft_estimate_ms, 400);
+}
+
+TEST(StatsRegistry, LongPromptsInFlightAreNotAStallWhileTheyPrefill) {
+  // Two 50k-token prompts in flight (2.5 s of prefill at the prior's 50 ms
+  // per 1k): a second later they are no evidence of a stall; two short ones
+  // waiting as long are.
+  StatsRegistry reg;
+  reg.set_prior("p/m", 200, 50);
+  {
+    StatsRegistry::InFlight a(reg, "p/m", t0, 50'000), b(reg, "p/m", t0, 50'000);
+    EXPECT_EQ(reg.get("p/m", t0 + 1s)->awaiting_lower_bound_ms, 0);
+    EXPECT_EQ(reg.waited_at_least("p/m", 500ms, t0 + 1s), 0u);
+    // Past their prefill, they count from its end.
+    EXPECT_NEAR(reg.get("p/m", t0 + 3s)->awaiting_lower_bound_ms, 500, 1);
+    a.end(t0 + 3s);
+    b.end(t0 + 3s);
+  }
+  StatsRegistry::InFlight c(reg, "p/m", t0 + 10s), d(reg, "p/m", t0 + 10s);
+  EXPECT_NEAR(reg.get("p/m", t0 + 11s)->awaiting_lower_bound_ms, 1000, 1);
+  c.end(t0 + 11s);
+  d.end(t0 + 11s);
 }
 
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
