@@ -240,8 +240,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_json_verdict(body, result);
   // The prompt's size (admission measures every admitted body; any text
   // here): every byte is text or media, media are whole strings.
-  const llmgate::providers::PromptSize size = llmgate::providers::measure_prompt(body);
-  FUZZ_CHECK(size.bytes + size.media_bytes == body.size());
-  FUZZ_CHECK(size.media_bytes >= 7 * static_cast<std::size_t>(size.media));  // "data:"
+  const llmgate::providers::PromptSize prompt = llmgate::providers::measure_prompt(body);
+  FUZZ_CHECK(prompt.bytes + prompt.media_bytes == body.size());
+  // Each medium is a whole string: its quotes, "data:" and ";base64,".
+  FUZZ_CHECK(prompt.media_bytes >= 15 * static_cast<std::size_t>(prompt.media));
   return 0;
 }
