@@ -9,6 +9,7 @@
 // client API". Beast-free.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,7 +93,12 @@ class SequenceFollower {
   std::int64_t next() const { return next_; }
 
  private:
-  std::string tail_;  // the end of the last bytes: a key or number cut between reads
+  // The last bytes seen (a key or number cut between reads), and how many
+  // of the next read's first bytes are scanned with them. No allocation.
+  static constexpr std::size_t kKeep = 48;
+  static constexpr std::size_t kSeamHead = 64;
+  std::array<char, kKeep> tail_{};
+  std::size_t tail_size_ = 0;
   std::int64_t next_ = 0;
   bool saw_number_ = false;
 };

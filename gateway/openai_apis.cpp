@@ -3,6 +3,8 @@
 // answer, never a stream) and /v1/completions (legacy text_completion
 // chunks, [DONE]). Upstream events pass through as they came.
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -395,18 +397,17 @@ class Completions final : public ClientApi {
 
 }  // namespace
 
-void SequenceFollower::feed(std::string_view bytes) {
-  constexpr std::string_view kKey = "\"sequence_number\"";
-  // Seen again with the new bytes: a key or number cut between reads. A
-  // number seen twice changes nothing (the greatest is kept).
-  std::string text = tail_;
-  const bool blank_across =
-      !tail_.empty() && tail_.back() == '\n' && !bytes.empty() && bytes.front() == '\n';
-  text.append(bytes);
-  bool numbered = false;
-  for (std::size_t at = text.find(kKey); at != std::string::npos;
-       at = text.find(kKey, at + kKey.size())) {
-    std::size_t i = at + kKey.size();
+namespace {
+
+constexpr std::string_view kSequenceKey = "\"sequence_number\"";
+
+// One past the greatest whole "sequence_number": N in `text` (digits that run
+// to its end may go on in the next read: not taken), else 0.
+std::int64_t next_after_numbers(std::string_view text, bool& numbered) {
+  std::int64_t next = 0;
+  for (std::size_t at = text.find(kSequenceKey); at != std::string_view::npos;
+       at = text.find(kSequenceKey, at + kSequenceKey.size())) {
+    std::size_t i = at + kSequenceKey.size();
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
     if (i >= text.size() || text[i] != ':') continue;
     ++i;
@@ -415,21 +416,50 @@ void SequenceFollower::feed(std::string_view bytes) {
     std::int64_t n = 0;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - digits < 15)
       n = n * 10 + (text[i++] - '0');
-    // Digits up to the end of the bytes may go on in the next read.
     if (i == digits || i == text.size()) continue;
     numbered = true;
-    next_ = std::max(next_, n + 1);
+    next = std::max(next, n + 1);
   }
+  return next;
+}
+
+}  // namespace
+
+void SequenceFollower::feed(std::string_view bytes) {
+  // The seam -- the last bytes before these and their first ones -- holds
+  // whole a key or number cut between reads; the rest is scanned in place.
+  // (A number seen twice changes nothing: the greatest is kept.)
+  std::array<char, kKeep + kSeamHead> seam;
+  const std::size_t head = std::min(bytes.size(), kSeamHead);
+  std::memcpy(seam.data(), tail_.data(), tail_size_);
+  std::memcpy(seam.data() + tail_size_, bytes.data(), head);
+  bool numbered = false;
+  next_ = std::max(next_,
+                   next_after_numbers(std::string_view(seam.data(), tail_size_ + head), numbered));
+  next_ = std::max(next_, next_after_numbers(bytes, numbered));
   if (!numbered && !saw_number_) {
     // No numbers at all (yet): the events ended so far, each a blank line.
     for (std::size_t at = bytes.find("\n\n"); at != std::string_view::npos;
          at = bytes.find("\n\n", at + 2))
       ++next_;
-    if (blank_across) ++next_;
+    // A blank line across the reads (its first LF before them; not one the
+    // last read counted whole).
+    const bool counted_before = tail_size_ >= 2 && tail_[tail_size_ - 2] == '\n';
+    if (tail_size_ > 0 && tail_[tail_size_ - 1] == '\n' && !counted_before && !bytes.empty() &&
+        bytes.front() == '\n')
+      ++next_;
   }
   saw_number_ = saw_number_ || numbered;
-  constexpr std::size_t kKeep = 48;
-  tail_ = text.size() > kKeep ? text.substr(text.size() - kKeep) : text;
+  // The last kKeep bytes of what came so far.
+  if (bytes.size() >= kKeep) {
+    std::memcpy(tail_.data(), bytes.data() + bytes.size() - kKeep, kKeep);
+    tail_size_ = kKeep;
+  } else {
+    const std::size_t keep = std::min(tail_size_, kKeep - bytes.size());
+    std::memmove(tail_.data(), tail_.data() + tail_size_ - keep, keep);
+    std::memcpy(tail_.data() + keep, bytes.data(), bytes.size());
+    tail_size_ = keep + bytes.size();
+  }
 }
 
 const ClientApi& responses_api() {

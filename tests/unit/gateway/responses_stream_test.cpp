@@ -235,6 +235,17 @@ TEST(SequenceFollower, WithoutNumbersCountsTheEvents) {
   f.feed("event: a\ndata: {}\n");
   f.feed("\nevent: b\ndata: {}\n\n");
   EXPECT_EQ(f.next(), 2);
+  // A blank line counted whole in one read is not counted again across the next.
+  SequenceFollower g;
+  g.feed("data: {}\n\n");
+  g.feed("\ndata: {}\n\n");
+  EXPECT_EQ(g.next(), 2);
+  // Long reads, numbers far from the seam, and a number across it.
+  SequenceFollower h;
+  const std::string pad(5'000, ' ');
+  h.feed(pad + numbered(7) + pad + "{\"sequence_number\":4");
+  h.feed("1}" + pad);
+  EXPECT_EQ(h.next(), 42);
   SequenceFollower none;
   EXPECT_EQ(none.next(), 0);
 }
