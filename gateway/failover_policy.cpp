@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "config/ascii.h"
+
 namespace llmgate::gateway::failover {
 
 StatusVerdict judge_status(int status) {
@@ -18,8 +20,7 @@ bool is_context_length_error(int status, std::string_view code, std::string_view
   if (status != 400 && status != 413) return false;
   if (code == "context_length_exceeded") return true;
   // The providers' words (lower-cased compare: "Prompt is too long" too).
-  std::string lower(message.substr(0, 1000));
-  for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  const std::string lower = config::ascii_lowercase(message.substr(0, 1000));
   for (std::string_view said :
        {"context_length_exceeded", "maximum context length", "context window", "prompt is too long",
         "exceeds the maximum number of tokens", "input token count", "too many input tokens",

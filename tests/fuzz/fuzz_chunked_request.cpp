@@ -27,26 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "beast_assert.h"
 #include "fuzz_check.h"
 #include "gateway/chunked_request.h"
-
-// Beast's assertions stay on, but for the `n >= 5` of its final chunk
-// resumed before the blank line has all arrived (see fuzz_upstream_parser.cpp
-// and tests/fuzz/findings: upstream_parser-beast-final-chunk-assert): the
-// gateway's builds have NDEBUG and go on to need more.
-namespace boost {
-void assertion_failed(char const* expr, char const* function, char const* file, long line) {
-  if (std::strcmp(expr, "n >= 5") == 0 && std::strstr(file, "beast/http/impl/basic_parser.ipp"))
-    return;
-  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed.\n", file, line, function, expr);
-  std::abort();
-}
-void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file,
-                          long line) {
-  std::fprintf(stderr, "%s:%ld: %s: Assertion `%s' failed: %s\n", file, line, function, expr, msg);
-  std::abort();
-}
-}  // namespace boost
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
