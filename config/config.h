@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/fingerprint.h"
+
 namespace llmgate::config {
 
 using Duration = std::chrono::milliseconds;
@@ -262,10 +264,16 @@ struct Deployment {
   // logs, used several times a request. Built by the config reader (a
   // Deployment built by hand calls set_id() once it has both).
   const std::string& id() const { return id_; }
-  void set_id() { id_ = provider + "/" + model; }
+  // config::hash64 of id(): how prompt-cache affinity names it (routing/prompt_affinity.h).
+  std::uint64_t id_hash() const { return id_hash_; }
+  void set_id() {
+    id_ = provider + "/" + model;
+    id_hash_ = hash64(id_);
+  }
 
  private:
   std::string id_;
+  std::uint64_t id_hash_ = 0;
 };
 
 // ---- Routing (docs/routing.md) ---------------------------------------------
@@ -376,6 +384,17 @@ inline constexpr Duration kDefaultWindow{60'000};
 inline constexpr Duration kDefaultErrorTau{30'000};
 inline constexpr std::int64_t kDefaultMinTokensForTps = 10;
 
+// Prompt-cache affinity (docs/routing.md, "Prompt-cache affinity"): how
+// long a prefix a deployment served is taken to stay in its provider's
+// cache (OpenAI and Anthropic keep one 5 minutes by default; 0: affinity
+// off), and how many prefixes the table holds (~100 bytes each).
+struct Affinity {
+  Duration ttl{300'000};
+  std::size_t max_entries = 100'000;
+  bool operator==(const Affinity&) const = default;
+};
+inline constexpr std::size_t kMaxAffinityEntries = 10'000'000;
+
 struct Routing {
   std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
   double exploration = kDefaultExploration;
@@ -392,6 +411,7 @@ struct Routing {
   std::int64_t min_tokens_for_tps = kDefaultMinTokensForTps;
   Ejection ejection;
   RetryBudget retry_budget;
+  Affinity affinity;
   RoutingPolicy defaults;
 };
 

@@ -223,6 +223,15 @@ Ejection read_ejection(const ConfigNode& node) {
   return ejection;
 }
 
+Affinity read_affinity(const ConfigNode& node) {
+  Affinity affinity;
+  node.read_map([&](ConfigMap& m) {
+    m.read("ttl", affinity.ttl, &ConfigNode::duration_or_zero);  // 0s: off
+    m.read("max_entries", affinity.max_entries, integer_in<std::size_t>(1, kMaxAffinityEntries));
+  });
+  return affinity;
+}
+
 RetryBudget read_retry_budget(const ConfigNode& node) {
   RetryBudget budget;
   node.read_map([&](ConfigMap& m) {
@@ -293,6 +302,7 @@ Routing read_routing(const ConfigNode& node, const std::vector<Provider>& provid
     if (auto estimator = m.optional("estimator")) read_estimator(*estimator, routing);
     m.read("ejection", routing.ejection, read_ejection);
     m.read("retry_budget", routing.retry_budget, read_retry_budget);
+    m.read("affinity", routing.affinity, read_affinity);
     if (auto defaults = m.optional("defaults")) {
       routing.defaults = read_routing_policy(*defaults, RoutingPolicy{}, providers);
     }

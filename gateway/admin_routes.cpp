@@ -98,7 +98,13 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
                        {"calibration_samples", s.calibration_samples},
                        {"prefill_ms_per_1k_tokens", s.prefill_ms_per_1k},
                        {"prefill_prior_ms_per_1k_tokens", s.prefill_prior_ms_per_1k},
-                       {"prefill_spread", s.prefill_spread}};
+                       {"prefill_spread", s.prefill_spread},
+                       // Prompt caching ("Prompt-cache affinity"): whether its
+                       // answers report cached tokens, and the share of held
+                       // prefixes they reported read from the cache.
+                       {"reports_cached", s.reports_cached},
+                       {"cache_share", s.cache_share()},
+                       {"cache_share_samples", s.cache_share_samples}};
       if (r.d->context_window) row["context_window"] = *r.d->context_window;
       row["error_rate"] = s.error_rate;
       row["consecutive_failures"] = s.consecutive_failures;

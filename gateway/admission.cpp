@@ -24,6 +24,25 @@ std::optional<Refusal> loop(const RequestHead& head, std::string_view via_name) 
   return std::nullopt;
 }
 
+// A conversation's explicit key: x-llmgate-session, else the body's
+// prompt_cache_key, else its user; hashed with its kind and the gateway
+// key's name (one tenant's session ids never meet another's). 0: none.
+std::uint64_t conversation_key(const RequestHead& head, const providers::RequestBody& body,
+                               const config::GatewayKey* key) {
+  const std::uint64_t seed = config::hash64(key ? std::string_view(key->name) : "");
+  const auto nonzero = [](std::uint64_t h) { return h == 0 ? std::uint64_t{1} : h; };
+  if (head.header) {
+    if (auto session = head.header("x-llmgate-session"); session && !session->empty())
+      return nonzero(config::hash64(*session, config::hash64("session", seed)));
+  }
+  for (std::string_view kind : {"prompt_cache_key", "user"}) {
+    const auto* m = body.find(kind);
+    if (m && m->v.type == providers::RequestBody::Type::kString && m->v.size > 0)
+      return nonzero(config::hash64(body.text_of(*m), config::hash64(kind, seed)));
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& head,
@@ -42,6 +61,11 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
   a.req.prompt = providers::measure_prompt(a.req.body.text());
+  if (api.operation() == config::Operation::kChat ||
+      api.operation() == config::Operation::kResponses) {
+    a.req.prefixes = providers::prompt_prefixes(a.req.body);
+    a.req.conversation_key = conversation_key(head, a.req.body, a.key);
+  }
   a.model = cfg.find_model(a.req.model);
   if (a.model == nullptr) {
     return refuse(ApiError{404, "invalid_request_error",

@@ -162,6 +162,11 @@ class ChatProxy {
   // plan's capacity was reserved for it: references into it stay valid).
   void promote_reserve();
   void on_attempt_failed(const AttemptRecord& rec);
+  // The request's whole prompt as a prefix (what its conversation key names).
+  config::PrefixCut whole_prompt() const {
+    if (const config::PrefixCut* w = req_.prefixes.whole()) return *w;
+    return {req_.conversation_key, req_.prompt.bytes, req_.prompt.media};
+  }
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
   net::awaitable<bool> respond_all_failed();
@@ -203,6 +208,12 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rq.operation = req_.operation;
   rq.prompt_bytes = req_.prompt.bytes;
   rq.prompt_media = req_.prompt.media;
+  // Where a prefix of this conversation is cached (docs/routing.md,
+  // "Prompt-cache affinity").
+  const bool conversation = req_.prefixes.count > 0 || req_.conversation_key != 0;
+  if (conversation) {
+    rq.cached = rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+  }
   // A conversation stored at a provider continues there, and only there.
   if (stored_at_) {
     rq.pinned_provider = *stored_at_;
@@ -236,6 +247,15 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 
   metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
                     trace_.decision.policy);
+  if (conversation) {
+    const auto holds = [](const routing::PlannedCandidate& pc) { return pc.cache_held_tokens > 0; };
+    const auto& d = trace_.decision;
+    metrics_.on_affinity(model, holds(d.candidates.front()) ? Metrics::Affinity::kHit
+                                : std::any_of(d.candidates.begin(), d.candidates.end(), holds) ||
+                                        std::any_of(d.reserve.begin(), d.reserve.end(), holds)
+                                    ? Metrics::Affinity::kBroken
+                                    : Metrics::Affinity::kMiss);
+  }
   ctx_.start = start_;
   std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging);
   if (answered) co_return *answered;
@@ -419,6 +439,15 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
     // slower deployment than the one measured).
     now = std::min(now, std::max(trace_.race->decided_at(), rec.request_sent));
   }
+  // It read the prompt: its provider holds it in its prompt cache now
+  // (remembered before the statistics take the record: a caller that sees
+  // the attempt recorded sees this too).
+  if ((rec.first_token || rec.outcome == AttemptOutcome::kSuccess) &&
+      (req_.prefixes.count > 0 || req_.conversation_key != 0)) {
+    providers::PromptPrefixes::Remembered cuts;
+    rs_.affinity.remember(req_.prefixes.remembered(cuts), req_.conversation_key, whole_prompt(),
+                          pc.candidate.deployment->id_hash(), now);
+  }
   const auto recorded = in_flight.finish(rec, now);  // no longer in flight, recorded
   metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);
   // What the outcome does to health is the failover policy's (merely slow,
@@ -544,6 +573,8 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
   rec.input_tokens_est = pc.input_tokens;
+  rec.cache_held_tokens = pc.cache_held_tokens;
+  rec.cached_tokens_est = pc.cached_tokens;
   // A continued Responses conversation (or a stored prompt): the provider
   // counts what this body does not hold.
   rec.calibrates = !(req_.operation == config::Operation::kResponses &&
@@ -561,8 +592,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     span = snapshot_.tracer->new_span_id();
     traceparent = t->child_traceparent(span);
   }
+  // (Its wait is read against the prefill of what its cache does not hold.)
   routing::StatsRegistry::InFlight in_flight(rs_.stats, rec.stats_id(), Clock::now(),
-                                             pc.input_tokens);
+                                             pc.input_tokens - pc.cached_tokens);
   struct Report {
     ChatProxy& self;
     const routing::PlannedCandidate& pc;
@@ -622,6 +654,7 @@ void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const A
   if (rec.output_tokens) s.set("gen_ai.usage.output_tokens", *rec.output_tokens);
   // What the router expected of the prompt here, before the provider counted it.
   s.set("llmgate.input_tokens_estimate", rec.input_tokens_est);
+  if (rec.cached_tokens_est > 0) s.set("llmgate.cached_tokens_estimate", rec.cached_tokens_est);
   if (!rec.response_id.empty()) s.set("gen_ai.response.id", rec.response_id);
   if (!rec.finish_reasons.empty()) s.set("gen_ai.response.finish_reasons", rec.finish_reasons);
   s.set("llmgate.deployment", rec.deployment);
@@ -810,6 +843,8 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     for (const auto& pc : trace_.decision.candidates) {
       if (pc.candidate.deployment->id() != rec->deployment) continue;
       f.push_back({"input_tokens_est", std::to_string(pc.input_tokens), true});
+      if (pc.cached_tokens > 0)
+        f.push_back({"cached_tokens_est", std::to_string(pc.cached_tokens), true});
       break;
     }
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});

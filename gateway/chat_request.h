@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "gateway/api_error.h"
+#include "providers/prompt_prefix.h"
 #include "providers/prompt_size.h"
 #include "providers/request_body.h"
 
@@ -38,6 +39,11 @@ struct ChatRequest {
   // the body: docs/routing.md, "Prompt size"); each deployment turns it
   // into its own tokens.
   providers::PromptSize prompt;
+  // Prompt-cache affinity (docs/routing.md): the prompt's prefixes (chat
+  // and Responses), and its conversation's explicit key -- x-llmgate-session,
+  // else prompt_cache_key, else user -- hashed (0: none).
+  providers::PromptPrefixes prefixes;
+  std::uint64_t conversation_key = 0;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured

@@ -151,6 +151,14 @@ struct MetricsRegistry::Impl {
   Family<Counter>& tokens =
       family<Counter>(prometheus::BuildCounter(), registry, "llmgate_tokens_total",
                       "Tokens of successful attempts, from upstream usage");
+  Family<Counter>& affinity = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_prompt_affinity_total",
+      "Requests with a conversation by prompt-cache affinity: hit (the first choice holds a "
+      "prefix), broken (another deployment holds one), miss (none does)");
+  Family<Counter>& deployment_input = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_deployment_input_tokens_total",
+      "Input tokens of successful attempts, by whether the provider read them from its prompt "
+      "cache (usage cached_tokens)");
   Family<Counter>& cost =
       family<Counter>(prometheus::BuildCounter(), registry, "llmgate_cost_usd_total",
                       "USD of successful attempts at the configured prices");
@@ -515,6 +523,7 @@ struct DeploymentSeries {
   std::array<Counter*, 2> upstream_requests{};                 // new, reused connection
   std::array<Counter*, config::kAllPolicies.size()> routes{};  // by Policy
   std::array<Counter*, kSaturations.size()> saturated{};       // by Saturation (null: n/a)
+  std::array<Counter*, 2> input_tokens{};                      // uncached, cached
   config::Price price;
 };
 
@@ -526,6 +535,7 @@ struct ModelSeries {
   // By config::Operation; null for one no deployment of the model serves.
   std::array<ShardedHistogram*, kOperations> input_usage{};
   std::array<ShardedHistogram*, kOperations> output_usage{};
+  std::array<Counter*, 3> affinity{};         // by Metrics::Affinity
   std::vector<DeploymentSeries> deployments;  // as config::Model::deployments
 };
 
@@ -598,6 +608,10 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
     s.upstream_requests[reused ? 1 : 0] =
         &f.upstream_requests.Add({{"deployment", id}, {"connection", reused ? "reused" : "new"}});
   }
+  for (bool cached : {false, true}) {
+    s.input_tokens[cached ? 1 : 0] = &f.deployment_input.Add(
+        {{"model", m.name}, {"deployment", id}, {"cached", cached ? "true" : "false"}});
+  }
   for (std::size_t i = 0; i < kOutcomes.size(); ++i) {
     s.attempts[i] =
         &f.attempts.Add({{"deployment", id}, {"outcome", routing::to_string(kOutcomes[i])}});
@@ -633,6 +647,10 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
       ms.input_usage[i] = usage("input");
       ms.output_usage[i] = usage("output");
     }
+    // (In Metrics::Affinity's order.)
+    constexpr const char* kAffinityResults[] = {"hit", "miss", "broken"};
+    for (std::size_t i = 0; i < ms.affinity.size(); ++i)
+      ms.affinity[i] = &f.affinity.Add({{"model", m.name}, {"result", kAffinityResults[i]}});
     for (const auto& d : m.deployments)
       ms.deployments.push_back(deployment_series(f, impl_->histograms, m, d));
   }
@@ -665,6 +683,9 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
   f.output_tokens.Increment(out);
   if (rec.input_tokens && ms->input_usage[i]) ms->input_usage[i]->observe(in);
   if (rec.output_tokens && ms->output_usage[i]) ms->output_usage[i]->observe(out);
+  const double cached = std::clamp(static_cast<double>(rec.cached_input_tokens), 0.0, in);
+  s->input_tokens[0]->Increment(in - cached);
+  s->input_tokens[1]->Increment(cached);
   f.cost_total.Increment(s->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
                                            rec.output_tokens.value_or(0)));
 }
@@ -672,6 +693,11 @@ void Metrics::on_attempt(const config::Model& model, const config::Deployment& d
 void Metrics::on_route(const config::Model& model, const config::Deployment& d,
                        config::Policy policy) {
   if (DeploymentSeries* s = impl_->deployment(model, d)) s->routes[index_of(policy)]->Increment();
+}
+
+void Metrics::on_affinity(const config::Model& model, Affinity result) {
+  if (ModelSeries* ms = impl_->model(model))
+    ms->affinity[static_cast<std::size_t>(result)]->Increment();
 }
 
 void Metrics::on_saturated(const config::Model& model, const config::Deployment& d,

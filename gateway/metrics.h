@@ -105,6 +105,11 @@ class Metrics {
                   config::Operation op = config::Operation::kChat);
   // The router's first choice for a request.
   void on_route(const config::Model& model, const config::Deployment& d, config::Policy policy);
+  // Prompt-cache affinity for a request with a conversation: its first
+  // choice holds a prefix of it (hit), another deployment does but was not
+  // chosen (broken: health, load or a faster one won), or none does (miss).
+  enum class Affinity { kHit, kMiss, kBroken };
+  void on_affinity(const config::Model& model, Affinity result);
   // A candidate passed over without an attempt.
   void on_saturated(const config::Model& model, const config::Deployment& d, Saturation reason);
 

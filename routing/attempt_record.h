@@ -91,6 +91,12 @@ struct AttemptRecord {
   // The router's estimate of the prompt in this deployment's input tokens:
   // what its time to first token is read against (the prefill fit).
   std::int64_t input_tokens_est = 0;
+  // Prompt-cache affinity: the prefix of the prompt the router took this
+  // deployment to hold (in estimated tokens; 0: none it knew of), and of
+  // those the tokens it expected read from the cache (held x the
+  // deployment's cache share). The prefill is read against the rest.
+  std::int64_t cache_held_tokens = 0;
+  std::int64_t cached_tokens_est = 0;
   // Its prompt_bytes and input_tokens may teach bytes per token: false when
   // the provider also counts what the body does not hold (a Responses
   // request continuing a stored conversation or prompt).
@@ -112,6 +118,20 @@ struct AttemptRecord {
   bool keep_meta = false;
   std::string response_id;
   std::vector<std::string> finish_reasons;
+
+  // Thousands of the prompt's (estimated) tokens the deployment read
+  // itself, not from its cache: by the share its usage reported cached
+  // when it did, else as the router expected.
+  double uncached_k() const {
+    const auto est = static_cast<double>(std::max<std::int64_t>(0, input_tokens_est));
+    if (input_tokens && *input_tokens > 0) {
+      const auto cached = std::clamp<std::int64_t>(cached_input_tokens, 0, *input_tokens);
+      return est * static_cast<double>(*input_tokens - cached) /
+             static_cast<double>(*input_tokens) / 1000;
+    }
+    return std::max(0.0, est - static_cast<double>(std::max<std::int64_t>(0, cached_tokens_est))) /
+           1000;
+  }
 
   std::optional<std::chrono::microseconds> ttft() const {
     if (!first_token) return std::nullopt;

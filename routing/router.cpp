@@ -245,6 +245,17 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     PlannedCandidate pc;
     pc.candidate = Candidate{&d, p, request.cfg->timeouts_for(*p, d)};
     pc.input_tokens = input;
+    if (const PromptAffinity::Held* held = request.cached.of(d.id_hash())) {
+      const std::int64_t tokens =
+          std::min(input, static_cast<std::int64_t>(static_cast<double>(held->prefix.bytes) /
+                                                    v.stats.bytes_per_input_token()) +
+                              static_cast<std::int64_t>(held->prefix.media) * kMediaPartTokens);
+      if (tokens >= DeploymentStats::kMinCachedTokens) {
+        pc.cache_held_tokens = tokens;
+        pc.cached_tokens = std::llround(static_cast<double>(tokens) * v.stats.cache_share());
+        pc.affinity_by_key = held->by_key;
+      }
+    }
     pc.probe = v.health.probe;
     pc.panic = v.health.panic;
     hard_ok.push_back(Working{pc, &v, std::nullopt});
@@ -316,8 +327,11 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     w.pc.stalled = s.awaiting_lower_bound_ms > usual;
     // The request's own prefill: the estimates are a prompt of no size's
     // (docs/routing.md, "TTFT and the prompt").
+    // Of its uncached part: a prefix the deployment holds in its prompt
+    // cache is not prefilled again ("Prompt-cache affinity").
     const double k = static_cast<double>(w.pc.input_tokens) / 1000;
-    w.pc.prefill_ms = s.prefill_ms_per_1k * k;
+    w.pc.prefill_ms =
+        s.prefill_ms_per_1k * static_cast<double>(w.pc.input_tokens - w.pc.cached_tokens) / 1000;
     w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms) + w.pc.prefill_ms;
     w.pc.load_multiplier = 1 + options.load_factor * waiting;
     w.pc.expected_ttft_ms = w.pc.estimate_ms * w.pc.load_multiplier;
@@ -360,7 +374,8 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     // A long prompt gets its prefill on top, generously (twice the larger of
     // the fitted and the prior slope): the deadline is there to catch a
     // stall, and a prompt's prefill is not one. timeouts.ttft bounds the
-    // wait of a prompt of no size.
+    // wait of a prompt of no size. (All of the prompt: a provider may have
+    // dropped a prefix expected cached, and its prefill is no stall either.)
     w.pc.prefill_allowance = milliseconds(static_cast<std::int64_t>(std::ceil(
         kDeadlinePrefillFactor * std::max(s.prefill_ms_per_1k, s.prefill_prior_ms_per_1k) * k)));
     w.pc.candidate.timeouts.ttft += w.pc.prefill_allowance;
@@ -691,6 +706,10 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // Learning about a deployment (exploring, re-checking, probing) needs a
   // second candidate to fall back to; a single-attempt plan does not learn.
   const bool may_learn = max_n > 1 && request.order.empty() && options.learn;
+  // A request with a prompt cached somewhere is not explored with: it would
+  // pay its whole prefill elsewhere (other requests explore).
+  const bool cached_somewhere = std::any_of(
+      cands.begin(), cands.end(), [](const Working& w) { return w.pc.cached_tokens > 0; });
 
   if (recheck && may_learn) {
     // A re-check goes first, and is this request's one lesson.
@@ -701,7 +720,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     }
     cands.front().pc.recheck = cands.front().pc.explored = true;
   } else if (cands.size() > 1 && may_learn && data_driven(policy.policy) &&
-             options.exploration > 0 &&
+             options.exploration > 0 && !cached_somewhere &&
              std::uniform_real_distribution<double>(0, 1)(rng) < options.exploration) {
     // Exploration: the least recently measured candidate goes first.
     // Never measured counts as the oldest; ties keep the better-ranked one.
@@ -865,8 +884,13 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
     item += "in ~";
     append_tokens(item, c.input_tokens);
     item += " tok";
+    if (c.cached_tokens > 0) {
+      item += " cached ~";
+      append_tokens(item, c.cached_tokens);
+    }
     if (c.prefill_ms >= 1) append_num(item, " prefill ~", c.prefill_ms, 0, "ms");
   }
+  if (c.cached_tokens > 0) item += c.affinity_by_key ? " affinity hit (key)" : " affinity hit";
   if (c.preferred) item += " preferred";
   if (c.recheck)
     item += " recheck";

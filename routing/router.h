@@ -36,6 +36,7 @@
 
 #include "config/config.h"
 #include "routing/health.h"
+#include "routing/prompt_affinity.h"
 #include "routing/route_plan.h"
 #include "routing/stats_registry.h"
 
@@ -82,6 +83,10 @@ struct RouteRequest {
   // is bytes / its bytes_per_input_token + media x kMediaTokens.
   std::size_t prompt_bytes = 0;
   std::uint32_t prompt_media = 0;
+  // Prompt-cache affinity: the deployments that served a prefix of this
+  // prompt within the TTL (PromptAffinity::find). On such a deployment the
+  // prefix it holds x its cache share is read from its cache, not prefilled.
+  PromptAffinity::Found cached = {};
 };
 
 // The media's cost in tokens (providers::kMediaTokens; the router does not
@@ -131,8 +136,16 @@ struct PlannedCandidate {
   std::optional<double> p50_ms;  // measured (window) median TTFT, for explanations
   // The request's prompt in this deployment's tokens (estimated_input_tokens).
   std::int64_t input_tokens = 0;
-  double speed = 0;             // output speed the policy compared
-  bool speed_is_chars = false;  // speed in output chars/s (across models), else tokens/s
+  // Prompt-cache affinity: the prefix it served within the TTL, in its
+  // tokens (0 under DeploymentStats::kMinCachedTokens: nothing a provider
+  // caches), and of those the tokens expected read from its cache (x its
+  // cache share: 0 for a deployment that never reports cached tokens).
+  // The prefill in estimate_ms is of the rest.
+  std::int64_t cache_held_tokens = 0;
+  std::int64_t cached_tokens = 0;
+  bool affinity_by_key = false;  // known by the conversation's key, not its prefix
+  double speed = 0;              // output speed the policy compared
+  bool speed_is_chars = false;   // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};
   bool probe = false;      // the half-open probe of an ejected deployment
   bool panic = false;      // routed although ejected: nothing else was left

@@ -17,11 +17,19 @@ StatsOptions stats_options(const config::Routing& r) {
   return o;
 }
 
+namespace {
+std::shared_ptr<PromptAffinity> make_affinity(const config::Affinity& a) {
+  return std::make_shared<PromptAffinity>(a.ttl, a.max_entries);
+}
+}  // namespace
+
 RoutingState::RoutingState(const config::Config& cfg, std::uint64_t seed)
     : stats_owner_(std::make_shared<StatsRegistry>(stats_options(cfg.routing))),
       health_owner_(std::make_shared<HealthTracker>(cfg.routing.ejection, seed)),
+      affinity_owner_(make_affinity(cfg.routing.affinity)),
       stats(*stats_owner_),
       health(*health_owner_),
+      affinity(*affinity_owner_),
       retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
       options(RouterOptions::from(cfg.routing)),
       region(cfg.routing.region) {
@@ -34,8 +42,12 @@ RoutingState::RoutingState(const config::Config& cfg, const config::Config& prev
                        ? previous.stats_owner_
                        : std::make_shared<StatsRegistry>(stats_options(cfg.routing))),
       health_owner_(previous.health_owner_),
+      affinity_owner_(cfg.routing.affinity == previous_cfg.routing.affinity
+                          ? previous.affinity_owner_
+                          : make_affinity(cfg.routing.affinity)),
       stats(*stats_owner_),
       health(*health_owner_),
+      affinity(*affinity_owner_),
       retries(cfg.routing.retry_budget.ratio, cfg.routing.retry_budget.min_per_second),
       options(RouterOptions::from(cfg.routing)),
       region(cfg.routing.region) {

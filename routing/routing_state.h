@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "routing/health.h"
+#include "routing/prompt_affinity.h"
 #include "routing/router.h"
 #include "routing/stats_registry.h"
 #include "routing/token_budget.h"
@@ -44,10 +45,14 @@ class RoutingState {
   // references below, which bind to them).
   std::shared_ptr<StatsRegistry> stats_owner_;
   std::shared_ptr<HealthTracker> health_owner_;
+  std::shared_ptr<PromptAffinity> affinity_owner_;
 
  public:
   StatsRegistry& stats;
   HealthTracker& health;
+  // Where each prompt prefix was served (kept across reloads unless
+  // routing.affinity changed).
+  PromptAffinity& affinity;
   TokenBudget retries;  // fallback attempts beyond the first
   RouterOptions options;
   std::string region;  // the gateway's own

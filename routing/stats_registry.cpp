@@ -118,7 +118,9 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
     // TTFT already includes.
     e.usual_awaiting.observe(static_cast<double>(joined_), since_);
   }
-  if (ttft) e.add_ttft(ms(*ttft), now, input_k_);
+  // The fit waits for the record: how much of the prompt the provider read
+  // from its cache is known from its usage, at the end (record_into).
+  if (ttft) e.add_ttft(ms(*ttft), now, input_k_, /*fit=*/false);
 }
 
 void StatsRegistry::InFlight::end(Clock::time_point now) {
@@ -242,8 +244,24 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
   // it — even if the client then left. An unstreamed answer's is the whole
   // answer (the client sees nothing before it).
   const auto ttft = r.ttft();
-  const double k = static_cast<double>(std::max<std::int64_t>(0, r.input_tokens_est)) / 1000;
+  // Prompt caching: does it report cached input, and how much of what the
+  // router took it to hold did it read from its cache.
+  if (r.outcome == AttemptOutcome::kSuccess && r.input_tokens && *r.input_tokens > 0) {
+    if (r.cached_input_tokens > 0) s.reports_cached = true;
+    if (r.cache_held_tokens >= DeploymentStats::kMinCachedTokens) {
+      const double share = std::clamp(
+          static_cast<double>(r.cached_input_tokens) / static_cast<double>(r.cache_held_tokens),
+          0.0, 1.0);
+      s.cache_share_measured = s.cache_share_measured * DeploymentStats::kCacheShareDecay +
+                               share * (1 - DeploymentStats::kCacheShareDecay);
+      ++s.cache_share_samples;
+    }
+  }
+  const double k = r.uncached_k();
   if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now, k);
+  // (Taken at the first token by the estimators, against the prefill the
+  // router expected: the fit's sample is this, against what was read.)
+  if (ttft && r.ttft_recorded) e.prefill.add(k, ms(*ttft), e.prefill_prior);
   if (r.unstreamed && r.outcome == AttemptOutcome::kSuccess) {
     if (auto answer = r.answer_time()) {
       e.add_ttft(ms(*answer), now, k);
@@ -433,10 +451,10 @@ double StatsRegistry::Entry::base_of(double ms, double k) const {
   return std::max(ms * kMinBaseShare, ms - prefill.slope(prefill_prior) * k);
 }
 
-void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double k) {
+void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double k, bool fit) {
   // The prefill fit sees the first token as it came; the estimators its
   // base, so requests of every size compare on one level.
-  prefill.add(k, raw_ms, prefill_prior);
+  if (fit) prefill.add(k, raw_ms, prefill_prior);
   const double ttft_ms = base_of(raw_ms, k);
   // After failures the estimate holds their penalties, not a measurement: a
   // real first token replaces them (a deployment that came back wins its

@@ -162,6 +162,18 @@ struct DeploymentStats {
   double prefill_prior_ms_per_1k = config::kDefaultPrefillMsPer1k;
   double prefill_spread = 0;
   std::uint64_t prefill_samples = 0;
+  // Prompt caching (docs/routing.md, "Prompt-cache affinity"): whether
+  // its answers have ever reported input read from its cache, and of the
+  // prefixes the router expected it to hold (from kMinCachedTokens), the
+  // share its answers reported cached -- decayed by kCacheShareDecay per
+  // answer, 1 until one says otherwise. A deployment that never reports
+  // cached tokens has a cache_share of 0: affinity earns it nothing.
+  static constexpr std::int64_t kMinCachedTokens = 1024;
+  static constexpr double kCacheShareDecay = 0.8;
+  bool reports_cached = false;
+  double cache_share_measured = 1;
+  std::uint64_t cache_share_samples = 0;
+  double cache_share() const { return reports_cached ? cache_share_measured : 0; }
   double bytes_per_input_token() const {
     return (kPriorBytesPerToken * kPriorTokens + calibration_bytes) /
            (kPriorTokens + calibration_tokens);
@@ -266,7 +278,9 @@ class StatsRegistry {
     // of `k` thousand (estimated, uncached) input tokens. The fit learns the
     // prefill from it; the estimators take the TTFT less the prefill (the
     // base: what a prompt of no size would have taken).
-    void add_ttft(double ttft_ms, Clock::time_point now, double k = 0);
+    // `fit`: false when the fit takes the sample later (InFlight::first_token:
+    // the record says how much of the prompt was read from the cache).
+    void add_ttft(double ttft_ms, Clock::time_point now, double k = 0, bool fit = true);
     // A time without its first token, as a base (less the prefill `k`
     // thousand tokens take; never below a fifth of it).
     double base_of(double ms, double k) const;

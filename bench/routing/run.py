@@ -217,7 +217,12 @@ SCENARIO_KEYS = {"description", "duration_s", "seed", "model", "traffic", "gatew
 # connections: instead of Poisson arrivals from this script, llmgate-loadgen
 # keeps that many streams open for the whole run (closed loop, opened over
 # ramp_s): many concurrent long streams, more than Python keeps up with.
-TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt", "connections", "ramp_s"}
+TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt", "connections", "ramp_s", "conversations"}
+# conversations: each arrival is the next turn of one of `concurrent`
+# conversations (one idle at the time; none idle: the arrival is dropped),
+# each a shared system prompt of `system_chars`, then `turns` turns of a user
+# message of `turn_chars` and a short assistant answer; then it starts over.
+CONVERSATION_KEYS = {"concurrent", "turns", "system_chars", "turn_chars"}
 PROVIDER_KEYS = {"name", "model", "region", "price", "profile", "deployment"}
 CHANGE_KEYS = {"at_s", "provider", "profile", "restore", "label", "expect", "threshold"}
 ORACLE_RULES = {"min_ttft", "cheapest_within_ttft", "min_e2e"}
@@ -227,8 +232,12 @@ RATIO_TARGETS = {
     "ttft_p50_vs_oracle": ("ttft_ms", "p50", "latency", 1.10),
     "ttft_p95_vs_oracle": ("ttft_ms", "p95", "latency", 1.5),
     "e2e_p50_vs_oracle": ("e2e_ms", "p50", "e2e", 1.10),
+    # Conversation mode: against the affinity oracle.
+    "followup_mean_vs_oracle": ("followup_ttft_ms", "mean", "latency", 1.2),
 }
-TARGET_TYPES = set(RATIO_TARGETS) | {"reaction", "zero_errors", "hedge_p99", "cost_vs_oracle", "vs_static"}
+RATIO_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end", "followup_ttft_ms": "follow-up TTFT"}
+TARGET_TYPES = set(RATIO_TARGETS) | {"reaction", "zero_errors", "hedge_p99", "cost_vs_oracle", "vs_static",
+                                     "cache_hit_share"}
 GATEWAY_POLICIES = {"latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"}
 
 
@@ -288,6 +297,7 @@ class Scenario:
     client_timeout_s: float
     connections: Optional[int] = None  # loadgen mode (TRAFFIC_KEYS)
     ramp_s: float = 0.0
+    conversation: Optional[dict] = None  # conversation mode (CONVERSATION_KEYS)
 
     def provider(self, name: str) -> Provider:
         for p in self.providers:
@@ -391,6 +401,14 @@ def load_scenario(path: Path) -> Scenario:
         if not isinstance(t, dict) or t.get("type") not in TARGET_TYPES:
             raise BenchError(f"{where}: targets[{i}].type must be one of {sorted(TARGET_TYPES)}")
     max_tokens = traffic.get("max_tokens", 64)
+    conversation = None
+    if traffic.get("conversations") is not None:
+        conversation = _check_keys(f"{where}: traffic.conversations", traffic["conversations"],
+                                   CONVERSATION_KEYS)
+        conversation = {"concurrent": int(conversation.get("concurrent", 20)),
+                        "turns": int(conversation.get("turns", 5)),
+                        "system_chars": int(conversation.get("system_chars", 16000)),
+                        "turn_chars": int(conversation.get("turn_chars", 2000))}
     return Scenario(
         name=path.stem, path=path, description=str(raw.get("description") or "").strip(),
         duration_s=float(raw.get("duration_s", 30)), seed=int(raw.get("seed", 1)),
@@ -402,7 +420,7 @@ def load_scenario(path: Path) -> Scenario:
         providers=providers, changes=changes, policies=policies, oracle=oracle, targets=targets,
         client_timeout_s=float(raw.get("client_timeout_s", 30)),
         connections=int(traffic["connections"]) if traffic.get("connections") else None,
-        ramp_s=float(traffic.get("ramp_s", 0)))
+        ramp_s=float(traffic.get("ramp_s", 0)), conversation=conversation)
 
 
 def deep_merge(dst: dict, src: dict) -> dict:
@@ -621,6 +639,7 @@ async def chat_once(port: int, body: bytes, stream: bool, rec: dict, t0: float) 
                     if isinstance(usage, dict):
                         rec["prompt_tokens"] = usage.get("prompt_tokens")
                         rec["output_tokens"] = usage.get("completion_tokens")
+                        rec["cached_tokens"] = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
             rec["content_events"] = content_events
             if not done and not rec.get("error"):
                 rec["error"] = "no [DONE]"
@@ -630,6 +649,7 @@ async def chat_once(port: int, body: bytes, stream: bool, rec: dict, t0: float) 
                 doc = json.loads(data)
                 rec["output_tokens"] = doc["usage"]["completion_tokens"]
                 rec["prompt_tokens"] = doc["usage"]["prompt_tokens"]
+                rec["cached_tokens"] = (doc["usage"].get("prompt_tokens_details") or {}).get("cached_tokens")
                 if not doc.get("choices"):
                     raise ValueError("no choices")
             except Exception as e:
@@ -645,10 +665,64 @@ async def chat_once(port: int, body: bytes, stream: bool, rec: dict, t0: float) 
         await close_writer(writer)
 
 
+class Conversations:
+    """Conversation mode: the conversations of one run, each sent one turn at
+    a time (a client waits for an answer before its next message), each
+    turn's history byte for byte what the previous turn sent."""
+
+    def __init__(self, spec: dict, seed: int):
+        self.spec = spec
+        self.system = ("You are the assistant of a routing benchmark. " * (spec["system_chars"] // 46 + 1))[
+            :spec["system_chars"]]
+        self.slots = [{"id": i, "messages": [], "turn": 0, "busy": False, "last_provider": None}
+                      for i in range(spec["concurrent"])]
+        self.next_id = spec["concurrent"]
+        self.rng = random.Random(seed)
+
+    def take(self, index: int) -> Optional[dict]:
+        """A conversation not waiting for an answer, at random (users do not
+        take turns in order)."""
+        idle = [slot for slot in self.slots if not slot["busy"]]
+        if not idle:
+            return None
+        slot = self.rng.choice(idle)
+        slot["busy"] = True
+        return slot
+
+    def messages(self, slot: dict) -> list:
+        words = f"conversation {slot['id']} turn {slot['turn']}: "
+        filler = "".join(self.rng.choice("abcdefghij klmnop") for _ in range(max(0, self.spec["turn_chars"] - len(words))))
+        user = {"role": "user", "content": words + filler}
+        slot["pending"] = user
+        return [{"role": "system", "content": self.system}] + slot["messages"] + [user]
+
+    def done(self, slot: dict, provider: Optional[str], ok: bool) -> None:
+        if ok:
+            slot["messages"] += [slot.pop("pending"),
+                                 {"role": "assistant", "content": f"answer {slot['id']}.{slot['turn']}"}]
+            slot["turn"] += 1
+            slot["last_provider"] = provider
+        if not ok or slot["turn"] >= self.spec["turns"]:
+            slot.update({"id": self.next_id, "messages": [], "turn": 0, "last_provider": None})
+            self.next_id += 1
+        slot["busy"] = False
+
+
 async def one_request(port: int, scn: Scenario, pol: Policy, a: Arrival, t0: float,
-                      oracle_target: Optional[str], records: list) -> None:
-    body: dict = {"model": scn.model, "messages": [{"role": "user", "content": scn.prompt}],
-                  "stream": a.stream}
+                      oracle_target: Optional[str], records: list,
+                      conversations: Optional[Conversations] = None) -> None:
+    slot = None
+    messages = [{"role": "user", "content": scn.prompt}]
+    if conversations is not None:
+        slot = conversations.take(a.index)
+        if slot is None:
+            return  # every conversation is waiting for its answer
+        messages = conversations.messages(slot)
+        # The affinity oracle sends a follow-up where its conversation's
+        # previous turn went (its prefix is cached there).
+        if oracle_target and slot["last_provider"]:
+            oracle_target = slot["last_provider"]
+    body: dict = {"model": scn.model, "messages": messages, "stream": a.stream}
     if a.stream:
         body["stream_options"] = {"include_usage": True}
     if scn.max_tokens is not None:
@@ -663,6 +737,8 @@ async def one_request(port: int, scn: Scenario, pol: Policy, a: Arrival, t0: flo
                  "output_tokens": None, "prompt_tokens": None, "error": None}
     if oracle_target:
         rec["oracle_target"] = oracle_target
+    if slot is not None:
+        rec["conversation"], rec["turn"] = slot["id"], slot["turn"]
     records.append(rec)
     try:
         await asyncio.wait_for(chat_once(port, json.dumps(body).encode(), a.stream, rec, t0), scn.client_timeout_s)
@@ -674,6 +750,9 @@ async def one_request(port: int, scn: Scenario, pol: Policy, a: Arrival, t0: flo
         raise
     except Exception as e:  # a response this client could not make sense of
         rec["error"] = rec.get("error") or f"client: {type(e).__name__}: {e}"[:200]
+    finally:
+        if slot is not None:
+            conversations.done(slot, rec.get("provider"), not rec.get("error"))
 
 
 # ---------------------------------------------------------------------------
@@ -781,12 +860,14 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
         loadgen = None
         if scn.connections:
             loadgen = await run_loadgen(scn, args, gw_port, duration, tmp, procs)
+        conversations = Conversations(scn.conversation, scn.seed) if scn.conversation else None
         for a in ([] if scn.connections else arrivals(scn, duration)):
             delay = t0 + a.at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             target = oracle_pick(scn, profiles) if pol.oracle else None
-            req_tasks.append(asyncio.create_task(one_request(gw_port, scn, pol, a, t0, target, records)))
+            req_tasks.append(asyncio.create_task(one_request(gw_port, scn, pol, a, t0, target, records,
+                                                             conversations)))
             if gw.poll() is not None:
                 break
         await asyncio.gather(*change_tasks)
@@ -969,6 +1050,17 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
     lags = [(r["t_send"] - r["at"]) * 1000 for r in recs if r.get("t_send") is not None]
     oracle_miss = sum(1 for r in recs if r.get("oracle_target") and r.get("provider")
                       and r["provider"] != r["oracle_target"])
+    # Conversation mode: the follow-up turns (a prefix of theirs was read
+    # before), their TTFT and how much of their prompts the providers read
+    # from a cache; a cache hit is one that read more than the shared
+    # system prompt (the conversation's own history was cached).
+    follow = [r for r in recs if (r.get("turn") or 0) > 0 and r["stream"] and r["ttft_ms"] is not None]
+    follow_ttft = [r["ttft_ms"] for r in follow]
+    system_tokens = (scn.conversation["system_chars"] / 4) if scn.conversation else 0
+    cached_share = None
+    if follow and any(r.get("prompt_tokens") for r in follow):
+        cached_share = (sum(r.get("cached_tokens") or 0 for r in follow) /
+                        max(1, sum(r.get("prompt_tokens") or 0 for r in follow)))
     return {
         "requests": n, "errors": len(errors), "error_rate": len(errors) / n if n else 0.0,
         "error_kinds": error_kinds,
@@ -987,6 +1079,12 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
         "send_lag_ms": {"p50": percentile(lags, 50), "p99": percentile(lags, 99), "max": max(lags, default=None)},
         "gateway_hedges": (res.gateway_routes or {}).get("hedges"),
         "gateway_retries_denied": (res.gateway_routes or {}).get("retries_denied_by_budget"),
+        "followup_ttft_ms": {"p50": percentile(follow_ttft, 50), "p95": percentile(follow_ttft, 95),
+                             "mean": (sum(follow_ttft) / len(follow_ttft)) if follow_ttft else None,
+                             "n": len(follow_ttft)},
+        "followup_cache_hits": (sum(1 for r in follow if (r.get("cached_tokens") or 0) > system_tokens * 1.05)
+                                / len(follow)) if follow else None,
+        "followup_cached_share": cached_share,
     }
 
 
@@ -1051,6 +1149,21 @@ def scenario_markdown(scn: Scenario, results: list[RunResult], targets: list[str
                "`react cN`: seconds from change N until the provider's share of served requests "
                "over a 1 s window crossed the threshold.")
     out.append("")
+    if scn.conversation:
+        c = scn.conversation
+        out += [f"Conversations: {c['concurrent']} at a time, {c['turns']} turns each, a shared system prompt "
+                f"of {c['system_chars']} chars, {c['turn_chars']} chars a user turn. Follow-up turns "
+                "(a prefix read before); cache hit: the provider read more than the system prompt "
+                "from its cache. The oracle sends each follow-up where its previous turn went.", ""]
+        head = ["policy", "follow-ups", "TTFT mean", "p50", "p95", "cache hits", "cached share"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "|".join(["---"] * len(head)) + "|")
+        for res in results:
+            f = res.summary["followup_ttft_ms"]
+            out.append("| " + " | ".join([res.policy, str(f["n"]), fmt_ms(f["mean"]), fmt_ms(f["p50"]),
+                                          fmt_ms(f["p95"]), fmt_pct(res.summary["followup_cache_hits"]),
+                                          fmt_pct(res.summary["followup_cached_share"])]) + " |")
+        out.append("")
     if results and results[0].summary["slices"]:
         sl0 = results[0].summary["slices"]
         head = ["policy"] + [f"{s['from_s']:g}–{s['to_s']:g} s" for s in sl0]
@@ -1107,7 +1220,7 @@ def evaluate_targets(scn: Scenario, results: list[RunResult]) -> list[str]:
         if kind in RATIO_TARGETS:
             metric, q, default_pol, default_ratio = RATIO_TARGETS[kind]
             pol, ratio = t.get("policy", default_pol), float(t.get("max_ratio", default_ratio))
-            label = "TTFT" if metric == "ttft_ms" else "end-to-end"
+            label = RATIO_LABELS[metric]
             name = f"{pol} {label} {q} within {ratio:g}x the oracle's"
             skip = missing(pol, "oracle")
             if skip:
@@ -1119,6 +1232,19 @@ def evaluate_targets(scn: Scenario, results: list[RunResult]) -> list[str]:
             else:
                 lines.append(f"{'PASS' if a <= ratio * o else 'MISS'}  {name}: {a:.0f} ms vs {o:.0f} ms "
                              f"({a / o:.2f}x)")
+        elif kind == "cache_hit_share":
+            pol, share = t.get("policy", "latency"), float(t.get("min_ratio", 0.9))
+            name = f"{pol} follow-up cache hits at least {100 * share:.0f}% of the oracle's"
+            skip = missing(pol, "oracle")
+            if skip:
+                lines.append(f"{skip} {name}")
+                continue
+            a, o = by[pol]["followup_cache_hits"], by["oracle"]["followup_cache_hits"]
+            if a is None or not o:
+                lines.append(f"MISS  {name}: not measured")
+            else:
+                lines.append(f"{'PASS' if a >= share * o else 'MISS'}  {name}: {100 * a:.1f}% vs "
+                             f"{100 * o:.1f}% ({a / o:.2f}x)")
         elif kind == "cost_vs_oracle":
             pol, ratio = t.get("policy", "cost"), float(t.get("max_ratio", 1.10))
             name = f"{pol} spend within {100 * (ratio - 1):.0f}% of the oracle's (cheapest meeting the SLO)"

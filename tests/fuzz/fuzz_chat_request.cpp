@@ -30,6 +30,7 @@
 
 #include "gateway/chat_request.h"
 #include "providers/json_depth.h"
+#include "providers/prompt_prefix.h"
 #include "providers/prompt_size.h"
 #include "providers/upstream_protocol.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -208,6 +209,52 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+namespace {
+
+// The prompt's prefixes (prompt-cache affinity): one cut per element of the
+// conversation (the `messages` array, else an `input` array) -- found by
+// the boundary scanner, counted here by nlohmann -- kept as the preamble's,
+// the first element's and the latest; growing; within the body.
+void check_prefixes(std::string_view body, const json& doc,
+                    const llmgate::providers::PromptSize& prompt) {
+  using llmgate::providers::PromptPrefixes;
+  auto parsed = llmgate::providers::RequestBody::parse(std::string(body));
+  auto* request = std::get_if<llmgate::providers::RequestBody>(&parsed);
+  FUZZ_CHECK(request != nullptr);
+  const PromptPrefixes p = llmgate::providers::prompt_prefixes(*request);
+  const json* conversation = nullptr;
+  if (auto m = doc.find("messages"); m != doc.end() && m->is_array()) {
+    conversation = &*m;
+  } else if (auto in = doc.find("input"); in != doc.end() && in->is_array()) {
+    conversation = &*in;
+  }
+  if (conversation == nullptr || conversation->empty()) {
+    FUZZ_CHECK(p.count == 0);
+    return;
+  }
+  bool preamble = false;
+  for (const char* key :
+       {"tools", "functions", "response_format", "text", "system", "instructions"})
+    preamble = preamble || doc.contains(key);
+  const std::size_t firsts = (preamble ? 1 : 0) + 1;
+  FUZZ_CHECK(p.firsts == firsts);
+  FUZZ_CHECK(p.count ==
+             firsts + std::min(conversation->size() - 1, PromptPrefixes::kMaxCuts - firsts));
+  std::uint32_t media = 0;
+  for (std::size_t i = 0; i < p.count; ++i) {
+    FUZZ_CHECK(p.cuts[i].hash != 0);
+    FUZZ_CHECK(p.cuts[i].bytes <= prompt.bytes);
+    if (i > 0) {
+      FUZZ_CHECK(p.cuts[i].bytes >= p.cuts[i - 1].bytes);
+      FUZZ_CHECK(p.cuts[i].media >= p.cuts[i - 1].media);
+    }
+    media = p.cuts[i].media;
+  }
+  FUZZ_CHECK(media <= prompt.media);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   std::string_view content_type = "application/json";
@@ -244,5 +291,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(prompt.bytes + prompt.media_bytes == body.size());
   // Each medium is a whole string: its quotes, "data:" and ";base64,".
   FUZZ_CHECK(prompt.media_bytes >= 15 * static_cast<std::size_t>(prompt.media));
+  if (doc.is_object()) check_prefixes(body, doc, prompt);
   return 0;
 }

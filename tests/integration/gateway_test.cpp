@@ -1015,6 +1015,82 @@ TEST_F(GatewayTest, ALongPromptAmongShortOnesGetsItsPrefillInItsDeadline) {
   EXPECT_LT(a->ttft_estimate_ms, 400) << a->ttft_estimate_ms;
 }
 
+// Routing III: prompt-cache affinity. A conversation's follow-up goes to the
+// deployment that read its previous turn -- whose cache holds the prefix --
+// though another is faster for a prompt nobody holds; the provider reports
+// the prefix cached and the first token skips its prefill.
+TEST_F(GatewayTest, AFollowUpGoesWhereItsConversationsPrefixIsCached) {
+  sim::Profile a = fixed_ttft(20), b = fixed_ttft(150);
+  for (sim::Profile* p : {&a, &b}) {
+    p->prefill_ms_per_1k_tokens = 40;
+    p->prefix_cache = true;
+  }
+  start_sims(a, b);
+  start_gateway("5s", "2s", "", "1s",
+                "routing: {exploration: 0, defaults: {policy: latency, hedging: {on_stall: "
+                "false}}}\n");
+  HttpClient c(port_);
+  const std::string system(24'000, 's');  // ~6k tokens: ~240 ms of prefill
+  // A conversation of `turns` exchanges about `topic`, then a question.
+  auto conversation = [&](const std::string& topic, int turns,
+                          const std::string* instructions = nullptr) {
+    json messages =
+        json::array({{{"role", "system"}, {"content", instructions ? *instructions : system}}});
+    for (int i = 0; i < turns; ++i) {
+      messages.push_back({{"role", "user"}, {"content", topic + " question " + std::to_string(i)}});
+      messages.push_back({{"role", "assistant"}, {"content", "answer " + std::to_string(i)}});
+    }
+    messages.push_back({{"role", "user"}, {"content", topic + " next?"}});
+    return json{{"model", "chat"}, {"messages", messages}}.dump();
+  };
+  auto send = [&](const std::string& body, const std::string& order = "") {
+    std::map<std::string, std::string> headers{{"content-type", "application/json"}};
+    if (!order.empty()) headers["x-llmgate-order"] = order;
+    return c.request("POST", "/v1/chat/completions", body, headers);
+  };
+  // Both measured on short prompts: a ~20 ms, b ~150 ms.
+  for (const char* to : {"a", "a", "a", "b"})
+    ASSERT_EQ(send(chat_body("chat", false), to).status, 200);
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 3));
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 1));
+  // b learns that it reports cached tokens: one conversation, both turns
+  // sent there by route.order.
+  for (int turns : {0, 1}) {
+    auto r = send(conversation("warm-up", turns), "b");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 3));
+  // A conversation begun at b (by route.order) continues there on its own:
+  // ~150 ms + its new part's prefill, against ~20 + 240 ms at a.
+  ASSERT_EQ(send(conversation("topic", 0), "b").status, 200);
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 4));
+  auto r = send(conversation("topic", 1));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b") << r.header("x-llmgate-route");
+  EXPECT_NE(r.header("x-llmgate-route").find("affinity hit"), std::string::npos)
+      << r.header("x-llmgate-route");
+  EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens_details"]["cached_tokens"], 5000) << r.body;
+  EXPECT_LT(std::stod(r.header("x-llmgate-ttft-ms")), 300);
+  // So does a new conversation of the same system prompt (b holds that
+  // much); one of a system prompt nobody holds goes to the faster one.
+  auto same_system = send(conversation("another", 0));
+  EXPECT_EQ(same_system.header("x-llmgate-deployment"), "b/model-b");
+  const std::string other_system(24'000, 't');
+  auto fresh = send(conversation("another", 1, &other_system));
+  ASSERT_EQ(fresh.status, 200) << fresh.body;
+  EXPECT_EQ(fresh.header("x-llmgate-deployment"), "a/model-a") << fresh.header("x-llmgate-route");
+  EXPECT_EQ(fresh.header("x-llmgate-route").find("affinity hit"), std::string::npos);
+  // The metrics say so.
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 4));
+  const std::string metrics = c.request("GET", "/metrics").body;
+  EXPECT_NE(metrics.find(R"(llmgate_prompt_affinity_total{model="chat",result="hit"} )"),
+            std::string::npos);
+  EXPECT_NE(
+      metrics.find(
+          R"(llmgate_deployment_input_tokens_total{cached="true",deployment="b/model-b",model="chat"})"),
+      std::string::npos);
+}
+
 // A race's rule (docs/failure-semantics.md, "Races"): an answer beats a
 // refusal, whatever their timing. The hedge refuses (400) long before the
 // primary's first token; the client gets the primary's answer.

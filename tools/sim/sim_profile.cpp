@@ -198,6 +198,14 @@ Profile profile_from_json(const json& j, const Profile& base) {
     } else if (key == "prefill_ms_per_1k_tokens") {
       if (!v.is_number() || v.get<double>() < 0) fail(key, "must be a number >= 0");
       p.prefill_ms_per_1k_tokens = v.get<double>();
+    } else if (key == "prefix_cache") {
+      p.prefix_cache = read_bool(v, key);
+    } else if (key == "prefix_cache_ttl_ms") {
+      p.prefix_cache_ttl_ms = read_int(v, key);
+      if (p.prefix_cache_ttl_ms < 0) fail(key, "must be >= 0");
+    } else if (key == "prefix_cache_min_tokens") {
+      p.prefix_cache_min_tokens = read_int(v, key);
+      if (p.prefix_cache_min_tokens < 0) fail(key, "must be >= 0");
     } else if (key == "context_window") {
       p.context_window = read_int(v, key);
       if (p.context_window < 0) fail(key, "must be >= 0");
@@ -243,6 +251,9 @@ json profile_to_json(const Profile& p) {
       {"annotations", p.annotations},
       {"cached_tokens", p.cached_tokens},
       {"prefill_ms_per_1k_tokens", p.prefill_ms_per_1k_tokens},
+      {"prefix_cache", p.prefix_cache},
+      {"prefix_cache_ttl_ms", p.prefix_cache_ttl_ms},
+      {"prefix_cache_min_tokens", p.prefix_cache_min_tokens},
       {"context_window", p.context_window},
       {"safety_block", p.safety_block},
       {"embedding_dimensions", p.embedding_dimensions},

@@ -73,6 +73,15 @@ struct Profile {
   // Prefill: each 1,000 prompt tokens not read from the cache add this to
   // the first token's time, as a real model's prefill does.
   double prefill_ms_per_1k_tokens = 0;
+  // A prompt cache of this process's own, as providers keep one: the chat
+  // prompts it has read (each prefix ending at a message boundary) for
+  // prefix_cache_ttl_ms after their last use; a later prompt that starts
+  // with one of them, of at least prefix_cache_min_tokens tokens, reads it
+  // from the cache -- reported as cached_tokens, not prefilled. (With
+  // cached_tokens set too, the larger of the two counts.)
+  bool prefix_cache = false;
+  int prefix_cache_ttl_ms = 300'000;
+  int prefix_cache_min_tokens = 1024;
   // The model's context window in tokens (0: none): a prompt whose tokens
   // and max_tokens are more gets the provider's context-length 400.
   std::int64_t context_window = 0;
@@ -101,7 +110,8 @@ struct Profile {
 //   ratelimit_headers (bool), reject_stream_options (bool), reject_stream (bool),
 //   reasoning_hidden (bool), reasoning_field ("reasoning_content" | "reasoning"),
 //   annotations (bool), cached_tokens (int >= 0), safety_block (bool),
-//   prefill_ms_per_1k_tokens (number >= 0), context_window (int >= 0).
+//   prefill_ms_per_1k_tokens (number >= 0), context_window (int >= 0),
+//   prefix_cache (bool), prefix_cache_ttl_ms (int >= 0), prefix_cache_min_tokens (int >= 0).
 Profile profile_from_json(const nlohmann::json& j, const Profile& base = {});
 nlohmann::json profile_to_json(const Profile& p);
 

@@ -175,6 +175,20 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
                    "messages", "empty_array");
   }
   r.prompt_tokens = estimate_prompt_tokens(*messages);
+  // Each message's canonical text (nlohmann sorts keys) extends the hash of
+  // the prefix before it: the simulator's own fingerprint, not the gateway's.
+  {
+    std::uint64_t h = 1469598103934665603ULL;
+    std::size_t chars = 0;  // as estimate_prompt_tokens counts them
+    for (const auto& m : *messages) {
+      for (unsigned char ch : m.dump()) h = (h ^ ch) * 1099511628211ULL;
+      h = (h ^ 0xff) * 1099511628211ULL;  // the boundary
+      if (m.is_object()) {
+        if (auto content = m.find("content"); content != m.end()) chars += content_chars(*content);
+      }
+      r.prefixes.emplace_back(h, tokens_for_chars(chars));
+    }
+  }
 
   if (auto stream = j.find("stream"); stream != j.end() && !stream->is_null()) {
     if (!stream->is_boolean()) {

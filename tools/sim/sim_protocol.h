@@ -55,6 +55,10 @@ struct ChatRequest {
   bool has_stream_options = false;         // the request names stream_options
   std::optional<std::int64_t> max_tokens;  // min of max_tokens, max_completion_tokens
   std::int64_t prompt_tokens = 1;
+  // Chat only: each prefix of the messages that ends at a message boundary
+  // (a hash of the messages up to it, and its tokens), shortest first: what
+  // a prompt cache (Profile::prefix_cache) keeps and matches.
+  std::vector<std::pair<std::uint64_t, std::int64_t>> prefixes;
   // Whether reasoning reaches the client. OpenAI-style servers send what the
   // profile says; Anthropic only with `thinking` enabled, Gemini only with
   // thinkingConfig.includeThoughts. Otherwise it is hidden: its time passes

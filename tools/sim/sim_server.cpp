@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -483,6 +484,39 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::uint16_t> bound_port{0};
 
+  // Profile::prefix_cache: the prompt prefixes this process has read, each
+  // with when it was last used (shared by every model it serves, as the
+  // hashes include the messages, not the model: close enough for a
+  // simulator). Bounded: expired entries are swept when it grows.
+  std::mutex prefix_mu;
+  std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> prefix_cache;
+  static constexpr std::size_t kMaxPrefixes = 200'000;
+
+  // The tokens of the longest cached prefix of `chat` (0: none), and every
+  // prefix of it cached from now on.
+  std::int64_t read_prefix_cache(const ChatRequest& chat, const Profile& profile) {
+    if (!profile.prefix_cache || chat.prefixes.empty()) return 0;
+    const auto now = std::chrono::steady_clock::now();
+    const auto ttl = std::chrono::milliseconds(profile.prefix_cache_ttl_ms);
+    std::lock_guard lock(prefix_mu);
+    std::int64_t cached = 0;
+    for (auto it = chat.prefixes.rbegin(); it != chat.prefixes.rend(); ++it) {
+      auto hit = prefix_cache.find(it->first);
+      if (hit != prefix_cache.end() && now - hit->second < ttl) {
+        cached = it->second;
+        break;
+      }
+    }
+    if (prefix_cache.size() >= kMaxPrefixes) {
+      std::erase_if(prefix_cache, [&](const auto& e) { return now - e.second >= ttl; });
+      if (prefix_cache.size() >= kMaxPrefixes) prefix_cache.clear();
+    }
+    for (const auto& [hash, tokens] : chat.prefixes) {
+      if (tokens >= profile.prefix_cache_min_tokens) prefix_cache[hash] = now;
+    }
+    return cached >= profile.prefix_cache_min_tokens ? cached : 0;
+  }
+
   std::mutex lifecycle_mu;
   std::condition_variable caller_done;
   bool started = false;
@@ -754,6 +788,10 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
                                             Exchange& ex) {
   ex.region = ex.profile.region.empty() ? options.region : ex.profile.region;
   ex.stamp = options.stamp_events;
+  if (const std::int64_t cached = read_prefix_cache(ex.chat, ex.profile); cached > 0) {
+    ex.profile.cached_tokens = std::max(ex.profile.cached_tokens,
+                                        static_cast<int>(std::min<std::int64_t>(cached, 1 << 30)));
+  }
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
   if (ex.api != OpenAiApi::kChat) {

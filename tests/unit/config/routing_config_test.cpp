@@ -42,6 +42,7 @@ routing:
     jitter: 0.1
     max_ejected_fraction: 0.25
   retry_budget: {ratio: 0.1, min_per_second: 5}
+  affinity: {ttl: 10m, max_entries: 5000}
   defaults:
     policy: balanced
     typical_output_tokens: 512
@@ -117,6 +118,8 @@ TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
   EXPECT_DOUBLE_EQ(r.ejection.max_ejected_fraction, 0.5);
   EXPECT_DOUBLE_EQ(r.retry_budget.ratio, 0.2);
   EXPECT_DOUBLE_EQ(r.retry_budget.min_per_second, 10);
+  EXPECT_EQ(r.affinity.ttl, milliseconds(300'000));
+  EXPECT_EQ(r.affinity.max_entries, 100'000u);
   expect_default_policy(r.defaults);
 
   const Model& m = config->models.at(0);
@@ -154,6 +157,9 @@ TEST_F(RoutingConfigTest, ReadsEveryRoutingKey) {
   EXPECT_DOUBLE_EQ(r.ejection.max_ejected_fraction, 0.25);
   EXPECT_DOUBLE_EQ(r.retry_budget.ratio, 0.1);
   EXPECT_DOUBLE_EQ(r.retry_budget.min_per_second, 5);
+  EXPECT_EQ(r.affinity.ttl, milliseconds(600'000));
+  EXPECT_EQ(r.affinity.max_entries, 5'000u);
+  EXPECT_EQ(parse("routing: {affinity: {ttl: 0s}}\n")->routing.affinity.ttl, milliseconds(0));
 
   const RoutingPolicy& d = r.defaults;
   EXPECT_EQ(d.policy, Policy::kBalanced);
@@ -375,7 +381,7 @@ const ErrorCase kErrors[] = {
     {"UnknownKeyUnderRouting", "routing: {exploraton: 0.1}\n",
      R"(cfg.yaml: routing: unknown key "exploraton" (did you mean "exploration"?))"},
     {"UnknownKeyUnderRoutingListsTheKeys", "routing: {colour: red}\n",
-     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, deadline_factor, load_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, defaults))"},
+     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, deadline_factor, load_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, affinity, defaults))"},
     {"UnknownKeyInAModelsRouting", model_with_routing("{constraints: {max_tft: 1s}}"),
      R"(cfg.yaml: models[0].routing.constraints: unknown key "max_tft" (did you mean "max_ttft"?))"},
     {"UnknownKeyInHedging", "routing: {defaults: {hedging: {enable: true}}}\n",
@@ -426,6 +432,8 @@ const ErrorCase kErrors[] = {
      R"(cfg.yaml: routing.defaults.typical_output_tokens: expected a whole number, got 2.5)"},
     {"ZeroTpsPrior", "routing: {priors: {tps: 0}}\n",
      R"(cfg.yaml: routing.priors.tps: must be greater than zero)"},
+    {"NoAffinityEntries", "routing: {affinity: {max_entries: 0}}\n",
+     R"(cfg.yaml: routing.affinity.max_entries: must be between 1 and 10000000, got 0)"},
     {"RetryRatioAboveOne", "routing: {retry_budget: {ratio: 1.5}}\n",
      R"(cfg.yaml: routing.retry_budget.ratio: must be between 0 and 1, got 1.5)"},
     {"HedgingDelayNeitherDurationNorPercentile", "routing: {defaults: {hedging: {delay: soon}}}\n",

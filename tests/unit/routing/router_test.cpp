@@ -850,3 +850,89 @@ TEST(RouterPrefill, ALongPromptExpectsItsPrefillAndGetsItInItsDeadlineAndHedgeDe
 
 }  // namespace
 }  // namespace llmgate::routing
+
+namespace llmgate::routing {
+namespace {
+
+// Routing III: prompt-cache affinity, in the policy's own measure.
+struct AffinityFixture : Fixture {
+  AffinityFixture() : Fixture({200, 220}) {
+    for (auto& v : views) {
+      v.stats.prefill_ms_per_1k = 50;
+      v.stats.reports_cached = true;  // both report cached tokens
+    }
+  }
+  // A 20k-token prompt (80 KB at 4 bytes a token); p1 holds `held_bytes` of it.
+  RouteRequest request_held_by_p1(std::size_t held_bytes) const {
+    auto r = request();
+    r.prompt_bytes = 80'000;
+    r.cached.held[0] = {model->deployments[1].id_hash(), {7, held_bytes, 0}, false};
+    r.cached.count = 1;
+    return r;
+  }
+};
+
+TEST(RouterAffinity, ADeploymentHoldingTheConversationsPrefixExpectsOnlyTheRestsPrefill) {
+  AffinityFixture f;
+  // Without affinity: p0 (200 + 1000 ms prefill) beats p1 (220 + 1000).
+  auto plain = f.request();
+  plain.prompt_bytes = 80'000;
+  EXPECT_EQ(Fixture::order(f.decide(plain)), (Names{"p0", "p1"}));
+  // p1 holds 76 KB (19k tokens): it prefills 1k tokens, 50 ms.
+  auto d = f.decide(f.request_held_by_p1(76'000));
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  const auto& c = d.candidates[0];
+  EXPECT_EQ(c.cache_held_tokens, 19'000);
+  EXPECT_EQ(c.cached_tokens, 19'000);
+  EXPECT_DOUBLE_EQ(c.prefill_ms, 50);
+  EXPECT_DOUBLE_EQ(c.estimate_ms, 220 + 50);
+  // The deadline still has the whole prompt's prefill: a provider may have
+  // dropped the prefix, and reading it again is no stall.
+  EXPECT_EQ(c.prefill_allowance, 2000ms);
+  EXPECT_NE(explain(d).find("cached ~19.0k prefill ~50ms"), std::string::npos) << explain(d);
+  EXPECT_NE(explain(d).find("affinity hit"), std::string::npos) << explain(d);
+}
+
+TEST(RouterAffinity, AffinityGivesWayToAMuchFasterDeploymentAndToLoad) {
+  AffinityFixture f;
+  f.views[1].stats.ttft_estimate_ms = 2000;  // p1 degraded: 2000 + 50 > 200 + 1000
+  EXPECT_EQ(Fixture::order(f.decide(f.request_held_by_p1(76'000))), (Names{"p0", "p1"}));
+  f.views[1].stats.ttft_estimate_ms = 220;
+  f.views[1].stats.awaiting_first_token = 30;  // queued: 270 x (1 + 0.25 x 30)
+  EXPECT_EQ(Fixture::order(f.decide(f.request_held_by_p1(76'000))), (Names{"p0", "p1"}));
+}
+
+TEST(RouterAffinity, ADeploymentThatNeverReportsCachedTokensEarnsNoBonus) {
+  AffinityFixture f;
+  f.views[1].stats.reports_cached = false;
+  auto d = f.decide(f.request_held_by_p1(76'000));
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_EQ(d.candidates[1].cache_held_tokens, 19'000);  // known held...
+  EXPECT_EQ(d.candidates[1].cached_tokens, 0);           // ...but worth nothing
+  // One that reports them for half of what it was expected to hold: half.
+  f.views[1].stats.reports_cached = true;
+  f.views[1].stats.cache_share_measured = 0.5;
+  d = f.decide(f.request_held_by_p1(76'000));
+  EXPECT_EQ(d.candidates[0].cached_tokens, 9'500);
+}
+
+TEST(RouterAffinity, APrefixUnderWhatProvidersCacheCountsForNothing) {
+  AffinityFixture f;
+  auto d = f.decide(f.request_held_by_p1(4'000));  // 1,000 tokens < 1,024
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_EQ(d.candidates[1].cache_held_tokens, 0);
+}
+
+TEST(RouterAffinity, ARequestWithACachedPrefixIsNotExplored) {
+  AffinityFixture f;
+  f.options.exploration = 1.0;  // every request explores...
+  auto plain = f.request();
+  EXPECT_TRUE(f.decide(plain).candidates[0].explored);
+  // ...but one that would pay its whole prefill elsewhere.
+  auto d = f.decide(f.request_held_by_p1(76'000));
+  EXPECT_FALSE(d.candidates[0].explored);
+  EXPECT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+}
+
+}  // namespace
+}  // namespace llmgate::routing

@@ -52,6 +52,27 @@ TEST(RoutingStateReload, KeepsStatisticsAndHealthOfUnchangedDeployments) {
   EXPECT_EQ(s2.stats.get_or_prior("a/x", t0 + 2s).ttft_samples, 2u);
 }
 
+TEST(RoutingStateReload, PromptCacheAffinityCarriesOverUnlessItsSettingsChanged) {
+  auto c1 = cfg("http://127.0.0.1:9002/v1");
+  RoutingState s1(*c1);
+  const auto t0 = Clock::now();
+  const config::PrefixCut cut{77, 8000, 0};
+  s1.affinity.remember(std::span(&cut, 1), 0, cut, 0xa, t0);
+  RoutingState s2(*cfg("http://127.0.0.1:9002/v1"), *c1, s1);
+  EXPECT_EQ(s2.affinity.find(std::span(&cut, 1), 0, cut, t0).count, 1u);
+  auto c3 = config::parse_config(R"(
+routing: {affinity: {ttl: 1m}}
+providers:
+  - {name: a, base_url: "http://127.0.0.1:9001/v1"}
+models:
+  - {name: m, deployments: [{provider: a, model: x}]}
+)",
+                                 "test.yaml");
+  RoutingState s3(*c3, *c1, s1);
+  EXPECT_EQ(s3.affinity.ttl(), 60s);
+  EXPECT_EQ(s3.affinity.find(std::span(&cut, 1), 0, cut, t0).count, 0u);
+}
+
 TEST(RoutingStateReload, ADeploymentWhoseProviderChangedStartsAfreshButKeepsItsInFlightCount) {
   auto c1 = cfg("http://127.0.0.1:9002/v1");
   RoutingState s1(*c1);

@@ -264,6 +264,48 @@ TEST(StatsRegistry, FirstTokensAreReadAgainstTheirPromptsSize) {
   EXPECT_LT(reg.get("p/m", t0 + 25s)->ttft_estimate_ms, 400);
 }
 
+TEST(StatsRegistry, CachedInputIsNotPrefillAndTeachesTheCacheShare) {
+  // 150 ms plus 100 ms per 1k tokens read (not from the cache). Every
+  // prompt is 20k tokens; alternately 0 and 18k of them reported cached.
+  StatsRegistry reg;
+  EXPECT_EQ(reg.get_or_prior("p/m", t0).cache_share(), 0);  // never reported any
+  for (int i = 0; i < 300; ++i) {
+    const auto t = t0 + i * 50ms;
+    const std::int64_t cached = i % 2 == 0 ? 0 : 18'000;
+    AttemptRecord r =
+        success(t, std::chrono::milliseconds(150 + (20'000 - cached) / 10), 20, 200ms, 80);
+    r.input_tokens_est = 20'000;
+    r.input_tokens = 20'000;
+    r.cached_input_tokens = cached;
+    reg.record(r, t + 10ms);
+  }
+  auto s = *reg.get("p/m", t0 + 20s);
+  // The fit reads each first token against the tokens actually prefilled.
+  EXPECT_NEAR(s.prefill_ms_per_1k, 100, 5);
+  EXPECT_TRUE(s.reports_cached);
+  EXPECT_EQ(s.cache_share(), 1);  // nothing was expected held: unmeasured
+  // Expected to hold 18k tokens, it reported 9k cached: the share drops
+  // toward a half.
+  for (int i = 0; i < 30; ++i) {
+    const auto t = t0 + 30s + i * 50ms;
+    AttemptRecord r = success(t, 1250ms, 20, 200ms, 80);
+    r.input_tokens_est = r.input_tokens.emplace(20'000);
+    r.cached_input_tokens = 9'000;
+    r.cache_held_tokens = 18'000;
+    r.cached_tokens_est = 18'000;
+    reg.record(r, t + 10ms);
+  }
+  s = *reg.get("p/m", t0 + 40s);
+  EXPECT_NEAR(s.cache_share(), 0.5, 0.01);
+  EXPECT_EQ(s.cache_share_samples, 30u);
+  // A prefix under what providers cache teaches nothing.
+  AttemptRecord small = success(t0 + 41s, 200ms, 20, 200ms, 80);
+  small.input_tokens = 2'000;
+  small.cache_held_tokens = 500;
+  reg.record(small, t0 + 41s);
+  EXPECT_EQ(reg.get("p/m", t0 + 42s)->cache_share_samples, 30u);
+}
+
 TEST(StatsRegistry, LongPromptsInFlightAreNotAStallWhileTheyPrefill) {
   // Two 50k-token prompts in flight (2.5 s of prefill at the prior's 50 ms
   // per 1k): a second later they are no evidence of a stall; two short ones
