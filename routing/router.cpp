@@ -405,8 +405,16 @@ void charge_timeouts(std::vector<Working>& hard_ok) {
     for (std::size_t i = 0; i < hard_ok.size(); ++i) {
       auto& pc = hard_ok[i].pc;
       const double deadline = static_cast<double>(pc.candidate.timeouts.ttft.count());
-      const bool times_out = pc.estimate_ms >= deadline || pc.stalled;
-      pc.bounded = !times_out && hard_ok[i].view->stats.ttft_bounded;
+      // Compared without the request's prefill (the deadline allows twice
+      // the expected one). An estimate made of lower bounds that reached the
+      // deadline is its attempts timing out, give or take the deadline's
+      // rounding and a timer's lateness: charged as such, not as lost races.
+      const bool bounded = hard_ok[i].view->stats.ttft_bounded;
+      const double base_deadline = deadline - static_cast<double>(pc.prefill_allowance.count());
+      const bool times_out =
+          pc.estimate_ms - pc.prefill_ms >= base_deadline * (bounded ? kBoundAtDeadline : 1.0) ||
+          pc.stalled;
+      pc.bounded = !times_out && bounded;
       if (!times_out && !pc.bounded) continue;
       double next = std::numeric_limits<double>::infinity();
       for (std::size_t j = 0; j < hard_ok.size(); ++j) {

@@ -100,6 +100,9 @@ inline constexpr std::int64_t kShownInputTokens = 1000;
 inline constexpr double kContextMargin = 1.25;
 // A long prompt's deadline gets this many times its expected prefill.
 inline constexpr double kDeadlinePrefillFactor = 2.0;
+// An estimate made of lower bounds (ttft_bounded) this close to the TTFT
+// deadline is attempts timing out at it: charged as past its deadline.
+inline constexpr double kBoundAtDeadline = 0.9;
 
 // The request's prompt in `stats`' deployment's tokens (estimated).
 std::int64_t estimated_input_tokens(const RouteRequest& request, const DeploymentStats& stats);

@@ -450,6 +450,30 @@ TEST(Router, ADeploymentPastItsDeadlineIsChargedWhatTryingItCosts) {
   EXPECT_FALSE(d.candidates[0].times_out);
 }
 
+TEST(Router, ADeploymentWhoseBoundsReachedItsDeadlineIsChargedAsTimingOut) {
+  // p0 timed out on its last attempts: each waited its whole 601 ms deadline
+  // (3 x a 200.3 ms p95, rounded up) -- and a little more, or a little less
+  // once decayed: its estimate of 598 ms is a lower bound at its deadline.
+  // Tried first it costs the deadline and then p1's 450 ms, not a hedge's wait.
+  Fixture f({598, 450});
+  f.views[0].stats.ttft_bounded = true;
+  f.views[0].stats.ttft_p95_ms = 200.3;
+  f.views[0].stats.last_attempt_start = f.now;  // no re-check due
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[1].times_out);
+  EXPECT_FALSE(d.candidates[1].bounded);
+  EXPECT_DOUBLE_EQ(d.candidates[1].expected_ttft_ms, 601 + 450);
+  EXPECT_NE(explain(d).find("past its deadline"), std::string::npos) << explain(d);
+  // A long prompt: the deadline's prefill allowance (twice the prefill) is
+  // not room under it -- the base is compared with the base.
+  auto r = f.request();
+  r.prompt_bytes = 40'000;  // 10k tokens: 500 ms of prefill at the prior
+  d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  EXPECT_TRUE(d.candidates[1].times_out);
+}
+
 TEST(Router, AttemptsWaitingLongerThanTheEstimateRaiseIt) {
   Fixture f({150, 400});
   f.views[0].stats.awaiting_first_token = 2;
