@@ -111,6 +111,18 @@ test("the console shows the demo's live routing", { timeout: 170000 }, async () 
   }
   assert.match(await page.locator("#why-body").innerText(), /latency policy puts first[\s\S]*#1 \S+/);
 
+  // TTFT against prompt size: a row per deployment, its expected first
+  // token growing with the prompt by its prefill slope.
+  const prompt = await page.locator("#prompt-size tbody tr").evaluateAll((trs) => trs.map((tr) =>
+    [tr.dataset.deployment, ...[...tr.querySelectorAll("td")].slice(1, 6).map((td) => td.textContent)]));
+  assert.deepEqual(prompt.map((r) => r[0]).sort(), [...deployments].sort());
+  const msOf = (t) => (t.endsWith(" s") ? 1000 * parseFloat(t) : parseFloat(t));
+  for (const [dep, at1k, at10k, at50k, , slope] of prompt) {
+    assert.match(at1k, /^\d+ ms$|^\d+\.\d\d s$/, dep);
+    assert.ok(msOf(at50k) > msOf(at10k) && msOf(at10k) > msOf(at1k), `${dep}: ${at1k} ${at10k} ${at50k}`);
+    assert.match(slope, /^\d+\.\d \(\d+\)$/, dep);  // fitted (prior)
+  }
+
   // The charts draw a line per deployment, and grow with new samples.
   const points = () => page.locator("#chart-ttft polyline").evaluateAll(
     (ls) => ls.map((l) => l.getAttribute("points").split(" ").length));
