@@ -162,6 +162,9 @@ class ChatProxy {
   // plan's capacity was reserved for it: references into it stay valid).
   void promote_reserve();
   void on_attempt_failed(const AttemptRecord& rec);
+  // The fleet's affinity entries of this request's prefixes and key
+  // (shared_state), into this replica's table.
+  net::awaitable<void> learn_fleet_affinity(Clock::time_point now);
   // The request's whole prompt as a prefix (what its conversation key names).
   config::PrefixCut whole_prompt() const {
     if (const config::PrefixCut* w = req_.prefixes.whole()) return *w;
@@ -213,6 +216,12 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   const bool conversation = req_.prefixes.count > 0 || req_.conversation_key != 0;
   if (conversation) {
     rq.cached = rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+    // Another replica may have served it (shared_state): the fleet's entries.
+    if (rq.cached.count == 0 && snapshot_.shared && rs_.affinity.ttl().count() > 0) {
+      co_await learn_fleet_affinity(now);
+      rq.cached =
+          rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+    }
   }
   // A conversation stored at a provider continues there, and only there.
   if (stored_at_) {
@@ -261,6 +270,21 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   if (answered) co_return *answered;
   if (LLMGATE_CANCELLED()) co_return false;
   co_return co_await respond_all_failed();
+}
+
+net::awaitable<void> ChatProxy::learn_fleet_affinity(Clock::time_point now) {
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(req_.prefixes.count + 1);
+  for (const config::PrefixCut& c : req_.prefixes.view()) hashes.push_back(c.hash);
+  if (req_.conversation_key != 0) hashes.push_back(req_.conversation_key);
+  for (const auto& e : co_await snapshot_.shared->find_affinity(std::move(hashes))) {
+    const config::PrefixCut prefix{e.hash, e.bytes, e.media};
+    if (e.hash == req_.conversation_key) {
+      rs_.affinity.remember({}, e.hash, prefix, e.deployment, now);
+    } else {
+      rs_.affinity.remember(std::span(&prefix, 1), 0, prefix, e.deployment, now);
+    }
+  }
 }
 
 net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes,
@@ -445,8 +469,19 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   if ((rec.first_token || rec.outcome == AttemptOutcome::kSuccess) &&
       (req_.prefixes.count > 0 || req_.conversation_key != 0)) {
     providers::PromptPrefixes::Remembered cuts;
-    rs_.affinity.remember(req_.prefixes.remembered(cuts), req_.conversation_key, whole_prompt(),
-                          pc.candidate.deployment->id_hash(), now);
+    const auto remembered = req_.prefixes.remembered(cuts);
+    const std::uint64_t deployment = pc.candidate.deployment->id_hash();
+    rs_.affinity.remember(remembered, req_.conversation_key, whole_prompt(), deployment, now);
+    if (snapshot_.shared) {
+      std::vector<SharedLimits::AffinityEntry> fleet;
+      for (const config::PrefixCut& c : remembered)
+        fleet.push_back({c.hash, deployment, c.bytes, c.media});
+      if (req_.conversation_key != 0) {
+        const config::PrefixCut whole = whole_prompt();
+        fleet.push_back({req_.conversation_key, deployment, whole.bytes, whole.media});
+      }
+      snapshot_.shared->remember_affinity(fleet, rs_.affinity.ttl());
+    }
   }
   const auto recorded = in_flight.finish(rec, now);  // no longer in flight, recorded
   metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);

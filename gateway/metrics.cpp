@@ -74,7 +74,7 @@ constexpr bool in_declaration_order(const std::array<Enum, N>& all) {
 }
 static_assert(in_declaration_order(kOutcomes) &&
               kOutcomes.back() == routing::AttemptOutcome::kHedgeLost);
-static_assert(in_declaration_order(kSharedOps) && kSharedOps.back() == SharedOp::kHealthRead);
+static_assert(in_declaration_order(kSharedOps) && kSharedOps.back() == SharedOp::kAffinityWrite);
 static_assert(in_declaration_order(kSharedResults) &&
               kSharedResults.back() == SharedResult::kUnavailable);
 static_assert(in_declaration_order(config::kAllPolicies) &&

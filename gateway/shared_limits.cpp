@@ -86,6 +86,14 @@ end
 return 0
 )lua");
 
+// Stores affinity entries. KEYS: the entries' keys; ARGV: their values, then
+// the TTL in ms.
+const std::string kAffinityWriteScript = script(R"lua(
+local ttl = ARGV[#ARGV]
+for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i], 'PX', ttl) end
+return #KEYS
+)lua");
+
 // Pushes back the expiry of held slots that are still there. KEYS[1] the
 // set; ARGV: ttl ms, slot ids... Returns how many were renewed.
 const std::string kRenewScript = script(R"lua(
@@ -355,6 +363,11 @@ struct SharedLimits::Impl {
 
   std::string bucket_key(const std::string& key) const { return prefix + ":rate:req:" + key; }
   std::string health_key() const { return prefix + ":health"; }
+  std::string affinity_key(std::uint64_t hash) const {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    return prefix + ":affinity:" + hex;
+  }
 
   // The usage script for `key`, charging `used` (nothing: a read).
   std::vector<std::string> usage_command(const config::GatewayKey& key, const SpendPeriods& p,
@@ -639,6 +652,51 @@ void SharedLimits::stop() {
 }
 
 bool SharedLimits::up() const { return impl_->cmd->up(); }
+
+net::awaitable<std::vector<SharedLimits::AffinityEntry>> SharedLimits::find_affinity(
+    std::vector<std::uint64_t> hashes) {
+  Impl& i = *impl_;
+  std::vector<AffinityEntry> found;
+  if (hashes.empty() || i.unavailable(SharedOp::kAffinityRead)) co_return found;
+  std::vector<std::string> args{"MGET"};
+  for (std::uint64_t h : hashes) args.push_back(i.affinity_key(h));
+  const RedisReply r = co_await i.ask(SharedOp::kAffinityRead, std::move(args));
+  if (!r.ok() || r.value->type != resp::Value::Type::kArray) co_return found;
+  const auto& values = r.value->elements;
+  for (std::size_t k = 0; k < values.size() && k < hashes.size(); ++k) {
+    if (values[k].type != resp::Value::Type::kBulk) continue;
+    // "<deployment hash, hex> <bytes> <media>"
+    AffinityEntry e{hashes[k]};
+    unsigned long long deployment = 0, bytes = 0;
+    unsigned media = 0;
+    if (std::sscanf(values[k].str.c_str(), "%llx %llu %u", &deployment, &bytes, &media) != 3 ||
+        deployment == 0) {
+      continue;
+    }
+    e.deployment = deployment;
+    e.bytes = static_cast<std::size_t>(bytes);
+    e.media = media;
+    found.push_back(e);
+  }
+  co_return found;
+}
+
+void SharedLimits::remember_affinity(const std::vector<AffinityEntry>& entries,
+                                     std::chrono::milliseconds ttl) {
+  Impl& i = *impl_;
+  if (entries.empty() || ttl.count() <= 0 || !i.cmd->up()) return;
+  std::vector<std::string> args{"EVAL", kAffinityWriteScript, std::to_string(entries.size())};
+  for (const auto& e : entries) args.push_back(i.affinity_key(e.hash));
+  for (const auto& e : entries) {
+    char value[64];
+    std::snprintf(value, sizeof value, "%llx %llu %u",
+                  static_cast<unsigned long long>(e.deployment),
+                  static_cast<unsigned long long>(e.bytes), static_cast<unsigned>(e.media));
+    args.emplace_back(value);
+  }
+  args.push_back(std::to_string(ttl.count()));
+  i.call(SharedOp::kAffinityWrite, std::move(args), {});
+}
 
 net::awaitable<SharedLimits::RateDecision> SharedLimits::take_request(const std::string& key,
                                                                       double per_minute) {

@@ -16,6 +16,13 @@
 //    at most `lease_window` old, refreshed in the background, so the fleet
 //    may pass a limit by what replicas admit within one lease_window (plus
 //    the answers in flight, as for one process: no answer is cut).
+//  - prompt-cache affinity: where each prompt prefix (and conversation key)
+//    was last served, one deployment each, for the affinity TTL; a replica
+//    that has no entry of its own for a conversation asks Redis (one MGET)
+//    before routing, so N replicas behind a load balancer keep a
+//    conversation where its prefix is cached. Best effort: Redis down or
+//    slow, the replica routes on what it knows itself (on_failure does not
+//    apply).
 //  - Retry-After cooldowns and outlier ejections: one replica's upstream
 //    429/503 + Retry-After, or its ejection of a deployment, is published on
 //    a channel and applied by every replica's health tracker; running ones
@@ -35,10 +42,12 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "gateway/api_error.h"
@@ -118,6 +127,21 @@ class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
   // Adds what an answer of `key` used to its shared totals (in the
   // background; held and sent on reconnect while Redis is unreachable).
   void charge_usage(const config::GatewayKey& key, KeyStore::Charge used);
+
+  // Prompt-cache affinity (routing/prompt_affinity.h) across the fleet: a
+  // prefix fingerprint (or conversation key hash) and where it was served.
+  struct AffinityEntry {
+    std::uint64_t hash = 0;
+    std::uint64_t deployment = 0;  // config::Deployment::id_hash
+    std::size_t bytes = 0;         // the prefix's (config::PrefixCut)
+    std::uint32_t media = 0;
+  };
+  // The entries the fleet has of `hashes` (those it has; none when Redis
+  // cannot be asked).
+  boost::asio::awaitable<std::vector<AffinityEntry>> find_affinity(
+      std::vector<std::uint64_t> hashes);
+  // `entries` were served now: stored for `ttl` (in the background).
+  void remember_affinity(const std::vector<AffinityEntry>& entries, std::chrono::milliseconds ttl);
 
   // Tells the other replicas of an upstream Retry-After on (kCooldown), or an
   // ejection of (kEjection), `deployment`.

@@ -76,6 +76,10 @@ const char* to_string(SharedOp op) {
       return "usage_charge";
     case SharedOp::kHealthRead:
       return "health_read";
+    case SharedOp::kAffinityRead:
+      return "affinity_read";
+    case SharedOp::kAffinityWrite:
+      return "affinity_write";
   }
   return "unknown";
 }

@@ -64,15 +64,18 @@ enum class SharedOp {
   kRateLease,    // a key's request tokens leased from the shared bucket
   kSlotAcquire,  // a deployment's max_concurrent slot taken
   kSlotRelease,
-  kSlotRenew,    // held slots' expiry pushed back
-  kPublish,      // a cooldown or ejection told to the other replicas
-  kUsageRead,    // a key's shared token level and spend, refreshed
-  kUsageCharge,  // an answer's tokens and cost added to them
-  kHealthRead,   // running cooldowns and ejections, read on (re)connect
+  kSlotRenew,      // held slots' expiry pushed back
+  kPublish,        // a cooldown or ejection told to the other replicas
+  kUsageRead,      // a key's shared token level and spend, refreshed
+  kUsageCharge,    // an answer's tokens and cost added to them
+  kHealthRead,     // running cooldowns and ejections, read on (re)connect
+  kAffinityRead,   // where a conversation's prefixes were served (prompt-cache affinity)
+  kAffinityWrite,  // where a request's prefixes were served, told to the fleet
 };
 inline constexpr std::array kSharedOps = {
-    SharedOp::kRateLease, SharedOp::kSlotAcquire, SharedOp::kSlotRelease, SharedOp::kSlotRenew,
-    SharedOp::kPublish,   SharedOp::kUsageRead,   SharedOp::kUsageCharge, SharedOp::kHealthRead};
+    SharedOp::kRateLease,    SharedOp::kSlotAcquire,  SharedOp::kSlotRelease, SharedOp::kSlotRenew,
+    SharedOp::kPublish,      SharedOp::kUsageRead,    SharedOp::kUsageCharge, SharedOp::kHealthRead,
+    SharedOp::kAffinityRead, SharedOp::kAffinityWrite};
 const char* to_string(SharedOp op);
 
 // How one ended (llmgate_shared_state_operations_total{result}).

@@ -12,6 +12,8 @@
 //     configured timeout, a stream in flight does not stall), killed
 //     (on_failure: open serves on local limits; closed refuses with a clean
 //     503), restarted (connections, leases and limits recover);
+//   - prompt-cache affinity: a conversation begun on one replica continues,
+//     on another, at the deployment whose prompt cache holds its prefix;
 //   - rediss:// with an ACL user: TLS verified against the server name, AUTH
 //     as that user; a wrong name or password never connects.
 // Run by run.sh (through ctest); needs redis-server (tools/setup.sh installs it).
@@ -52,7 +54,7 @@ async function startRedis() {
   await eventually(() => redis.out.includes("Ready to accept connections"), "redis-server");
 }
 
-let simPort, capPort, rlPort, failPort;
+let simPort, capPort, rlPort, failPort, cacheAPort, cacheBPort;
 const gateways = [];
 
 // `redis`: the shared_state keys that say how to reach Redis.
@@ -72,11 +74,16 @@ providers:
   - {name: capsim, base_url: "http://127.0.0.1:${capPort}/v1"}
   - {name: rlsim, base_url: "http://127.0.0.1:${rlPort}/v1"}
   - {name: failsim, base_url: "http://127.0.0.1:${failPort}/v1"}
+  - {name: cacheA, base_url: "http://127.0.0.1:${cacheAPort}/v1"}
+  - {name: cacheB, base_url: "http://127.0.0.1:${cacheBPort}/v1"}
 models:
   - {name: quick, deployments: [{provider: sim, model: quick}]}
   - {name: priced, deployments: [{provider: sim, model: quick, price: {input_per_1m: 0, output_per_1m: 1000000}}]}
   - name: flaky
     deployments: [{provider: failsim, model: boom}, {provider: sim, model: quick}]
+  - name: conversation
+    routing: {policy: latency}
+    deployments: [{provider: cacheA, model: chat}, {provider: cacheB, model: chat}]
   - {name: capped, deployments: [{provider: capsim, model: slow, max_concurrent: 4, max_queue: 64}]}
   - name: limited
     deployments: [{provider: rlsim, model: busy}, {provider: sim, model: quick}]
@@ -143,6 +150,11 @@ before(async () => {
   capPort = await startSim("capsim", { slow: { ttft_ms: 10, tps: 50, output_tokens: 20 } });
   rlPort = await startSim("rlsim", { busy: { error_rate: 1, error_status: 429, retry_after_s: 30 } });
   failPort = await startSim("failsim", { boom: { error_rate: 1, error_status: 500 } });
+  // Two deployments that cache prompt prefixes (as providers do); cacheA's
+  // first tokens come 40 ms sooner.
+  const caching = { tps: 5000, output_tokens: 3, prefill_ms_per_1k_tokens: 40, prefix_cache: true };
+  cacheAPort = await startSim("cacheA", { chat: { ...caching, ttft_ms: 20 } });
+  cacheBPort = await startSim("cacheB", { chat: { ...caching, ttft_ms: 60 } });
   for (const name of ["a", "b", "c"]) gateways.push(await startGateway(name));
 });
 
@@ -220,6 +232,60 @@ test("one replica's 429 + Retry-After cools the deployment on every replica", as
 });
 
 // Requests one at a time, round-robin over the replicas, until `n`.
+test("a conversation begun on one replica continues on another where its prefix is cached", async () => {
+  const [a, b] = gateways;
+  const ask = async (g, messages, order) => {
+    const res = await fetch(`${g.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json", authorization: `Bearer ${OPEN_KEY}`,
+        ...(order ? { "x-llmgate-order": order } : {}),
+      },
+      body: JSON.stringify({ model: "conversation", messages }),
+    });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    return { headers: res.headers, body };
+  };
+  // A system prompt of ~2k tokens (~80 ms of prefill), then `turns` exchanges.
+  const conversation = (system, turns) => {
+    const m = [{ role: "system", content: system }];
+    for (let i = 0; i < turns; ++i) {
+      m.push({ role: "user", content: `question ${i}` }, { role: "assistant", content: `answer ${i}` });
+    }
+    return [...m, { role: "user", content: "and now?" }];
+  };
+  // Replica b measures both deployments, and learns that cacheB reports
+  // cached tokens (a conversation of its own, both turns sent there).
+  for (const to of ["cacheA", "cacheA", "cacheA", "cacheB"]) {
+    await ask(b, [{ role: "user", content: "hi" }], to);
+  }
+  await ask(b, conversation("w".repeat(8000), 0), "cacheB");
+  await ask(b, conversation("w".repeat(8000), 1), "cacheB");
+  // A conversation begun on replica a, at cacheB (route.order)...
+  const written = async () => (await metric(a, "llmgate_shared_state_operations_total",
+    { op: "affinity_write", result: "ok" })) ?? 0;
+  const before = await written();
+  const system = "s".repeat(8000);
+  await ask(a, conversation(system, 0), "cacheB");
+  await eventually(async () => (await written()) > before, "replica a told the fleet");
+  // ...continues on replica b, which has never seen it: it asks the fleet,
+  // and routes to cacheB -- though cacheA is 40 ms faster -- where the
+  // prefix (~80 ms of prefill) is read from the cache.
+  const reads = async () => (await metric(b, "llmgate_shared_state_operations_total",
+    { op: "affinity_read", result: "ok" })) ?? 0;
+  const readsBefore = await reads();
+  const next = await ask(b, conversation(system, 1));
+  assert.equal(next.headers.get("x-llmgate-deployment"), "cacheB/chat", next.headers.get("x-llmgate-route"));
+  assert.match(next.headers.get("x-llmgate-route"), /affinity hit/);
+  assert.ok(next.body.usage.prompt_tokens_details.cached_tokens >= 1900, JSON.stringify(next.body.usage));
+  assert.ok((await reads()) > readsBefore);
+  // A conversation nobody served goes by latency alone: to cacheA.
+  const fresh = await ask(b, conversation("f".repeat(8000), 1));
+  assert.equal(fresh.headers.get("x-llmgate-deployment"), "cacheA/chat", fresh.headers.get("x-llmgate-route"));
+  assert.doesNotMatch(fresh.headers.get("x-llmgate-route"), /affinity/);
+});
+
 async function roundRobin(key, model, n) {
   const results = [];
   for (let i = 0; i < n; ++i) results.push(await chat(gateways[i % 3], key, model));

@@ -322,6 +322,33 @@ TEST_F(SharedStateTest, ReplicasShareTokenUsageAndBudgets) {
   EXPECT_EQ(run(a->check_usage(tokens)).refusal->type, "tokens");
 }
 
+TEST_F(SharedStateTest, ReplicasSharePromptCacheAffinityForItsTtl) {
+  auto a = replica("affinity");
+  auto b = replica("affinity");
+  auto other = replica("affinity-elsewhere");  // another fleet (key_prefix)
+  a->remember_affinity({{11, 0xd1, 8000, 0}, {12, 0xd2, 12000, 3}}, 60s);
+  a->remember_affinity({{13, 0xd3, 500, 0}}, 100ms);
+  std::vector<SharedLimits::AffinityEntry> found;
+  ASSERT_TRUE(eventually([&] {
+    found = run(b->find_affinity({11, 12, 13, 14}));
+    return found.size() == 3;
+  }));
+  EXPECT_EQ(found[0].hash, 11u);
+  EXPECT_EQ(found[0].deployment, 0xd1u);
+  EXPECT_EQ(found[0].bytes, 8000u);
+  EXPECT_EQ(found[1].hash, 12u);
+  EXPECT_EQ(found[1].media, 3u);
+  EXPECT_TRUE(run(other->find_affinity({11, 12})).empty());
+  // The short-lived entry expires; a later serving elsewhere replaces one.
+  ASSERT_TRUE(eventually([&] { return run(b->find_affinity({13})).empty(); }));
+  b->remember_affinity({{11, 0xee, 9000, 0}}, 60s);
+  ASSERT_TRUE(eventually([&] {
+    const auto again = run(a->find_affinity({11}));
+    return again.size() == 1 && again[0].deployment == 0xee;
+  }));
+  EXPECT_TRUE(run(a->find_affinity({})).empty());
+}
+
 TEST_F(SharedStateTest, MaxConcurrentSlotsHoldAcrossReplicas) {
   auto a = replica("slots");
   auto b = replica("slots");
