@@ -32,14 +32,13 @@ std::uint64_t conversation_key(const RequestHead& head, const providers::Request
   const std::uint64_t seed = config::hash64(key ? std::string_view(key->name) : "");
   const auto nonzero = [](std::uint64_t h) { return h == 0 ? std::uint64_t{1} : h; };
   if (head.header) {
-    if (auto session = head.header("x-llmgate-session"); session && !session->empty())
-      return nonzero(config::hash64(*session, config::hash64("session", seed)));
+    if (auto id = head.header("x-llmgate-session"); id && !id->empty())
+      return nonzero(config::hash64(*id, config::hash64("session", seed)));
   }
-  for (std::string_view kind : {"prompt_cache_key", "user"}) {
-    const auto* m = body.find(kind);
-    if (m && m->v.type == providers::RequestBody::Type::kString && m->v.size > 0)
-      return nonzero(config::hash64(body.text_of(*m), config::hash64(kind, seed)));
-  }
+  // OpenAI's own: requests that share a prefix the client wants cached.
+  const auto* m = body.find("prompt_cache_key");
+  if (m && m->v.type == providers::RequestBody::Type::kString && m->v.size > 0)
+    return nonzero(config::hash64(body.text_of(*m), config::hash64("prompt_cache_key", seed)));
   return 0;
 }
 

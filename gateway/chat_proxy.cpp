@@ -170,6 +170,9 @@ class ChatProxy {
     if (const config::PrefixCut* w = req_.prefixes.whole()) return *w;
     return {req_.conversation_key, req_.prompt.bytes, req_.prompt.media};
   }
+  routing::PromptAffinity::Found find_affinity(Clock::time_point now) const {
+    return rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+  }
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
   net::awaitable<bool> respond_all_failed();
@@ -215,12 +218,11 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   // "Prompt-cache affinity").
   const bool conversation = req_.prefixes.count > 0 || req_.conversation_key != 0;
   if (conversation) {
-    rq.cached = rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+    rq.cached = find_affinity(now);
     // Another replica may have served it (shared_state): the fleet's entries.
     if (rq.cached.count == 0 && snapshot_.shared && rs_.affinity.ttl().count() > 0) {
       co_await learn_fleet_affinity(now);
-      rq.cached =
-          rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
+      rq.cached = find_affinity(now);
     }
   }
   // A conversation stored at a provider continues there, and only there.
@@ -608,7 +610,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
   rec.input_tokens_est = pc.input_tokens;
-  rec.cache_held_tokens = pc.cache_held_tokens;
+  // (A hold known by a conversation key alone is a guess: it does not
+  // teach the deployment's cache share.)
+  rec.cache_held_tokens = pc.affinity_by_key ? 0 : pc.cache_held_tokens;
   rec.cached_tokens_est = pc.cached_tokens;
   // A continued Responses conversation (or a stored prompt): the provider
   // counts what this body does not hold.

@@ -41,7 +41,9 @@ struct ChatRequest {
   providers::PromptSize prompt;
   // Prompt-cache affinity (docs/routing.md): the prompt's prefixes (chat
   // and Responses), and its conversation's explicit key -- x-llmgate-session,
-  // else prompt_cache_key, else user -- hashed (0: none).
+  // else prompt_cache_key -- hashed (0: none). (Not `user`: an end user's
+  // conversations are many, and what they share -- the system prompt -- the
+  // prefixes find.)
   providers::PromptPrefixes prefixes;
   std::uint64_t conversation_key = 0;
 };

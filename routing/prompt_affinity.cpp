@@ -36,7 +36,7 @@ void PromptAffinity::holders_of(std::uint64_t hash, Clock::time_point now, F&& f
 }
 
 PromptAffinity::Found PromptAffinity::find(std::span<const config::PrefixCut> cuts,
-                                           std::uint64_t key, config::PrefixCut whole,
+                                           std::uint64_t key, config::PrefixCut key_held,
                                            Clock::time_point now) const {
   Found found;
   if (ttl_.count() == 0) return found;
@@ -59,7 +59,7 @@ PromptAffinity::Found PromptAffinity::find(std::span<const config::PrefixCut> cu
   if (key != 0) {
     holders_of(key, now, [&](const Entry& e, const Holder& h) {
       config::PrefixCut held = e.prefix;
-      if (held.bytes > whole.bytes) held = whole;  // the conversation was cut short
+      if (held.bytes > key_held.bytes) held = key_held;  // at most what the key vouches for
       held.hash = key;
       hold(h.deployment, held, true);
     });

@@ -3,8 +3,8 @@
 // read of a prompt for a few minutes (OpenAI 5-10, Anthropic 5 by default);
 // a conversation's next turn sent there reads only its new part. This table
 // remembers, for each prefix fingerprint (providers::prompt_prefixes) and
-// each explicit conversation key (x-llmgate-session, prompt_cache_key,
-// user), the deployments that served it within the TTL. The router reads
+// each explicit conversation key (x-llmgate-session, prompt_cache_key),
+// the deployments that served it within the TTL. The router reads
 // it as a prefill the request would not pay there -- in the policy's own
 // measure, so health, load, constraints and a much faster deployment still
 // win (routing/router.h).
@@ -61,8 +61,9 @@ class PromptAffinity {
   // The deployments that hold a prefix of the request: `cuts` (shortest
   // first) and `key` (hash of an explicit conversation key; 0: none). A key
   // names a deployment with the prefix it last served there, at most
-  // `whole` (the request's prompt).
-  Found find(std::span<const config::PrefixCut> cuts, std::uint64_t key, config::PrefixCut whole,
+  // `key_held` (what of this request the key vouches for: its whole prompt
+  // for one conversation, its shared start for a key of many).
+  Found find(std::span<const config::PrefixCut> cuts, std::uint64_t key, config::PrefixCut key_held,
              Clock::time_point now) const;
   // `deployment` served the request: it holds each of `cuts` now, and
   // `key` names it with `whole`.

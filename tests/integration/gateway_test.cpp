@@ -1080,6 +1080,24 @@ TEST_F(GatewayTest, AFollowUpGoesWhereItsConversationsPrefixIsCached) {
   ASSERT_EQ(fresh.status, 200) << fresh.body;
   EXPECT_EQ(fresh.header("x-llmgate-deployment"), "a/model-a") << fresh.header("x-llmgate-route");
   EXPECT_EQ(fresh.header("x-llmgate-route").find("affinity hit"), std::string::npos);
+  // A conversation whose history comes back re-serialised (indented: no
+  // prefix of it matches byte for byte, though the provider's cache, which
+  // reads the messages, still holds it) stays together by its session key.
+  const std::string keyed_system(24'000, 'k');
+  auto keyed = [&](int turns, int indent, const std::string& order) {
+    auto body = json::parse(conversation("keyed", turns, &keyed_system));
+    std::map<std::string, std::string> headers{{"content-type", "application/json"},
+                                               {"x-llmgate-session", "conversation-7"}};
+    if (!order.empty()) headers["x-llmgate-order"] = order;
+    return c.request("POST", "/v1/chat/completions", body.dump(indent), headers);
+  };
+  ASSERT_EQ(keyed(0, -1, "b").status, 200);
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 7));
+  auto by_key = keyed(1, 2, "");
+  ASSERT_EQ(by_key.status, 200) << by_key.body;
+  EXPECT_EQ(by_key.header("x-llmgate-deployment"), "b/model-b") << by_key.header("x-llmgate-route");
+  EXPECT_NE(by_key.header("x-llmgate-route").find("affinity hit (key)"), std::string::npos)
+      << by_key.header("x-llmgate-route");
   // The metrics say so.
   ASSERT_TRUE(recorded(*gw_, "a/model-a", 4));
   const std::string metrics = c.request("GET", "/metrics").body;
