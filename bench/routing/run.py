@@ -217,7 +217,12 @@ SCENARIO_KEYS = {"description", "duration_s", "seed", "model", "traffic", "gatew
 # connections: instead of Poisson arrivals from this script, llmgate-loadgen
 # keeps that many streams open for the whole run (closed loop, opened over
 # ramp_s): many concurrent long streams, more than Python keeps up with.
-TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt", "connections", "ramp_s", "conversations"}
+TRAFFIC_KEYS = {"rate", "stream_share", "max_tokens", "prompt", "connections", "ramp_s", "conversations",
+                "long_prompts"}
+# long_prompts: {share, chars}: that share of the requests (drawn per arrival)
+# carry a user message of `chars` characters instead of `prompt` (a long
+# document: prefill decides its first token; the oracle knows each provider's
+# prefill_ms_per_1k_tokens).
 # conversations: each arrival is the next turn of one of `concurrent`
 # conversations (one idle at the time; none idle: the arrival is dropped),
 # each a shared system prompt of `system_chars`, then `turns` turns of a user
@@ -298,6 +303,7 @@ class Scenario:
     connections: Optional[int] = None  # loadgen mode (TRAFFIC_KEYS)
     ramp_s: float = 0.0
     conversation: Optional[dict] = None  # conversation mode (CONVERSATION_KEYS)
+    long_prompts: Optional[dict] = None  # {share, chars}
 
     def provider(self, name: str) -> Provider:
         for p in self.providers:
@@ -420,7 +426,10 @@ def load_scenario(path: Path) -> Scenario:
         providers=providers, changes=changes, policies=policies, oracle=oracle, targets=targets,
         client_timeout_s=float(raw.get("client_timeout_s", 30)),
         connections=int(traffic["connections"]) if traffic.get("connections") else None,
-        ramp_s=float(traffic.get("ramp_s", 0)), conversation=conversation)
+        ramp_s=float(traffic.get("ramp_s", 0)), conversation=conversation,
+        long_prompts=({"share": float(traffic["long_prompts"].get("share", 0.05)),
+                       "chars": int(traffic["long_prompts"].get("chars", 200000))}
+                      if traffic.get("long_prompts") else None))
 
 
 def deep_merge(dst: dict, src: dict) -> dict:
@@ -494,14 +503,16 @@ def has_fault(profile: dict) -> bool:
                ("stall_before_first_token_ms", "stall_after_tokens", "cut_after_tokens", "malformed_after_tokens"))
 
 
-def oracle_pick(scn: Scenario, profiles: dict[str, dict]) -> str:
+def oracle_pick(scn: Scenario, profiles: dict[str, dict], prompt_tokens: float = 0) -> str:
     rule = scn.oracle.get("rule", "min_ttft")
     clean = [p for p in scn.providers if not has_fault(profiles[p.name])]
     if not clean:  # everyone is faulty: least errors, then fastest
         clean = sorted(scn.providers, key=lambda p: float(profiles[p.name].get("error_rate", 0)))[:1]
 
     def ttft(p: Provider) -> float:
-        return dist_mean(profiles[p.name].get("ttft_ms", 200))
+        # For this request: its prompt's prefill on top (the sims' own rate).
+        prefill = float(profiles[p.name].get("prefill_ms_per_1k_tokens", 0)) * prompt_tokens / 1000
+        return dist_mean(profiles[p.name].get("ttft_ms", 200)) + prefill
 
     if rule == "min_e2e":
         # Time to the whole answer: first token, then the tokens at the speed.
@@ -528,6 +539,7 @@ class Arrival:
     index: int
     at: float  # seconds after the run started
     stream: bool
+    long: bool = False  # carries a long prompt (traffic.long_prompts)
 
 
 def arrivals(scn: Scenario, duration: float) -> list[Arrival]:
@@ -539,6 +551,8 @@ def arrivals(scn: Scenario, duration: float) -> list[Arrival]:
         if t >= duration:
             return out
         out.append(Arrival(len(out), t, rng.random() < scn.stream_share))
+        if scn.long_prompts:
+            out[-1].long = rng.random() < scn.long_prompts["share"]
 
 
 def parse_sse_events(buf: bytearray) -> list[bytes]:
@@ -713,6 +727,8 @@ async def one_request(port: int, scn: Scenario, pol: Policy, a: Arrival, t0: flo
                       conversations: Optional[Conversations] = None) -> None:
     slot = None
     messages = [{"role": "user", "content": scn.prompt}]
+    if a.long:
+        messages = [{"role": "user", "content": f"request {a.index}: " + "lorem ipsum " * (scn.long_prompts["chars"] // 12)}]
     if conversations is not None:
         slot = conversations.take(a.index)
         if slot is None:
@@ -739,6 +755,8 @@ async def one_request(port: int, scn: Scenario, pol: Policy, a: Arrival, t0: flo
         rec["oracle_target"] = oracle_target
     if slot is not None:
         rec["conversation"], rec["turn"] = slot["id"], slot["turn"]
+    if a.long:
+        rec["long"] = True
     records.append(rec)
     try:
         await asyncio.wait_for(chat_once(port, json.dumps(body).encode(), a.stream, rec, t0), scn.client_timeout_s)
@@ -865,7 +883,8 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
             delay = t0 + a.at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            target = oracle_pick(scn, profiles) if pol.oracle else None
+            tokens = (scn.long_prompts["chars"] / 4) if a.long else 0  # the sims' 4 chars a token
+            target = oracle_pick(scn, profiles, tokens) if pol.oracle else None
             req_tasks.append(asyncio.create_task(one_request(gw_port, scn, pol, a, t0, target, records,
                                                              conversations)))
             if gw.poll() is not None:
@@ -1054,6 +1073,9 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
     # before), their TTFT and how much of their prompts the providers read
     # from a cache; a cache hit is one that read more than the shared
     # system prompt (the conversation's own history was cached).
+    long_ttft = [r["ttft_ms"] for r in recs if r.get("long") and r["stream"] and r["ttft_ms"] is not None]
+    short_ttft = [r["ttft_ms"] for r in recs if not r.get("long") and r["stream"] and r["ttft_ms"] is not None]
+    long_failed_over = sum(1 for r in recs if r.get("long") and "ttft_timeout" in (r.get("failed_header") or ""))
     follow = [r for r in recs if (r.get("turn") or 0) > 0 and r["stream"] and r["ttft_ms"] is not None]
     follow_ttft = [r["ttft_ms"] for r in follow]
     system_tokens = (scn.conversation["system_chars"] / 4) if scn.conversation else 0
@@ -1085,6 +1107,9 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
         "followup_cache_hits": (sum(1 for r in follow if (r.get("cached_tokens") or 0) > system_tokens * 1.05)
                                 / len(follow)) if follow else None,
         "followup_cached_share": cached_share,
+        "long_ttft_ms": {"p50": percentile(long_ttft, 50), "mean": (sum(long_ttft) / len(long_ttft)) if long_ttft else None,
+                         "n": len(long_ttft), "deadline_kills": long_failed_over},
+        "short_ttft_ms": {"p50": percentile(short_ttft, 50), "p95": percentile(short_ttft, 95), "n": len(short_ttft)},
     }
 
 
@@ -1149,6 +1174,19 @@ def scenario_markdown(scn: Scenario, results: list[RunResult], targets: list[str
                "`react cN`: seconds from change N until the provider's share of served requests "
                "over a 1 s window crossed the threshold.")
     out.append("")
+    if scn.long_prompts:
+        lp = scn.long_prompts
+        out += [f"Long prompts: {100 * lp['share']:.0f}% of requests carry {lp['chars']} chars "
+                f"(~{lp['chars'] // 4} tokens). Deadline kills: long requests whose `x-llmgate-failed` names "
+                "a ttft_timeout (a deployment given up before its first token).", ""]
+        head = ["policy", "long n", "long TTFT mean", "p50", "deadline kills", "short p50", "short p95"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "|".join(["---"] * len(head)) + "|")
+        for res in results:
+            lt, st = res.summary["long_ttft_ms"], res.summary["short_ttft_ms"]
+            out.append("| " + " | ".join([res.policy, str(lt["n"]), fmt_ms(lt["mean"]), fmt_ms(lt["p50"]),
+                                          str(lt["deadline_kills"]), fmt_ms(st["p50"]), fmt_ms(st["p95"])]) + " |")
+        out.append("")
     if scn.conversation:
         c = scn.conversation
         out += [f"Conversations: {c['concurrent']} at a time, {c['turns']} turns each, a shared system prompt "
