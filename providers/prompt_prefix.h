@@ -10,10 +10,11 @@
 // order whatever the body's -- and then the conversation's messages
 // (`messages`, or a Responses `input` array) up to a boundary between two
 // of them. One prefix per boundary would do, but a conversation of
-// hundreds of turns would cost as many lookups: kept are the first message's
-// (the system prompt, shared by every conversation of an application) and
-// the last kMaxCuts - 1. The previous turn's whole prompt is among them as
-// long as a turn adds fewer than kMaxCuts - 1 messages.
+// hundreds of turns would cost as many lookups: kept are the preamble's
+// (when there is one) and the first message's (the system prompt, shared by
+// every conversation of an application), and the latest, kMaxCuts in all.
+// The previous turn's whole prompt is among them as long as a turn adds
+// fewer than kMaxCuts - 2 messages.
 //
 // Each message is hashed as its text (config::hash64): two requests share a
 // prefix when the same client sent the same messages, byte for byte, as an
