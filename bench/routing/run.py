@@ -506,6 +506,10 @@ def has_fault(profile: dict) -> bool:
 def oracle_pick(scn: Scenario, profiles: dict[str, dict], prompt_tokens: float = 0) -> str:
     rule = scn.oracle.get("rule", "min_ttft")
     clean = [p for p in scn.providers if not has_fault(profiles[p.name])]
+    # A prompt over a provider's context window gets its 400: not a choice.
+    fits = [p for p in clean if not int(profiles[p.name].get("context_window", 0)) or
+            prompt_tokens + (scn.max_tokens or 0) <= int(profiles[p.name]["context_window"])]
+    clean = fits or clean
     if not clean:  # everyone is faulty: least errors, then fastest
         clean = sorted(scn.providers, key=lambda p: float(profiles[p.name].get("error_rate", 0)))[:1]
 
