@@ -25,7 +25,7 @@ std::optional<Refusal> loop(const RequestHead& head, std::string_view via_name) 
 }
 
 // A conversation's explicit key: x-llmgate-session, else the body's
-// prompt_cache_key, else its user; hashed with its kind and the gateway
+// prompt_cache_key; hashed with its kind and the gateway
 // key's name (one tenant's session ids never meet another's). 0: none.
 std::uint64_t conversation_key(const RequestHead& head, const providers::RequestBody& body,
                                const config::GatewayKey* key) {

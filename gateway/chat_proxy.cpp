@@ -165,6 +165,8 @@ class ChatProxy {
   // The fleet's affinity entries of this request's prefixes and key
   // (shared_state), into this replica's table.
   net::awaitable<void> learn_fleet_affinity(Clock::time_point now);
+  // A conversation: prefixes or a conversation key (prompt-cache affinity).
+  bool conversation() const { return req_.prefixes.count > 0 || req_.conversation_key != 0; }
   // The request's whole prompt as a prefix (what its conversation key names).
   config::PrefixCut whole_prompt() const {
     if (const config::PrefixCut* w = req_.prefixes.whole()) return *w;
@@ -216,8 +218,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rq.prompt_media = req_.prompt.media;
   // Where a prefix of this conversation is cached (docs/routing.md,
   // "Prompt-cache affinity").
-  const bool conversation = req_.prefixes.count > 0 || req_.conversation_key != 0;
-  if (conversation) {
+  if (conversation()) {
     rq.cached = find_affinity(now);
     // Another replica may have served it (shared_state): the fleet's entries.
     if (rq.cached.count == 0 && snapshot_.shared && rs_.affinity.ttl().count() > 0) {
@@ -258,7 +259,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
 
   metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
                     trace_.decision.policy);
-  if (conversation) {
+  if (conversation()) {
     const auto holds = [](const routing::PlannedCandidate& pc) { return pc.cache_held_tokens > 0; };
     const auto& d = trace_.decision;
     metrics_.on_affinity(model, holds(d.candidates.front()) ? Metrics::Affinity::kHit
@@ -468,8 +469,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   // It read the prompt: its provider holds it in its prompt cache now
   // (remembered before the statistics take the record: a caller that sees
   // the attempt recorded sees this too).
-  if ((rec.first_token || rec.outcome == AttemptOutcome::kSuccess) &&
-      (req_.prefixes.count > 0 || req_.conversation_key != 0)) {
+  if ((rec.first_token || rec.outcome == AttemptOutcome::kSuccess) && conversation()) {
     providers::PromptPrefixes::Remembered cuts;
     const auto remembered = req_.prefixes.remembered(cuts);
     const std::uint64_t deployment = pc.candidate.deployment->id_hash();

@@ -61,8 +61,7 @@ class PromptAffinity {
   // The deployments that hold a prefix of the request: `cuts` (shortest
   // first) and `key` (hash of an explicit conversation key; 0: none). A key
   // names a deployment with the prefix it last served there, at most
-  // `key_held` (what of this request the key vouches for: its whole prompt
-  // for one conversation, its shared start for a key of many).
+  // `key_held` (this request's whole prompt: a conversation grows).
   Found find(std::span<const config::PrefixCut> cuts, std::uint64_t key, config::PrefixCut key_held,
              Clock::time_point now) const;
   // `deployment` served the request: it holds each of `cuts` now, and

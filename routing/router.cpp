@@ -131,10 +131,18 @@ void stable_sort_few(It first, It last, Less less) {
 
 }  // namespace
 
+namespace {
+
+// `bytes` of prompt text and `media` inline media in `stats`' deployment's tokens.
+std::int64_t tokens_of(std::size_t bytes, std::uint32_t media, const DeploymentStats& stats) {
+  return static_cast<std::int64_t>(static_cast<double>(bytes) / stats.bytes_per_input_token()) +
+         static_cast<std::int64_t>(media) * kMediaPartTokens;
+}
+
+}  // namespace
+
 std::int64_t estimated_input_tokens(const RouteRequest& request, const DeploymentStats& stats) {
-  return static_cast<std::int64_t>(static_cast<double>(request.prompt_bytes) /
-                                   stats.bytes_per_input_token()) +
-         static_cast<std::int64_t>(request.prompt_media) * kMediaPartTokens;
+  return tokens_of(request.prompt_bytes, request.prompt_media, stats);
 }
 
 double ttft_prior_ms(const config::Deployment& d, const config::Provider& p,
@@ -247,9 +255,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
     pc.input_tokens = input;
     if (const PromptAffinity::Held* held = request.cached.of(d.id_hash())) {
       const std::int64_t tokens =
-          std::min(input, static_cast<std::int64_t>(static_cast<double>(held->prefix.bytes) /
-                                                    v.stats.bytes_per_input_token()) +
-                              static_cast<std::int64_t>(held->prefix.media) * kMediaPartTokens);
+          std::min(input, tokens_of(held->prefix.bytes, held->prefix.media, v.stats));
       if (tokens >= DeploymentStats::kMinCachedTokens) {
         pc.cache_held_tokens = tokens;
         pc.cached_tokens = std::llround(static_cast<double>(tokens) * v.stats.cache_share());
