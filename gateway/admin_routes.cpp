@@ -27,6 +27,8 @@ std::string fmt_opt(const char* f, const std::optional<double>& v) { return v ? 
 // The TTFT columns both tables share.
 nlohmann::json ttft_json(const routing::DeploymentStats& s) {
   return {{"estimate", s.ttft_estimate_ms},
+          // Of ln(TTFT) around the estimate (a standard deviation).
+          {"spread", s.ttft_spread},
           {"prior", s.ttft_prior_ms},
           {"p50", opt(s.ttft_p50_ms)},
           {"p90", opt(s.ttft_p90_ms)},

@@ -99,8 +99,13 @@ struct AttemptContext {
   bool admission_measured = false;   // the admission overhead metric was observed
 
   // The attempt on `branch` has output and takes the client; false when the
-  // other side of a hedge race already has.
-  bool claim(int branch) { return trace.race == nullptr || trace.race->claim(branch); }
+  // other side of a hedge race already has (or this side declined it:
+  // Race::claim). `whole`: the attempt holds its whole answer.
+  bool claim(int branch, bool whole = false) {
+    return trace.race == nullptr || trace.race->claim(branch, whole);
+  }
+  // This attempt declined the client in its race and reads on unclaimed.
+  bool deferred(int branch) const { return trace.race && trace.race->declined(branch); }
   // A candidate after `c` in the plan may hold a prompt `c` refused as too
   // long: its context window is larger, or either one's is not known.
   bool larger_window_follows(const routing::Candidate& c) const;

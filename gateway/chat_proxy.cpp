@@ -799,6 +799,26 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
         }
         metrics_.shared().on_hedge(h);
       });
+  // Under e2e the client waits for the whole answer: a deployment being
+  // learnt about whose first token comes first does not take the client if,
+  // at the speed it was last measured at, it would finish after the other
+  // side is expected to (its expected end-to-end time, from its start, or
+  // from now when it has not started: it then starts at once). It reads on
+  // to measure its speed instead (Race::set_may_claim).
+  if (kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e) {
+    race.set_may_claim([&](int branch) {
+      if (branch != 0) return true;
+      const double rest_ms = trace_.decision.e2e_tokens / std::max(0.1, first.speed) * 1000;
+      // (A hedge not started yet starts now if this side declines.)
+      const double ran_ms =
+          race.hedge_started()
+              ? std::chrono::duration<double, std::milli>(Clock::now() - race.hedge_started_at())
+                    .count()
+              : 0.0;
+      const double theirs_ms = second.score - ran_ms;
+      return rest_ms <= theirs_ms;
+    });
+  }
   trace_.race = &race;
   // A stall is evidence about the deployment, not this attempt: once two
   // attempts at it have waited the hedge delay, every attempt there is

@@ -211,7 +211,7 @@ struct MetricsRegistry::Impl {
   // The router's beliefs, refreshed at scrape time.
   Family<Gauge>& est =
       family<Gauge>(prometheus::BuildGauge(), registry, "llmgate_router_ttft_estimate_seconds",
-                    "The router's TTFT estimate (PeakEWMA) per deployment");
+                    "The router's TTFT estimate (of the median) per deployment");
   Family<Gauge>& quant = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_router_ttft_window_seconds",
       "Live TTFT percentiles over the router's window per deployment (NaN while empty)");

@@ -4,6 +4,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <utility>
 #include <variant>
 
 namespace llmgate::gateway {
@@ -13,12 +14,27 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 }  // namespace
 
-bool Race::claim(int branch) {
+bool Race::claim(int branch, bool whole) {
   if (winner_ < 0) {
+    // The other side runs, or (the hedge) is due to start.
+    const bool other = live_[1 - branch] || (branch == 0 && hedge_timer_ != nullptr);
+    if (!whole && other) {
+      if (declined_[branch]) return false;  // until the other side fails
+      if (may_claim_ && !may_claim_(branch)) {
+        declined_[branch] = true;
+        // Declined for a hedge not started yet: it starts now.
+        if (branch == 0 && hedge_timer_ != nullptr) {
+          start_now_ = true;
+          hedge_timer_->cancel();
+        }
+        return false;
+      }
+    }
     winner_ = branch;
     decided_at_ = Clock::now();
     if (hedge_started_) on_hedge_(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
-    if (auto* other = lose_[1 - branch]) other->cancel();
+    // (A deferred side reads on to its speed sample: it ends itself.)
+    if (auto* other = lose_[1 - branch]; other && !declined_[1 - branch]) other->cancel();
     return true;
   }
   return winner_ == branch;
@@ -71,13 +87,16 @@ net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay,
   auto ex = co_await net::this_coro::executor;
   net::steady_timer timer(ex, delay);
   Gate gate = Gate::kNotYet;
+  hedge_timer_ = &timer;
   for (;;) {
     auto [ec] = co_await timer.async_wait(kUseTuple);
-    if (ec || winner_ >= 0 || !live_[0]) break;
+    const bool now_due = std::exchange(start_now_, false);  // the first side declined
+    if ((ec && !now_due) || winner_ >= 0 || !live_[0]) break;
     gate = may_hedge_();
     if (gate != Gate::kNotYet || recheck <= std::chrono::milliseconds::zero()) break;
     timer.expires_after(recheck);
   }
+  hedge_timer_ = nullptr;
   if (gate != Gate::kStart || winner_ >= 0 || !live_[0]) {
     if (gate == Gate::kDenied && winner_ < 0 && live_[0]) on_hedge_(HedgeResult::kDenied);
     // No hedge: the first attempt decides alone.
@@ -87,6 +106,7 @@ net::awaitable<AttemptResult> Race::hedge(std::chrono::milliseconds delay,
   }
   live_[1] = true;
   hedge_started_ = true;
+  hedge_started_at_ = Clock::now();
   co_return co_await side(1);
 }
 

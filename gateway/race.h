@@ -41,8 +41,21 @@ class Race {
                                     std::chrono::milliseconds recheck = {});
 
   // The side that produced output first takes the client; the other is
-  // cancelled. True for the winner (again), false for the loser.
-  bool claim(int branch);
+  // cancelled. True for the winner (again), false for the loser -- and for a
+  // side that declines (MayClaim) while the other is still running. `whole`:
+  // the side holds its whole answer, which no prediction declines.
+  bool claim(int branch, bool whole = false);
+  // Under a policy that judges whole answers (e2e), a side with its first
+  // output may decline the client: the other side is expected to finish
+  // sooner. It is then deferred (docs/routing.md, "Hedging"): it reads on,
+  // unclaimed, to measure its speed, and is not cancelled when the other
+  // side claims the client; it takes the client after all if the other side
+  // fails first. Asked once per side, while the other side runs.
+  using MayClaim = std::function<bool(int branch)>;
+  void set_may_claim(MayClaim f) { may_claim_ = std::move(f); }
+  bool declined(int branch) const { return declined_[branch]; }
+  // When the hedge started (the epoch before).
+  std::chrono::steady_clock::time_point hedge_started_at() const { return hedge_started_at_; }
   // `branch` has a refusal for the client (a 4xx the caller would get: an
   // invalid request, a content filter): an answer beats a refusal, whatever
   // their timing. Waits while the other side is running and may still
@@ -71,7 +84,12 @@ class Race {
   bool live_[2] = {true, false};                     // still able to win
   net::steady_timer* lose_[2] = {nullptr, nullptr};  // cancelled to make a branch lose
   bool hedge_started_ = false;
-  bool refused_[2] = {false, false};                         // holds a refusal (settle_refusal)
+  std::chrono::steady_clock::time_point hedge_started_at_{};
+  MayClaim may_claim_;
+  bool declined_[2] = {false, false};
+  net::steady_timer* hedge_timer_ = nullptr;  // the hedge's, while it waits to start
+  bool start_now_ = false;                    // the first side declined: start the hedge now
+  bool refused_[2] = {false, false};          // holds a refusal (settle_refusal)
   net::steady_timer* refusal_wait_[2] = {nullptr, nullptr};  // woken when the other side ends
 };
 

@@ -102,6 +102,9 @@ void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
 }
 
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
+// How long a deferred side of a race reads on for its speed sample at most
+// (RelayState takes it after kSpeedSampleEvents events and kSpeedSampleAfter).
+constexpr auto kDeferredRead = std::chrono::seconds(2);
 
 class Relay {
  public:
@@ -154,8 +157,19 @@ class Relay {
   net::awaitable<AttemptResult> end_with_error(const ApiError& error);
   net::awaitable<void> drain_for_reuse();
   void commit();
-  bool claim_output();
+  // What the first output found: the client is this attempt's, another's,
+  // or declined for now (a deferred side of a race: Race::set_may_claim).
+  enum class Claim { kOk, kLost, kDeferred };
+  Claim claim_output();
   void note_first_token_relayed();
+  // A deferred side stops (the race ended, or it has its speed sample).
+  AttemptResult declined() {
+    up_.rec.outcome = AttemptOutcome::kHedgeLost;
+    up_.rec.detail =
+        "declined the client at its first token (the other side was expected to finish "
+        "sooner) and read on to measure its speed";
+    return AttemptResult{};
+  }
   AttemptResult client_gone(const char* detail) {
     up_.rec.outcome = AttemptOutcome::kClientGone;
     up_.rec.detail = detail;
@@ -170,6 +184,8 @@ class Relay {
   std::optional<failover::Fault> fault_;
   std::string fault_text_;
   bool claimed_ = false;
+  bool deferred_ = false;             // declined the client; reads on, unclaimed
+  bool speed_measured_ = false;       // the mid-stream speed sample went to the statistics
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
   int quiet_reads_ = 0;               // see kQuietReads
   std::span<char> space_;             // this read's body space (the SSE parser's)
@@ -250,8 +266,10 @@ beast::error_code Relay::deliver(beast::error_code ec) {
     if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
       state_.on_event_too_large();
     if (std::string id = state_.take_response_id(); !id.empty()) ctx_.remember_response(id, up_.c);
-    if (auto speed = state_.take_speed_sample())
+    if (auto speed = state_.take_speed_sample()) {
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
+      speed_measured_ = true;
+    }
   }
   return ec;
 }
@@ -292,10 +310,21 @@ std::optional<AttemptResult> Relay::on_read() {
     ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
     return AttemptResult{};
   }
-  if (!claim_output()) {
-    up_.rec.outcome = AttemptOutcome::kHedgeLost;
-    up_.rec.detail = "a hedge produced output first";
-    return AttemptResult{};
+  switch (claim_output()) {
+    case Claim::kLost:
+      up_.rec.outcome = AttemptOutcome::kHedgeLost;
+      up_.rec.detail = "a hedge produced output first";
+      return AttemptResult{};
+    case Claim::kDeferred:
+      // Declined: it reads on, keeping what it has for the client in case
+      // the other side fails, until its speed is measured (or kDeferredRead
+      // has passed without, or its answer ended and the other side has the
+      // client), then stops.
+      if (speed_measured_ || state_.done() || Clock::now() - *up_.rec.first_token >= kDeferredRead)
+        return declined();
+      return std::nullopt;
+    case Claim::kOk:
+      break;
   }
   if (state_.should_commit()) commit();
   return std::nullopt;
@@ -334,7 +363,8 @@ net::awaitable<AttemptResult> Relay::run() {
       ec = end_read(ec, got);
     }
     ec = deliver(ec);
-    if (LLMGATE_CANCELLED()) co_return client_gone("client disconnected");
+    // (A deferred side is cancelled when the race ends: not the client.)
+    if (LLMGATE_CANCELLED()) co_return deferred_ ? declined() : client_gone("client disconnected");
     if (std::optional<AttemptResult> over = on_read()) co_return *over;
     // The end of the stream goes out with its last events, in one write.
     if (state_.done() || fault_) break;
@@ -352,6 +382,8 @@ net::awaitable<AttemptResult> Relay::run() {
       break;
     }
   }
+  // Never the client's: a deferred side whose body ended unclaimed.
+  if (deferred_ && !claimed_) co_return declined();
   // A body that ended cleanly completes a protocol without an end marker.
   if (!fault_ && up_.parser.is_done()) {
     state_.on_body_end(Clock::now());
@@ -406,15 +438,23 @@ void Relay::commit() {
 
 // The first output: this attempt takes the client (a hedge race ends here).
 // False when the other branch already has.
-bool Relay::claim_output() {
-  if (claimed_ || !state_.has_output()) return true;
-  if (!ctx_.claim(up_.branch)) return false;
+Relay::Claim Relay::claim_output() {
+  if (claimed_ || !state_.has_output()) return Claim::kOk;
+  const bool ok = ctx_.claim(up_.branch, /*whole=*/state_.done());
+  if (!ok && !ctx_.deferred(up_.branch)) return Claim::kLost;
+  if (!deferred_) {
+    // (The TTFT sample with its first output, under one lock of the
+    // statistics -- a deferred side's too: it is a real first token.)
+    const auto t = up_.rec.ttft();
+    up_.in_flight.first_token(t);
+    if (t) up_.rec.ttft_recorded = true;
+  }
+  if (!ok) {
+    deferred_ = true;
+    return Claim::kDeferred;
+  }
   claimed_ = true;
-  // (The TTFT sample with it, under one lock of the statistics.)
-  const auto t = up_.rec.ttft();
-  up_.in_flight.first_token(t);
-  if (t) up_.rec.ttft_recorded = true;
-  return true;
+  return Claim::kOk;
 }
 
 void Relay::note_first_token_relayed() {

@@ -306,7 +306,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   // OpenAI's own answer goes to the client byte for byte.
   if (!protocol_.passthrough())
     body = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (!ctx_.claim(branch_))
+  if (!ctx_.claim(branch_, /*whole=*/true))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
   if (auto u = protocol_.answer_usage(*j)) take_usage(rec_, *u);

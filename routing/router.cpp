@@ -338,7 +338,12 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     const double k = static_cast<double>(w.pc.input_tokens) / 1000;
     w.pc.prefill_ms =
         s.prefill_ms_per_1k * static_cast<double>(w.pc.input_tokens - w.pc.cached_tokens) / 1000;
-    w.pc.estimate_ms = std::max(s.ttft_estimate_ms, s.awaiting_lower_bound_ms) + w.pc.prefill_ms;
+    // The estimate is of the median: an attempt that has waited past it is
+    // the tail as often as a slowdown. The waits are evidence of a median
+    // of at least TtftLevel::median_bound of them: a steady deployment's
+    // almost the wait itself, a wide one's (sigma 0.5) from 2.7x its median.
+    const double bound = TtftLevel::median_bound(s.awaiting_lower_bound_ms, s.ttft_spread);
+    w.pc.estimate_ms = std::max(s.ttft_estimate_ms, bound) + w.pc.prefill_ms;
     w.pc.load_multiplier = 1 + options.load_factor * waiting;
     w.pc.expected_ttft_ms = w.pc.estimate_ms * w.pc.load_multiplier;
     w.pc.p50_ms = s.ttft_p50_ms;
@@ -844,7 +849,7 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
 namespace {
 
 // Why candidate `c` is where it is: the score the policy compared, how it was
-// made, the measured median beside it (the estimate is peak-sensitive and
+// made, the measured median beside it (the estimate is a level robust to noise and
 // load-adjusted) and how it was moved. Appended to `item`.
 void append_why(std::string& item, const RouteDecision& d, const PlannedCandidate& c) {
   const std::size_t why_at = item.size();

@@ -277,11 +277,15 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     if (r.request_sent == Clock::time_point{} || (r.http_status != 0 && r.http_status != 200))
       return recorded();
     // Its TTFT is at least the time it ran: a lower bound, so it may raise
-    // the estimate but never lower it. Not a failure.
+    // the estimate but never lower it. Not a failure. The estimate is of
+    // the median, and one attempt slower than the other side is its tail
+    // as often as a slowdown: it raises the estimate only to the median
+    // that wait bounds (TtftLevel::median_bound).
     const double elapsed = e.base_of(waited_ms(r, now), k);
     if (elapsed <= 0) return recorded();  // decided before it was sent: no bound
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
-    if (e.ttft.observe_at_least(elapsed, now)) e.bounded = true;
+    if (e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now))
+      e.bounded = true;
     return recorded();
   }
   if (says_nothing(r.outcome)) return recorded();
@@ -314,7 +318,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // median, or the prior when nothing was measured — so repeated failures
     // do not compound (a base of the estimate itself would double it each
     // time). It never lowers the estimate. A failure in a row takes effect
-    // at once (peak rule); an isolated one decays in, so a deployment that
+    // at once (raises the level); an isolated one decays in, so a deployment that
     // fails 1 request in 10 is not abandoned for the other 9.
     // (Nothing sent, nothing prefilled.)
     const double elapsed =
@@ -324,7 +328,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
     if (penalty > current) {
       if (e.failures.consecutive_failures() >= 2) {
-        e.ttft.observe(penalty, now);
+        e.ttft.observe_at_least(penalty, now);
       } else {
         e.ttft.observe_decayed(penalty, now);
       }
@@ -389,6 +393,7 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   e.refresh_window_figures(now);
   DeploymentStats s = e.counters;
   s.ttft_estimate_ms = e.ttft.estimate(now);
+  s.ttft_spread = e.ttft.spread();
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
   s.ttft_penalized = e.penalized;
@@ -463,16 +468,16 @@ void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double
   // of lower bounds (timeouts, lost hedges) or a stale one (nothing
   // measured for kStaleEstimate, as for a deployment left during a slow
   // spell): the deployment is not what that said (it recovered), and decay
-  // would keep it away for tau. Otherwise the peak-sensitive average takes
-  // the sample in.
+  // would keep it away for tau. Otherwise the level takes the sample in
+  // (its change detector decides whether it is noise or a change).
   const auto last = ttft.last_sample();
   const bool stale = last && now - *last >= kStaleEstimate;
   // A first token that is mostly prefill says little of the base: the
   // slope's error, times its many tokens, is easily more than the base
-  // itself. It moves the estimate gradually, never as a peak.
+  // itself. It moves the estimate gradually, outside the change detector.
   const bool mostly_prefill = raw_ms - ttft_ms > ttft.estimate(now);
   if (penalized ||
-      ((bounded || stale) && ttft_ms < ttft.estimate(now) * PeakEwma::kRecoveryRatio)) {
+      ((bounded || stale) && ttft_ms < ttft.estimate(now) * TtftLevel::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);
     penalized = false;
   } else if (mostly_prefill) {

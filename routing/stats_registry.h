@@ -3,7 +3,8 @@
 // The gateway reports every finished attempt here, once per attempt (not per
 // chunk), and holds an InFlight guard while an attempt runs. The router reads
 // snapshots. What is kept per deployment:
-//   - TTFT: a PeakEwma for decisions and windowed p50/p95/p99 for
+//   - TTFT: a TtftLevel (the typical TTFT, robust to its spread, quick to
+//     follow a change) for decisions and windowed p50/p95/p99 for
 //     constraints, deadlines and display. Failures enter the TTFT estimate as
 //     penalty samples, so a failing deployment never looks fast.
 //   - Output speed, from streams long enough to mean something: tokens/s as
@@ -38,8 +39,8 @@
 #include "routing/attempt_record.h"
 #include "routing/decayed_ewma.h"
 #include "routing/failure_tracker.h"
-#include "routing/peak_ewma.h"
 #include "routing/prefill_fit.h"
+#include "routing/ttft_level.h"
 #include "routing/windowed_quantiles.h"
 
 namespace llmgate::routing {
@@ -48,7 +49,7 @@ struct StatsOptions {
   // The configurable ones default to config.h's (routing:).
   std::chrono::milliseconds ttft_prior = config::kDefaultTtftPrior;  // estimate before any sample
   double tps_prior = config::kDefaultTpsPrior;                       // tokens/s before any sample
-  std::chrono::milliseconds ttft_tau = config::kDefaultTtftTau;      // PeakEwma decay
+  std::chrono::milliseconds ttft_tau = config::kDefaultTtftTau;      // TtftLevel decay
   std::chrono::milliseconds relax_tau =
       config::kDefaultRelaxTau;  // stale estimates relax toward the prior
   std::chrono::milliseconds window = config::kDefaultWindow;  // percentile window
@@ -125,6 +126,9 @@ struct DeploymentStats {
   // a deployment too, and a first token far under them restarts it.
   bool ttft_bounded = false;
   double ttft_prior_ms = 0;  // what the estimate relaxes toward
+  // The spread of its TTFT around the estimate: a standard deviation of
+  // ln(TTFT) (TtftLevel::spread; 0.1 is steady, 0.5 wide).
+  double ttft_spread = 0;
   std::uint64_t ttft_samples = 0;
   // Of those, answers asked for unstreamed (providers[].stream: false): the
   // sample is the time to the whole answer, when a client first sees output.
@@ -287,7 +291,7 @@ class StatsRegistry {
     PrefillFit prefill;
     double prefill_prior = config::kDefaultPrefillMsPer1k;
     DeploymentStats counters;
-    PeakEwma ttft;
+    TtftLevel ttft;
     WindowedQuantiles ttft_window;
     DecayedEwma tps;
     DecayedEwma chars_per_s;

@@ -708,18 +708,21 @@ TEST_F(GatewayTest, LatencyPolicyMovesTrafficOffAProviderThatSlowsDown) {
         << r.header("x-llmgate-route");
     ASSERT_TRUE(recorded(*gw_, "a/model-a", static_cast<std::uint64_t>(i + 4)));
   }
-  // a slows down 30x (still inside its 250 ms TTFT deadline): its next, slow
-  // answer is enough to move traffic to b.
+  // a slows down 30x (still inside its 250 ms TTFT deadline): one slow
+  // answer may be an outlier, two in a row are a change, enough to move
+  // traffic to b.
   sim_a_->set_profile("model-a", fixed_ttft(150));
-  auto slow = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
-  EXPECT_EQ(slow.header("x-llmgate-deployment"), "a/model-a");
-  ASSERT_TRUE(recorded(*gw_, "a/model-a", 7));
+  for (std::uint64_t n : {7u, 8u}) {
+    auto slow = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    EXPECT_EQ(slow.header("x-llmgate-deployment"), "a/model-a");
+    ASSERT_TRUE(recorded(*gw_, "a/model-a", n));
+  }
   for (int i = 0; i < 3; ++i) {
     auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
   }
-  EXPECT_EQ(sim_a_->stats().requests, 7u);
+  EXPECT_EQ(sim_a_->stats().requests, 8u);
 }
 
 TEST_F(GatewayTest, TheTtftDeadlineComesFromTheLiveP95NotTheConfiguredTimeout) {
@@ -1140,6 +1143,100 @@ TEST_F(GatewayTest, InARaceARefusalHeldForTheOtherSideGoesWhenThatSideFails) {
   EXPECT_EQ(r.header("x-llmgate-hedged"), "hedge-won");
   ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
   EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kTtftTimeout);
+}
+
+// Under e2e, a deployment being learnt about (explored) whose first token
+// comes first but whose stream is slow does not take the client: it
+// declines, the best deployment's hedge starts at once and answers, and the
+// declined side reads on just long enough to measure its speed.
+sim::Profile streaming(int ttft_ms, int tokens, double tps) {
+  sim::Profile p = fixed_ttft(ttft_ms, tokens);
+  p.tps = {sim::Distribution::Kind::kFixed, tps, 0};
+  return p;
+}
+
+// (Exploration at its maximum: the worker's seeded generator explores with
+// the first unpinned request.)
+const std::string kE2eExploring = "routing: {exploration: 0.5, defaults: {policy: e2e}}\n";
+
+int content_events(const std::vector<json>& events) {
+  int n = 0;
+  for (const auto& e : events) {
+    const auto& d = e["choices"][0]["delta"];
+    if (d.contains("content") && d["content"].is_string() && !d["content"].empty()) ++n;
+  }
+  return n;
+}
+
+// A streamed chat request (pinned to `order` if set): its response head,
+// and the content events of its whole answer.
+std::pair<testing::HttpResponse, int> stream_chat(HttpClient& c, const std::string& order = "") {
+  std::map<std::string, std::string> headers = {{"content-type", "application/json"}};
+  if (!order.empty()) headers.emplace("x-llmgate-order", order);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true), headers);
+  if (head.status != 200) return {head, -1};
+  return {head, content_events(parse_events(c.rest_of_events()))};
+}
+
+// Streamed requests until one ran a race that `hedged` ended (at most 8;
+// the seeded exploration gets there in a few), each answered whole by
+// `deployment`. True when one did.
+bool until_raced(HttpClient& c, const std::string& hedged, const std::string& deployment,
+                 int whole) {
+  for (int i = 0; i < 8; ++i) {
+    auto [head, events] = stream_chat(c);
+    EXPECT_EQ(head.status, 200);
+    EXPECT_EQ(head.header("x-llmgate-deployment"), deployment);
+    EXPECT_EQ(events, whole);
+    if (head.header("x-llmgate-hedged") == hedged) return true;
+  }
+  return false;
+}
+
+// Both deployments measured once, pinned (a pinned order does not explore):
+// the content events of each one's whole answer, or -1.
+std::pair<int, int> measure_both(HttpClient& c, gateway::Gateway& gw) {
+  const int a = stream_chat(c, "a").second;
+  const int b = stream_chat(c, "b").second;
+  if (!recorded(gw, "a/model-a", 1) || !recorded(gw, "b/model-b", 1)) return {-1, -1};
+  return {a, b};
+}
+
+TEST_F(GatewayTest, UnderE2eAnExploredSlowStreamDeclinesTheClientAndMeasuresItsSpeed) {
+  start_sims(streaming(5, 40, 20), streaming(60, 400, 400));
+  start_gateway("10s", "5s", "", "1s", kE2eExploring);
+  HttpClient c(port_);
+  // a writes ~20 tokens/s.
+  const int whole = measure_both(c, *gw_).second;  // b's whole answer
+  ASSERT_GT(whole, 0);
+  const double tps_before = gw_->stats().get("a/model-a")->tps_estimate;
+  EXPECT_LT(tps_before, 50);
+  // a got faster (100 tokens/s: still 2.5 s for the 256 tokens e2e
+  // expects, against b's ~0.7 s). When it is explored, it answers first and
+  // declines: the client gets b's answer, whole.
+  sim_a_->set_profile("model-a", streaming(5, 400, 100));
+  ASSERT_TRUE(until_raced(c, "hedge-won", "b/model-b", whole));
+  EXPECT_EQ(sim_a_->stats().requests, 2u);
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 2));
+  const auto a = *gw_->stats().get("a/model-a");
+  EXPECT_EQ(a.last_outcome, routing::AttemptOutcome::kHedgeLost);
+  EXPECT_EQ(a.ttft_samples, 2u);          // its first token was a real sample
+  EXPECT_GT(a.tps_estimate, tps_before);  // and it read on for its speed
+}
+
+// The declined side keeps what it read: when the side it declined for fails,
+// it takes the client after all, from its first token.
+TEST_F(GatewayTest, UnderE2eADeclinedSideTakesTheClientWhenTheOtherSideFails) {
+  start_sims(streaming(5, 40, 200), streaming(60, 40, 400));
+  start_gateway("10s", "5s", "", "1s", kE2eExploring);
+  HttpClient c(port_);
+  ASSERT_GT(measure_both(c, *gw_).first, 0);
+  sim_a_->set_profile("model-a", streaming(5, 40, 20));  // 2 s for its 40 tokens
+  const int whole = stream_chat(c, "a").second;
+  sim_b_->set_profile("model-b", failing_profile(503));
+  // Until a request explores a (the others go to b, fail, and fail over to
+  // a): a declines, b fails, a takes the client -- its whole answer.
+  EXPECT_TRUE(until_raced(c, "primary-won", "a/model-a", whole));
 }
 
 TEST_F(GatewayTest, WhenThePrimaryAnswersFirstTheHedgeIsCancelled) {

@@ -1,0 +1,218 @@
+// The TTFT level the router decides on: an estimate of a deployment's
+// typical (median) first-token time that is robust to its spread and still
+// follows a change within a few answers.
+//
+// TTFT is right-skewed (roughly lognormal: queueing, batching, prefill), so
+// the level is kept in log space, where a sample's spread is symmetric and an
+// outlier is one more point, not a new maximum:
+//   - the level is a time-decayed mean of ln(sample) (weight 1 - exp(-dt/tau)
+//     per sample, dt the time since the previous one; for the first samples
+//     after a start, at least 1/n: the mean of them), each sample's pull
+//     clipped at kClip spreads (Huber), so for lognormal TTFT it reads the
+//     median, and a rare 4x outlier moves it by a few percent at most;
+//   - the spread is the time-decayed mean absolute deviation of ln(sample)
+//     from the level (scaled to a standard deviation), from a prior of
+//     kPriorSpread, never under kMinSpread;
+//   - a change is detected by a two-sided CUSUM in spreads (allowance
+//     kDrift, alarm at kAlarm, one sample's part capped at kMaxStep): a 5x
+//     slowdown of a steady deployment alarms at its second slow sample (one
+//     is an outlier; the PeakEWMA of Finagle/linkerd this replaced took the
+//     first, and read a wide deployment at about its p95), a 30% step
+//     within ~10, and noise about once in 10^4 samples. An alarm restarts
+//     the level at the mean of the samples since the CUSUM left zero (the
+//     change point). A
+//     fall restarts it only after kRecoveryRun samples spread over at least
+//     tau/20, so a burst of fast answers in one instant cannot erase a
+//     recent slow one;
+//   - with no samples at all the estimate is the prior (never "no data =
+//     fast"); while none arrive it relaxes toward the prior with its own time
+//     constant, applied when the estimate is read, never stored (a
+//     deployment measured steadily at s reads s).
+// Evidence that must take effect at once whatever the noise — lower bounds
+// (an attempt waited this long), failures in a row — raises the level
+// directly (observe_at_least).
+//
+// Pure value type: time is passed in, nothing here reads a clock.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "routing/decay.h"
+
+namespace llmgate::routing {
+
+class TtftLevel {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  using Seconds = std::chrono::duration<double>;
+
+  TtftLevel(double prior, Seconds tau, Seconds relax_tau)
+      : prior_(prior), tau_(tau.count()), relax_tau_(relax_tau.count()) {}
+
+  // CUSUM allowance and alarm, in spreads (k = 0.5, h = 8: for normal noise
+  // an average run of some 10^4 samples between false alarms; a shift of 1.5
+  // spreads is seen in ~9 samples). One sample's part is capped at
+  // kMaxStep, so no single answer alarms alone: two in a row do.
+  static constexpr double kDrift = 0.5;
+  static constexpr double kAlarm = 8.0;
+  static constexpr double kMaxStep = 4.6;
+  // The weight a level starts with, in time constants (as if its first
+  // sample had been the mean of tau/50 of answers).
+  static constexpr double kStartMass = 0.02;
+  static constexpr double kClip = 2.0;          // a sample's pull on the level, in spreads
+  static constexpr double kPriorSpread = 0.3;   // of ln(TTFT), before any deviation is seen
+  static constexpr double kMinSpread = 0.05;    // a fixed-latency upstream is not noiseless
+  static constexpr double kMaxDeviation = 4.0;  // one sample's part in the spread, in spreads
+  // A fall needs this many samples in its run, spread over tau/20.
+  static constexpr int kRecoveryRun = 3;
+  // A fresh first token under this share of a level made of penalties, lower
+  // bounds or stale samples restarts it (StatsRegistry).
+  static constexpr double kRecoveryRatio = 0.5;
+
+  void observe(double sample, TimePoint now) {
+    const double lx = log_of(sample);
+    if (!measured_) return start(lx, now);
+    const double sigma = spread();
+    const double z = (lx - log_) / sigma;
+    // The change detector, on the level as it was before this sample.
+    const double step = std::min(z, kMaxStep);
+    if (track(hi_, hi_run_, step, lx, now) && hi_ > kAlarm) return start_run(hi_run_, now);
+    if (track(lo_, lo_run_, std::min(-z, kMaxStep), lx, now) && lo_ > kAlarm &&
+        lo_run_.n >= kRecoveryRun && Seconds(now - lo_run_.since).count() >= tau_ / 20)
+      return start_run(lo_run_, now);
+    const double deviation = std::min(std::abs(lx - log_), kMaxDeviation * sigma);
+    log_ += weight(now) * std::clamp(z, -kClip, kClip) * sigma;
+    const double wd = std::max(decay(now), 1.0 / (static_cast<double>(deviations_) + 2));
+    deviation_ += wd * (deviation - deviation_);
+    ++deviations_;
+    mark(now);
+  }
+
+  // A sample that moves the level by its time weight alone, outside the
+  // change detector and unclipped: for evidence that should move it
+  // gradually (an isolated failure's penalty, a first token that is mostly
+  // prefill).
+  void observe_decayed(double sample, TimePoint now) {
+    const double lx = log_of(sample);
+    if (!measured_) return start(lx, now);
+    log_ += decay(now) * (lx - log_);
+    mark(now);
+  }
+
+  // Starts over from `sample`, as if it were the first (the spread is kept:
+  // it is the deployment's, not the level's).
+  void restart(double sample, TimePoint now) { start(log_of(sample), now); }
+
+  // A lower bound (the attempt waited this long without a first token): may
+  // raise the estimate, at once, never lower it. True when it did.
+  bool observe_at_least(double bound, TimePoint now) {
+    if (bound <= estimate(now)) return false;
+    start(log_of(bound), now);
+    return true;
+  }
+
+  // The estimate at `now`: the prior with no samples, otherwise the level
+  // relaxed toward the prior by how long ago the last sample was.
+  double estimate(TimePoint now) const {
+    if (!measured_) return prior_;
+    double keep = decay_weight(last_, now, relax_tau_);
+    return prior_ + (std::exp(log_) - prior_) * keep;
+  }
+
+  // The spread of ln(TTFT) around the level (a standard deviation's worth).
+  double spread() const { return std::max(kMinSpread, kMadToSigma * deviation_); }
+
+  // One attempt's TTFT known to exceed `wait` says the median is at least
+  // the wait shortened by kBoundSpreads spreads (about its p98): a steady
+  // deployment's almost the wait, a wide one's (sigma 0.5) 0.37 of it.
+  static constexpr double kBoundSpreads = 2.0;
+  static double median_bound(double wait, double spread) {
+    return wait * std::exp(-kBoundSpreads * spread);
+  }
+
+  double prior() const { return prior_; }
+  void set_prior(double prior) { prior_ = prior; }
+  std::uint64_t samples() const { return samples_; }
+  std::optional<TimePoint> last_sample() const {
+    return measured_ ? std::optional<TimePoint>(last_) : std::nullopt;
+  }
+
+ private:
+  // For normal noise the mean absolute deviation is sigma x sqrt(2/pi).
+  static constexpr double kMadToSigma = 1.2533141373155001;
+  // The samples since one side of the CUSUM left zero.
+  struct Run {
+    double log_sum = 0;
+    int n = 0;
+    TimePoint since{};
+  };
+
+  static double log_of(double sample) { return std::log(std::max(sample, 1e-3)); }
+  double decay(TimePoint now) const { return 1 - decay_weight(last_, now, tau_); }
+  // A sample's share of the level: its time weight against the level's
+  // mass (the decayed time weight of the samples in it since its start), so
+  // that the first samples after a start are averaged, not decayed in, and
+  // samples in one instant weigh nothing.
+  double weight(TimePoint now) {
+    const double a = decay(now);
+    mass_ = mass_ * (1 - a) + a;
+    return a / mass_;
+  }
+  // One side of the CUSUM: s = max(0, s + z - kDrift), and the run of
+  // samples since it left zero. True while it is above zero.
+  static bool track(double& s, Run& run, double z, double lx, TimePoint now) {
+    s = std::max(0.0, s + z - kDrift);
+    if (s <= 0) {
+      run = Run{};
+      return false;
+    }
+    if (run.n == 0) run.since = now;
+    run.log_sum += lx;
+    ++run.n;
+    return true;
+  }
+  void start(double lx, TimePoint now, double mass = kStartMass) {
+    log_ = lx;
+    mass_ = mass;
+    reset_runs();
+    mark(now);
+  }
+  // A change: the level is the mean of the run that detected it, with the
+  // weight of the time it spans.
+  void start_run(const Run& run, TimePoint now) {
+    const double span = std::max(Seconds(now - run.since).count(), tau_ * kStartMass);
+    start(run.log_sum / run.n, now, 1 - std::exp(-span / tau_));
+  }
+  void reset_runs() {
+    hi_ = lo_ = 0;
+    hi_run_ = lo_run_ = Run{};
+  }
+  void mark(TimePoint now) {
+    last_ = now;
+    measured_ = true;
+    ++samples_;
+  }
+
+  double prior_;
+  double tau_;        // seconds
+  double relax_tau_;  // seconds
+  double log_ = 0;    // ln of the level
+  double mass_ = 0;   // its weight, in (0, 1]: 1 - exp(-(time since its start) / tau)
+  // Mean absolute deviation of ln(sample) from the level, and how many
+  // samples made it (the prior counts as one).
+  double deviation_ = kPriorSpread / kMadToSigma;
+  std::uint64_t deviations_ = 0;
+  double hi_ = 0, lo_ = 0;  // the CUSUM's two sides, in spreads
+  Run hi_run_, lo_run_;
+  // A plain time and a flag, not an optional: GCC 12 warns of a "maybe
+  // uninitialized" optional once the estimator is inlined into a loop.
+  TimePoint last_{};
+  bool measured_ = false;
+  std::uint64_t samples_ = 0;
+};
+
+}  // namespace llmgate::routing
