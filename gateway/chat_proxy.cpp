@@ -326,8 +326,13 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
                                              : HedgeKind::kStall;
     // (A non-streamed attempt waits for its whole answer: no stall to see.)
     const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
+    // A hedge due only after the deadline is none -- except under e2e for a
+    // candidate being learnt about: its race is also how it declines the
+    // client for a slow stream (hedged()).
+    const bool e2e_learning =
+        kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e;
     if ((kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
-        pc.hedge_delay < pc.candidate.timeouts.ttft) {
+        (pc.hedge_delay < pc.candidate.timeouts.ttft || e2e_learning)) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
       probes.tried(pc);

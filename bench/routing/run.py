@@ -237,12 +237,14 @@ RATIO_TARGETS = {
     "ttft_p50_vs_oracle": ("ttft_ms", "p50", "latency", 1.10),
     "ttft_p95_vs_oracle": ("ttft_ms", "p95", "latency", 1.5),
     "e2e_p50_vs_oracle": ("e2e_ms", "p50", "e2e", 1.10),
+    "e2e_mean_vs_oracle": ("e2e_ms", "mean", "e2e", 1.2),
+    "ttft_mean_vs_oracle": ("ttft_ms", "mean", "latency", 1.2),
     # Conversation mode: against the affinity oracle.
     "followup_mean_vs_oracle": ("followup_ttft_ms", "mean", "latency", 1.2),
 }
 RATIO_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end", "followup_ttft_ms": "follow-up TTFT"}
 TARGET_TYPES = set(RATIO_TARGETS) | {"reaction", "zero_errors", "hedge_p99", "cost_vs_oracle", "vs_static",
-                                     "cache_hit_share"}
+                                     "cache_hit_share", "estimate_vs_median"}
 GATEWAY_POLICIES = {"latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"}
 
 
@@ -792,8 +794,36 @@ class RunResult:
     warnings: list
     started: str
     gateway_routes: Optional[dict] = None  # GET /admin/routes after the run
+    # The router's TTFT estimate of each provider, sampled from /admin/routes
+    # every ESTIMATE_EVERY_S during the run (scenarios with an
+    # estimate_vs_median target): [{"t": s, "est": {provider: ms}}].
+    estimates: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
     loadgen: Optional[dict] = None  # llmgate-loadgen's JSON, in loadgen mode
+
+
+ESTIMATE_EVERY_S = 0.5
+
+
+async def sample_estimates(scn: Scenario, gw_port: int, t0: float, duration: float, out: list) -> None:
+    """The router's TTFT estimate of each provider, every ESTIMATE_EVERY_S."""
+    ids = {f"{p.name}/{p.model}": p.name for p in scn.providers}
+    while time.perf_counter() - t0 < duration:
+        await asyncio.sleep(ESTIMATE_EVERY_S)
+        try:
+            st, routes = await http_call(gw_port, "GET", "/admin/routes")
+        except (OSError, HttpError, asyncio.TimeoutError):
+            continue
+        if st != 200 or not isinstance(routes, dict):
+            continue
+        est = {}
+        for m in routes.get("models") or []:
+            for d in m.get("deployments") or []:
+                name = ids.get(d.get("deployment"))
+                e = (d.get("ttft_ms") or {}).get("estimate")
+                if name and isinstance(e, (int, float)):
+                    est[name] = float(e)
+        out.append({"t": round(time.perf_counter() - t0, 3), "est": est})
 
 
 async def run_loadgen(scn: Scenario, args, gw_port: int, duration: float, tmp: Path, procs) -> dict:
@@ -878,6 +908,9 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
                             "patch": patch, "profile": prof})
 
         change_tasks = [asyncio.create_task(apply(c)) for c in changes]
+        estimates: list = []
+        if any(t["type"] == "estimate_vs_median" for t in scn.targets):
+            change_tasks.append(asyncio.create_task(sample_estimates(scn, gw_port, t0, duration, estimates)))
         req_tasks = []
         loadgen = None
         if scn.connections:
@@ -922,7 +955,7 @@ async def run_one(scn: Scenario, pol: Policy, args, duration: float, changes: li
         if gw_lines:
             warnings.append(f"gateway logged {len(gw_lines)} line(s), last: {gw_lines[-1][:300]}")
         return RunResult(scn.name, pol.name, duration, records, applied, sim_stats, cfg, warnings, started,
-                         gateway_routes, loadgen=loadgen)
+                         gateway_routes, loadgen=loadgen, estimates=estimates)
     finally:
         procs.stop()
         if args.keep_tmp:
@@ -1093,7 +1126,9 @@ def summarize(scn: Scenario, res: RunResult, slice_s: float) -> dict:
         "streamed": sum(1 for r in recs if r["stream"]),
         "ttft_ms": {"p50": percentile(ttft, 50), "p95": percentile(ttft, 95), "p99": percentile(ttft, 99),
                     "mean": (sum(ttft) / len(ttft)) if ttft else None, "n": len(ttft)},
-        "e2e_ms": {"p50": percentile(e2e, 50), "p99": percentile(e2e, 99), "n": len(e2e)},
+        "e2e_ms": {"p50": percentile(e2e, 50), "p99": percentile(e2e, 99),
+                   "mean": (sum(e2e) / len(e2e)) if e2e else None, "n": len(e2e)},
+        "estimates": res.estimates,
         "cost_usd": cost,
         "attempts_per_request": (sum(attempts) / len(attempts)) if attempts else None,
         "hedged": hedged, "hedge_won": hedge_won,
@@ -1302,18 +1337,46 @@ def evaluate_targets(scn: Scenario, results: list[RunResult]) -> list[str]:
                              f"({100 * (a / o - 1):+.0f}%)")
         elif kind == "vs_static":
             pol, statics = t.get("policy", "latency"), list(t.get("static") or [])
-            name = f"{pol} no worse than the best static choice ({', '.join(statics)}) on TTFT mean and p95"
+            on = list(t.get("metrics") or ["mean", "p95"])
+            name = (f"{pol} no worse than the best static choice ({', '.join(statics)}) on TTFT "
+                    f"{' and '.join(on)}")
             skip = missing(pol, *statics)
             if skip:
                 lines.append(f"{skip} {name}")
                 continue
             slack = float(t.get("slack", 1.0))
             a = by[pol]["ttft_ms"]
-            best_mean = min(by[x]["ttft_ms"]["mean"] for x in statics if by[x]["ttft_ms"]["mean"] is not None)
-            best_p95 = min(by[x]["ttft_ms"]["p95"] for x in statics if by[x]["ttft_ms"]["p95"] is not None)
-            good = a["mean"] <= slack * best_mean and a["p95"] <= slack * best_p95
-            lines.append(f"{'PASS' if good else 'MISS'}  {name}: mean {a['mean']:.0f} vs {best_mean:.0f} ms, "
-                         f"p95 {a['p95']:.0f} vs {best_p95:.0f} ms")
+            parts, good = [], True
+            for q in on:
+                best = min(by[x]["ttft_ms"][q] for x in statics if by[x]["ttft_ms"][q] is not None)
+                good = good and a[q] is not None and a[q] <= slack * best
+                parts.append(f"{q} {a[q]:.0f} vs {best:.0f} ms")
+            lines.append(f"{'PASS' if good else 'MISS'}  {name}: {', '.join(parts)}")
+        elif kind == "estimate_vs_median":
+            # The router's estimate of a provider against its true median
+            # TTFT (its profile's; for providers no change touches), over
+            # the samples after `after_s`: the median of their ratios, and
+            # their 10th-90th percentile range.
+            pol, max_err = t.get("policy", "latency"), float(t.get("max_error", 0.10))
+            after = float(t.get("after_s", 5))
+            for pname in t.get("providers") or [p.name for p in scn.providers]:
+                name = f"{pol}: the TTFT estimate of {pname} within {100 * max_err:.0f}% of its true median"
+                skip = missing(pol)
+                if skip:
+                    lines.append(f"{skip} {name}")
+                    continue
+                prof = scn.provider(pname).profile
+                truth = dist_quantile(prof.get("ttft_ms", 200), 50)
+                ratios = sorted(e["est"][pname] / truth for e in by[pol]["estimates"]
+                                if e["t"] >= after and pname in e["est"])
+                if not ratios or truth <= 0:
+                    lines.append(f"MISS  {name}: not sampled")
+                    continue
+                mid = percentile(ratios, 50)
+                lines.append(f"{'PASS' if abs(mid - 1) <= max_err else 'MISS'}  {name}: median "
+                             f"{mid * truth:.0f} ms vs {truth:.0f} ({mid:.2f}x; p10-p90 "
+                             f"{percentile(ratios, 10):.2f}-{percentile(ratios, 90):.2f}x, "
+                             f"{len(ratios)} samples)")
         elif kind == "reaction":
             idx, max_s = int(t.get("change", 0)), float(t.get("max_s", 2.0))
             label = scn.changes[idx].label if idx < len(scn.changes) else f"change {idx}"
