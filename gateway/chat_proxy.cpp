@@ -165,6 +165,11 @@ class ChatProxy {
   // The fleet's affinity entries of this request's prefixes and key
   // (shared_state), into this replica's table.
   net::awaitable<void> learn_fleet_affinity(Clock::time_point now);
+  // Under e2e the client waits for the whole answer: the first side of a
+  // race learning about a deployment may decline it (hedged()).
+  bool may_decline(HedgeKind kind) const {
+    return kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e;
+  }
   // A conversation: prefixes or a conversation key (prompt-cache affinity).
   bool conversation() const { return req_.prefixes.count > 0 || req_.conversation_key != 0; }
   // The request's whole prompt as a prefix (what its conversation key names).
@@ -326,13 +331,10 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
                                              : HedgeKind::kStall;
     // (A non-streamed attempt waits for its whole answer: no stall to see.)
     const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
-    // A hedge due only after the deadline is none -- except under e2e for a
-    // candidate being learnt about: its race is also how it declines the
-    // client for a slow stream (hedged()).
-    const bool e2e_learning =
-        kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e;
+    // A hedge due only after the deadline is none -- except for a race in
+    // which the first side may decline a slow stream (hedged()).
     if ((kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
-        (pc.hedge_delay < pc.candidate.timeouts.ttft || e2e_learning)) {
+        (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind))) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
       probes.tried(pc);
@@ -810,7 +812,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
   // side is expected to (its expected end-to-end time, from its start, or
   // from now when it has not started: it then starts at once). It reads on
   // to measure its speed instead (Race::set_may_claim).
-  if (kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e) {
+  if (may_decline(kind)) {
     race.set_may_claim([&](int branch) {
       if (branch != 0) return true;
       const double rest_ms = trace_.decision.e2e_tokens / std::max(0.1, first.speed) * 1000;

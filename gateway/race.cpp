@@ -17,8 +17,8 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 bool Race::claim(int branch, bool whole) {
   if (winner_ < 0) {
     // The other side runs, or (the hedge) is due to start.
-    const bool other = live_[1 - branch] || (branch == 0 && hedge_timer_ != nullptr);
-    if (!whole && other) {
+    const bool other_runs = live_[1 - branch] || (branch == 0 && hedge_timer_ != nullptr);
+    if (!whole && other_runs) {
       if (declined_[branch]) return false;  // until the other side fails
       if (may_claim_ && !may_claim_(branch)) {
         declined_[branch] = true;

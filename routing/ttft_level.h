@@ -6,8 +6,9 @@
 // the level is kept in log space, where a sample's spread is symmetric and an
 // outlier is one more point, not a new maximum:
 //   - the level is a time-decayed mean of ln(sample) (weight 1 - exp(-dt/tau)
-//     per sample, dt the time since the previous one; for the first samples
-//     after a start, at least 1/n: the mean of them), each sample's pull
+//     per sample, dt the time since the previous one, against the level's
+//     mass since its start: the first samples after a start are averaged,
+//     and samples in one instant weigh nothing), each sample's pull
 //     clipped at kClip spreads (Huber), so for lognormal TTFT it reads the
 //     median, and a rare 4x outlier moves it by a few percent at most;
 //   - the spread is the time-decayed mean absolute deviation of ln(sample)
@@ -20,10 +21,9 @@
 //     first, and read a wide deployment at about its p95), a 30% step
 //     within ~10, and noise about once in 10^4 samples. An alarm restarts
 //     the level at the mean of the samples since the CUSUM left zero (the
-//     change point). A
-//     fall restarts it only after kRecoveryRun samples spread over at least
-//     tau/20, so a burst of fast answers in one instant cannot erase a
-//     recent slow one;
+//     change point). A fall restarts it only after kRecoveryRun samples
+//     spread over at least tau/20, so a burst of fast answers in one
+//     instant cannot erase a recent slow one;
 //   - with no samples at all the estimate is the prior (never "no data =
 //     fast"); while none arrive it relaxes toward the prior with its own time
 //     constant, applied when the estimate is read, never stored (a
@@ -79,8 +79,8 @@ class TtftLevel {
     const double sigma = spread();
     const double z = (lx - log_) / sigma;
     // The change detector, on the level as it was before this sample.
-    const double step = std::min(z, kMaxStep);
-    if (track(hi_, hi_run_, step, lx, now) && hi_ > kAlarm) return start_run(hi_run_, now);
+    if (track(hi_, hi_run_, std::min(z, kMaxStep), lx, now) && hi_ > kAlarm)
+      return start_run(hi_run_, now);
     if (track(lo_, lo_run_, std::min(-z, kMaxStep), lx, now) && lo_ > kAlarm &&
         lo_run_.n >= kRecoveryRun && Seconds(now - lo_run_.since).count() >= tau_ / 20)
       return start_run(lo_run_, now);
