@@ -200,14 +200,20 @@ net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
     providers::Lease& lease, UpstreamMessage& up, bool may_retry, Clock::duration acquire_time) {
   const failover::Deadlines deadlines = ctx_.deadlines(c_);
   auto& tcp = lease->stream.tcp();
+  // The first token is timed from the moment the request left. Written at
+  // once (a request that fits the socket's buffer), that is now: a clock
+  // read after the write could come late -- the worker preempted between
+  // the two -- and make a 5 ms first token read as 0.1 ms.
+  const Clock::time_point writing = Clock::now();
   UpstreamWrite write(lease, up);
   beast::error_code wec = write.error();
-  if (!write.done()) wec = co_await write.rest(deadlines.write(Clock::now()));
+  const bool at_once = write.done();
+  if (!at_once) wec = co_await write.rest(deadlines.write(Clock::now()));
   if (wec) {
     if (lease.reused() && may_retry) co_return std::nullopt;
     co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
   }
-  rec_.request_sent = Clock::now();
+  rec_.request_sent = at_once ? writing : Clock::now();
   measure_admission(acquire_time);
   // A JSON answer comes whole: only the request's total deadline applies.
   // A deployment without a first-token deadline (a reasoning model) must

@@ -475,7 +475,10 @@ void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double
   // A first token that is mostly prefill says little of the base: the
   // slope's error, times its many tokens, is easily more than the base
   // itself. It moves the estimate gradually, outside the change detector.
-  const bool mostly_prefill = raw_ms - ttft_ms > ttft.estimate(now);
+  // (Mostly: more than the base, this sample's or the estimate's -- an
+  // estimate far too low, as after a mismeasured first sample, must not
+  // turn every ordinary answer into "mostly prefill" and keep it there.)
+  const bool mostly_prefill = raw_ms - ttft_ms > std::max(ttft.estimate(now), ttft_ms);
   if (penalized ||
       ((bounded || stale) && ttft_ms < ttft.estimate(now) * TtftLevel::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);

@@ -56,6 +56,46 @@ TEST(TtftLevel, ASteadyDeploymentThatSlowsDownFiveTimesReadsSlowAtItsSecondSlowA
   EXPECT_NEAR(e.estimate(t + 50ms), std::sqrt(500.0 * 520), 1e-6);
 }
 
+TEST(TtftLevel, AnOutlierLongBeforeASlowdownIsNotPartOfTheNewLevel) {
+  // The failing integration run's sequence: one early outlier (2x) holds
+  // the CUSUM above zero through the steady answers after it; the level
+  // after the change is the slow answers', not the mean since that outlier.
+  auto e = ttft();
+  TimePoint t = t0;
+  for (double ms : {4.2, 10.3, 4.2}) e.observe(ms, t += 10ms);
+  t += 200ms;
+  for (double ms : {4.2, 4.2, 4.2}) e.observe(ms, t += 10ms);
+  e.observe(149, t += 150ms);
+  EXPECT_LT(e.estimate(t), 10);
+  e.observe(149, t += 150ms);
+  EXPECT_NEAR(e.estimate(t), 149, 1);
+}
+
+TEST(TtftLevel, AChangeAfterNoiseReadsTheNewLevelNotTheRunsMean) {
+  // Whatever noise held the CUSUM up before it, a 5x slowdown of a steady
+  // deployment (sigma 0.05) reads as the slow answers at the second of
+  // them; of a wider one (sigma 0.2, the slowdown 8 spreads) at the third
+  // in most cases. (Before the change point was the run's best split, an
+  // early outlier made the new level the mean of the whole run.)
+  for (const auto& [sigma, slow_answers, share] :
+       {std::tuple{0.05, 2, 1.0}, std::tuple{0.2, 3, 0.9}}) {
+    std::mt19937 rng(7);
+    int read = 0;
+    const int trials = 500;
+    for (int trial = 0; trial < trials; ++trial) {
+      auto e = ttft();
+      LogNormalTtft before{100, sigma};
+      before.rng.seed(static_cast<unsigned>(trial));
+      TimePoint t = t0;
+      const int n = 5 + static_cast<int>(rng() % 20);
+      for (int i = 0; i < n; ++i) e.observe(before.next(), t += 20ms);
+      for (int i = 0; i < slow_answers; ++i) e.observe(500, t += 100ms);
+      if (e.estimate(t) > 400) ++read;
+    }
+    EXPECT_GE(read, share * trials) << "sigma " << sigma;
+  }
+}
+
 TEST(TtftLevel, AStepOfAThirdIsFollowedWithinAFewAnswers) {
   auto e = ttft();
   LogNormalTtft before{300, 0.15};

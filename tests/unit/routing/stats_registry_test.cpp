@@ -268,6 +268,30 @@ TEST(StatsRegistry, FirstTokensAreReadAgainstTheirPromptsSize) {
   EXPECT_LT(reg.get("p/m", t0 + 25s)->ttft_estimate_ms, 400);
 }
 
+TEST(StatsRegistry, AnEstimateFarTooLowDoesNotMakeOrdinaryAnswersMostlyPrefill) {
+  // A first sample mismeasured near zero (the clock read late on a loaded
+  // machine) put the level at ~0.01 ms; every 5 ms answer of a 20-token
+  // prompt after it then had more "prefill" (1 ms at the prior's slope)
+  // than that estimate, was taken in only by its time weight, and the
+  // estimate stayed at ~1 ms through a 30x slowdown.
+  StatsRegistry reg;
+  auto t = t0;
+  auto answer = [&](std::chrono::microseconds ttft) {
+    AttemptRecord r = success(t, 0ms, 5, 1ms, 20);
+    r.first_token = t + ttft;
+    r.last_token = t + ttft + 1ms;
+    r.input_tokens_est = 20;
+    reg.record(r, t + ttft + 1ms);
+    t += 50ms;
+  };
+  answer(100us);
+  for (int i = 0; i < 5; ++i) answer(5ms);
+  EXPECT_NEAR(reg.get("p/m", t)->ttft_estimate_ms, 4, 1);
+  answer(150ms);
+  answer(150ms);
+  EXPECT_GT(reg.get("p/m", t)->ttft_estimate_ms, 100);
+}
+
 TEST(StatsRegistry, CachedInputIsNotPrefillAndTeachesTheCacheShare) {
   // 150 ms plus 100 ms per 1k tokens read (not from the cache). Every
   // prompt is 20k tokens; alternately 0 and 18k of them reported cached.
