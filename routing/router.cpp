@@ -328,8 +328,13 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
     // slowdown in progress, not the tail: it is charged as one that times
     // out (charge_timeouts), so traffic leaves it now, not once the wait
     // has grown past the next candidate's estimate.
+    // (Their p99 as measured, or as the estimate and its spread say if
+    // higher: a window's p99 is its few largest answers, and a wide
+    // deployment's tail reaches past them often enough that two of many
+    // attempts in flight are there at once.)
     const double usual =
-        std::max(s.ttft_estimate_ms, s.ttft_answered_p99_ms.value_or(s.ttft_estimate_ms));
+        std::max(TtftLevel::quantile(s.ttft_estimate_ms, s.ttft_spread, TtftLevel::kP99Spreads),
+                 s.ttft_answered_p99_ms.value_or(0));
     w.pc.stalled = s.awaiting_lower_bound_ms > usual;
     // The request's own prefill: the estimates are a prompt of no size's
     // (docs/routing.md, "TTFT and the prompt").

@@ -145,6 +145,13 @@ class TtftLevel {
     return wait * std::exp(-kBoundSpreads * spread);
   }
 
+  // The quantile `spreads` spreads above a median of `median` (lognormal):
+  // kP99Spreads gives the p99.
+  static constexpr double kP99Spreads = 2.326;
+  static double quantile(double median, double spread, double spreads) {
+    return median * std::exp(spreads * spread);
+  }
+
   double prior() const { return prior_; }
   void set_prior(double prior) { prior_ = prior; }
   std::uint64_t samples() const { return samples_; }

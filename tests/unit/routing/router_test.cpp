@@ -501,6 +501,23 @@ TEST(Router, TwoAttemptsWaitingPastTheUsualTailAreAStallChargedAsATimeout) {
                    static_cast<double>(d.candidates[1].candidate.timeouts.ttft.count()) + 400);
 }
 
+TEST(Router, AWideDeploymentsTailIsNotAStallUntilPastItsSpreadsP99) {
+  // Median 150 ms with a log-spread of 0.5 puts its p99 at ~480 ms: two
+  // attempts at 320 ms are its tail, though its window's p99 (its few
+  // largest answers) says 300. A steady one (0.05) is stalled there.
+  for (const auto& [spread, stalled] : {std::pair{0.5, false}, std::pair{0.05, true}}) {
+    Fixture f({150, 400});
+    f.views[0].stats.awaiting_first_token = 2;
+    f.views[0].stats.ttft_spread = spread;
+    f.views[0].stats.ttft_answered_p99_ms = 300;
+    f.views[0].stats.awaiting_lower_bound_ms = 320;
+    f.options.load_factor = 0;
+    auto d = f.decide(Policy::kLatency);
+    const auto& p0 = d.candidates[d.candidates[0].candidate.deployment->provider == "p0" ? 0 : 1];
+    EXPECT_EQ(p0.stalled, stalled) << "spread " << spread;
+  }
+}
+
 TEST(Router, AHalfOpenProbeGoesFirstForEveryPolicyWithACappedWait) {
   for (Policy p : config::kAllPolicies) {
     Fixture f({100, 900});
