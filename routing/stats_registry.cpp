@@ -478,9 +478,9 @@ void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double
   // (Mostly: more than the base, this sample's or the estimate's -- an
   // estimate far too low, as after a mismeasured first sample, must not
   // turn every ordinary answer into "mostly prefill" and keep it there.)
-  const bool mostly_prefill = raw_ms - ttft_ms > std::max(ttft.estimate(now), ttft_ms);
-  if (penalized ||
-      ((bounded || stale) && ttft_ms < ttft.estimate(now) * TtftLevel::kRecoveryRatio)) {
+  const double estimate = ttft.estimate(now);
+  const bool mostly_prefill = raw_ms - ttft_ms > std::max(estimate, ttft_ms);
+  if (penalized || ((bounded || stale) && ttft_ms < estimate * TtftLevel::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);
     penalized = false;
   } else if (mostly_prefill) {

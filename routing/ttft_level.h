@@ -142,11 +142,11 @@ class TtftLevel {
   // deployment's almost the wait, a wide one's (sigma 0.5) 0.37 of it.
   static constexpr double kBoundSpreads = 2.0;
   static double median_bound(double wait, double spread) {
-    return wait * std::exp(-kBoundSpreads * spread);
+    return quantile(wait, spread, -kBoundSpreads);
   }
 
   // The quantile `spreads` spreads above a median of `median` (lognormal):
-  // kP99Spreads gives the p99.
+  // kP99Spreads gives the p99 (median_bound reads it at -kBoundSpreads).
   static constexpr double kP99Spreads = 2.326;
   static double quantile(double median, double spread, double spreads) {
     return median * std::exp(spreads * spread);
@@ -292,9 +292,10 @@ class TtftLevel {
     for (int i = c.n; i >= 1; --i) spread_.add(run.at(i).lx, 0, 0, /*counts=*/false);
     start(c.lx, now, 1 - std::exp(-span / tau_));
   }
+  // (A run is its count: the samples past it are never read.)
   void reset_runs() {
     hi_ = lo_ = 0;
-    hi_run_ = lo_run_ = Run{};
+    hi_run_.n = lo_run_.n = 0;
   }
   void mark(TimePoint now) {
     last_ = now;
