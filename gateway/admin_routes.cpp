@@ -101,6 +101,11 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
                        {"prefill_ms_per_1k_tokens", s.prefill_ms_per_1k},
                        {"prefill_prior_ms_per_1k_tokens", s.prefill_prior_ms_per_1k},
                        {"prefill_spread", s.prefill_spread},
+                       {"prefill_mean_k_tokens", s.prefill_mean_k},
+                       // A lost size race's lower bound ("Exploring a
+                       // prompt size"), and the size races in flight.
+                       {"prefill_floor_ms_per_1k_tokens", s.prefill_floor_ms_per_1k},
+                       {"awaiting_guessed_size", s.awaiting_guessed},
                        // Prompt caching ("Prompt-cache affinity"): whether its
                        // answers report cached tokens, and the share of held
                        // prefixes they reported read from the cache.

@@ -58,6 +58,30 @@ class PrefillFit {
   // How much the fit has seen of sizes apart from their mean (0: one size):
   // the evidence behind a slope of its own.
   double spread() const { return w_ > 0 ? std::max(0.0, sxx_ - sx_ * (sx_ / w_)) : 0; }
+  // The (weighted) mean size seen, in thousands of tokens (0 before any).
+  double mean_k() const { return w_ > 0 ? sx_ / w_ : 0; }
+
+  // How much of a prediction at `k` rests on the prior slope rather than on
+  // sizes seen (ms): the prior's share of the slope times the distance from
+  // the sizes seen times the prior slope. Near 0 at a size the fit has seen
+  // (its line passes through those answers whatever the slope) or with a
+  // slope of its own; the whole prior prefill before any sample. A fit of
+  // short prompts only says nothing yet of a long one's prefill.
+  static double doubt_ms(double spread, double mean_k, double k, double prior_slope) {
+    const double prior_share = kPriorWeight / (std::max(0.0, spread) + kPriorWeight);
+    return prior_share * std::abs(k - mean_k) * prior_slope;
+  }
+  double doubt_ms(double k, double prior_slope) const {
+    return doubt_ms(spread(), mean_k(), k, prior_slope);
+  }
+  // A prediction whose doubt is this large is a guess: at least the level
+  // (a prompt of no size's TTFT) and kMinDoubtMs. The router races such a
+  // prompt on two deployments rather than bet on the prior (docs/routing.md,
+  // "Exploring a prompt size").
+  static constexpr double kMinDoubtMs = 100;
+  static bool guess(double doubt_ms, double base_ms) {
+    return doubt_ms >= std::max(kMinDoubtMs, base_ms);
+  }
   unsigned long long samples() const { return samples_; }
 
  private:

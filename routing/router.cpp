@@ -103,6 +103,11 @@ bool data_driven(Policy p) {
          p == Policy::kBalanced;
 }
 
+// The policies whose score counts the expected TTFT.
+bool times_first_token(Policy p) {
+  return p == Policy::kLatency || p == Policy::kE2e || p == Policy::kBalanced;
+}
+
 // Min-max normalisation to [0, 1]; all equal -> 0.
 std::vector<double> normalised(const std::vector<double>& v) {
   auto [lo, hi] = std::minmax_element(v.begin(), v.end());
@@ -735,6 +740,30 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   const bool cached_somewhere = std::any_of(
       cands.begin(), cands.end(), [](const Working& w) { return w.pc.cached_tokens > 0; });
 
+  // Exploring a prompt size (docs/routing.md): the first choice's expected
+  // TTFT at this size is a guess from its prior slope (it has answered
+  // nothing near this size), and the next one may well be faster here: the
+  // two race, from the start, and the first token answers. The winner's
+  // answer fits its slope; the loser's wait floors its own. At most
+  // kMaxSizeRaces at once on the guessed deployment (a cold start whose
+  // first long answers are slow costs few extra prompts).
+  auto size_race = [&] {
+    if (cands.size() < 2 || !may_learn || cached_somewhere || !times_first_token(policy.policy))
+      return false;
+    const Working& top = cands.front();
+    const DeploymentStats& s = top.view->stats;
+    if (top.pc.probe || top.pc.times_out || s.prefill_floor_ms_per_1k > 0 ||
+        s.awaiting_guessed >= kMaxSizeRaces)
+      return false;
+    const double k = static_cast<double>(top.pc.input_tokens - top.pc.cached_tokens) / 1000;
+    const double doubt =
+        PrefillFit::doubt_ms(s.prefill_spread, s.prefill_mean_k, k, s.prefill_prior_ms_per_1k);
+    if (!PrefillFit::guess(doubt, s.ttft_estimate_ms)) return false;
+    const Working& next = cands[1];
+    return !next.pc.probe && !next.pc.times_out &&
+           next.pc.expected_ttft_ms < top.pc.expected_ttft_ms + doubt;
+  };
+
   if (recheck && may_learn) {
     // A re-check goes first, and is this request's one lesson.
     if (auto it = ranked(*recheck); it != cands.end()) {
@@ -743,6 +772,8 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
       cands.insert(cands.begin(), *recheck);
     }
     cands.front().pc.recheck = cands.front().pc.explored = true;
+  } else if (size_race()) {
+    cands.front().pc.explored = cands.front().pc.size_race = true;
   } else if (cands.size() > 1 && may_learn && data_driven(policy.policy) &&
              options.exploration > 0 && !cached_somewhere &&
              std::uniform_real_distribution<double>(0, 1)(rng) < options.exploration) {
@@ -918,6 +949,8 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
   if (c.preferred) item += " preferred";
   if (c.recheck)
     item += " recheck";
+  else if (c.size_race)
+    item += " explore-size";
   else if (c.explored)
     item += " explore";
   if (c.probe) item += " probe";

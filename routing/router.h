@@ -19,6 +19,9 @@
 //      re-checked, by every policy, when nothing is in flight to it and its
 //      last sample is older than kRecheckInterval: it goes first, so a
 //      constraint it meets again is known within seconds.
+//      A prompt whose TTFT on the first choice is a guess from its prior
+//      prefill slope (nothing answered near its size) races the next
+//      candidate from the start: a size race (kMaxSizeRaces).
 //   6. A half-open probe goes first (every policy; unless route.order says
 //      otherwise): a recovered deployment carries traffic again at once.
 //   7. Explored, re-checked and probe candidates get capped deadlines (about
@@ -48,6 +51,9 @@ inline constexpr std::chrono::milliseconds kRecheckInterval{500};
 // that has had no sample for this long (left during a slow spell) is
 // re-checked: it may be back.
 inline constexpr std::chrono::milliseconds kStaleRecheck{2000};
+// At most this many attempts at once at prompt sizes a deployment's prefill
+// fit only guesses at (DeploymentStats::awaiting_guessed) start a size race.
+inline constexpr std::int64_t kMaxSizeRaces = 3;
 // The floor of a capped connect deadline (exploration, re-checks, probes).
 inline constexpr std::chrono::milliseconds kMinCappedConnect{500};
 
@@ -150,10 +156,13 @@ struct PlannedCandidate {
   double speed = 0;              // output speed the policy compared
   bool speed_is_chars = false;   // speed in output chars/s (across models), else tokens/s
   std::chrono::milliseconds hedge_delay{0};
-  bool probe = false;      // the half-open probe of an ejected deployment
-  bool panic = false;      // routed although ejected: nothing else was left
-  bool explored = false;   // moved first by exploration
-  bool recheck = false;    // excluded by a soft constraint, re-checked (explored)
+  bool probe = false;     // the half-open probe of an ejected deployment
+  bool panic = false;     // routed although ejected: nothing else was left
+  bool explored = false;  // moved first by exploration
+  bool recheck = false;   // excluded by a soft constraint, re-checked (explored)
+  // Explored at this prompt size: its TTFT here is a guess from its prior
+  // slope; raced against the next candidate from the start.
+  bool size_race = false;
   bool preferred = false;  // moved first by route.order
   // Its deadlines were capped (exploration, re-check, probe): learning about
   // a deployment costs the client at most about the best candidate's p95.

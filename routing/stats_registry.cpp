@@ -94,11 +94,17 @@ StatsRegistry::InFlight::InFlight(StatsRegistry& r, const std::string& deploymen
         std::chrono::duration<double, std::milli>(e.prefill.slope(e.prefill_prior) * input_k_));
   }
   e.awaiting_since.push_back(awaiting_at_);
+  if (input_k_ > 0 &&
+      PrefillFit::guess(e.prefill.doubt_ms(input_k_, e.prefill_prior), e.ttft.estimate(now))) {
+    guessed_ = true;
+    ++e.counters.awaiting_guessed;
+  }
   e.last_attempt_start = std::max(e.last_attempt_start.value_or(since_), since_);
 }
 
-void StatsRegistry::Entry::stop_awaiting(Clock::time_point since) {
+void StatsRegistry::Entry::stop_awaiting(Clock::time_point since, bool guessed) {
   --counters.awaiting_first_token;
+  if (guessed) --counters.awaiting_guessed;
   // Any one of equal start times will do.
   if (auto it = std::find(awaiting_since.begin(), awaiting_since.end(), since);
       it != awaiting_since.end()) {
@@ -113,7 +119,7 @@ void StatsRegistry::InFlight::first_token(std::optional<std::chrono::microsecond
   std::lock_guard lock(slot_->mu);
   Entry& e = slot_->entry;
   if (std::exchange(awaiting_, false)) {
-    e.stop_awaiting(awaiting_at_);
+    e.stop_awaiting(awaiting_at_, guessed_);
     // The queue an answered attempt joined: what the deployment's measured
     // TTFT already includes.
     e.usual_awaiting.observe(static_cast<double>(joined_), since_);
@@ -134,7 +140,7 @@ void StatsRegistry::InFlight::end_locked(Clock::time_point now) {
   Entry& e = slot_->entry;
   --e.counters.in_flight;
   if (awaiting_) {
-    e.stop_awaiting(awaiting_at_);
+    e.stop_awaiting(awaiting_at_, guessed_);
     if (now > awaiting_at_)
       e.unanswered[e.unanswered_next++ % e.unanswered.size()] = {awaiting_at_, now};
   }
@@ -283,6 +289,20 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // that wait bounds (TtftLevel::median_bound).
     const double elapsed = e.base_of(waited_ms(r, now), k);
     if (elapsed <= 0) return recorded();  // decided before it was sent: no bound
+    // A size race lost (the fit guessed at this size): the prefill is at
+    // least the wait beyond the level, per 1k tokens -- a floor under the
+    // slope while the fit has nothing better, so the guess that lost the
+    // race is not raced again (docs/routing.md, "Exploring a prompt size").
+    if (k > 0) {
+      const double base = e.ttft.estimate(now);
+      if (PrefillFit::guess(e.prefill.doubt_ms(k, e.prefill_prior), base)) {
+        const bool held = e.prefill_floor_now(now) > 0;
+        const double floor = std::max(0.0, (waited_ms(r, now) - base) / k);
+        e.prefill_floor = std::max(held ? e.prefill_floor : 0, floor);
+        e.prefill_floor_k = std::max(held ? e.prefill_floor_k : 0, k);
+        e.prefill_floor_at = now;
+      }
+    }
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
     if (e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now))
       e.bounded = true;
@@ -295,6 +315,8 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
 
   if (ttft) {
     s.last_ttft_ms = ms(*ttft);
+    // An answer at the size of a lost race's floor: the fit has it now.
+    if (k >= e.prefill_floor_k / 2) e.prefill_floor = 0;
   } else if (waited_for_first_token(r.outcome)) {
     // Gave up waiting: the TTFT is not known, only that it is more than the
     // wait (a censored sample). The window keeps it as such (Kaplan-Meier),
@@ -399,8 +421,10 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.ttft_penalized = e.penalized;
   s.ttft_bounded = e.bounded;
   s.prefill_prior_ms_per_1k = e.prefill_prior;
-  s.prefill_ms_per_1k = e.prefill.slope(e.prefill_prior);
+  s.prefill_floor_ms_per_1k = e.prefill_floor_now(now);
+  s.prefill_ms_per_1k = std::max(e.prefill.slope(e.prefill_prior), s.prefill_floor_ms_per_1k);
   s.prefill_spread = e.prefill.spread();
+  s.prefill_mean_k = e.prefill.mean_k();
   s.prefill_samples = e.prefill.samples();
   s.last_attempt_start = e.last_attempt_start;
   s.usual_awaiting = e.usual_awaiting.value().value_or(0);
@@ -507,6 +531,7 @@ StatsRegistry::Entry StatsRegistry::fresh_from(Entry& old, const std::string& ke
   fresh.counters.deployment = key;
   fresh.counters.in_flight = old.counters.in_flight;
   fresh.counters.awaiting_first_token = old.counters.awaiting_first_token;
+  fresh.counters.awaiting_guessed = old.counters.awaiting_guessed;
   fresh.awaiting_since = std::move(old.awaiting_since);
   fresh.ttft.set_prior(old.ttft.prior());
   fresh.tps_prior = old.tps_prior;

@@ -71,6 +71,10 @@ inline constexpr std::chrono::milliseconds kStaleEstimate{1000};
 
 // How many of the latest TTFT samples count as recent evidence.
 inline constexpr std::size_t kRecentSamples = 20;
+
+// How long a lost size race's slope floor holds (DeploymentStats::
+// prefill_floor_ms_per_1k): a deployment may have changed after that.
+inline constexpr std::chrono::minutes kPrefillFloorTtl{5};
 inline constexpr std::size_t kConfirmSamples = 3;
 
 // The statistics of one kind of traffic to a deployment. Requests that ask
@@ -166,6 +170,15 @@ struct DeploymentStats {
   double prefill_prior_ms_per_1k = config::kDefaultPrefillMsPer1k;
   double prefill_spread = 0;
   std::uint64_t prefill_samples = 0;
+  double prefill_mean_k = 0;  // the sizes seen, their mean (thousands of tokens)
+  // A lower bound on the slope while the fit guesses at a size: an attempt
+  // at that size lost a race after waiting this long per 1k tokens beyond
+  // the level (0: none within kPrefillFloorTtl). prefill_ms_per_1k is at
+  // least this; the router does not race such a size on it again.
+  double prefill_floor_ms_per_1k = 0;
+  // Attempts awaiting their first token at a size the fit guesses at
+  // (PrefillFit::guess when they started): the size races in flight.
+  std::int64_t awaiting_guessed = 0;
   // Prompt caching (docs/routing.md, "Prompt-cache affinity"): whether
   // its answers have ever reported input read from its cache, and of the
   // prefixes the router expected it to hold (from kMinCachedTokens), the
@@ -232,6 +245,7 @@ class StatsRegistry {
     bool ended_ = false;
     std::int64_t joined_ = 0;  // attempts already awaiting when it started
     double input_k_ = 0;       // thousands of input tokens
+    bool guessed_ = false;     // counted in awaiting_guessed
     // Its entry in awaiting_since: since_ plus the prefill expected then.
     Clock::time_point awaiting_at_;
   };
@@ -290,6 +304,14 @@ class StatsRegistry {
     double base_of(double ms, double k) const;
     PrefillFit prefill;
     double prefill_prior = config::kDefaultPrefillMsPer1k;
+    // The slope floor of a lost size race (DeploymentStats::
+    // prefill_floor_ms_per_1k), the size it was lost at and when.
+    double prefill_floor = 0;
+    double prefill_floor_k = 0;
+    Clock::time_point prefill_floor_at{};
+    double prefill_floor_now(Clock::time_point now) const {
+      return now - prefill_floor_at < kPrefillFloorTtl ? prefill_floor : 0;
+    }
     DeploymentStats counters;
     TtftLevel ttft;
     WindowedQuantiles ttft_window;
@@ -309,7 +331,7 @@ class StatsRegistry {
     bool bounded = false;  // raised by lower bounds since the last first token
     std::optional<Clock::time_point> last_attempt_start;
     DecayedEwma usual_awaiting;
-    void stop_awaiting(Clock::time_point since);  // its lock held
+    void stop_awaiting(Clock::time_point since, bool guessed);  // its lock held
 
     // The snapshot's figures of the two windows (percentiles, recent
     // evidence), written into `counters`. The router takes a snapshot per

@@ -685,6 +685,12 @@ bool recorded(gateway::Gateway& gw, const std::string& deployment, std::uint64_t
 
 const std::string kLatencyRouting = "routing: {exploration: 0, defaults: {policy: latency}}\n";
 
+// `policy`, no exploration and no hedge on evidence of a stall.
+std::string routing_without_stall_hedges(const std::string& policy) {
+  return "routing: {exploration: 0, defaults: {policy: " + policy +
+         ", hedging: {on_stall: false}}}\n";
+}
+
 TEST_F(GatewayTest, LatencyPolicyMovesTrafficOffAProviderThatSlowsDown) {
   start_sims(fixed_ttft(5), fixed_ttft(60));
   start_gateway("10s", "2s", "", "1s", kLatencyRouting);
@@ -996,9 +1002,7 @@ TEST_F(GatewayTest, ALongPromptAmongShortOnesGetsItsPrefillInItsDeadline) {
   sim::Profile prefill = fixed_ttft(20);
   prefill.prefill_ms_per_1k_tokens = 80;
   start_sims(prefill, prefill);
-  start_gateway("5s", "2s", "", "1s",
-                "routing: {exploration: 0, defaults: {policy: ordered, hedging: {on_stall: "
-                "false}}}\n");
+  start_gateway("5s", "2s", "", "1s", routing_without_stall_hedges("ordered"));
   HttpClient c(port_);
   for (int i = 0; i < 20; ++i) {
     auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
@@ -1022,6 +1026,45 @@ TEST_F(GatewayTest, ALongPromptAmongShortOnesGetsItsPrefillInItsDeadline) {
   EXPECT_LT(a->ttft_estimate_ms, 400) << a->ttft_estimate_ms;
 }
 
+// Routing III, exploring a prompt size: both deployments have answered short
+// prompts only, so a long prompt's prefill is a guess from the prior on
+// each; a is faster for short prompts and first by that guess, but reads
+// prompts 8x slower. The long prompt races both from the start, b answers;
+// the next long prompt goes to b alone, on the slope its answer taught.
+TEST_F(GatewayTest, AFirstLongPromptRacesTwoDeploymentsThenGoesWhereItsPrefillIsFastest) {
+  sim::Profile a = fixed_ttft(20), b = fixed_ttft(60);
+  a.prefill_ms_per_1k_tokens = 80;
+  b.prefill_ms_per_1k_tokens = 10;
+  start_sims(a, b);
+  start_gateway("5s", "2s", "", "1s", routing_without_stall_hedges("latency"));
+  HttpClient c(port_);
+  for (const char* order : {"a/model-a", "b/model-b"}) {
+    for (int i = 0; i < 5; ++i) {
+      auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false),
+                         {{"content-type", "application/json"}, {"x-llmgate-order", order}});
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+  }
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 5));
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 5));
+  const std::string prompt(80'000, 'x');  // ~20k tokens: a 1.6 s of prefill, b 0.2 s
+  const std::string body =
+      R"({"model":"chat","messages":[{"role":"user","content":")" + prompt + R"("}]})";
+  auto first = c.request("POST", "/v1/chat/completions", body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-llmgate-deployment"), "b/model-b") << first.header("x-llmgate-route");
+  EXPECT_NE(first.header("x-llmgate-route").find("explore-size"), std::string::npos)
+      << first.header("x-llmgate-route");
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 6));
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 6));  // the race's loser
+  auto second = c.request("POST", "/v1/chat/completions", body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_EQ(second.header("x-llmgate-route").find("explore-size"), std::string::npos)
+      << second.header("x-llmgate-route");
+  EXPECT_EQ(second.header("x-llmgate-attempts"), "1");
+}
+
 // Routing III: prompt-cache affinity. A conversation's follow-up goes to the
 // deployment that read its previous turn -- whose cache holds the prefix --
 // though another is faster for a prompt nobody holds; the provider reports
@@ -1033,9 +1076,7 @@ TEST_F(GatewayTest, AFollowUpGoesWhereItsConversationsPrefixIsCached) {
     p->prefix_cache = true;
   }
   start_sims(a, b);
-  start_gateway("5s", "2s", "", "1s",
-                "routing: {exploration: 0, defaults: {policy: latency, hedging: {on_stall: "
-                "false}}}\n");
+  start_gateway("5s", "2s", "", "1s", routing_without_stall_hedges("latency"));
   HttpClient c(port_);
   const std::string system(24'000, 's');  // ~6k tokens: ~240 ms of prefill
   // A conversation of `turns` exchanges about `topic`, then a question.

@@ -520,6 +520,29 @@ TEST(PrefillFit, KeepsThePriorUntilItSeesSizesThenLearnsTheSlope) {
   EXPECT_GE(flat.slope(50), 0);
 }
 
+TEST(PrefillFit, ItsDoubtIsThePriorsShareOfAPredictionAwayFromTheSizesSeen) {
+  PrefillFit fit;
+  // Nothing seen: a 25k-token prompt's whole prefill at the prior is a guess.
+  EXPECT_DOUBLE_EQ(fit.doubt_ms(25, 50), 25 * 50);
+  EXPECT_TRUE(PrefillFit::guess(fit.doubt_ms(25, 50), 150));
+  // Short prompts only: their size is known, a long one's prefill is not.
+  for (int i = 0; i < 100; ++i) fit.add(0.1, 150, 50);
+  EXPECT_NEAR(fit.doubt_ms(0.1, 50), 0, 1e-9);
+  EXPECT_NEAR(fit.doubt_ms(25, 50), 24.9 * 50, 1e-6);
+  EXPECT_FALSE(PrefillFit::guess(fit.doubt_ms(1, 50), 150));  // 45 ms: no guess
+  // One answer at 25k tokens: the slope is the fit's own, the doubt small.
+  fit.add(25, 2150, 50);
+  EXPECT_NEAR(fit.slope(50), 80, 1);
+  EXPECT_LT(fit.doubt_ms(25, 50), 50);
+  EXPECT_FALSE(PrefillFit::guess(fit.doubt_ms(25, 50), 150));
+  // Long prompts of one size only: the slope is the prior's, but the line
+  // passes through their answers -- no doubt at that size.
+  PrefillFit one_size;
+  for (int i = 0; i < 20; ++i) one_size.add(25, 2150, 50);
+  EXPECT_NEAR(one_size.doubt_ms(25, 50), 0, 1e-9);
+  EXPECT_NEAR(one_size.base(50) + one_size.slope(50) * 25, 2150, 1e-6);
+}
+
 TEST(PrefillFit, AQueueingSpikeIsClippedNotTakenForPrefill) {
   PrefillFit fit;
   for (int i = 0; i < 200; ++i) fit.add(1 + (i % 20), 200 + 50 * (1 + (i % 20)), 50);

@@ -889,6 +889,80 @@ TEST(RouterPrefill, ALongPromptExpectsItsPrefillAndGetsItInItsDeadlineAndHedgeDe
   EXPECT_NE(explain(d).find("in ~50.0k tok prefill ~1000ms"), std::string::npos) << explain(d);
 }
 
+// Exploring a prompt size: two deployments that have answered short
+// prompts only (150 and 250 ms), the prior's 50 ms per 1k tokens on both.
+struct SizeRaceFixture : Fixture {
+  SizeRaceFixture() : Fixture({150, 250}) {
+    for (auto& v : views) {
+      v.stats.prefill_ms_per_1k = v.stats.prefill_prior_ms_per_1k = 50;
+      v.stats.prefill_mean_k = 0.1;
+    }
+  }
+  RouteRequest long_prompt() const {
+    auto r = request();
+    r.prompt_bytes = 100'000;  // 25k tokens: 1.25 s at the prior, a guess
+    return r;
+  }
+};
+
+TEST(RouterPrefill, ALongPromptWhoseTtftIsAGuessRacesTheNextCandidateFromTheStart) {
+  SizeRaceFixture f;
+  auto d = f.decide(f.long_prompt());
+  ASSERT_EQ(Fixture::order(d), (Names{"p0", "p1"}));
+  EXPECT_TRUE(d.candidates[0].size_race);
+  EXPECT_TRUE(d.candidates[0].explored);
+  EXPECT_TRUE(d.candidates[0].capped);
+  EXPECT_EQ(d.candidates[0].hedge_delay, 0ms);  // latency: both from the start
+  EXPECT_FALSE(d.candidates[1].explored);
+  EXPECT_NE(explain(d).find("explore-size hedge@0ms"), std::string::npos) << explain(d);
+  // A short prompt is no guess: no race.
+  auto short_prompt = f.request();
+  short_prompt.prompt_bytes = 2'000;
+  d = f.decide(short_prompt);
+  EXPECT_FALSE(d.candidates[0].size_race);
+  EXPECT_FALSE(d.candidates[0].explored);
+  // Nor under a policy that does not score the first token.
+  auto cheapest = f.long_prompt();
+  cheapest.policy.policy = Policy::kCost;
+  EXPECT_FALSE(f.decide(cheapest).candidates[0].size_race);
+}
+
+TEST(RouterPrefill, NoSizeRaceWhereTheFirstChoiceIsKnownOrWasRacedOrTheNextCannotWin) {
+  {
+    SizeRaceFixture f;  // the first choice has answered prompts of many sizes
+    f.views[0].stats.prefill_spread = 600;
+    EXPECT_FALSE(f.decide(f.long_prompt()).candidates[0].size_race);
+  }
+  {
+    SizeRaceFixture f;  // ...or of this size
+    f.views[0].stats.prefill_mean_k = 25;
+    EXPECT_FALSE(f.decide(f.long_prompt()).candidates[0].size_race);
+  }
+  {
+    SizeRaceFixture f;  // it lost such a race: its slope has a floor
+    f.views[0].stats.prefill_floor_ms_per_1k = 24;
+    EXPECT_FALSE(f.decide(f.long_prompt()).candidates[0].size_race);
+  }
+  {
+    SizeRaceFixture f;  // kMaxSizeRaces of them are in flight there
+    f.views[0].stats.awaiting_guessed = kMaxSizeRaces;
+    EXPECT_FALSE(f.decide(f.long_prompt()).candidates[0].size_race);
+    f.views[0].stats.awaiting_guessed = kMaxSizeRaces - 1;
+    EXPECT_TRUE(f.decide(f.long_prompt()).candidates[0].size_race);
+  }
+  {
+    SizeRaceFixture f;  // the next one is slower than any slope could make the first
+    f.views[1].stats.ttft_estimate_ms = 3'000;
+    EXPECT_FALSE(f.decide(f.long_prompt()).candidates[0].size_race);
+  }
+  {
+    SizeRaceFixture f;  // a single-attempt plan learns nothing
+    auto r = f.long_prompt();
+    r.policy.max_attempts = 1;
+    EXPECT_FALSE(f.decide(r).candidates[0].size_race);
+  }
+}
+
 }  // namespace
 }  // namespace llmgate::routing
 

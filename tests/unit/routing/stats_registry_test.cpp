@@ -355,6 +355,59 @@ TEST(StatsRegistry, LongPromptsInFlightAreNotAStallWhileTheyPrefill) {
   d.end(t0 + 11s);
 }
 
+TEST(StatsRegistry, AttemptsAtASizeTheFitGuessesAtAreCounted) {
+  StatsRegistry reg;
+  reg.set_prior("p/m", 150, 50);
+  {
+    StatsRegistry::InFlight shorter(reg, "p/m", t0, 500);  // 25 ms at the prior: no guess
+    StatsRegistry::InFlight longer(reg, "p/m", t0, 25'000);
+    EXPECT_EQ(reg.get("p/m", t0)->awaiting_guessed, 1);
+    longer.first_token(std::nullopt, t0 + 2s);  // answering: no longer awaiting
+    EXPECT_EQ(reg.get("p/m", t0 + 2s)->awaiting_guessed, 0);
+    StatsRegistry::InFlight again(reg, "p/m", t0 + 2s, 25'000);
+    EXPECT_EQ(reg.get("p/m", t0 + 2s)->awaiting_guessed, 1);
+  }
+  EXPECT_EQ(reg.get("p/m", t0 + 3s)->awaiting_guessed, 0);
+}
+
+TEST(StatsRegistry, ASizeRaceLostFloorsTheSlopeUntilAnAnswerAtThatSize) {
+  StatsRegistry reg;
+  reg.set_prior("p/m", 150, 50);
+  for (int i = 0; i < 20; ++i) {
+    AttemptRecord r = success(t0 + i * 50ms, 150ms, 20, 200ms, 80);
+    r.input_tokens_est = 100;
+    reg.record(r, t0 + i * 50ms + 10ms);
+  }
+  const auto at = t0 + 2s;
+  // A 25k-token prompt (a guess at the prior's 50 ms per 1k) lost its race
+  // after 2.15 s: at least (2150 - ~150) / 25 = 80 ms per 1k.
+  AttemptRecord lost = failure(at, AttemptOutcome::kHedgeLost);
+  lost.input_tokens_est = 25'000;
+  reg.record(lost, at + 2150ms);
+  auto s = *reg.get("p/m", at + 2150ms);
+  EXPECT_NEAR(s.prefill_floor_ms_per_1k, 80, 2);
+  EXPECT_NEAR(s.prefill_ms_per_1k, 80, 2);
+  // A loss soon after the start bounds nothing new: the floor stays.
+  AttemptRecord quick_loss = failure(at + 3s, AttemptOutcome::kHedgeLost);
+  quick_loss.input_tokens_est = 25'000;
+  reg.record(quick_loss, at + 3s + 300ms);
+  EXPECT_NEAR(reg.get("p/m", at + 4s)->prefill_floor_ms_per_1k, 80, 2);
+  // It holds kPrefillFloorTtl...
+  EXPECT_EQ(reg.get("p/m", at + 4s + kPrefillFloorTtl)->prefill_floor_ms_per_1k, 0);
+  // ...or until an answer near that size: the fit has its own evidence then.
+  AttemptRecord answered = success(at + 5s, 2150ms, 20, 200ms, 80);
+  answered.input_tokens_est = 25'000;
+  reg.record(answered, at + 8s);
+  s = *reg.get("p/m", at + 8s);
+  EXPECT_EQ(s.prefill_floor_ms_per_1k, 0);
+  EXPECT_NEAR(s.prefill_ms_per_1k, 80, 3);
+  // A lost race at a size the fit knows floors nothing.
+  AttemptRecord known = failure(at + 9s, AttemptOutcome::kHedgeLost);
+  known.input_tokens_est = 25'000;
+  reg.record(known, at + 9s + 3s);
+  EXPECT_EQ(reg.get("p/m", at + 12s)->prefill_floor_ms_per_1k, 0);
+}
+
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
   // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
   // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).
