@@ -94,6 +94,9 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
       row["ttft_ms"] = ttft_json(s);
       row["tps"] = {{"estimate", s.tps_estimate}, {"p50", opt(s.tps_p50)}};
       row["output_chars_per_s"] = opt(s.chars_per_s_estimate);
+      // Its completed streams' longest pauses (docs/failure-semantics.md,
+      // "Stalls"): the stall deadline derives from their p95.
+      row["pauses"] = {{"longest_p95_ms", opt(s.pause_p95_ms)}, {"streams", s.pause_samples}};
       // The prompt's bytes per input token, learnt from the usage reported
       // (docs/routing.md, "Prompt size"), and the answers it learnt from.
       row["prompt"] = {{"bytes_per_input_token", s.bytes_per_input_token()},

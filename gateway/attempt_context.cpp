@@ -82,11 +82,13 @@ void relay_upstream_headers(const UpstreamHead& upstream, HeadLines& out, bool w
 
 failover::FaultReport AttemptContext::judge(const routing::Candidate& c,
                                             routing::AttemptRecord& rec, failover::Fault f,
-                                            std::string_view text) const {
+                                            std::string_view text, bool replaceable) const {
+  const failover::Deadlines d = deadlines(c);
   failover::FaultReport r = failover::judge_fault(
-      f,
-      failover::FaultContext{deadlines(c), std::chrono::steady_clock::now(),
-                             rec.first_token.has_value(), cfg.server.limits.max_event_bytes, text});
+      f, failover::FaultContext{d, std::chrono::steady_clock::now(), rec.first_token.has_value(),
+                                cfg.server.limits.max_event_bytes, text, replaceable});
+  rec.stall_derived =
+      r.outcome == routing::AttemptOutcome::kIdleTimeout && d.stall_derived(replaceable);
   rec.outcome = r.outcome;
   rec.detail = r.detail;
   if (rec.first_token && r.client_error.code) rec.fault_code = *r.client_error.code;

@@ -116,12 +116,15 @@ struct AttemptContext {
   }
   // The deadlines of an attempt on `c`.
   failover::Deadlines deadlines(const routing::Candidate& c) const {
-    return failover::Deadlines(c.timeouts, total_deadline(c));
+    return failover::Deadlines(c.timeouts, total_deadline(c), c.stall);
   }
   // Records what fault `f` makes of the attempt in `rec` (outcome, detail)
   // and returns the judgement (failover_policy.h).
+  // `replaceable`: the client has seen nothing of the attempt (its pause
+  // was the stall deadline).
   failover::FaultReport judge(const routing::Candidate& c, routing::AttemptRecord& rec,
-                              failover::Fault f, std::string_view text) const;
+                              failover::Fault f, std::string_view text,
+                              bool replaceable = false) const;
   // The configured provider keys, for redact_secrets (failure paths only).
   std::vector<std::string> provider_keys() const;
   // Whether attempts at the candidate ask for a stream (config, and what the

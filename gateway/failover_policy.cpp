@@ -47,7 +47,9 @@ FaultReport read_timeout(const FaultContext& c) {
     detail = "request deadline expired";
   } else if (c.first_token_seen) {
     o = AttemptOutcome::kIdleTimeout;
-    detail = "stream stalled: no data for " + ms(t.idle);
+    detail = "stream stalled: no data for " + ms(c.deadlines.pause(c.replaceable));
+    if (c.deadlines.stall_derived(c.replaceable))
+      detail += " (the stall deadline its streams' pauses give)";
   } else {
     o = AttemptOutcome::kTtftTimeout;
     detail = "no first token within the TTFT deadline of " + ms(t.ttft);
@@ -119,8 +121,11 @@ Effects effects_of(const routing::AttemptRecord& rec, std::chrono::milliseconds 
   // is slow, not broken: the estimator (a censored sample) moves traffic off
   // it, and ejecting it would only keep it out after it recovers. Silence
   // for the whole configured TTFT timeout is a failure for health.
+  // Likewise a stream given up at the stall deadline derived from its
+  // deployment's pauses, before the idle timeout.
   const bool merely_slow =
-      rec.outcome == AttemptOutcome::kTtftTimeout && planned_ttft < configured_ttft;
+      (rec.outcome == AttemptOutcome::kTtftTimeout && planned_ttft < configured_ttft) ||
+      (rec.outcome == AttemptOutcome::kIdleTimeout && rec.stall_derived);
   if (!routing::outcome_traits(rec.outcome).about_deployment || merely_slow) {
     e.health = HealthEffect::kNone;
   } else {

@@ -52,8 +52,9 @@ bool is_context_length_error(int status, std::string_view code, std::string_view
 // deadline (p95 x factor), shorter than the configured one.
 class Deadlines {
  public:
-  Deadlines(const config::Timeouts& planned, Clock::time_point total)
-      : t_(planned), total_(total) {}
+  Deadlines(const config::Timeouts& planned, Clock::time_point total,
+            std::chrono::milliseconds stall = {})
+      : t_(planned), total_(total), stall_(stall) {}
 
   Clock::time_point total() const { return total_; }
   const config::Timeouts& timeouts() const { return t_; }
@@ -65,11 +66,20 @@ class Deadlines {
   Clock::time_point first_token(Clock::time_point request_sent) const {
     return cap(request_sent + t_.ttft);
   }
+  // How long a stream may pause after its first token: the idle timeout,
+  // or while the attempt is `replaceable` (the client has seen nothing of
+  // it: another deployment can still answer) the stall deadline the router
+  // derived from the deployment's pauses, when it has one.
+  std::chrono::milliseconds pause(bool replaceable) const {
+    return replaceable && stall_.count() > 0 ? std::min(stall_, t_.idle) : t_.idle;
+  }
+  // The pause is the derived stall deadline, shorter than the idle timeout.
+  bool stall_derived(bool replaceable) const { return pause(replaceable) < t_.idle; }
   // The next upstream read: the TTFT deadline until the first token, then the
-  // idle timeout from now.
+  // pause from now.
   Clock::time_point next_read(Clock::time_point now, Clock::time_point request_sent,
-                              bool first_token_seen) const {
-    return first_token_seen ? cap(now + t_.idle) : first_token(request_sent);
+                              bool first_token_seen, bool replaceable = false) const {
+    return first_token_seen ? cap(now + pause(replaceable)) : first_token(request_sent);
   }
   bool total_expired(Clock::time_point now) const { return now >= total_; }
 
@@ -77,6 +87,7 @@ class Deadlines {
   Clock::time_point cap(Clock::time_point t) const { return t < total_ ? t : total_; }
   config::Timeouts t_;
   Clock::time_point total_;
+  std::chrono::milliseconds stall_;
 };
 
 // ---- Faults -----------------------------------------------------------------
@@ -103,6 +114,8 @@ struct FaultContext {
   // The observer's words: the upstream's (redacted) error message, the
   // parser's, the socket error's or the Content-Type.
   std::string_view text;
+  // The client has seen nothing of the attempt (Deadlines::pause).
+  bool replaceable = false;
 };
 
 // What a fault makes of the attempt: its outcome and detail (log, metrics,

@@ -148,6 +148,9 @@ class Relay {
   beast::error_code parse_buffered(std::size_t space);
   // Body bytes to offer the SSE parser per read (see kMinRead).
   std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity()); }
+  // The client has seen nothing of this attempt: another deployment can
+  // still answer it (a stall is cut at the stall deadline, not the idle one).
+  bool replaceable() const { return !state_.committed(); }
   // What the reads made of the committed stream is due to the client (with
   // the head, the first events).
   bool flush_due() {
@@ -190,6 +193,9 @@ class Relay {
   int quiet_reads_ = 0;               // see kQuietReads
   std::span<char> space_;             // this read's body space (the SSE parser's)
   std::size_t read_room_ = 0;         // what this read's socket read was offered
+  Clock::time_point last_data_at_{};  // the last read with data, from the first token on
+  Clock::duration longest_pause_{};   // the longest wait between two such reads
+  int pauses_ = 0;                    // how many such waits
   std::shared_ptr<ReadDeadline> deadline_;
 };
 
@@ -202,7 +208,7 @@ class Relay {
 bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
   ReadDeadline& d = *deadline_;
   d.deadline = ctx_.deadlines(up_.c).next_read(Clock::now(), up_.rec.request_sent,
-                                               up_.rec.first_token.has_value());
+                                               up_.rec.first_token.has_value(), replaceable());
   d.expired = false;
   if (d.deadline < d.armed) wait_for_deadline(deadline_);  // none pending, or a later one
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
@@ -265,6 +271,14 @@ beast::error_code Relay::deliver(beast::error_code ec) {
     auto on_event = [&](const providers::SseEvent& ev) { state_.on_event(ev, now); };
     if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
       state_.on_event_too_large();
+    // The stream's pauses after its first token (AttemptRecord::longest_pause).
+    if (up_.rec.first_token) {
+      if (last_data_at_ != Clock::time_point{}) {
+        longest_pause_ = std::max(longest_pause_, now - last_data_at_);
+        ++pauses_;
+      }
+      last_data_at_ = now;
+    }
     if (std::string id = state_.take_response_id(); !id.empty()) ctx_.remember_response(id, up_.c);
     if (auto speed = state_.take_speed_sample()) {
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
@@ -307,7 +321,7 @@ std::optional<AttemptResult> Relay::on_read() {
   }
   // Before the commit any fault fails the attempt over: nothing was sent.
   if (fault_ && !state_.committed()) {
-    ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+    ctx_.judge(up_.c, up_.rec, *fault_, fault_text_, replaceable());
     return AttemptResult{};
   }
   switch (claim_output()) {
@@ -344,7 +358,7 @@ std::optional<AttemptResult> Relay::on_read_error(beast::error_code ec) {
   fault_ = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
   fault_text_ = ec.message();
   if (state_.committed()) return std::nullopt;  // the client gets an error event
-  ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+  ctx_.judge(up_.c, up_.rec, *fault_, fault_text_, replaceable());
   return AttemptResult{};
 }
 
@@ -394,7 +408,7 @@ net::awaitable<AttemptResult> Relay::run() {
   }
   if (!fault_ && !state_.complete()) fault_ = failover::Fault::kEndedWithoutFinish;
   if (fault_) {
-    failover::FaultReport r = ctx_.judge(up_.c, up_.rec, *fault_, fault_text_);
+    failover::FaultReport r = ctx_.judge(up_.c, up_.rec, *fault_, fault_text_, replaceable());
     if (!state_.committed()) co_return AttemptResult{};
     co_return co_await end_with_error(r.client_error);
   }
@@ -468,6 +482,8 @@ void Relay::note_first_token_relayed() {
 // non-streamed body; then the upstream connection is kept if it can be.
 net::awaitable<AttemptResult> Relay::finish() {
   up_.rec.outcome = AttemptOutcome::kSuccess;
+  if (pauses_ >= routing::AttemptRecord::kMinPauseReads)
+    up_.rec.longest_pause = std::chrono::duration_cast<std::chrono::microseconds>(longest_pause_);
   AttemptResult result{true, ctx_.rc.keep_alive};
   if (ctx_.req.stream) {
     state_.end_stream();

@@ -105,6 +105,15 @@ struct AttemptRecord {
   // and the last output event (else they were spent before the first one).
   bool reasoning_streamed = false;
   std::int64_t output_chars = 0;  // tokenizer-neutral output size
+  // A stream that completed: the longest wait between two reads after its
+  // first token (from kMinPauseReads reads on; else unset). What its
+  // deployment's stall deadline derives from (docs/failure-semantics.md,
+  // "Stalls").
+  std::optional<std::chrono::microseconds> longest_pause;
+  static constexpr int kMinPauseReads = 8;
+  // The stream was given up at the stall deadline derived from those pauses
+  // (shorter than timeouts.idle): the deployment was slow, not broken.
+  bool stall_derived = false;
   bool reused_connection = false;
   std::optional<int> retry_after_s;
   std::string detail;          // human-readable reason for failures

@@ -392,6 +392,14 @@ void estimate(std::vector<Working>& hard_ok, const config::RoutingPolicy& policy
       w.pc.candidate.timeouts.ttft =
           std::clamp(derived, std::min(options.min_ttft_deadline, configured), configured);
     }
+    // The stall deadline: a stream that pauses far longer than the
+    // deployment's streams do is stalled, seconds before timeouts.idle.
+    if (s.pause_p95_ms && s.pause_samples >= kMinPauseSamples) {
+      const auto derived =
+          milliseconds(static_cast<std::int64_t>(std::ceil(kStallFactor * *s.pause_p95_ms)));
+      w.pc.candidate.stall =
+          std::min(w.pc.candidate.timeouts.idle, std::max(kMinStallDeadline, derived));
+    }
     // A long prompt gets its prefill on top, generously (twice the larger of
     // the fitted and the prior slope): the deadline is there to catch a
     // stall, and a prompt's prefill is not one. timeouts.ttft bounds the
@@ -858,6 +866,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     auto& last = out.candidates.back().candidate;
     last.timeouts.ttft = request.cfg->timeouts_for(*last.provider, *last.deployment).ttft +
                          out.candidates.back().prefill_allowance;
+    last.stall = milliseconds(0);  // likewise: a pause is not cut short
   }
 }
 

@@ -54,6 +54,13 @@ inline constexpr std::chrono::milliseconds kStaleRecheck{2000};
 // At most this many attempts at once at prompt sizes a deployment's prefill
 // fit only guesses at (DeploymentStats::awaiting_guessed) start a size race.
 inline constexpr std::int64_t kMaxSizeRaces = 3;
+// The stall deadline of an attempt that can still be replaced: kStallFactor
+// x the p95 of the longest pause of each of its deployment's completed
+// streams, from kMinPauseSamples streams on, at least kMinStallDeadline and
+// at most timeouts.idle (docs/failure-semantics.md, "Stalls").
+inline constexpr double kStallFactor = 3;
+inline constexpr std::chrono::milliseconds kMinStallDeadline{2000};
+inline constexpr std::size_t kMinPauseSamples = 10;
 // The floor of a capped connect deadline (exploration, re-checks, probes).
 inline constexpr std::chrono::milliseconds kMinCappedConnect{500};
 

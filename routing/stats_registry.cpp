@@ -70,6 +70,7 @@ StatsRegistry::Entry::Entry(const StatsOptions& o)
       tps(o.ttft_tau),
       chars_per_s(o.ttft_tau),
       tps_window(o.window, o.window_max_samples),
+      pause_window(o.window, o.window_max_samples),
       failures(o.error_tau),
       tps_prior(o.tps_prior),
       // The usual queue follows the load within about a second: the lag
@@ -358,6 +359,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     }
   }
 
+  if (ok && r.longest_pause) e.pause_window.add(ms(*r.longest_pause), now);
   if (ok && r.output_tokens && *r.output_tokens >= options_.min_tokens_for_tps) {
     if (auto tps = r.tps()) {
       e.tps.observe(*tps, now);
@@ -372,7 +374,8 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
 
 void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
   if (ttft_window.version() == figures_ttft_version_ &&
-      tps_window.version() == figures_tps_version_ && now < figures_until_) {
+      tps_window.version() == figures_tps_version_ &&
+      pause_window.version() == figures_pause_version_ && now < figures_until_) {
     return;
   }
   DeploymentStats& s = counters;
@@ -404,11 +407,15 @@ void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
   s.ttft_recent_p99_ms = q[3];
   s.ttft_last_few_max_ms = ttft_window.recent_max_observed(now, kConfirmSamples);
   s.tps_p50 = tps_window.quantile(0.5, now);
+  s.pause_p95_ms = pause_window.quantile(0.95, now);
+  s.pause_samples = pause_window.count(now);
   // The queries above evicted what `now` expires: the figures hold until a
   // sample comes or goes.
   figures_ttft_version_ = ttft_window.version();
   figures_tps_version_ = tps_window.version();
-  figures_until_ = std::min(ttft_window.expires_at(), tps_window.expires_at());
+  figures_pause_version_ = pause_window.version();
+  figures_until_ =
+      std::min({ttft_window.expires_at(), tps_window.expires_at(), pause_window.expires_at()});
 }
 
 DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {

@@ -139,6 +139,11 @@ struct DeploymentStats {
   std::uint64_t unstreamed_samples = 0;
   double tps_estimate = 0;
   std::optional<double> tps_p50;
+  // The longest pause between two reads of its completed streams (after
+  // the first token): the window's p95 and how many streams it holds. The
+  // stall deadline derives from it (Router: kStallFactor).
+  std::optional<double> pause_p95_ms;
+  std::size_t pause_samples = 0;
   std::optional<double> chars_per_s_estimate;
   double error_rate = 0;
   std::uint32_t consecutive_failures = 0;
@@ -318,6 +323,7 @@ class StatsRegistry {
     DecayedEwma tps;
     DecayedEwma chars_per_s;
     WindowedQuantiles tps_window;
+    WindowedQuantiles pause_window;  // AttemptRecord::longest_pause, ms
     FailureTracker failures;
     double tps_prior;
     // When each attempt still awaiting its first token started (unordered).
@@ -344,6 +350,7 @@ class StatsRegistry {
    private:
     std::uint64_t figures_ttft_version_ = ~std::uint64_t{0};
     std::uint64_t figures_tps_version_ = ~std::uint64_t{0};
+    std::uint64_t figures_pause_version_ = ~std::uint64_t{0};
     Clock::time_point figures_until_{};
   };
   // An entry and the lock that guards it. Each deployment (and effort) has

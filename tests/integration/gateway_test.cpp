@@ -1464,5 +1464,52 @@ TEST_F(GatewayTest, TheConsoleAndItsHistoryShowFailoversAndSamples) {
   EXPECT_NE(page.body.find("</html>"), std::string::npos);  // all of it, compiled in
 }
 
+// Failover III, stalls: a deployment whose streams never pause more than a
+// few ms stalls after 5 tokens. A non-streamed request (the client has seen
+// nothing) fails over at the stall deadline its streams' pauses give (2 s,
+// the floor), not the idle timeout (4 s here, 30 s by default); a streaming
+// client, whose stream is the deployment's from its first token, keeps the
+// idle timeout (without continuation there is nothing better to do).
+TEST_F(GatewayTest, AStalledStreamIsGivenUpAtItsStallDeadlineWhileAnotherCanStillAnswer) {
+  start_sims(streaming(5, 20, 400), fast_profile());
+  start_gateway("2s", "4s");
+  HttpClient c(port_);
+  for (int i = 0; i < 12; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  }
+  ASSERT_TRUE(eventually([&] {
+    auto s = gw_->stats().get("a/model-a");
+    return s && s->pause_samples >= 12;
+  }));
+  EXPECT_LT(*gw_->stats().get("a/model-a")->pause_p95_ms, 500);
+  sim::Profile stall = streaming(5, 20, 400);
+  stall.stall_after_tokens = 5;
+  stall.stall_ms = 60'000;
+  sim_a_->set_profile("model-a", stall);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "b/model-b");
+  EXPECT_NE(r.header("x-llmgate-failed").find("idle_timeout"), std::string::npos)
+      << r.header("x-llmgate-failed");
+  EXPECT_LT(waited, std::chrono::milliseconds(3'900));  // before the idle timeout
+  // Slow, not broken: given up at a deadline tighter than the configured one.
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kIdleTimeout);
+
+  const auto t1 = std::chrono::steady_clock::now();
+  HttpClient s(port_);
+  ASSERT_EQ(s.start("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  auto events = s.rest_of_events();
+  EXPECT_GE(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(4'000));
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events.back(), "[DONE]");
+  EXPECT_NE(events.back().find("stream stalled: no data for 4000ms"), std::string::npos)
+      << events.back();
+}
+
 }  // namespace
 }  // namespace llmgate

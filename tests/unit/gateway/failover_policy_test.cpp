@@ -197,6 +197,33 @@ TEST(FailoverPolicy, MissingALiveDeadlineIsSlowMissingTheConfiguredOneIsAFailure
             HealthEffect::kFailure);
 }
 
+// Stalls (docs/failure-semantics.md, "Stalls"): after the first token a
+// read may wait the stall deadline while the attempt is replaceable (the
+// client has seen nothing of it), else the idle timeout.
+TEST(FailoverPolicy, AReplaceableStreamPausesUntilItsStallDeadlineACommittedOneUntilIdle) {
+  const Deadlines d(timeouts(), kT0 + 3s, 200ms);
+  EXPECT_EQ(d.pause(/*replaceable=*/true), 200ms);
+  EXPECT_EQ(d.pause(/*replaceable=*/false), 600ms);
+  EXPECT_TRUE(d.stall_derived(true));
+  EXPECT_FALSE(d.stall_derived(false));
+  EXPECT_EQ(d.next_read(kT0 + 1s, kT0, true, true), kT0 + 1s + 200ms);
+  EXPECT_EQ(d.next_read(kT0 + 1s, kT0, true, false), kT0 + 1s + 600ms);
+  EXPECT_EQ(d.next_read(kT0 + 1s, kT0, false, true), kT0 + 600ms);  // before: the TTFT deadline
+  // No derived deadline, or one past the idle timeout: the idle timeout.
+  EXPECT_EQ(Deadlines(timeouts(), kT0 + 3s).pause(true), 600ms);
+  EXPECT_EQ(Deadlines(timeouts(), kT0 + 3s, 900ms).pause(true), 600ms);
+  EXPECT_FALSE(Deadlines(timeouts(), kT0 + 3s, 900ms).stall_derived(true));
+  // The detail names the deadline the stream missed.
+  const auto r = judge_fault(Fault::kReadTimeout, FaultContext{d, kT0 + 1s, true, 65536, "", true});
+  EXPECT_EQ(r.outcome, AttemptOutcome::kIdleTimeout);
+  EXPECT_NE(r.detail.find("no data for 200ms (the stall deadline"), std::string::npos) << r.detail;
+  // Given up at the derived deadline: slow, not broken; at the idle timeout: a failure.
+  auto stalled = record(AttemptOutcome::kIdleTimeout);
+  EXPECT_EQ(effects_of(stalled, 600ms, 600ms).health, HealthEffect::kFailure);
+  stalled.stall_derived = true;
+  EXPECT_EQ(effects_of(stalled, 600ms, 600ms).health, HealthEffect::kNone);
+}
+
 TEST(FailoverPolicy, RetryAfterOn429Or503Or529StartsACooldown) {
   auto r = record(AttemptOutcome::kUpstreamStatus, 429);
   EXPECT_FALSE(effects_of(r, 600ms, 600ms).cooldown);  // status-429-no-retry-after

@@ -905,6 +905,32 @@ struct SizeRaceFixture : Fixture {
   }
 };
 
+// Failover III: the stall deadline from the deployment's streams' pauses.
+TEST(RouterStall, TheStallDeadlineIsThreeTimesThePausesP95BetweenTwoSecondsAndIdle) {
+  Fixture f({100, 150, 200});
+  f.cfg.timeouts.idle = 30s;
+  auto stall_of = [&](std::size_t i) {
+    const auto d = f.decide(f.request());
+    for (const auto& c : d.candidates)
+      if (c.candidate.deployment == &f.model->deployments[i]) return c.candidate.stall;
+    return -1ms;
+  };
+  EXPECT_EQ(stall_of(0), 0ms);  // nothing measured: the idle timeout
+  f.views[0].stats.pause_p95_ms = 1500;
+  f.views[0].stats.pause_samples = kMinPauseSamples - 1;
+  EXPECT_EQ(stall_of(0), 0ms);  // too few streams
+  f.views[0].stats.pause_samples = kMinPauseSamples;
+  EXPECT_EQ(stall_of(0), 4500ms);
+  f.views[0].stats.pause_p95_ms = 40;
+  EXPECT_EQ(stall_of(0), kMinStallDeadline);
+  f.views[0].stats.pause_p95_ms = 20'000;
+  EXPECT_EQ(stall_of(0), 30s);
+  // The last candidate has nothing to fail over to: its pauses are not cut short.
+  f.views[2].stats.pause_p95_ms = 40;
+  f.views[2].stats.pause_samples = kMinPauseSamples;
+  EXPECT_EQ(stall_of(2), 0ms);
+}
+
 TEST(RouterPrefill, ALongPromptWhoseTtftIsAGuessRacesTheNextCandidateFromTheStart) {
   SizeRaceFixture f;
   auto d = f.decide(f.long_prompt());

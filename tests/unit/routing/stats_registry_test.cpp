@@ -408,6 +408,25 @@ TEST(StatsRegistry, ASizeRaceLostFloorsTheSlopeUntilAnAnswerAtThatSize) {
   EXPECT_EQ(reg.get("p/m", at + 12s)->prefill_floor_ms_per_1k, 0);
 }
 
+TEST(StatsRegistry, CompletedStreamsLongestPausesAreKeptForTheStallDeadline) {
+  StatsRegistry reg;
+  for (int i = 0; i < 20; ++i) {
+    AttemptRecord r = success(t0 + i * 100ms, 50ms, 40, 500ms, 160);
+    r.longest_pause = std::chrono::milliseconds(i < 19 ? 30 : 400);  // one slow pause
+    reg.record(r, t0 + i * 100ms + 600ms);
+  }
+  // A failed stream's pause (it ended in one) is not a normal pause.
+  AttemptRecord cut = failure(t0 + 3s, AttemptOutcome::kTruncated);
+  cut.first_token = t0 + 3s + 50ms;
+  cut.longest_pause = std::chrono::milliseconds(5000);
+  reg.record(cut, t0 + 9s);
+  const auto s = *reg.get("p/m", t0 + 9s);
+  EXPECT_EQ(s.pause_samples, 20u);
+  ASSERT_TRUE(s.pause_p95_ms);
+  EXPECT_GE(*s.pause_p95_ms, 30);
+  EXPECT_LE(*s.pause_p95_ms, 400);
+}
+
 TEST(StatsRegistry, ConstantSamplesGiveAnUnbiasedEstimate) {
   // The prior is 1 s; a deployment that answers in 150 ms every 50 ms for
   // two minutes reads 150 ms, not 150 + (1000 - 150) x tau / (tau + relax).
