@@ -116,6 +116,21 @@ std::string head_role_tokens(int n) {
 
 std::string cut(const std::string& s) { return s.substr(0, s.size() / 2); }
 
+// One attempt on bad/m ended as `outcome` (llmgate_upstream_attempts_total).
+void expect_bad_attempt(const std::string& metrics, const std::string& outcome) {
+  EXPECT_EQ(metric_value(metrics, "llmgate_upstream_attempts_total",
+                         "deployment=\"bad/m\",outcome=\"" + outcome + "\""),
+            1)
+      << "no attempt on bad/m ended as " << outcome;
+}
+
+// A model `name` served by bad/m, then good/m, at `operation` only.
+std::string bad_then_good(const std::string& name, const std::string& operation) {
+  return "  - name: " + name +
+         "\n    deployments:\n      - {provider: bad, model: m, operations: [" + operation +
+         "]}\n      - {provider: good, model: m, operations: [" + operation + "]}\n";
+}
+
 // The rows with bad/m speaking `p`: each fault in that protocol's framing
 // (tests/support/protocol_frames.h). Every row runs for every protocol; the
 // rows before any response byte (connect, TLS, reset, silence, trickle) send
@@ -132,6 +147,19 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
     EXPECT_EQ(r.header("x-llmgate-attempts"), "1");
     EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
     EXPECT_EQ(h.upstream()->stats().requests, 1u);
+  };
+  // A non-streaming client's row: it has seen nothing of bad/m's attempt,
+  // so the whole answer is good/m's.
+  auto whole_from_good = [](std::string id, Script script, std::string bad_outcome) {
+    return UpstreamRow{std::move(id),
+                       Target::kScript,
+                       std::move(script),
+                       false,
+                       200,
+                       "good/m",
+                       End::kJson,
+                       "",
+                       std::move(bad_outcome)};
   };
   std::vector<UpstreamRow> rows = {
       {"connect-refused",
@@ -306,6 +334,19 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
        End::kErrorEvent,
        "upstream_stream_error",
        "malformed"},
+      // Failover III: a non-streaming client has seen nothing of the attempt
+      // whatever broke after its first token -- the whole answer comes from
+      // the next deployment.
+      whole_from_good(
+          "error-event-after-first-token-non-stream",
+          {{K::kSend, head_role_tokens(f, 1) + chunk(f.in_band_error_event())}, {K::kHold}},
+          "malformed"),
+      whole_from_good("malformed-event-after-first-token-non-stream",
+                      {{K::kSend, head_role_tokens(f, 1) + chunk(f.malformed_event())}, {K::kHold}},
+                      "malformed"),
+      whole_from_good("end-without-finish-non-stream",
+                      {{K::kSend, head_role_tokens(f, 2) + testing::last_chunk()}, {K::kClose}},
+                      "truncated"),
       {"event-too-large",
        Target::kScript,
        {{K::kSend, f.head() + chunk(f.text_event(std::string(kMaxEventBytes + 1, 'a')))},
@@ -537,10 +578,7 @@ TEST_P(UpstreamFault, BehavesAsDocumented) {
         << h.upstream()->last_request().substr(0, 120);
   }
   auto m = h.metrics();
-  EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
-                         "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
-            1)
-      << "no attempt on bad/m ended as " << row.bad_outcome;
+  expect_bad_attempt(m, row.bad_outcome);
   if (row.served_by == "good/m") {
     EXPECT_EQ(metric_value(m, "llmgate_fallbacks_total", "reason=\"" + row.bad_outcome + "\""), 1);
   }
@@ -626,6 +664,7 @@ struct ResponsesRow {
   bool completed = true;   // ends with response.completed; else with an error event
   std::string error_code;  // the error event's code
   std::string bad_outcome;
+  bool stream = true;  // false: a non-streaming client (the whole response object)
 };
 
 void PrintTo(const ResponsesRow& row, std::ostream* os) { *os << row.id; }
@@ -634,6 +673,14 @@ std::vector<ResponsesRow> responses_rows() {
   using testing::chunk;
   const std::string h = responses_head();
   const std::string one = responses_opening() + responses_delta(0);
+  const Script cut_after = {{K::kSend, h + chunk(one) + cut(chunk(responses_delta(1)))},
+                            {K::kClose}};
+  // The error comes after the delta has gone to the client (in the same
+  // read, nothing would have been sent yet: the failover stays open).
+  const Script error_after = {{K::kSend, h + chunk(one)},
+                              {K::kSleep, "", 50ms},
+                              {K::kSend, chunk(responses_error_event())},
+                              {K::kHold}};
   return {
       {"responses-complete",
        {{K::kSend,
@@ -664,38 +711,44 @@ std::vector<ResponsesRow> responses_rows() {
        true,
        "",
        "ttft_timeout"},
-      {"responses-cut-after-first-delta",
-       {{K::kSend, h + chunk(one) + cut(chunk(responses_delta(1)))}, {K::kClose}},
-       "bad/m",
-       false,
-       "upstream_stream_truncated",
+      {"responses-cut-after-first-delta", cut_after, "bad/m", false, "upstream_stream_truncated",
        "truncated"},
-      // The error comes after the delta has gone to the client (in the same
-      // read, nothing would have been sent yet: the failover stays open).
-      {"responses-error-event-after-first-delta",
-       {{K::kSend, h + chunk(one)},
-        {K::kSleep, "", 50ms},
-        {K::kSend, chunk(responses_error_event())},
-        {K::kHold}},
-       "bad/m",
-       false,
-       "upstream_stream_error",
-       "malformed"},
+      {"responses-error-event-after-first-delta", error_after, "bad/m", false,
+       "upstream_stream_error", "malformed"},
+      // Failover III: a non-streaming client gets the whole response from
+      // the next deployment, whatever broke after the first delta.
+      {"responses-cut-after-first-delta-non-stream", cut_after, "good/m", true, "", "truncated",
+       false},
+      {"responses-error-event-after-first-delta-non-stream", error_after, "good/m", true, "",
+       "malformed", false},
+      {"responses-stall-after-first-delta-non-stream",
+       {{K::kSend, h + chunk(one)}, {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "idle_timeout",
+       false},
   };
 }
 
-const std::string kResponsesModel = R"(  - name: resp
-    deployments:
-      - {provider: bad, model: m, operations: [responses]}
-      - {provider: good, model: m, operations: [responses]}
-)";
+const std::string kResponsesModel = bad_then_good("resp", "responses");
 
 class ResponsesFault : public ::testing::TestWithParam<ResponsesRow> {};
 
 TEST_P(ResponsesFault, BehavesAsDocumented) {
   const ResponsesRow& row = GetParam();
   Harness h(Target::kScript, row.script, "", "", kResponsesModel);
-  {
+  if (!row.stream) {
+    HttpClient c(h.port());
+    auto r = c.request("POST", "/v1/responses", R"({"model":"resp","input":"hi"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-deployment"), row.served_by);
+    auto j = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_EQ(j["object"], "response") << r.body;
+    EXPECT_EQ(j["status"], "completed") << r.body;
+    EXPECT_EQ(r.body.find("tok0 "), std::string::npos) << r.body;  // nothing of bad/m's
+  } else {
     HttpClient c(h.port());
     auto head = c.start("POST", "/v1/responses", R"({"model":"resp","input":"hi","stream":true})");
     ASSERT_EQ(head.status, 200) << head.body;
@@ -733,10 +786,7 @@ TEST_P(ResponsesFault, BehavesAsDocumented) {
     }
   }
   auto m = h.metrics();
-  EXPECT_EQ(metric_value(m, "llmgate_upstream_attempts_total",
-                         "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\""),
-            1)
-      << "no attempt on bad/m ended as " << row.bad_outcome;
+  expect_bad_attempt(m, row.bad_outcome);
   EXPECT_EQ(metric_value(m, "llmgate_requests_total",
                          "gen_ai_operation_name=\"responses\",model=\"resp\",outcome=\"success\""),
             row.completed ? 1 : 0);
@@ -744,6 +794,104 @@ TEST_P(ResponsesFault, BehavesAsDocumented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Responses, ResponsesFault, ::testing::ValuesIn(responses_rows()),
+                         row_name);
+
+// ---- Legacy completions -------------------------------------------------------
+//
+// Chat's failure semantics with `choices[].text` as the output: a non-streaming
+// client gets the next deployment's whole answer whatever broke after the
+// first token; a streaming one gets an error event, never [DONE].
+
+std::string completion_event(int i) {
+  return "data: " +
+         json{{"id", "cmpl-bad"},
+              {"object", "text_completion"},
+              {"created", 1},
+              {"model", "m"},
+              {"choices", json::array({{{"text", "tok" + std::to_string(i) + " "},
+                                        {"index", 0},
+                                        {"logprobs", nullptr},
+                                        {"finish_reason", nullptr}}})}}
+             .dump() +
+         "\n\n";
+}
+
+struct CompletionsRow {
+  std::string id;
+  Script script;
+  bool stream = false;
+  std::string served_by;
+  std::string bad_outcome;
+  std::string error_code;  // a stream's error event
+};
+
+void PrintTo(const CompletionsRow& row, std::ostream* os) { *os << row.id; }
+
+std::vector<CompletionsRow> completions_rows() {
+  using testing::chunk;
+  const std::string h = responses_head();  // the same 200 event-stream head
+  const std::string two = completion_event(0) + completion_event(1);
+  const std::string error =
+      "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n";
+  return {
+      {"completions-cut-after-first-token",
+       {{K::kSend, h + chunk(two) + cut(chunk(completion_event(2)))}, {K::kClose}},
+       true,
+       "bad/m",
+       "truncated",
+       "upstream_stream_truncated"},
+      {"completions-cut-after-first-token-non-stream",
+       {{K::kSend, h + chunk(two) + cut(chunk(completion_event(2)))}, {K::kClose}},
+       false,
+       "good/m",
+       "truncated"},
+      {"completions-error-event-after-first-token-non-stream",
+       {{K::kSend, h + chunk(two) + chunk(error)}, {K::kHold}},
+       false,
+       "good/m",
+       "malformed"},
+      {"completions-stall-after-first-token-non-stream",
+       {{K::kSend, h + chunk(two)}, {K::kHold}},
+       false,
+       "good/m",
+       "idle_timeout"},
+  };
+}
+
+const std::string kCompletionsModel = bad_then_good("legacy", "completions");
+
+class CompletionsFault : public ::testing::TestWithParam<CompletionsRow> {};
+
+TEST_P(CompletionsFault, BehavesAsDocumented) {
+  const CompletionsRow& row = GetParam();
+  Harness h(Target::kScript, row.script, "", "", kCompletionsModel);
+  {
+    HttpClient c(h.port());
+    if (row.stream) {
+      auto head =
+          c.start("POST", "/v1/completions", R"({"model":"legacy","prompt":"hi","stream":true})");
+      ASSERT_EQ(head.status, 200) << head.body;
+      EXPECT_EQ(head.header("x-llmgate-deployment"), row.served_by);
+      auto events = c.rest_of_events();
+      ASSERT_FALSE(events.empty());
+      for (const auto& e : events) EXPECT_NE(e, "[DONE]");
+      EXPECT_EQ(json::parse(events.back())["error"]["code"], row.error_code) << events.back();
+      EXPECT_EQ(json::parse(events.front())["choices"][0]["text"], "tok0 ") << events.front();
+    } else {
+      auto r = c.request("POST", "/v1/completions", R"({"model":"legacy","prompt":"hi"})");
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(r.header("x-llmgate-deployment"), row.served_by);
+      auto j = json::parse(r.body);
+      EXPECT_EQ(j["object"], "text_completion") << r.body;
+      EXPECT_EQ(r.body.find("tok0 "), std::string::npos) << r.body;  // nothing of bad/m's
+    }
+  }
+  auto m = h.metrics();
+  expect_bad_attempt(m, row.bad_outcome);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Completions, CompletionsFault, ::testing::ValuesIn(completions_rows()),
                          row_name);
 
 TEST(ResponsesPinning, AContinuedConversationGoesOnlyToTheProviderThatStoredIt) {
