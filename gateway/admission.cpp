@@ -44,6 +44,26 @@ std::uint64_t conversation_key(const RequestHead& head, const providers::Request
 
 }  // namespace
 
+Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth) {
+  if (auth) {
+    switch (*auth) {
+      case AuthRejection::kUnauthenticated:
+      case AuthRejection::kAdminUnauthenticated:
+        return Refused::kUnauthenticated;
+      case AuthRejection::kModelNotAllowed:
+        return Refused::kModelNotAllowed;
+      case AuthRejection::kRateLimited:
+        return Refused::kRateLimited;
+      case AuthRejection::kBudgetExhausted:
+        return Refused::kBudgetExhausted;
+    }
+  }
+  if (error.code == "shared_state_unavailable") return Refused::kSharedStateUnavailable;
+  if (error.code == "loop_detected") return Refused::kLoopDetected;
+  if (error.status == 404) return Refused::kNotFound;
+  return Refused::kInvalidRequest;
+}
+
 std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& head,
                                       std::string_view body, const config::Config& cfg,
                                       KeyStore& keys, std::string_view via_name) {
@@ -66,6 +86,11 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
     a.req.conversation_key = conversation_key(head, a.req.body, a.key);
   }
   a.model = cfg.find_model(a.req.model);
+  // Refusals from here on name the model (llmgate_requests_total's label).
+  const auto of_model = [&](Refusal r) {
+    r.model = a.model;
+    return r;
+  };
   if (a.model == nullptr) {
     return refuse(ApiError{404, "invalid_request_error",
                            "The model `" + a.req.model.substr(0, 200) +
@@ -76,7 +101,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   // every endpoint, before what the model serves.
   if (a.key) {
     if (auto denied = model_refusal(*a.key, a.model->name)) {
-      return refuse(*denied, rejection_of(*denied));
+      return of_model(refuse(*denied, rejection_of(*denied)));
     }
   }
   // A model none of whose deployments serves this endpoint: a clear 400,
@@ -84,15 +109,15 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   const config::Operation op = api.operation();
   if (std::none_of(a.model->deployments.begin(), a.model->deployments.end(),
                    [op](const config::Deployment& d) { return d.serves(op); })) {
-    return refuse(ApiError{400, "invalid_request_error",
-                           "The model `" + a.model->name + "` is not served at " +
-                               config::endpoint_of(op) + " (no deployment lists \"" +
-                               config::to_string(op) + "\" in its operations)",
-                           "model", "unsupported_operation", std::nullopt});
+    return of_model(refuse(ApiError{400, "invalid_request_error",
+                                    "The model `" + a.model->name + "` is not served at " +
+                                        config::endpoint_of(op) + " (no deployment lists \"" +
+                                        config::to_string(op) + "\" in its operations)",
+                                    "model", "unsupported_operation", std::nullopt}));
   }
   if (a.key) {
     if (auto denied = keys.authorize(*a.key, a.model->name)) {
-      return refuse(*denied, rejection_of(*denied));
+      return of_model(refuse(*denied, rejection_of(*denied)));
     }
   }
   // Per-request routing overrides: the body's `route` object and x-llmgate-*
@@ -105,8 +130,8 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
     route_error = routing::check_override(std::get<routing::RouteOverride>(route), *a.model);
   }
   if (route_error) {
-    return refuse(ApiError{400, "invalid_request_error", *route_error, "route", "invalid_route",
-                           std::nullopt});
+    return of_model(refuse(ApiError{400, "invalid_request_error", *route_error, "route",
+                                    "invalid_route", std::nullopt}));
   }
   a.route = std::move(std::get<routing::RouteOverride>(route));
   return a;

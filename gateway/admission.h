@@ -39,9 +39,15 @@ struct Admitted {
 
 struct Refusal {
   ApiError error;
-  std::optional<AuthRejection> auth;  // counted in llmgate_auth_rejections_total
-  std::string log;                    // a warn line to log, if any (the request loop)
+  std::optional<AuthRejection> auth;     // counted in llmgate_auth_rejections_total
+  std::string log;                       // a warn line to log, if any (the request loop)
+  const config::Model* model = nullptr;  // when it was known by then
 };
+
+// Why a refusal refused (llmgate_requests_total's outcome, the log line's
+// reason): the key's `auth` reason when there is one, else by its error.
+Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth);
+inline Refused refused_as(const Refusal& r) { return refused_as(r.error, r.auth); }
 
 // In order: the gateway key (401 before anything is learnt about models or
 // the request's shape), the request loop (508: our own Via name came back),

@@ -958,9 +958,20 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   // body): the HTTP message's copy goes now, not at the end of a stream that
   // may last minutes (an agent's conversation is tens of KiB a request).
   std::string().swap(request.body());
+  // A refusal before any attempt has its request line and its outcome in
+  // llmgate_requests_total, as every answered request (docs/operations.md,
+  // "Refusals").
+  const auto refused = [&](Refused why, const config::Model* m, const config::GatewayKey* k,
+                           int status) {
+    const std::string_view model_name = m ? std::string_view(m->name) : std::string_view();
+    snapshot->metrics->shared().on_refused(api.operation(), model_name, why);
+    log_refused_request(rc.request_id, config::gen_ai_name(api.operation()), model_name,
+                        k ? std::string_view(k->name) : std::string_view(), to_string(why), status);
+  };
   if (auto* no = std::get_if<Refusal>(&admitted)) {
     if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
     if (!no->log.empty()) log_line(LogLevel::kWarn, "request " + rc.request_id + ": " + no->log);
+    refused(refused_as(*no), no->model, nullptr, no->error.status);
     Response res = make_error_response(rc, no->error);
     co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
   }
@@ -970,6 +981,9 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   if (key && snapshot->shared) {
     if (auto no = co_await admit_shared_request(*snapshot->shared, *snapshot->keys, *key,
                                                 snapshot->metrics->shared())) {
+      const bool unavailable = no->code == "shared_state_unavailable";
+      refused(refused_as(*no, unavailable ? std::nullopt : std::optional(rejection_of(*no))), model,
+              key, no->status);
       Response res = make_error_response(rc, *no);
       co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
     }
@@ -981,6 +995,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   if (!a.req.previous_response_id.empty() && worker.responses) {
     if (auto owner = worker.responses->owner_of(a.req.previous_response_id, Clock::now())) {
       if (owner->key != (key ? key->name : std::string())) {
+        refused(Refused::kNotFound, model, key, 404);
         Response res = make_error_response(rc, response_not_found(a.req.previous_response_id));
         co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
       }

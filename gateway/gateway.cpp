@@ -932,7 +932,14 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   if (auto e = rejected_before_body(*snap, head, admin)) {
     // A caller without a valid key cannot make the gateway read (or, with
-    // Expect: 100-continue, ask for) a body.
+    // Expect: 100-continue, ask for) a body. Its request line, and an API
+    // call's outcome in llmgate_requests_total (docs/operations.md, "Refusals").
+    const std::string_view path = request_path(head.target()).value_or("");
+    const std::optional<config::Operation> op =
+        head.method() == http::verb::post ? api_operation(path) : std::nullopt;
+    if (op) metrics->on_refused(*op, "", Refused::kUnauthenticated);
+    log_refused_request(rc.request_id, op ? config::gen_ai_name(*op) : "", "", "",
+                        to_string(Refused::kUnauthenticated), e->status);
     Response res = make_error_response(rc, *e);
     const bool body_unread = !parser.is_done();
     res.keep_alive(rc.keep_alive && !body_unread);

@@ -110,6 +110,22 @@ std::string format_log_line(LogLevel level, std::string_view message,
   return line;
 }
 
+void log_refused_request(std::string_view request_id, std::string_view operation,
+                         std::string_view model, std::string_view key, std::string_view reason,
+                         int status) {
+  if (!log_enabled(LogLevel::kInfo)) return;
+  std::vector<LogField> f;
+  f.reserve(7);
+  f.push_back({"request_id", request_id});
+  if (!operation.empty()) f.push_back({"operation", operation});
+  if (!model.empty()) f.push_back({"model", model});
+  if (!key.empty()) f.push_back({"key", key});
+  f.push_back({"result", "refused"});
+  f.push_back({"reason", reason});
+  f.push_back({"status", std::to_string(status), true});
+  log_event(LogLevel::kInfo, "request", f);
+}
+
 void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields) {
   if (!log_enabled(level)) return;
   std::string line = format_log_line(

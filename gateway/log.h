@@ -51,6 +51,13 @@ struct LogField {
 void log_line(LogLevel level, std::string_view message);
 void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields);
 
+// The request line (info) of a request refused before any upstream attempt
+// (docs/operations.md, "Refusals"): result=refused, the reason and the
+// status; the operation, model and key's name when known (empty: left out).
+void log_refused_request(std::string_view request_id, std::string_view operation,
+                         std::string_view model, std::string_view key, std::string_view reason,
+                         int status);
+
 // The line as log_event would write it (without the trailing newline), for tests.
 std::string format_log_line(LogLevel level, std::string_view message,
                             const std::vector<LogField>& fields, LogFormat format);

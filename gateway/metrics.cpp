@@ -127,7 +127,10 @@ struct MetricsRegistry::Impl {
   Family<Counter>& requests = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_requests_total",
       "Client API requests by public model, outcome and operation (gen_ai_operation_name: "
-      "chat, responses, embeddings, text_completion)");
+      "chat, responses, embeddings, text_completion); refusals before any upstream attempt "
+      "have their reason as outcome (unauthenticated, model_not_allowed, rate_limited, "
+      "budget_exhausted, shared_state_unavailable, invalid_request, not_found, loop_detected), "
+      "model=\"\" when none was named");
   Family<Counter>& saturated = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
       "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, "
@@ -465,6 +468,15 @@ void MetricsRegistry::set_draining(bool draining) { impl_->draining.Set(draining
 
 void MetricsRegistry::on_auth_rejected(AuthRejection reason) {
   impl_->auth_by[index_of(reason)]->Increment();
+}
+
+void MetricsRegistry::on_refused(config::Operation op, std::string_view model, Refused reason) {
+  // (Family::Add finds the series when it exists: refusals are not the hot path.)
+  impl_->requests
+      .Add({{"model", std::string(model)},
+            {"outcome", to_string(reason)},
+            {"gen_ai_operation_name", config::gen_ai_name(op)}})
+      .Increment();
 }
 
 std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "config/config.h"
 #include "gateway/vocabulary.h"
@@ -57,6 +58,10 @@ class MetricsRegistry {
   void on_reload(ReloadResult result, double unix_seconds);
   void set_draining(bool draining);
   void on_auth_rejected(AuthRejection reason);
+  // A request refused before any upstream attempt: llmgate_requests_total
+  // with the reason as its outcome, for the model it named when known (else
+  // model=""). Not per snapshot: refusals come before a model is resolved.
+  void on_refused(config::Operation op, std::string_view model, Refused reason);
 
   // shared_state: (gateway/shared_limits.h). The series exist once
   // enable_shared_state() is called (when it is configured).

@@ -18,6 +18,28 @@ const char* to_string(RequestOutcome o) {
   return "unknown";
 }
 
+const char* to_string(Refused r) {
+  switch (r) {
+    case Refused::kUnauthenticated:
+      return "unauthenticated";
+    case Refused::kModelNotAllowed:
+      return "model_not_allowed";
+    case Refused::kRateLimited:
+      return "rate_limited";
+    case Refused::kBudgetExhausted:
+      return "budget_exhausted";
+    case Refused::kSharedStateUnavailable:
+      return "shared_state_unavailable";
+    case Refused::kInvalidRequest:
+      return "invalid_request";
+    case Refused::kNotFound:
+      return "not_found";
+    case Refused::kLoopDetected:
+      return "loop_detected";
+  }
+  return "unknown";
+}
+
 const char* to_string(HedgeResult r) {
   switch (r) {
     case HedgeResult::kWon:

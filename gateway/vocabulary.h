@@ -24,6 +24,23 @@ inline constexpr std::array kRequestOutcomes = {
     RequestOutcome::kClientError, RequestOutcome::kClientGone};
 const char* to_string(RequestOutcome o);
 
+// Why a request was refused before any upstream attempt: its outcome in
+// llmgate_requests_total and the `reason` of its log line (docs/operations.md,
+// "Refusals"). The first four are the key's (llmgate_auth_rejections_total's
+// reasons); shared_state_unavailable is the gateway's own failure (a closed-mode
+// Redis outage), counted as an error by the recording rules.
+enum class Refused {
+  kUnauthenticated,
+  kModelNotAllowed,
+  kRateLimited,
+  kBudgetExhausted,
+  kSharedStateUnavailable,
+  kInvalidRequest,  // the body, the model's endpoint, a routing override
+  kNotFound,        // an unknown model, another key's stored conversation
+  kLoopDetected,    // our own Via name came back
+};
+const char* to_string(Refused r);
+
 // How a started hedge ended, or why it did not start (llmgate_hedges_total{result}).
 enum class HedgeResult {
   kWon,     // the hedge produced the first token first

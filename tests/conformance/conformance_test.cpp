@@ -1373,12 +1373,29 @@ testing::HttpResponse chat_with(Harness& h, const std::string& authorization,
                    headers);
 }
 
+// A refusal before any attempt is a request like any other: its outcome in
+// llmgate_requests_total is its reason (model "" when none was named), and
+// it has its request line (docs/operations.md, "Refusals").
+double refused_count(Harness& h, const std::string& model, const std::string& reason) {
+  return metric_value(
+      h.metrics(), "llmgate_requests_total",
+      "gen_ai_operation_name=\"chat\",model=\"" + model + "\",outcome=\"" + reason + "\"");
+}
+void expect_refusal_line(const std::string& log, const std::string& reason, int status) {
+  EXPECT_NE(log.find("result=refused reason=" + reason + " status=" + std::to_string(status)),
+            std::string::npos)
+      << log;
+}
+
 std::vector<ClientRow> key_rows() {
   return {
       {"key-missing",
        {},
        [](Harness& h) {
+         ::testing::internal::CaptureStderr();
          auto r = chat_with(h, "");
+         EXPECT_TRUE(eventually([&] { return refused_count(h, "", "unauthenticated") == 1; }));
+         expect_refusal_line(::testing::internal::GetCapturedStderr(), "unauthenticated", 401);
          EXPECT_EQ(r.status, 401);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
          HttpClient c(h.port());
@@ -1404,7 +1421,11 @@ std::vector<ClientRow> key_rows() {
       {"key-model-not-allowed",
        {},
        [](Harness& h) {
+         ::testing::internal::CaptureStderr();
          auto r = chat_with(h, "Bearer sk-app", "solo");
+         EXPECT_TRUE(
+             eventually([&] { return refused_count(h, "solo", "model_not_allowed") == 1; }));
+         expect_refusal_line(::testing::internal::GetCapturedStderr(), "model_not_allowed", 403);
          EXPECT_EQ(r.status, 403);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_allowed");
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
@@ -1416,7 +1437,10 @@ std::vector<ClientRow> key_rows() {
        {},
        [](Harness& h) {
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
+         ::testing::internal::CaptureStderr();
          auto r = chat_with(h, "Bearer sk-app");
+         EXPECT_TRUE(eventually([&] { return refused_count(h, "chat", "rate_limited") == 1; }));
+         expect_refusal_line(::testing::internal::GetCapturedStderr(), "rate_limited", 429);
          EXPECT_EQ(r.status, 429);
          EXPECT_EQ(r.header("retry-after"), "60");
          auto e = json::parse(r.body)["error"];
@@ -1444,12 +1468,56 @@ std::vector<ClientRow> key_rows() {
          EXPECT_EQ(metric_value(h.metrics(), "llmgate_auth_rejections_total",
                                 "reason=\"budget_exhausted\""),
                    1);
+         EXPECT_EQ(refused_count(h, "priced", "budget_exhausted"), 1);
        },
        "",
        "",
        "  - name: priced\n    deployments: [{provider: bad, model: m, price: {input_per_1m: "
        "1000000, output_per_1m: 1000000}}]\n" +
            auth_yaml(", budget: {usd_per_day: 1}", "[priced]")},
+      // Refusals of the request itself, and for want of the shared state
+      // (a Redis outage under on_failure: closed -- here nothing listens).
+      {"refusals-counted-and-logged",
+       {},
+       [](Harness& h) {
+         ::testing::internal::CaptureStderr();
+         HttpClient c(h.port());
+         const std::map<std::string, std::string> headers{{"content-type", "application/json"},
+                                                          {"authorization", "Bearer sk-app"}};
+         EXPECT_EQ(c.request("POST", "/v1/chat/completions", "{\"model\": ", headers).status, 400);
+         EXPECT_EQ(
+             c.request("POST", "/v1/chat/completions",
+                       R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})", headers)
+                 .status,
+             404);
+         const std::string log = ::testing::internal::GetCapturedStderr();
+         expect_refusal_line(log, "invalid_request", 400);
+         expect_refusal_line(log, "not_found", 404);
+         EXPECT_EQ(refused_count(h, "", "invalid_request"), 1);
+         EXPECT_EQ(refused_count(h, "", "not_found"), 1);
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+       },
+       "",
+       "",
+       auth_yaml()},
+      {"shared-state-unavailable-refusal-counted",
+       {},
+       [](Harness& h) {
+         ::testing::internal::CaptureStderr();
+         auto r = chat_with(h, "Bearer sk-app");
+         const std::string log = ::testing::internal::GetCapturedStderr();
+         EXPECT_EQ(r.status, 503) << r.body;
+         EXPECT_EQ(json::parse(r.body)["error"]["code"], "shared_state_unavailable");
+         expect_refusal_line(log, "shared_state_unavailable", 503);
+         EXPECT_NE(log.find("key=app"), std::string::npos) << log;
+         EXPECT_EQ(refused_count(h, "chat", "shared_state_unavailable"), 1);
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+       },
+       "",
+       "",
+       auth_yaml(", requests_per_minute: 60") +
+           "shared_state: {url: \"redis://127.0.0.1:1\", on_failure: closed, timeout: 100ms, "
+           "connect_timeout: 100ms}\n"},
       {"key-never-forwarded-or-logged",
        {},
        [](Harness& h) {

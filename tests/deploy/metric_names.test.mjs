@@ -91,7 +91,8 @@ test("the selector scanner finds metrics, matchers and nothing else", () => {
   assert.throws(() => promqlSelectors("rtae(x[5m])"), /unknown function rtae/);
   const none = new Set();
   assert.deepEqual(selectorProblems(promqlSelectors('llmgate_requests_total{outcome="errors"}')[0], none),
-    ['llmgate_requests_total: outcome="errors" is not one of success, error, rejected, client_error, client_gone']);
+    ['llmgate_requests_total: outcome="errors" is not one of success, error, rejected, client_error, client_gone, unauthenticated, ' +
+      'model_not_allowed, rate_limited, budget_exhausted, shared_state_unavailable, invalid_request, not_found, loop_detected']);
   assert.deepEqual(selectorProblems(promqlSelectors('llmgate_requests_total{deployment="x"}')[0], none),
     ["llmgate_requests_total: has no label deployment"]);
   assert.deepEqual(selectorProblems(promqlSelectors("gen_ai_server_time_to_first_token_seconds")[0], none),

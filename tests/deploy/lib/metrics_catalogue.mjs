@@ -21,7 +21,10 @@ export const GATEWAY_METRICS = {
   llmgate_gateway_overhead_seconds: { type: "histogram", labels: { phase: ["admission", "first_token"] } },
   // client_error: an upstream 4xx caused by the client's request, returned to it
   // as is (neither a gateway nor an upstream failure).
-  llmgate_requests_total: { type: "counter", labels: { model: null, outcome: ["success", "error", "rejected", "client_error", "client_gone"], gen_ai_operation_name: OPERATIONS } },
+  // Refusals before any attempt have their reason as outcome (gateway/vocabulary.h, Refused).
+  llmgate_requests_total: { type: "counter", labels: { model: null, outcome: ["success", "error", "rejected", "client_error", "client_gone",
+    "unauthenticated", "model_not_allowed", "rate_limited", "budget_exhausted", "shared_state_unavailable", "invalid_request", "not_found",
+    "loop_detected"], gen_ai_operation_name: OPERATIONS } },
   llmgate_upstream_attempts_total: { type: "counter", labels: { deployment: null, outcome: ATTEMPT_OUTCOMES } },
   llmgate_fallbacks_total: { type: "counter", labels: { reason: ATTEMPT_OUTCOMES } },
   llmgate_hedges_total: { type: "counter", labels: { result: ["won", "lost", "denied"] } },

@@ -155,5 +155,48 @@ TEST(Admission, ABadRoutingOverrideIsA400NamingTheRoute) {
   EXPECT_EQ(std::get<Admitted>(ok).route.policy, config::Policy::kCost);
 }
 
+// Each refusal's reason (llmgate_requests_total's outcome, the log line's
+// reason) and the model it names once that is known.
+TEST(Admission, EveryRefusalSaysWhyAndNamesItsModelOnceKnown) {
+  KeyStore keys(cfg()->auth);
+  auto ask = [&](std::string_view authorization, std::string_view body,
+                 std::vector<std::string_view> via = {}) {
+    return refusal(admit(chat_completions_api(), head(authorization, std::move(via)), body, *cfg(),
+                         keys, "llmgate-abc"));
+  };
+  const Refusal unauthenticated = ask("", kBody);
+  EXPECT_EQ(refused_as(unauthenticated), Refused::kUnauthenticated);
+  EXPECT_EQ(unauthenticated.model, nullptr);
+  EXPECT_EQ(refused_as(ask("Bearer sk-app", kBody, {"1.1 llmgate-abc"})), Refused::kLoopDetected);
+  const Refusal bad_body = ask("Bearer sk-app", "{");
+  EXPECT_EQ(refused_as(bad_body), Refused::kInvalidRequest);
+  EXPECT_EQ(bad_body.model, nullptr);
+  const Refusal unknown =
+      ask("Bearer sk-app", R"({"model":"nope","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(refused_as(unknown), Refused::kNotFound);
+  EXPECT_EQ(unknown.model, nullptr);
+  const Refusal forbidden =
+      ask("Bearer sk-app", R"({"model":"other","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(refused_as(forbidden), Refused::kModelNotAllowed);
+  ASSERT_NE(forbidden.model, nullptr);
+  EXPECT_EQ(forbidden.model->name, "other");
+  ASSERT_TRUE(std::holds_alternative<Admitted>(
+      admit(chat_completions_api(), head(), kBody, *cfg(), keys, "v")));
+  const Refusal limited = ask("Bearer sk-app", kBody);
+  EXPECT_EQ(refused_as(limited), Refused::kRateLimited);
+  ASSERT_NE(limited.model, nullptr);
+  EXPECT_EQ(limited.model->name, "chat");
+  // What the shared state refuses with, by its error.
+  EXPECT_EQ(refused_as(ApiError{503, "service_unavailable", "x", std::nullopt,
+                                "shared_state_unavailable", 1},
+                       std::nullopt),
+            Refused::kSharedStateUnavailable);
+  EXPECT_EQ(
+      refused_as(ApiError{429, "insufficient_quota", "x", std::nullopt, "insufficient_quota", 1},
+                 AuthRejection::kBudgetExhausted),
+      Refused::kBudgetExhausted);
+  EXPECT_STREQ(to_string(Refused::kSharedStateUnavailable), "shared_state_unavailable");
+}
+
 }  // namespace
 }  // namespace llmgate::gateway
