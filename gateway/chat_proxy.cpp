@@ -554,9 +554,8 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
           metrics_.shared().on_shared_fallback(SharedOp::kSlotAcquire, shared->fail_open());
           if (shared->fail_open()) break;
           if (LLMGATE_CANCELLED()) co_return false;
-          trace_.failures.saturated(c.deployment->id(),
-                                    "its max_concurrent is shared and the shared state is "
-                                    "unavailable (on_failure: closed)");
+          trace_.failures.shared_state_unavailable(c.deployment->id());
+          metrics_.on_saturated(*model_, *c.deployment, Saturation::kSharedStateUnavailable);
           co_return false;
         case SharedLimits::Verdict::kLimited:
           if (LLMGATE_CANCELLED()) co_return false;

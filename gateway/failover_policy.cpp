@@ -138,8 +138,17 @@ Effects effects_of(const routing::AttemptRecord& rec, std::chrono::milliseconds 
   return e;
 }
 
+void FailureSummary::shared_state_unavailable(const std::string& deployment) {
+  saturated_ = true;
+  details_.push_back(deployment +
+                     ": its max_concurrent is shared and the shared state is unavailable "
+                     "(on_failure: closed)");
+  short_.push_back(deployment + "=shared_state_unavailable");
+}
+
 void FailureSummary::saturated(const std::string& deployment, std::string why) {
   saturated_ = true;
+  only_shared_state_ = false;
   details_.push_back(deployment + ": " + std::move(why));
   short_.push_back(deployment + "=saturated");
 }
@@ -205,6 +214,17 @@ ApiError FailureSummary::final_error(const std::string& model, int attempts, boo
                     untranslatable_->second,
                     "unsupported_parameter",
                     std::nullopt};
+  }
+  if (attempts == 0 && saturated_ && only_shared_state_) {
+    return ApiError{503,
+                    "service_unavailable",
+                    "the deployments of model \"" + model +
+                        "\" share their concurrency limits through the gateway's shared state, "
+                        "which is unavailable; try again shortly (" +
+                        how + ")",
+                    std::nullopt,
+                    "shared_state_unavailable",
+                    1};
   }
   if (attempts == 0 && saturated_) {
     return ApiError{

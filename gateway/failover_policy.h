@@ -155,6 +155,9 @@ class FailureSummary {
  public:
   // A candidate skipped as saturated; `why` is for the log.
   void saturated(const std::string& deployment, std::string why);
+  // A candidate skipped because its max_concurrent is shared and the shared
+  // state is unavailable (on_failure: closed): not saturated, and said so.
+  void shared_state_unavailable(const std::string& deployment);
   // A candidate passed over: its protocol cannot express the request
   // (`message` and `param` are the client's: they name the parameter, never
   // an upstream's words).
@@ -186,7 +189,8 @@ class FailureSummary {
   bool all_rate_limited_ = true;
   std::string last_fault_code_;  // the last attempt's, when it failed after its first token
   bool budget_exhausted_ = false;
-  bool saturated_ = false;
+  bool saturated_ = false;         // a candidate was skipped without an attempt
+  bool only_shared_state_ = true;  // ... each for want of the shared state
   // The first untranslatable request's reason, for a 400 when nothing else ran.
   std::optional<std::pair<std::string, std::string>> untranslatable_;
 };

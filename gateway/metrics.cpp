@@ -134,7 +134,9 @@ struct MetricsRegistry::Impl {
   Family<Counter>& saturated = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_saturated_total",
       "Candidates skipped as saturated, not attempted: at their max_concurrent (queue_full, "
-      "queue_timeout) or this gateway's connection pool full (pool_full)");
+      "queue_timeout), this gateway's connection pool full (pool_full), or a max_concurrent "
+      "shared through a shared state that is unavailable under on_failure: closed "
+      "(shared_state_unavailable)");
   Family<Counter>& routes =
       family<Counter>(prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
                       "The router's first choice per request, by model, deployment and policy");
@@ -611,7 +613,8 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
     s.duration[i] = sharded(owned, f.duration, genai, kDurationBuckets, f.folder);
   }
   // pool_full: this worker's connection pool to the provider stayed full
-  // (any deployment); queue_*: the deployment's own max_concurrent.
+  // (any deployment); queue_* and shared_state_unavailable: the deployment's
+  // own max_concurrent.
   for (auto r : kSaturations) {
     if (r != Saturation::kPoolFull && !d.max_concurrent) continue;
     s.saturated[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});

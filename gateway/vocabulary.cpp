@@ -76,6 +76,8 @@ const char* to_string(Saturation s) {
       return "queue_timeout";
     case Saturation::kPoolFull:
       return "pool_full";
+    case Saturation::kSharedStateUnavailable:
+      return "shared_state_unavailable";
   }
   return "unknown";
 }

@@ -70,9 +70,13 @@ enum class Saturation {
   kQueueFull,     // at max_concurrent, its wait queue full
   kQueueTimeout,  // at max_concurrent, no slot within the connect timeout
   kPoolFull,      // this worker's connection pool to the provider is full
+  // Its max_concurrent is shared (shared_state:) and the shared state is
+  // unavailable under on_failure: closed: not saturated, but not tried either.
+  kSharedStateUnavailable,
 };
 inline constexpr std::array kSaturations = {Saturation::kQueueFull, Saturation::kQueueTimeout,
-                                            Saturation::kPoolFull};
+                                            Saturation::kPoolFull,
+                                            Saturation::kSharedStateUnavailable};
 const char* to_string(Saturation s);
 
 // An operation on the shared-state backend, shared_state:

@@ -1346,6 +1346,32 @@ std::vector<ClientRow> limit_rows() {
          }));
        },
        ", max_connections: 2"},
+      // A max_concurrent shared through a shared_state that is down, under
+      // on_failure: closed (here nothing listens): the deployment is skipped
+      // for want of the shared state, and said so -- not "saturated".
+      {"max-concurrent-shared-state-unavailable",
+       {},
+       [](Harness& h) {
+         HttpClient c(h.port());
+         auto r = c.request("POST", "/v1/chat/completions", chat_body(false));
+         EXPECT_EQ(r.status, 200) << r.body;
+         EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+         EXPECT_EQ(r.header("x-llmgate-failed"), "bad/m=shared_state_unavailable");
+         auto solo = c.request("POST", "/v1/chat/completions",
+                               R"({"model":"solo","messages":[{"role":"user","content":"hi"}]})");
+         EXPECT_EQ(solo.status, 503) << solo.body;
+         EXPECT_EQ(json::parse(solo.body)["error"]["code"], "shared_state_unavailable");
+         EXPECT_EQ(solo.header("retry-after"), "1");
+         EXPECT_EQ(metric_value(h.metrics(), "llmgate_deployment_saturated_total",
+                                "deployment=\"bad/m\",reason=\"shared_state_unavailable\""),
+                   2);
+         EXPECT_EQ(h.upstream()->stats().requests, 0u);
+       },
+       "",
+       ", max_concurrent: 1",
+       "  - name: solo\n    deployments: [{provider: bad, model: m, max_concurrent: 1}]\n"
+       "shared_state: {url: \"redis://127.0.0.1:1\", on_failure: closed, timeout: 100ms, "
+       "connect_timeout: 100ms}\n"},
   };
 }
 

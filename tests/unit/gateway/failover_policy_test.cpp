@@ -289,6 +289,24 @@ TEST(FailoverPolicy, EveryAttemptRateLimitedIsA429WithTheShortestRetryAfter) {
   EXPECT_EQ(s.final_error("chat", 3, false, false).status, 502);
 }
 
+// A deployment skipped because its shared max_concurrent cannot be checked
+// (shared_state down, on_failure: closed) is not at its limit: said so.
+TEST(FailoverPolicy, EveryCandidateSkippedForWantOfTheSharedStateSaysSo) {
+  FailureSummary s;
+  s.shared_state_unavailable("up/conc");
+  ApiError e = s.final_error("chat", 0, true, false);
+  EXPECT_EQ(e.status, 503);
+  EXPECT_EQ(e.code, "shared_state_unavailable");
+  EXPECT_EQ(e.retry_after_s, 1);
+  EXPECT_EQ(e.message.find("concurrency limit ("), std::string::npos) << e.message;
+  EXPECT_EQ(s.header(), "up/conc=shared_state_unavailable");
+  // Beside one that is saturated: saturation (both named in the header).
+  s.saturated("other/m", "at its max_concurrent (1 in flight), wait queue full");
+  e = s.final_error("chat", 0, true, false);
+  EXPECT_EQ(e.code, "upstream_saturated");
+  EXPECT_EQ(s.header(), "up/conc=shared_state_unavailable, other/m=saturated");
+}
+
 TEST(FailoverPolicy, EveryCandidateSaturatedIsA503WithRetryAfter) {
   FailureSummary s;
   s.saturated("bad/m", "at its max_concurrent (1 in flight), wait queue full");
