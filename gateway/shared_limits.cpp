@@ -351,7 +351,11 @@ struct SharedLimits::Impl {
     SpendPeriods periods;  // the day and month it counts
     Clock::time_point at{};
     bool have = false;
+    bool known = false;  // `usage` was read once (kept when `have` is cleared)
     bool refreshing = false;
+    // This replica's charges since `usage` was read (the fallback's part).
+    double usd_since = 0;
+    double tokens_since = 0;
   };
   mutable std::mutex mu;
   std::unordered_map<std::string, Lease> leases;      // by key name
@@ -404,7 +408,8 @@ struct SharedLimits::Impl {
     v.usage = *u;
     v.periods = p;
     v.at = Clock::now();
-    v.have = true;
+    v.have = v.known = true;
+    v.usd_since = v.tokens_since = 0;
     return u;
   }
 
@@ -808,7 +813,11 @@ net::awaitable<SharedLimits::UsageDecision> SharedLimits::check_usage(
     Impl::UsageView& v = i.usage[key.name];
     const auto age = Clock::now() - v.at;
     if (v.have && v.periods.day == p.day && v.periods.month == p.month && age < usable_for) {
-      const KeyUsage u = v.usage;
+      // The view, and what this replica has charged since it was read.
+      KeyUsage u = v.usage;
+      u.day_usd += v.usd_since;
+      u.month_usd += v.usd_since;
+      u.token_level -= v.tokens_since;
       const bool refresh = age >= fresh_for && !v.refreshing && i.cmd->up();
       if (refresh) v.refreshing = true;
       lock.unlock();
@@ -826,9 +835,35 @@ net::awaitable<SharedLimits::UsageDecision> SharedLimits::check_usage(
   co_return decide(*u);
 }
 
+std::optional<ApiError> SharedLimits::budget_refusal_without_redis(
+    const config::GatewayKey& key) const {
+  if (!key.budget_usd_per_day && !key.budget_usd_per_month) return std::nullopt;
+  const Impl& i = *impl_;
+  const SpendPeriods p = SpendPeriods::at(std::chrono::system_clock::now());
+  KeyUsage u;
+  {
+    std::lock_guard lock(i.mu);
+    auto it = i.usage.find(key.name);
+    if (it == i.usage.end() || !it->second.known) return std::nullopt;
+    const Impl::UsageView& v = it->second;
+    // A new month (or day) since the view: its spend starts again.
+    const bool month = v.periods.month == p.month, day = month && v.periods.day == p.day;
+    u.month_usd = (month ? v.usage.month_usd : 0) + v.usd_since;
+    u.day_usd = (day ? v.usage.day_usd : 0) + v.usd_since;
+  }
+  u.token_level = 1;  // the token rate is this replica's own to decide (KeyStore)
+  return usage_refusal(key, u, p);
+}
+
 void SharedLimits::charge_usage(const config::GatewayKey& key, KeyStore::Charge used) {
   Impl& i = *impl_;
   if (!key.has_usage_limits() || (used.tokens <= 0 && !(used.usd > 0))) return;
+  {
+    std::lock_guard lock(i.mu);
+    Impl::UsageView& v = i.usage[key.name];
+    v.usd_since += used.usd;
+    v.tokens_since += static_cast<double>(used.tokens);
+  }
   if (i.unavailable(SharedOp::kUsageCharge)) {
     std::lock_guard lock(i.mu);
     auto& [k, sum] = i.unsent[key.name];
@@ -893,6 +928,11 @@ net::awaitable<std::optional<ApiError>> admit_shared_request(SharedLimits& share
     if (d.verdict == SharedLimits::Verdict::kUnavailable) {
       metrics.on_shared_fallback(SharedOp::kUsageRead, shared.fail_open());
       if (!shared.fail_open()) co_return shared_state_unavailable();
+      // Budgets: the fleet's spend as last known plus this replica's since;
+      // then this replica's own limits (its token rate, and its budgets when
+      // it never knew the fleet's).
+      if (auto spent = shared.budget_refusal_without_redis(key))
+        co_return refused(std::move(*spent));
       if (auto local = keys.check_local_usage(key)) co_return refused(std::move(*local));
     }
   }

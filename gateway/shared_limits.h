@@ -124,6 +124,13 @@ class SharedLimits : public std::enable_shared_from_this<SharedLimits> {
     std::optional<ApiError> refusal;  // kLimited
   };
   boost::asio::awaitable<UsageDecision> check_usage(const config::GatewayKey& key);
+  // The fallback for budgets while the shared state is unavailable
+  // (on_failure: open): the fleet's spend as last known (of this period)
+  // plus what this replica has charged since, against the key's budgets.
+  // So an outage overshoots a budget by at most what the replicas spend
+  // during it up to it each, not by each replica's own budget
+  // (docs/scale-out.md). nullopt: within budget, or no view known.
+  std::optional<ApiError> budget_refusal_without_redis(const config::GatewayKey& key) const;
   // Adds what an answer of `key` used to its shared totals (in the
   // background; held and sent on reconnect while Redis is unreachable).
   void charge_usage(const config::GatewayKey& key, KeyStore::Charge used);

@@ -37,6 +37,7 @@ const TEAM_KEY = "sk-team-key-0001";
 const OPEN_KEY = "sk-open-key-0002";
 const TOKENS_KEY = "sk-tokens-key-0003";
 const BUDGET_KEY = "sk-budget-key-0004";
+const OUTAGE_KEY = "sk-outage-key-0005";  // the same budget, spent through a Redis outage
 const TOKENS_PER_MINUTE = 30;
 const USD_PER_DAY = 30;  // 10 answers of "priced" ($3 each: 3 output tokens at $1 each)
 const sha = (k) => createHash("sha256").update(k).digest("hex");
@@ -93,6 +94,7 @@ auth:
     - {name: open, sha256: ${sha(OPEN_KEY)}, explain: true}
     - {name: tokens, sha256: ${sha(TOKENS_KEY)}, tokens_per_minute: ${TOKENS_PER_MINUTE}}
     - {name: budget, sha256: ${sha(BUDGET_KEY)}, budget: {usd_per_day: ${USD_PER_DAY}}}
+    - {name: outage, sha256: ${sha(OUTAGE_KEY)}, budget: {usd_per_day: ${USD_PER_DAY}}}
 `;
 }
 
@@ -390,6 +392,10 @@ test("Redis paused (SIGSTOP): requests wait at most about the timeout; a stream 
 
 test("Redis killed: fail-open serves on local limits, fail-closed refuses cleanly; restarted, limits recover", async () => {
   const closed = await startGateway("closed", "closed");
+  // $27 of the outage key's $30 spent across the three before Redis goes:
+  // each replica's last view of the fleet's spend is $21, $24 or $27.
+  const before = (await roundRobin(OUTAGE_KEY, "priced", 9)).filter((r) => r.status === 200).length;
+  assert.equal(before, 9);
   redis.kill("SIGKILL");
   await redis.exited;
   for (const g of [...gateways, closed]) {
@@ -411,6 +417,15 @@ test("Redis killed: fail-open serves on local limits, fail-closed refuses cleanl
   assert.equal((await chat(closed, OPEN_KEY, "quick")).status, 200);
   const cappedClosed = await chat(closed, OPEN_KEY, "capped");
   assert.equal(cappedClosed.status, 503, "a shared max_concurrent cannot be honoured: refused");
+  assert.equal(JSON.parse(cappedClosed.text).error.code, "shared_state_unavailable");
+  // The budget through the outage (open): each replica decides on the fleet's
+  // spend it last knew plus its own since, so together they admit what is
+  // left of the budget in each one's view -- $9 + $6 + $3, 6 answers -- not
+  // each replica its own $30 (21 more answers, 3x the budget). The
+  // documented bound: N x (budget - the lowest total known) = 9 answers.
+  const during = (await roundRobin(OUTAGE_KEY, "priced", 30)).filter((r) => r.status === 200).length;
+  console.log(`# the outage key through the outage: ${during} answers ($${3 * during})`);
+  assert.ok(during >= 1 && during <= 9, `expected at most 9 answers through the outage, got ${during}`);
 
   // Restarted (empty: no persistence): every replica reconnects and the
   // shared limit holds again.
