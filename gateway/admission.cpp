@@ -45,6 +45,8 @@ std::uint64_t conversation_key(const RequestHead& head, const providers::Request
 }  // namespace
 
 Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth) {
+  // The gateway's own failure, whatever a caller took it for.
+  if (error.code == "shared_state_unavailable") return Refused::kSharedStateUnavailable;
   if (auth) {
     switch (*auth) {
       case AuthRejection::kUnauthenticated:
@@ -58,7 +60,6 @@ Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth) {
         return Refused::kBudgetExhausted;
     }
   }
-  if (error.code == "shared_state_unavailable") return Refused::kSharedStateUnavailable;
   if (error.code == "loop_detected") return Refused::kLoopDetected;
   if (error.status == 404) return Refused::kNotFound;
   return Refused::kInvalidRequest;

@@ -45,7 +45,8 @@ struct Refusal {
 };
 
 // Why a refusal refused (llmgate_requests_total's outcome, the log line's
-// reason): the key's `auth` reason when there is one, else by its error.
+// reason): shared_state_unavailable by its code, else the key's `auth` reason
+// when there is one, else by its error.
 Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth);
 inline Refused refused_as(const Refusal& r) { return refused_as(r.error, r.auth); }
 

@@ -980,9 +980,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   if (key && snapshot->shared) {
     if (auto no = co_await admit_shared_request(*snapshot->shared, *snapshot->keys, *key,
                                                 snapshot->metrics->shared())) {
-      const bool unavailable = no->code == "shared_state_unavailable";
-      refused(refused_as(*no, unavailable ? std::nullopt : std::optional(rejection_of(*no))), model,
-              key, no->status);
+      refused(refused_as(*no, rejection_of(*no)), model, key, no->status);
       Response res = make_error_response(rc, *no);
       co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
     }

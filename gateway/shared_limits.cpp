@@ -351,11 +351,24 @@ struct SharedLimits::Impl {
     SpendPeriods periods;  // the day and month it counts
     Clock::time_point at{};
     bool have = false;
-    bool known = false;  // `usage` was read once (kept when `have` is cleared)
     bool refreshing = false;
     // This replica's charges since `usage` was read (the fallback's part).
     double usd_since = 0;
     double tokens_since = 0;
+    // `usage` was read once (`at` set; kept when `have` is cleared).
+    bool known() const { return at != Clock::time_point{}; }
+    // The view as of periods `p`: this replica's charges since it was read
+    // added, a day or month that has turned since starting from zero.
+    KeyUsage now(const SpendPeriods& p) const {
+      KeyUsage u = usage;
+      const bool month = periods.month == p.month, day = month && periods.day == p.day;
+      if (!month) u.month_usd = 0;
+      if (!day) u.day_usd = 0;
+      u.day_usd += usd_since;
+      u.month_usd += usd_since;
+      u.token_level -= tokens_since;
+      return u;
+    }
   };
   mutable std::mutex mu;
   std::unordered_map<std::string, Lease> leases;      // by key name
@@ -408,7 +421,7 @@ struct SharedLimits::Impl {
     v.usage = *u;
     v.periods = p;
     v.at = Clock::now();
-    v.have = v.known = true;
+    v.have = true;
     v.usd_since = v.tokens_since = 0;
     return u;
   }
@@ -814,10 +827,7 @@ net::awaitable<SharedLimits::UsageDecision> SharedLimits::check_usage(
     const auto age = Clock::now() - v.at;
     if (v.have && v.periods.day == p.day && v.periods.month == p.month && age < usable_for) {
       // The view, and what this replica has charged since it was read.
-      KeyUsage u = v.usage;
-      u.day_usd += v.usd_since;
-      u.month_usd += v.usd_since;
-      u.token_level -= v.tokens_since;
+      const KeyUsage u = v.now(p);
       const bool refresh = age >= fresh_for && !v.refreshing && i.cmd->up();
       if (refresh) v.refreshing = true;
       lock.unlock();
@@ -844,12 +854,8 @@ std::optional<ApiError> SharedLimits::budget_refusal_without_redis(
   {
     std::lock_guard lock(i.mu);
     auto it = i.usage.find(key.name);
-    if (it == i.usage.end() || !it->second.known) return std::nullopt;
-    const Impl::UsageView& v = it->second;
-    // A new month (or day) since the view: its spend starts again.
-    const bool month = v.periods.month == p.month, day = month && v.periods.day == p.day;
-    u.month_usd = (month ? v.usage.month_usd : 0) + v.usd_since;
-    u.day_usd = (day ? v.usage.day_usd : 0) + v.usd_since;
+    if (it == i.usage.end() || !it->second.known()) return std::nullopt;
+    u = it->second.now(p);
   }
   u.token_level = 1;  // the token rate is this replica's own to decide (KeyStore)
   return usage_refusal(key, u, p);

@@ -95,8 +95,7 @@ StatsRegistry::InFlight::InFlight(StatsRegistry& r, const std::string& deploymen
         std::chrono::duration<double, std::milli>(e.prefill.slope(e.prefill_prior) * input_k_));
   }
   e.awaiting_since.push_back(awaiting_at_);
-  if (input_k_ > 0 &&
-      PrefillFit::guess(e.prefill.doubt_ms(input_k_, e.prefill_prior), e.ttft.estimate(now))) {
+  if (e.guesses_at(input_k_, now)) {
     guessed_ = true;
     ++e.counters.awaiting_guessed;
   }
@@ -288,21 +287,19 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // the median, and one attempt slower than the other side is its tail
     // as often as a slowdown: it raises the estimate only to the median
     // that wait bounds (TtftLevel::median_bound).
-    const double elapsed = e.base_of(waited_ms(r, now), k);
+    const double waited = waited_ms(r, now);
+    const double elapsed = e.base_of(waited, k);
     if (elapsed <= 0) return recorded();  // decided before it was sent: no bound
     // A size race lost (the fit guessed at this size): the prefill is at
     // least the wait beyond the level, per 1k tokens -- a floor under the
     // slope while the fit has nothing better, so the guess that lost the
     // race is not raced again (docs/routing.md, "Exploring a prompt size").
-    if (k > 0) {
-      const double base = e.ttft.estimate(now);
-      if (PrefillFit::guess(e.prefill.doubt_ms(k, e.prefill_prior), base)) {
-        const bool held = e.prefill_floor_now(now) > 0;
-        const double floor = std::max(0.0, (waited_ms(r, now) - base) / k);
-        e.prefill_floor = std::max(held ? e.prefill_floor : 0, floor);
-        e.prefill_floor_k = std::max(held ? e.prefill_floor_k : 0, k);
-        e.prefill_floor_at = now;
-      }
+    if (e.guesses_at(k, now)) {
+      const bool held = e.prefill_floor_now(now) > 0;
+      const double floor = std::max(0.0, (waited - e.ttft.estimate(now)) / k);
+      e.prefill_floor = std::max(held ? e.prefill_floor : 0, floor);
+      e.prefill_floor_k = std::max(held ? e.prefill_floor_k : 0, k);
+      e.prefill_floor_at = now;
     }
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
     if (e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now))

@@ -317,6 +317,11 @@ class StatsRegistry {
     double prefill_floor_now(Clock::time_point now) const {
       return now - prefill_floor_at < kPrefillFloorTtl ? prefill_floor : 0;
     }
+    // The fit only guesses at the prefill of `k` thousand tokens (PrefillFit::guess
+    // against the level now): such attempts are size races.
+    bool guesses_at(double k, Clock::time_point now) const {
+      return k > 0 && PrefillFit::guess(prefill.doubt_ms(k, prefill_prior), ttft.estimate(now));
+    }
     DeploymentStats counters;
     TtftLevel ttft;
     WindowedQuantiles ttft_window;

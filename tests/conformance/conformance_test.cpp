@@ -1413,16 +1413,26 @@ void expect_refusal_line(const std::string& log, const std::string& reason, int 
       << log;
 }
 
+// A chat request refused before any attempt with `status`: its request line
+// says `reason`, and it counts as `reason` for `counted_model` ("" when it
+// named none by then).
+testing::HttpResponse refused_chat(Harness& h, const std::string& authorization,
+                                   const std::string& model, const std::string& counted_model,
+                                   const std::string& reason, int status) {
+  ::testing::internal::CaptureStderr();
+  auto r = chat_with(h, authorization, model);
+  EXPECT_TRUE(eventually([&] { return refused_count(h, counted_model, reason) == 1; }));
+  expect_refusal_line(::testing::internal::GetCapturedStderr(), reason, status);
+  EXPECT_EQ(r.status, status);
+  return r;
+}
+
 std::vector<ClientRow> key_rows() {
   return {
       {"key-missing",
        {},
        [](Harness& h) {
-         ::testing::internal::CaptureStderr();
-         auto r = chat_with(h, "");
-         EXPECT_TRUE(eventually([&] { return refused_count(h, "", "unauthenticated") == 1; }));
-         expect_refusal_line(::testing::internal::GetCapturedStderr(), "unauthenticated", 401);
-         EXPECT_EQ(r.status, 401);
+         auto r = refused_chat(h, "", "chat", "", "unauthenticated", 401);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
          HttpClient c(h.port());
          EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
@@ -1447,12 +1457,7 @@ std::vector<ClientRow> key_rows() {
       {"key-model-not-allowed",
        {},
        [](Harness& h) {
-         ::testing::internal::CaptureStderr();
-         auto r = chat_with(h, "Bearer sk-app", "solo");
-         EXPECT_TRUE(
-             eventually([&] { return refused_count(h, "solo", "model_not_allowed") == 1; }));
-         expect_refusal_line(::testing::internal::GetCapturedStderr(), "model_not_allowed", 403);
-         EXPECT_EQ(r.status, 403);
+         auto r = refused_chat(h, "Bearer sk-app", "solo", "solo", "model_not_allowed", 403);
          EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_allowed");
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
        },
@@ -1463,11 +1468,7 @@ std::vector<ClientRow> key_rows() {
        {},
        [](Harness& h) {
          EXPECT_EQ(chat_with(h, "Bearer sk-app").status, 200);
-         ::testing::internal::CaptureStderr();
-         auto r = chat_with(h, "Bearer sk-app");
-         EXPECT_TRUE(eventually([&] { return refused_count(h, "chat", "rate_limited") == 1; }));
-         expect_refusal_line(::testing::internal::GetCapturedStderr(), "rate_limited", 429);
-         EXPECT_EQ(r.status, 429);
+         auto r = refused_chat(h, "Bearer sk-app", "chat", "chat", "rate_limited", 429);
          EXPECT_EQ(r.header("retry-after"), "60");
          auto e = json::parse(r.body)["error"];
          EXPECT_EQ(e["type"], "requests");

@@ -191,6 +191,11 @@ TEST(Admission, EveryRefusalSaysWhyAndNamesItsModelOnceKnown) {
                                 "shared_state_unavailable", 1},
                        std::nullopt),
             Refused::kSharedStateUnavailable);
+  // ...whatever the key's reason its caller read into it (rejection_of).
+  EXPECT_EQ(refused_as(ApiError{503, "service_unavailable", "x", std::nullopt,
+                                "shared_state_unavailable", 1},
+                       AuthRejection::kRateLimited),
+            Refused::kSharedStateUnavailable);
   EXPECT_EQ(
       refused_as(ApiError{429, "insufficient_quota", "x", std::nullopt, "insufficient_quota", 1},
                  AuthRejection::kBudgetExhausted),
