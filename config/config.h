@@ -136,6 +136,17 @@ struct Pool {
 enum class Protocol { kOpenAi, kAnthropic, kGemini };
 const char* to_string(Protocol p);  // "openai", "anthropic", "gemini"
 
+// How a deployment is asked to continue an assistant message: the request
+// ends with the text already sent as an assistant message, and
+enum class Continuation {
+  kNone,
+  kPrefix,                // OpenAI-compatible: that message has "prefix": true (DeepSeek, Mistral)
+  kContinueFinalMessage,  // OpenAI-compatible: "continue_final_message": true and
+                          // "add_generation_prompt": false (vLLM, SGLang)
+  kPrefill,               // Anthropic: assistant prefill; Gemini: a trailing model turn
+};
+const char* to_string(Continuation c);  // "none", "prefix", "continue_final_message", "prefill"
+
 inline constexpr const char* kDefaultAnthropicVersion = "2023-06-01";
 inline constexpr std::int64_t kDefaultMaxTokens = 4096;
 // reasoning_effort -> thinking budget (tokens) for protocols that take a budget.
@@ -256,6 +267,11 @@ struct Deployment {
   // idle timeout apply). Unset: the provider's timeouts and the live deadline.
   std::optional<Duration> ttft_timeout;
   bool first_token_deadline = true;
+  // How it continues a stream another deployment broke off after its first
+  // token (docs/failure-semantics.md, "Continuation"): declared, never
+  // guessed -- a provider that does not honour it would answer anew and the
+  // client's text would repeat. kNone: it is never asked to.
+  Continuation continuation = Continuation::kNone;
   // The operations it serves (a set of operation_bit): chat unless listed.
   // Other than chat, only through the OpenAI protocol.
   unsigned operations = operation_bit(Operation::kChat);

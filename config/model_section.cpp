@@ -79,6 +79,31 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
         deployment.ttft_timeout = t->duration();
       }
     }
+    if (auto cont = m.optional("continuation")) {
+      const std::string& name = cont->string();
+      const Protocol protocol = protocol_of(deployment.provider, providers);
+      bool found = false;
+      for (Continuation c : {Continuation::kNone, Continuation::kPrefix,
+                             Continuation::kContinueFinalMessage, Continuation::kPrefill}) {
+        if (name == to_string(c)) {
+          deployment.continuation = c;
+          found = true;
+        }
+      }
+      if (!found)
+        cont->fail("expected one of none, prefix, continue_final_message, prefill, got " +
+                   quote(name));
+      const bool openai_way = deployment.continuation == Continuation::kPrefix ||
+                              deployment.continuation == Continuation::kContinueFinalMessage;
+      if (openai_way && protocol != Protocol::kOpenAi)
+        cont->fail(quote(name) + " is a way of OpenAI-compatible servers; the " +
+                   to_string(protocol) + " protocol continues with prefill");
+      if (deployment.continuation == Continuation::kPrefill && protocol == Protocol::kOpenAi)
+        cont->fail(
+            "prefill is Anthropic's and Gemini's way; an OpenAI-compatible server continues with "
+            "prefix (DeepSeek, Mistral) or continue_final_message (vLLM), and OpenAI's own API "
+            "not at all (none)");
+    }
     if (auto ops = m.optional("operations")) {
       deployment.operations = 0;
       for (const auto& item : ops->items()) {
@@ -143,6 +168,20 @@ const char* to_string(Operation o) {
       return "completions";
   }
   return "unknown";
+}
+
+const char* to_string(Continuation c) {
+  switch (c) {
+    case Continuation::kNone:
+      return "none";
+    case Continuation::kPrefix:
+      return "prefix";
+    case Continuation::kContinueFinalMessage:
+      return "continue_final_message";
+    case Continuation::kPrefill:
+      return "prefill";
+  }
+  return "none";
 }
 
 const char* gen_ai_name(Operation o) {

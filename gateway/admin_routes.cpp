@@ -65,6 +65,7 @@ nlohmann::json wire_json(const config::Deployment& d, const config::Provider* p,
           {"stream", stream},
           {"stream_options", stream && (p ? p->stream_options : true) && !no_options},
           {"first_token_deadline", d.first_token_deadline},
+          {"continuation", config::to_string(d.continuation)},
           {"learnt", std::move(learnt_list)}};
 }
 

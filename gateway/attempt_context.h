@@ -13,6 +13,7 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/client_api.h"
+#include "gateway/continuation.h"
 #include "gateway/failover_policy.h"
 #include "gateway/http_response.h"
 #include "gateway/race.h"
@@ -97,6 +98,9 @@ struct AttemptContext {
   std::optional<ContextRefusal> context_refusal = std::nullopt;
   bool client_write_failed = false;  // a client write failed or was cut part-way
   bool admission_measured = false;   // the admission overhead metric was observed
+  // The request's stream may be continued after a break (continuation.h):
+  // the proxy's, else null.
+  StreamContinuation* continuation = nullptr;
 
   // The attempt on `branch` has output and takes the client; false when the
   // other side of a hedge race already has (or this side declined it:

@@ -58,23 +58,7 @@ class ChatCompletions final : public ClientApi {
 }  // namespace
 
 void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& req, Outbox& out) {
-  using Kind = providers::UpstreamEvent::Kind;
-  switch (ev.kind) {
-    case Kind::kKeepAlive:  // comments pass through
-      out.view(ev.raw);
-      return;
-    case Kind::kDone:
-      if (ev.raw.empty())
-        out.copy("data: [DONE]\n\n");
-      else
-        out.view(ev.raw);
-      return;
-    case Kind::kError:
-    case Kind::kMalformed:
-      return;  // the relay ends the attempt or the stream
-    case Kind::kData:
-      break;
-  }
+  if (render_openai_control(ev, out)) return;
   if (!req.include_usage && ev.chunk.usage) {
     if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
     // Usage riding on a content or finish chunk: spliced out (the rest of

@@ -180,6 +180,14 @@ class ChatProxy {
   routing::PromptAffinity::Found find_affinity(Clock::time_point now) const {
     return rs_.affinity.find(req_.prefixes.view(), req_.conversation_key, whole_prompt(), now);
   }
+  // Continuation (continuation.h): whether this request's stream may be
+  // continued after a break, the next continuation's request, and the end
+  // of a broken stream none continued (the break's error event).
+  bool wants_continuation() const;
+  void prepare_continuation(const routing::Candidate& c);
+  net::awaitable<bool> end_broken_stream();
+  // Tokens and cost of an attempt the client was given (key limits, budgets).
+  void charge(const AttemptRecord& rec, const routing::Candidate& c);
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
   net::awaitable<bool> respond_all_failed();
@@ -209,6 +217,7 @@ class ChatProxy {
   std::optional<AttemptRecord> answered_;
   const routing::Candidate* answered_by_ = nullptr;
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
+  std::optional<StreamContinuation> continuation_;
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
@@ -274,9 +283,11 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
                                     : Metrics::Affinity::kMiss);
   }
   ctx_.start = start_;
+  if (wants_continuation()) ctx_.continuation = &continuation_.emplace();
   std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging);
   if (answered) co_return *answered;
   if (LLMGATE_CANCELLED()) co_return false;
+  if (continuation_ && continuation_->broken) co_return co_await end_broken_stream();
   co_return co_await respond_all_failed();
 }
 
@@ -301,8 +312,19 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
   // Each request with hedging on adds max_extra_ratio to the model's budget.
   if (hedging.enabled) rs_.hedges(req_.model).deposit(Clock::now());
   std::size_t next = 0;
-  while (next < candidates.size()) {
+  while (true) {
+    // A broken stream is continued by a deployment that declares it can,
+    // beyond max_attempts if need be (the reserve), one at a time.
+    const bool continuing = continuation_ && continuation_->broken;
+    if (next >= candidates.size()) {
+      if (!continuing || trace_.decision.reserve.empty()) break;
+      promote_reserve();
+    }
     const auto& pc = candidates[next];
+    if (continuing && pc.candidate.deployment->continuation == config::Continuation::kNone) {
+      ++next;
+      continue;
+    }
     // After a context-length refusal, a deployment whose window is no
     // larger than the refusing one's would refuse too.
     if (const auto& refused = ctx_.context_refusal;
@@ -331,9 +353,21 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
                                              : HedgeKind::kStall;
     // (A non-streamed attempt waits for its whole answer: no stall to see.)
     const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
+    if (continuing) prepare_continuation(pc.candidate);
+    if (continuation_) {
+      const auto continues = [](const routing::PlannedCandidate& x) {
+        return x.candidate.deployment->continuation != config::Continuation::kNone;
+      };
+      const auto& d = trace_.decision;
+      continuation_->continuer_follows =
+          std::any_of(candidates.begin() + static_cast<std::ptrdiff_t>(next) + 1, candidates.end(),
+                      continues) ||
+          std::any_of(d.reserve.begin(), d.reserve.end(), continues);
+    }
     // A hedge due only after the deadline is none -- except for a race in
-    // which the first side may decline a slow stream (hedged()).
-    if ((kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
+    // which the first side may decline a slow stream (hedged()). A
+    // continuation is never raced.
+    if (!continuing && (kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
         (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind))) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
@@ -346,10 +380,61 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
       r = co_await run_attempt(pc, 0);
       next += 1;
     }
+    if (continuing) continuation_->splice.reset();
     if (r.responded) co_return r.keep_alive;
     if (LLMGATE_CANCELLED()) co_return false;
   }
   co_return std::nullopt;
+}
+
+bool ChatProxy::wants_continuation() const {
+  if (req_.operation != config::Operation::kChat || !req_.stream || !continuable_request(req_.body))
+    return false;
+  const auto declares = [](const routing::PlannedCandidate& pc) {
+    return pc.candidate.deployment->continuation != config::Continuation::kNone;
+  };
+  const auto& d = trace_.decision;
+  return std::any_of(d.candidates.begin(), d.candidates.end(), declares) ||
+         std::any_of(d.reserve.begin(), d.reserve.end(), declares);
+}
+
+void ChatProxy::prepare_continuation(const routing::Candidate& c) {
+  StreamContinuation& k = *continuation_;
+  if (!k.original_kept) {  // (a hedge race's winner leaves it for the loser)
+    k.original = std::move(req_.body);
+    k.original_kept = true;
+  }
+  std::string trimmed;
+  req_.body =
+      continuation_body(k.original, k.transcript.text(), c.deployment->continuation, trimmed);
+  // What the continuer was given as its prefix: an echo of it is dropped
+  // (none when it answers anew: the stream broke before any text).
+  std::string sent =
+      req_.body.text().size() == k.original.text().size()
+          ? std::string()
+          : k.transcript.text().substr(0, k.transcript.text().size() - trimmed.size());
+  k.splice.emplace(k.transcript, std::move(sent), std::move(trimmed), req_.include_usage, k.spent);
+}
+
+net::awaitable<bool> ChatProxy::end_broken_stream() {
+  outcome_ = RequestOutcome::kError;
+  StreamContinuation& k = *continuation_;
+  log_line(LogLevel::kWarn, "request " + ctx_.rc.request_id +
+                                ": no deployment continued the broken stream: " +
+                                redact_secrets(trace_.failures.detail(), ctx_.provider_keys()));
+  conclude(last_failed_ ? &*last_failed_ : nullptr);
+  if (ctx_.client_write_failed) co_return false;
+  ClientStream out(ctx_.client, ctx_.rc, cfg_.timeouts.idle, ctx_.client_write_failed);
+  const std::string event = ctx_.api.error_event(*k.broken, 0);
+  const bool ok = co_await out.write(event, /*last=*/true);
+  co_return ok&& out.chunked() && ctx_.rc.keep_alive;
+}
+
+void ChatProxy::charge(const AttemptRecord& rec, const routing::Candidate& c) {
+  used_.tokens += std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
+                  std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
+  used_.usd += c.deployment->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
+                                            rec.output_tokens.value_or(0));
 }
 
 net::awaitable<bool> ChatProxy::respond_no_route() {
@@ -655,10 +740,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
                                     std::move(std::get<std::string>(body)), traceparent);
   if (trace_.race && trace_.race->lost(branch)) co_return AttemptResult{};  // lost
   if (r.responded) {
-    used_.tokens = std::max<std::int64_t>(0, rec.input_tokens.value_or(0)) +
-                   std::max<std::int64_t>(0, rec.output_tokens.value_or(0));
-    used_.usd = c.deployment->price.cost_usd(rec.input_tokens.value_or(0), rec.cached_input_tokens,
-                                             rec.output_tokens.value_or(0));
+    charge(rec, c);
     outcome_ = to_request_outcome(rec.outcome);
     if (ctx_.request_trace) {
       answered_ = rec;
@@ -673,6 +755,10 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     rec.outcome = AttemptOutcome::kClientGone;
     co_return r;
   }
+  // A stream that broke off after the client's first token, to be
+  // continued: what it cost counts.
+  if (rec.first_token && ctx_.stream_committed && continuation_ && continuation_->broken)
+    charge(rec, c);
   if (rec.outcome != AttemptOutcome::kHedgeLost) on_attempt_failed(rec);
   co_return r;
 }
@@ -843,6 +929,13 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 
 void ChatProxy::conclude(const AttemptRecord* rec) const {
   log_request(rec);
+  if (continuation_ && continuation_->first_broken) {
+    const StreamContinuation& k = *continuation_;
+    metrics_.on_continuation(*model_, *k.first_broken,
+                             k.not_continuable && k.by.empty() ? Metrics::Continued::kNotContinuable
+                             : outcome_ == RequestOutcome::kSuccess ? Metrics::Continued::kContinued
+                                                                    : Metrics::Continued::kFailed);
+  }
   RouteHistory* history = ctx_.worker.history;
   // Answered: also a client error the deployment returned (the caller's
   // fault, not a routing event unless it came after a failover or a hedge).
@@ -915,6 +1008,16 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
   }
   if (!trace_.failures.empty()) f.push_back({"failed", trace_.failures.log_field()});
+  if (continuation_ && continuation_->first_broken) {
+    const StreamContinuation& k = *continuation_;
+    if (!k.by.empty()) {
+      f.push_back({"continued", k.describe()});
+    } else {
+      f.push_back(
+          {"continued", std::string(k.not_continuable ? "no: " : "no; broken=") +
+                            (k.not_continuable ? k.not_continuable : k.first_broken->id())});
+    }
+  }
   if (auto hedge = trace_.hedged(); !hedge.empty()) f.push_back({"hedged", std::string(hedge)});
   // Why this route: in the log always, whether or not the client may see it.
   if (const std::string& route = trace_.route_text(); !route.empty()) f.push_back({"route", route});

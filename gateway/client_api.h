@@ -65,6 +65,31 @@ class ClientApi {
   virtual std::unique_ptr<Assembly> assembly() const = 0;
 };
 
+// An OpenAI chunk stream's events other than data, for the client: a
+// keep-alive as it came, the end as it came (or [DONE]), errors and
+// malformed events nothing (the relay ends the attempt or the stream).
+// False for a data event: the caller renders it.
+inline bool render_openai_control(const providers::UpstreamEvent& ev, Outbox& out) {
+  using Kind = providers::UpstreamEvent::Kind;
+  switch (ev.kind) {
+    case Kind::kKeepAlive:  // comments pass through
+      out.view(ev.raw);
+      return true;
+    case Kind::kDone:
+      if (ev.raw.empty())
+        out.copy("data: [DONE]\n\n");
+      else
+        out.view(ev.raw);
+      return true;
+    case Kind::kError:
+    case Kind::kMalformed:
+      return true;
+    case Kind::kData:
+      break;
+  }
+  return false;
+}
+
 // An OpenAI chunk stream's event for the client (chat and legacy
 // completions): as it came, or framed when translated; the usage chunk the
 // client did not ask for dropped (usage riding on a chunk stripped).

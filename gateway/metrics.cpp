@@ -137,6 +137,12 @@ struct MetricsRegistry::Impl {
       "queue_timeout), this gateway's connection pool full (pool_full), or a max_concurrent "
       "shared through a shared state that is unavailable under on_failure: closed "
       "(shared_state_unavailable)");
+  Family<Counter>& continuations = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_stream_continuations_total",
+      "Streams that broke off after their first token, by the deployment they broke on, for "
+      "models with a deployment that can continue (continuation:): continued (another "
+      "deployment finished the answer), failed (none did: the client got the error event), "
+      "not_continuable (a tool call, refusal, audio or several choices were under way)");
   Family<Counter>& routes =
       family<Counter>(prometheus::BuildCounter(), registry, "llmgate_route_decisions_total",
                       "The router's first choice per request, by model, deployment and policy");
@@ -538,6 +544,7 @@ struct DeploymentSeries {
   std::array<Counter*, config::kAllPolicies.size()> routes{};  // by Policy
   std::array<Counter*, kSaturations.size()> saturated{};       // by Saturation (null: n/a)
   std::array<Counter*, 2> input_tokens{};                      // uncached, cached
+  std::array<Counter*, 3> continuations{};  // by Metrics::Continued (null: none can continue)
   config::Price price;
 };
 
@@ -618,6 +625,17 @@ DeploymentSeries deployment_series(MetricsRegistry::Impl& f,
   for (auto r : kSaturations) {
     if (r != Saturation::kPoolFull && !d.max_concurrent) continue;
     s.saturated[index_of(r)] = &f.saturated.Add({{"deployment", id}, {"reason", to_string(r)}});
+  }
+  // Only where a stream can be continued: a model with a deployment that
+  // declares how.
+  if (std::any_of(m.deployments.begin(), m.deployments.end(), [](const config::Deployment& x) {
+        return x.continuation != config::Continuation::kNone;
+      })) {
+    static constexpr const char* kResults[] = {"continued", "failed", "not_continuable"};
+    for (std::size_t i = 0; i < 3; ++i) {
+      s.continuations[i] =
+          &f.continuations.Add({{"model", m.name}, {"deployment", id}, {"result", kResults[i]}});
+    }
   }
   for (bool reused : {false, true}) {
     s.upstream_requests[reused ? 1 : 0] =
@@ -719,6 +737,13 @@ void Metrics::on_saturated(const config::Model& model, const config::Deployment&
                            Saturation reason) {
   if (DeploymentSeries* s = impl_->deployment(model, d)) {
     if (Counter* c = s->saturated[index_of(reason)]) c->Increment();
+  }
+}
+
+void Metrics::on_continuation(const config::Model& model, const config::Deployment& broken,
+                              Continued result) {
+  if (DeploymentSeries* s = impl_->deployment(model, broken)) {
+    if (Counter* c = s->continuations[static_cast<std::size_t>(result)]) c->Increment();
   }
 }
 

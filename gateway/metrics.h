@@ -117,6 +117,13 @@ class Metrics {
   void on_affinity(const config::Model& model, Affinity result);
   // A candidate passed over without an attempt.
   void on_saturated(const config::Model& model, const config::Deployment& d, Saturation reason);
+  // A stream of `model` that broke off on `broken` after its first token
+  // (docs/failure-semantics.md, "Continuation"): continued to its end,
+  // not (every continuation failed, or it broke too often), or not
+  // continuable (a tool call, a refusal, audio, several choices).
+  enum class Continued { kContinued, kFailed, kNotContinuable };
+  void on_continuation(const config::Model& model, const config::Deployment& broken,
+                       Continued result);
 
   MetricsRegistry& shared() { return registry_; }
 

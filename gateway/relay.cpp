@@ -119,6 +119,14 @@ class Relay {
     // head's buffer goes, and reads start small (kMinRead).
     if (up_.lease->buffer.size() == 0) up_.lease->buffer.shrink_to_fit();
     up_.lease->stream.tcp().expires_never();  // deadline_ times the reads
+    // A stream that may be continued keeps what its client is told; a
+    // continuation's events are spliced into the stream it continues.
+    if (StreamContinuation* k = ctx.continuation) {
+      if (k->broken && k->splice)
+        state_.splice_into(&*k->splice);
+      else
+        state_.keep_transcript();
+    }
   }
   ~Relay() { stop_deadline(); }
   Relay(const Relay&) = delete;
@@ -148,9 +156,18 @@ class Relay {
   beast::error_code parse_buffered(std::size_t space);
   // Body bytes to offer the SSE parser per read (see kMinRead).
   std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity()); }
-  // The client has seen nothing of this attempt: another deployment can
-  // still answer it (a stall is cut at the stall deadline, not the idle one).
-  bool replaceable() const { return !state_.committed(); }
+  // The client has seen nothing of this attempt, or what it saw another
+  // deployment can continue: a stall is cut at the stall deadline, not the
+  // idle one.
+  bool replaceable() {
+    if (!state_.committed()) return true;
+    const StreamContinuation* k = ctx_.continuation;
+    if (k == nullptr || !k->continuer_follows || k->breaks >= StreamContinuation::kMaxBreaks ||
+        state_.complete())
+      return false;
+    const auto& own = state_.transcript();
+    return (own ? own->why_not() : k->transcript.why_not()) == nullptr;
+  }
   // What the reads made of the committed stream is due to the client (with
   // the head, the first events).
   bool flush_due() {
@@ -158,6 +175,12 @@ class Relay {
   }
   net::awaitable<AttemptResult> finish();
   net::awaitable<AttemptResult> end_with_error(const ApiError& error);
+  // The committed stream broke off: may another deployment continue it?
+  // (The transcript becomes the request's.)
+  bool may_continue();
+  // It may: what was read before the break goes to the client, the break
+  // is recorded, and the attempt ends without ending the client's stream.
+  net::awaitable<AttemptResult> break_off(failover::FaultReport report);
   net::awaitable<void> drain_for_reuse();
   void commit();
   // What the first output found: the client is this attempt's, another's,
@@ -410,6 +433,7 @@ net::awaitable<AttemptResult> Relay::run() {
   if (fault_) {
     failover::FaultReport r = ctx_.judge(up_.c, up_.rec, *fault_, fault_text_, replaceable());
     if (!state_.committed()) co_return AttemptResult{};
+    if (may_continue()) co_return co_await break_off(std::move(r));
     co_return co_await end_with_error(r.client_error);
   }
   co_return co_await finish();
@@ -427,17 +451,62 @@ net::awaitable<AttemptResult> Relay::end_with_error(const ApiError& error) {
   co_return AttemptResult{true, ok && out_.chunked() && ctx_.rc.keep_alive};
 }
 
+bool Relay::may_continue() {
+  StreamContinuation* k = ctx_.continuation;
+  // (An answer that finished and was cut before its end marker is whole:
+  // nothing to continue.)
+  if (k == nullptr || !ctx_.req.stream || state_.complete()) return false;
+  if (auto& own = state_.transcript()) {
+    k->transcript = std::move(*own);
+    own.reset();
+  }
+  if (const char* why = k->transcript.why_not()) {
+    k->not_continuable = why;
+    if (!k->first_broken) k->first_broken = up_.c.deployment;
+    return false;
+  }
+  return k->breaks < StreamContinuation::kMaxBreaks;
+}
+
+net::awaitable<AttemptResult> Relay::break_off(failover::FaultReport report) {
+  stop_deadline();
+  if (!state_.outbox().empty() && !co_await out_.write(state_.outbox().pieces()))
+    co_return AttemptResult{true, false};
+  state_.outbox().clear();
+  StreamContinuation& k = *ctx_.continuation;
+  if (k.breaks++ == 0) {
+    k.first_broken = up_.c.deployment;
+    k.first_fault = routing::to_string(up_.rec.outcome);
+    k.broken_after = k.transcript.text_chunks();
+  }
+  k.broken = std::move(report.client_error);
+  k.spent.prompt_tokens += std::max<std::int64_t>(0, up_.rec.input_tokens.value_or(0));
+  k.spent.completion_tokens += std::max<std::int64_t>(0, up_.rec.output_tokens.value_or(0));
+  co_return AttemptResult{false, ctx_.rc.keep_alive};
+}
+
 void Relay::commit() {
   state_.mark_committed();
+  StreamContinuation* k = ctx_.continuation;
+  if (k && k->broken) {
+    // A continuation: the client has the head and the stream so far.
+    k->broken.reset();
+    k->by.push_back(up_.c.deployment->id());
+    return;
+  }
   ctx_.stream_committed = true;
   // No other attempt will be made: the client's document, kept to build
   // each attempt's upstream body, goes now rather than at the end of a
-  // stream that may last minutes (an agent's conversation is tens of KiB).
-  // The loser of a hedge race may still be unwinding: then it stays.
-  // (Moved out, not assigned over: a string assigned an empty one keeps
-  // its buffer.)
+  // stream that may last minutes (an agent's conversation is tens of KiB)
+  // -- unless a continuation may need it. The loser of a hedge race may
+  // still be unwinding: then it stays. (Moved out, not assigned over: a
+  // string assigned an empty one keeps its buffer.)
   if (ctx_.trace.race == nullptr) {
     providers::RequestBody gone = std::move(ctx_.req.body);
+    if (k) {
+      k->original = std::move(gone);
+      k->original_kept = true;
+    }
   }
   // Sent with the first events, in one write.
   HeadLines h = out_.start_head(http::status::ok);
@@ -446,7 +515,9 @@ void Relay::commit() {
   h.set("x-accel-buffering", "no");
   ctx_.trace.add_headers(h, ctx_.rc.request_id, &up_.rec);
   relay_upstream_headers(up_.parser.get(), h);
-  if (out_.chunked()) h.set("Trailer", "x-llmgate-output-tokens, x-llmgate-tps");
+  if (out_.chunked())
+    h.set("Trailer", k ? "x-llmgate-output-tokens, x-llmgate-tps, x-llmgate-continued"
+                       : "x-llmgate-output-tokens, x-llmgate-tps");
   out_.end_head(h);
 }
 
@@ -488,7 +559,9 @@ net::awaitable<AttemptResult> Relay::finish() {
   if (ctx_.req.stream) {
     state_.end_stream();
     if (!state_.committed()) commit();
-    const std::string trailers = state_.trailers();
+    std::string trailers = state_.trailers();
+    if (const StreamContinuation* k = ctx_.continuation; k && !k->by.empty())
+      trailers.append("x-llmgate-continued: ").append(k->describe()).append("\r\n");
     // As write() would, without a coroutine frame when the socket takes it all.
     bool ok = out_.write_now(state_.outbox().pieces(), /*last=*/true, trailers) && !out_.failed();
     if (!ok && !out_.failed()) ok = co_await out_.write_rest();

@@ -95,6 +95,11 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
   if (streaming_) {
     next_sequence_ = ev.sequence_number >= 0 ? std::max(next_sequence_, ev.sequence_number + 1)
                                              : next_sequence_ + 1;
+    if (splice_) {
+      splice_->render(ev, outbox_);
+      return;
+    }
+    if (transcript_) transcript_->add(ev);
     api_.render(ev, req_, outbox_);
   } else
     assembly_->add(ev);

@@ -15,6 +15,7 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/client_api.h"
+#include "gateway/continuation.h"
 #include "gateway/failover_policy.h"
 #include "gateway/outbox.h"
 #include "providers/chat_chunk.h"
@@ -82,6 +83,13 @@ class RelayState {
   // The id of the response the upstream created (Responses API), once.
   std::string take_response_id() { return std::exchange(response_id_, {}); }
 
+  // Continuation (continuation.h): keep what the client is told, or (a
+  // continuation) give the client `splice`'s rewriting of each event.
+  void keep_transcript() { transcript_.emplace(); }
+  void splice_into(ContinuationSplice* splice) { splice_ = splice; }
+  // What this attempt told the client (with keep_transcript()).
+  std::optional<StreamTranscript>& transcript() { return transcript_; }
+
   // What the client gets next (streaming only).
   Outbox& outbox() { return outbox_; }
   // A complete stream: the end marker if the upstream omitted it.
@@ -118,6 +126,8 @@ class RelayState {
   std::string response_id_;
   bool id_looked_for_ = false;
   std::int64_t next_sequence_ = 0;
+  std::optional<StreamTranscript> transcript_;
+  ContinuationSplice* splice_ = nullptr;
 };
 
 // A chat.completion's (or chunk's) id and its choices' finish reasons into

@@ -90,6 +90,8 @@ class UpstreamAttempt {
   net::awaitable<AttemptResult> run();
 
  private:
+  // The attempt continues a stream that broke off (continuation.h).
+  bool continuing() const { return ctx_.continuation && ctx_.continuation->broken; }
   // One try on one connection; nullopt when it is to be made again: a reused
   // connection turned out closed before any response byte (once), or the
   // upstream refused stream_options (once, without them).
@@ -309,6 +311,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
                    " protocol");
     co_return AttemptResult{};
   }
+  // A continuation splices a stream; a whole answer would be a second
+  // response.
+  if (continuing())
+    co_return fail(rec_, AttemptOutcome::kUpstreamStatus,
+                   "answered JSON to a continuation (a continuation needs a stream)");
   // OpenAI's own answer goes to the client byte for byte.
   if (!protocol_.passthrough())
     body = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -418,6 +425,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
     }
     co_return fail(rec_, AttemptOutcome::kClientError, "context length exceeded: " + detail);
   }
+  // A continuation's refusal (a model that allows no prefill, say) is never
+  // the client's answer: the client has a stream. The next deployment that
+  // can continue is asked, else the break's own error ends the stream.
+  if (continuing())
+    co_return fail(rec_, AttemptOutcome::kClientError, "refused to continue: " + detail);
   // The caller's fault (400, 413, 422...): the next deployment would say the
   // same. Return it as the upstream said it (scrubbed), in OpenAI's shape --
   // unless a race's other side is still running: its answer, if it gives

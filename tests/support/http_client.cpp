@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <ctime>
 #include <stdexcept>
 
@@ -76,6 +77,19 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& t
   http::read(impl_->socket, impl_->buffer, p);
   HttpResponse r = Impl::head_of(p.get().base());
   r.body = p.get().body();
+  // Beast's parser adds a chunked body's trailer fields to the head: those
+  // the Trailer header names are the trailers.
+  std::string names = r.header("trailer");
+  for (std::size_t at = 0; at < names.size();) {
+    std::size_t end = names.find(',', at);
+    if (end == std::string::npos) end = names.size();
+    std::string name = names.substr(at, end - at);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (auto it = r.headers.find(name); it != r.headers.end()) r.trailers[name] = it->second;
+    at = end + 1;
+  }
   return r;
 }
 

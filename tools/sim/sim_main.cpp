@@ -53,7 +53,7 @@ error_status, retry_after_s, stall_before_first_token_ms, stall_after_tokens,
 stall_ms, cut_after_tokens, malformed_after_tokens, error_after_tokens,
 fault_rate, region, output, reasoning_tokens, reasoning_hidden, reasoning_field,
 annotations, cached_tokens, ratelimit_headers, reject_stream_options,
-reject_stream, safety_block. See README.md.
+reject_stream, refuse_prefill, safety_block. See README.md.
 )";
 
 struct UsageError : std::runtime_error {

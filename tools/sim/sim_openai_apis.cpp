@@ -344,7 +344,7 @@ void ResponsesStream::close_reasoning(std::string& out) {
 }
 
 void ResponsesStream::token(std::string& out, int k) {
-  const std::string piece(token_text(static_cast<std::size_t>(k)));
+  const std::string piece(answer_.word(k));
   if (k < answer_.reasoning) {
     const std::string rid = reasoning_id(id_);
     if (!reasoning_open_) {
@@ -609,9 +609,7 @@ std::string CompletionsStream::chunk(std::string_view text, std::string_view fin
   return "data: " + dump(c) + "\n\n";
 }
 
-void CompletionsStream::token(std::string& out, int k) {
-  out += chunk(token_text(static_cast<std::size_t>(k)), "");
-}
+void CompletionsStream::token(std::string& out, int k) { out += chunk(answer_.word(k), ""); }
 
 void CompletionsStream::tail(std::string& out, int i) {
   if (i == 0) {
@@ -638,7 +636,7 @@ std::string completions_body(std::string_view id, std::int64_t created, std::str
                              const Answer& answer, std::string_view finish_reason,
                              std::int64_t prompt_tokens) {
   std::string text;
-  for (int k = 0; k < answer.tokens; ++k) text += token_text(static_cast<std::size_t>(k));
+  for (int k = 0; k < answer.tokens; ++k) text += answer.word(k);
   return dump({{"id", id},
                {"object", "text_completion"},
                {"created", created},

@@ -183,6 +183,8 @@ Profile profile_from_json(const json& j, const Profile& base) {
       p.reject_stream_options = read_bool(v, key);
     } else if (key == "reject_stream") {
       p.reject_stream = read_bool(v, key);
+    } else if (key == "refuse_prefill") {
+      p.refuse_prefill = read_bool(v, key);
     } else if (key == "reasoning_hidden") {
       p.reasoning_hidden = read_bool(v, key);
     } else if (key == "reasoning_field") {
@@ -246,6 +248,7 @@ json profile_to_json(const Profile& p) {
       {"ratelimit_headers", p.ratelimit_headers},
       {"reject_stream_options", p.reject_stream_options},
       {"reject_stream", p.reject_stream},
+      {"refuse_prefill", p.refuse_prefill},
       {"reasoning_hidden", p.reasoning_hidden},
       {"reasoning_field", p.reasoning_field},
       {"annotations", p.annotations},

@@ -57,6 +57,10 @@ struct Profile {
   // A 400 (param "stream") to any streaming request: OpenAI's answer for
   // models an unverified organisation may not stream.
   bool reject_stream = false;
+  // A 400 to a request that asks to continue an assistant message (prefix,
+  // continue_final_message, Anthropic prefill, a trailing Gemini model
+  // turn): what models that do not allow prefill answer.
+  bool refuse_prefill = false;
   // How reasoning reaches the client: streamed as text before the answer
   // (DeepSeek-R1, vLLM), or hidden (OpenAI's o-series: thinking time before
   // the first visible token, counted only in usage).

@@ -1,6 +1,7 @@
 #include "tools/sim/sim_protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -26,9 +27,23 @@ void append_int(std::string& out, std::int64_t v) {
 std::string tool_argument_piece(const Answer& a, int k) {
   const int j = k - a.reasoning;  // the answer's own token index
   std::string piece = j == 0 ? "{\"query\":\"" : "";
-  piece += token_text(static_cast<std::size_t>(k));
+  piece += a.word(k);
   if (j == a.answer_tokens() - 1) piece += "\"}";
   return piece;
+}
+
+// The text of a message's content: a string, or its text parts joined
+// ({"type": "text", "text"} blocks; Gemini's {"text"} parts).
+std::string content_text(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string s;
+  if (!content.is_array()) return s;
+  for (const auto& part : content) {
+    if (!part.is_object()) continue;
+    if (auto t = part.find("text"); t != part.end() && t->is_string())
+      s += t->get_ref<const std::string&>();
+  }
+  return s;
 }
 
 // Reads max_tokens or max_completion_tokens; null means absent.
@@ -212,7 +227,58 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   }
   if (auto e = read_token_cap(j, "max_tokens", r.max_tokens)) return *e;
   if (auto e = read_token_cap(j, "max_completion_tokens", r.max_tokens)) return *e;
+
+  // Continuing the last assistant message: DeepSeek's and Mistral's
+  // "prefix": true on it, or vLLM's continue_final_message (which needs
+  // add_generation_prompt off: vLLM's default is on, and both is an error).
+  const json& last = messages->back();
+  const bool assistant_last =
+      last.is_object() && last.contains("role") && last["role"] == "assistant";
+  bool continue_final = false;
+  if (auto c = j.find("continue_final_message"); c != j.end() && !c->is_null()) {
+    if (!c->is_boolean()) {
+      return invalid("Invalid type for 'continue_final_message': expected a boolean.",
+                     "continue_final_message", "invalid_type");
+    }
+    continue_final = c->get<bool>();
+  }
+  if (continue_final) {
+    const auto g = j.find("add_generation_prompt");
+    if (g == j.end() || !g->is_boolean() || g->get<bool>()) {
+      return invalid(
+          "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+          "continue_final_message", std::nullopt);
+    }
+    if (!assistant_last) {
+      return invalid(
+          "continue_final_message is set but the final message is not from the "
+          "assistant.",
+          "messages", std::nullopt);
+    }
+  }
+  const bool prefix = assistant_last && last.contains("prefix") && last["prefix"] == true;
+  if (continue_final || prefix) {
+    const auto content = last.find("content");
+    r.prefill = content == last.end() ? std::string() : content_text(*content);
+  }
   return r;
+}
+
+void continue_after(ChatPlan& plan, std::string_view prefill) {
+  // The words of the unbroken answer after its reasoning, as far as the
+  // prefill holds them whole.
+  const int first = std::min(plan.reasoning_tokens, plan.completion_tokens);
+  int matched = 0;
+  std::size_t at = 0;
+  while (first + matched < plan.completion_tokens) {
+    const std::string_view w = token_text(static_cast<std::size_t>(first + matched));
+    if (prefill.substr(at, w.size()) != w) break;
+    at += w.size();
+    ++matched;
+  }
+  plan.offset = first + matched;
+  plan.completion_tokens -= plan.offset;
+  plan.reasoning_tokens = 0;
 }
 
 ApiError stream_options_refused() {
@@ -307,10 +373,10 @@ void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
     delta = "{\"";
     delta += a.reasoning_field;
     delta += "\":";
-    append_json_string(delta, token_text(static_cast<std::size_t>(k)));
+    append_json_string(delta, a.word(k));
     delta += "}";
   } else if (a.output == Profile::Output::kText) {
-    content(out, token_text(static_cast<std::size_t>(k)));
+    content(out, a.word(k));
     return;
   } else if (a.output == Profile::Output::kToolCall) {
     const std::string piece = tool_argument_piece(a, k);
@@ -334,7 +400,7 @@ void ChunkFormatter::output(std::string& out, const Answer& a, int k) const {
     delta += "\"data\":";
     append_json_string(delta, kAudioPerToken);
     delta += ",\"transcript\":";
-    append_json_string(delta, token_text(static_cast<std::size_t>(k)));
+    append_json_string(delta, a.word(k));
     delta += "}}";
   }
   choice(out, delta, "null");
@@ -391,7 +457,8 @@ Answer::Answer(const ChatPlan& plan, std::string id)
       reasoning_hidden(plan.reasoning_hidden),
       reasoning_field(plan.reasoning_field),
       annotations(plan.annotations),
-      call_id(std::move(id)) {}
+      call_id(std::move(id)),
+      offset(plan.offset) {}
 
 std::string Answer::annotations_json() const {
   const std::string text = answer_text();
@@ -404,13 +471,13 @@ std::string Answer::annotations_json() const {
 
 std::string Answer::reasoning_text() const {
   std::string s;
-  for (int k = 0; k < reasoning; ++k) s += token_text(static_cast<std::size_t>(k));
+  for (int k = 0; k < reasoning; ++k) s += word(k);
   return s;
 }
 
 std::string Answer::answer_text() const {
   std::string s;
-  for (int k = reasoning; k < tokens; ++k) s += token_text(static_cast<std::size_t>(k));
+  for (int k = reasoning; k < tokens; ++k) s += word(k);
   return s;
 }
 
@@ -651,6 +718,17 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view body
   }
   if (auto system = j.find("system"); system != j.end()) chars += content_chars(*system);
   r.prompt_tokens = tokens_for_chars(chars);
+  // A last assistant message is prefill: the answer continues it, and may
+  // not end with whitespace (Anthropic refuses that).
+  if (const json& last = messages->back(); last.contains("role") && last["role"] == "assistant") {
+    const auto content = last.find("content");
+    std::string text = content == last.end() ? std::string() : content_text(*content);
+    if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+      return anthropic_invalid(
+          "messages: final assistant content cannot end with trailing whitespace");
+    }
+    r.prefill = std::move(text);
+  }
 
   auto max_tokens = j.find("max_tokens");
   if (max_tokens == j.end()) return anthropic_invalid("max_tokens: Field required");
@@ -792,13 +870,13 @@ void AnthropicFormatter::token(std::string& out, int k) {
   std::string data = head;
   if (thinking) {
     data += "{\"type\":\"thinking_delta\",\"thinking\":";
-    append_json_string(data, token_text(static_cast<std::size_t>(k)));
+    append_json_string(data, answer_.word(k));
   } else if (tool) {
     data += "{\"type\":\"input_json_delta\",\"partial_json\":";
     append_json_string(data, tool_argument_piece(answer_, k));
   } else {
     data += "{\"type\":\"text_delta\",\"text\":";
-    append_json_string(data, token_text(static_cast<std::size_t>(k)));
+    append_json_string(data, answer_.word(k));
   }
   data += "}}";
   event(out, "content_block_delta", data);
@@ -1098,6 +1176,12 @@ std::variant<ChatRequest, ApiError> parse_generate_request(std::string_view body
   for (const auto& c : *contents) chars += parts_chars(c);
   if (auto system = j.find("systemInstruction"); system != j.end()) chars += parts_chars(*system);
   r.prompt_tokens = tokens_for_chars(chars);
+  // A trailing model turn: the answer continues it.
+  if (const json& last = contents->back();
+      last.is_object() && last.contains("role") && last["role"] == "model") {
+    const auto parts = last.find("parts");
+    r.prefill = parts == last.end() ? std::string() : content_text(*parts);
+  }
 
   // Gemini 2.5 thinks by default but shows thoughts only when asked.
   r.show_reasoning = false;
@@ -1166,7 +1250,7 @@ void GeminiFormatter::token(std::string& out, int k) {
   const bool thought = k < answer_.reasoning;
   if (!thought && is_tool_call(answer_)) return;  // the call comes whole, with the finish
   std::string part;
-  append_text_part(part, token_text(static_cast<std::size_t>(k)), thought);
+  append_text_part(part, answer_.word(k), thought);
   frame(out, response_json(answer_, part, "", k + 1, prompt_tokens_, cached_tokens_, model_,
                            response_id_));
 }
@@ -1268,6 +1352,24 @@ std::string gemini_response_body(std::string_view response_id, std::string_view 
 std::string gemini_blocked_body(std::string_view response_id, std::string_view model,
                                 std::int64_t prompt_tokens) {
   return pretty(blocked_json(response_id, model, prompt_tokens)) + "\n";
+}
+
+ApiError prefill_refused(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kAnthropic:
+      return ApiError{400,
+                      "This model does not support assistant message prefill. The conversation "
+                      "must end with a user message. (simulated)",
+                      "invalid_request_error", std::nullopt, std::nullopt};
+    case Protocol::kGemini:
+      return gemini_invalid(
+          "Please ensure that the conversation ends with a user turn: this model does not "
+          "continue a model turn. (simulated)");
+    case Protocol::kOpenAI:
+      break;
+  }
+  return ApiError{400, "This model does not support continuing an assistant message. (simulated)",
+                  "invalid_request_error", std::string("messages"), std::nullopt};
 }
 
 }  // namespace llmgate::sim

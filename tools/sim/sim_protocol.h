@@ -64,7 +64,18 @@ struct ChatRequest {
   // thinkingConfig.includeThoughts. Otherwise it is hidden: its time passes
   // and usage counts it, as reasoning_hidden does.
   bool show_reasoning = true;
+  // The request asks to continue an assistant message with this text, in
+  // its protocol's way: OpenAI-compatible "prefix": true on the last
+  // message (DeepSeek, Mistral) or "continue_final_message" (vLLM),
+  // Anthropic's prefill (a last assistant message), Gemini's trailing model
+  // turn. A last assistant message without them is answered anew, as
+  // OpenAI does.
+  std::optional<std::string> prefill;
 };
+
+// The 400 each protocol's servers answer a continuation with when the model
+// does not allow prefill (Profile::refuse_prefill).
+ApiError prefill_refused(Protocol protocol);
 
 // Validates the body the way OpenAI does for the fields the simulator reads;
 // other fields are accepted and ignored. Never throws.
@@ -87,6 +98,10 @@ struct ChatPlan {
   // The prompt and max_tokens are more than the profile's context window:
   // the provider's context-length 400 (context_length_error).
   bool context_exceeded = false;
+  // A continuation (ChatRequest::prefill): the answer's words start this far
+  // into the text an unbroken answer has, after the words the prefill
+  // already holds, and carry no reasoning.
+  int offset = 0;
   std::string_view finish_reason() const {
     return capped ? "length" : output == Profile::Output::kToolCall ? "tool_calls" : "stop";
   }
@@ -103,9 +118,12 @@ struct Answer {
   std::string_view reasoning_field = "reasoning_content";
   bool annotations = false;  // url_citation annotations on a text answer
   std::string call_id;       // the tool call's or the audio's id
+  int offset = 0;            // ChatPlan::offset
 
   Answer(const ChatPlan& plan, std::string call_id);
   int answer_tokens() const { return tokens - reasoning; }
+  // The text of output token `k`.
+  std::string_view word(int k) const { return token_text(static_cast<std::size_t>(k + offset)); }
   std::string reasoning_text() const;  // tokens [0, reasoning)
   std::string answer_text() const;     // tokens [reasoning, tokens)
   std::string tool_arguments() const;  // {"query":"<answer text>"}
@@ -117,6 +135,11 @@ struct Answer {
 };
 
 ChatPlan plan_chat(const ChatRequest& request, const Profile& profile, Rng& rng);
+
+// Makes `plan` the continuation of `prefill`: the words of the answer the
+// prefill holds (whole words, from the first) are not said again -- so the
+// prefill and the continuation read as the unbroken answer would.
+void continue_after(ChatPlan& plan, std::string_view prefill);
 
 // Formats the events of one streamed completion. Each call appends exactly one
 // complete event ("data: ...\n\n") to `out`; nothing allocates once `out` has

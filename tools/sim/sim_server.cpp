@@ -794,6 +794,7 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
   }
   ex.plan = plan_chat(ex.chat, ex.profile, shard.rng);
   if (!ex.plan.faults) ex.profile = without_faults(std::move(ex.profile));
+  if (ex.chat.prefill && !ex.profile.refuse_prefill) continue_after(ex.plan, *ex.chat.prefill);
   if (ex.api != OpenAiApi::kChat) {
     // Responses carry reasoning and function calls; legacy completions and
     // embeddings only text (or nothing).
@@ -834,6 +835,11 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
                                                          : 0;
     const ApiError e = context_length_error(kind, ex.chat.prompt_tokens, ex.profile.context_window);
     Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol, e, ex.request_id);
+    co_return co_await write_response(stream, std::move(res));
+  }
+  if (ex.chat.prefill && ex.profile.refuse_prefill) {
+    Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol,
+                                       prefill_refused(ex.protocol), ex.request_id);
     co_return co_await write_response(stream, std::move(res));
   }
   if (ex.plan.inject_error) {

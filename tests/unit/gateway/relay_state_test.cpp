@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/sse_events.h"
+
 namespace llmgate::gateway {
 namespace {
 
@@ -12,25 +14,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 const Clock::time_point kT0{std::chrono::seconds(1000)};
 
-// One SSE event whose raw bytes live in `store` (kept alive by the test).
-struct Events {
-  std::vector<std::unique_ptr<std::string>> store;
-  providers::SseEvent data(std::string_view json) {
-    auto& s =
-        *store.emplace_back(std::make_unique<std::string>("data: " + std::string(json) + "\n\n"));
-    providers::SseEvent ev;
-    ev.raw = s;
-    ev.data = std::string_view(s).substr(6, json.size());
-    ev.has_data = true;
-    return ev;
-  }
-  providers::SseEvent comment() {
-    auto& s = *store.emplace_back(std::make_unique<std::string>(": keep-alive\n\n"));
-    providers::SseEvent ev;
-    ev.raw = s;
-    return ev;
-  }
-};
+using Events = testing::SseEvents;
 
 constexpr std::string_view kRole =
     R"({"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})";
