@@ -894,6 +894,124 @@ TEST_P(CompletionsFault, BehavesAsDocumented) {
 INSTANTIATE_TEST_SUITE_P(Completions, CompletionsFault, ::testing::ValuesIn(completions_rows()),
                          row_name);
 
+// ---- Continuation ------------------------------------------------------------
+//
+// docs/failure-semantics.md, "Continuation": model `continued` is bad/m, then
+// good/m declaring `continuation: prefix` (the simulator continues as
+// DeepSeek does). bad/m breaks after two tokens in its protocol's framing;
+// the client's stream goes on with good/m's words under bad/m's id.
+
+struct ContinuationRow {
+  std::string id;
+  Script script;
+  std::string bad_outcome;  // the broken attempt, as counted
+  bool stream = true;
+  Protocol protocol = Protocol::kOpenAi;
+};
+void PrintTo(const ContinuationRow& row, std::ostream* os) { *os << row.id; }
+
+const std::string kContinuedModel =
+    "  - name: continued\n    deployments: [{provider: bad, model: m}, {provider: good, model: m, "
+    "continuation: prefix}]\n";
+
+std::vector<ContinuationRow> continuation_rows(Protocol p = Protocol::kOpenAi) {
+  using testing::chunk;
+  const ProtocolFrames f(p);
+  std::vector<ContinuationRow> rows = {
+      {"continued-after-cut",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(cut(f.token_event(2)))}, {K::kClose}},
+       "truncated"},
+      {"continued-after-stall", {{K::kSend, head_role_tokens(f, 2)}, {K::kHold}}, "idle_timeout"},
+      {"continued-after-malformed-event",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(f.malformed_event())}, {K::kHold}},
+       "malformed"},
+      {"continued-after-error-event",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(f.in_band_error_event())}, {K::kHold}},
+       "malformed"},
+      {"cut-non-stream-with-continuation",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(cut(f.token_event(2)))}, {K::kClose}},
+       "truncated",
+       false},
+  };
+  for (auto& r : rows) r.protocol = p;
+  return rows;
+}
+
+class ContinuationFault : public ::testing::TestWithParam<ContinuationRow> {};
+
+TEST_P(ContinuationFault, BehavesAsDocumented) {
+  const ContinuationRow& row = GetParam();
+  const ProtocolFrames f(row.protocol);
+  Harness h(Target::kScript, row.script, "", "", kContinuedModel, f.provider_keys());
+  // What good/m says, unbroken: its answer to the same request.
+  std::string good_text;
+  for (int k = 0; k < 5; ++k) good_text += sim::token_text(static_cast<std::size_t>(k));
+  {
+    HttpClient c(h.port());
+    const std::string body =
+        R"({"model":"continued","messages":[{"role":"user","content":"hi"}],"stream":)" +
+        std::string(row.stream ? "true" : "false") + "}";
+    auto r = c.request("POST", "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    if (!row.stream) {
+      // Nothing was sent: the whole answer of good/m, as without continuation.
+      EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+      auto j = json::parse(r.body);
+      EXPECT_EQ(j["choices"][0]["message"]["content"], good_text) << r.body;
+    } else {
+      EXPECT_EQ(r.header("x-llmgate-deployment"), "bad/m");
+      std::string text;
+      int done = 0;
+      std::set<std::string> ids;
+      std::size_t at = 0;
+      while ((at = r.body.find("data: ", at)) != std::string::npos) {
+        const std::size_t end = r.body.find("\n\n", at);
+        const std::string data = r.body.substr(at + 6, end - at - 6);
+        at = end;
+        if (data == "[DONE]") {
+          ++done;
+          continue;
+        }
+        auto j = json::parse(data);
+        ASSERT_FALSE(j.contains("error")) << data;
+        ids.insert(j["id"].get<std::string>());
+        if (!j["choices"].empty()) text += j["choices"][0]["delta"].value("content", "");
+      }
+      // bad/m's two tokens, then good/m's answer (its prefix is not one of
+      // its own words: it says the whole answer after it), one [DONE], one id.
+      EXPECT_EQ(text, "tok0 tok1 " + good_text);
+      EXPECT_EQ(done, 1);
+      EXPECT_EQ(ids.size(), 1u);
+      ASSERT_EQ(r.trailers.count("x-llmgate-continued"), 1u);
+      EXPECT_EQ(r.trailers.at("x-llmgate-continued"),
+                "good/m; broken=bad/m; fault=" + row.bad_outcome + "; after_chunks=2");
+      // good/m was asked to continue the text sent, DeepSeek's way.
+      const auto last = h.good().last_request();
+      ASSERT_TRUE(last);
+      const auto asked = json::parse(last->body, nullptr, false);
+      ASSERT_TRUE(asked.is_object());
+      EXPECT_EQ(asked["messages"].back(),
+                (json{{"role", "assistant"}, {"content", "tok0 tok1 "}, {"prefix", true}}));
+    }
+  }
+  auto m = h.metrics();
+  expect_bad_attempt(m, row.bad_outcome);
+  if (row.stream) {
+    EXPECT_TRUE(eventually([&] {
+      return metric_value(h.metrics(), "llmgate_stream_continuations_total",
+                          "deployment=\"bad/m\",model=\"continued\",result=\"continued\"") == 1;
+    }));
+  }
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Openai, ContinuationFault,
+                         ::testing::ValuesIn(continuation_rows(Protocol::kOpenAi)), row_name);
+INSTANTIATE_TEST_SUITE_P(Anthropic, ContinuationFault,
+                         ::testing::ValuesIn(continuation_rows(Protocol::kAnthropic)), row_name);
+INSTANTIATE_TEST_SUITE_P(Gemini, ContinuationFault,
+                         ::testing::ValuesIn(continuation_rows(Protocol::kGemini)), row_name);
+
 TEST(ResponsesPinning, AContinuedConversationGoesOnlyToTheProviderThatStoredIt) {
   // bad/m fails before its first delta: good/m stores the response. The
   // continuation then skips bad/m, first in order, for good/m.
@@ -2399,6 +2517,8 @@ TEST(FailureSemanticsDoc, EveryTableListsTheTestedRowsAndNoOther) {
   for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini}) {
     EXPECT_EQ(documented_rows("Upstream faults"), ids(upstream_rows(p))) << config::to_string(p);
   }
+  for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini})
+    EXPECT_EQ(documented_rows("Continuation"), ids(continuation_rows(p))) << config::to_string(p);
   EXPECT_EQ(documented_rows("Client behaviours"), ids(client_rows()));
   EXPECT_EQ(documented_rows("Limits"), ids(limit_rows()));
   EXPECT_EQ(documented_rows("Gateway keys"), ids(key_rows()));

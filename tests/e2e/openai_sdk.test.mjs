@@ -25,6 +25,7 @@ before(async () => {
     "--listen", "127.0.0.1:0", "--api-key", "sim-key", "--port-file", join(dir, "sim.port"),
     "--model", `good=${JSON.stringify(fast)}`,
     "--model", `cut=${JSON.stringify({ ...fast, output_tokens: 10, cut_after_tokens: 3 })}`,
+    "--model", `good10=${JSON.stringify({ ...fast, output_tokens: 10 })}`,
     "--model", `down=${JSON.stringify({ ...fast, error_rate: 1, error_status: 503 })}`,
     "--model", `tools=${JSON.stringify({ ...fast, output: "tool_call", ratelimit_headers: true })}`,
     "--model", `thinker=${JSON.stringify({ ...fast, reasoning_tokens: 4 })}`,
@@ -47,6 +48,10 @@ models:
     deployments: [{provider: sim, model: down}, {provider: sim, model: good}]
   - name: cut-chat
     deployments: [{provider: sim, model: cut}]
+  - name: continued-chat
+    deployments: [{provider: sim, model: cut}, {provider: sim, model: good10, continuation: prefix}]
+  - name: whole-chat
+    deployments: [{provider: sim, model: good10}]
   - name: down-chat
     deployments: [{provider: sim, model: down}]
   - name: tools-chat
@@ -171,6 +176,33 @@ test("a stream cut upstream is an error in the SDK, never a clean end", async ()
     (err) => err instanceof OpenAI.APIError && /truncated|cut/.test(err.message),
   );
   assert.ok(chunks >= 3, `saw ${chunks} chunks before the error`);
+});
+
+test("a stream cut mid-answer is continued by a deployment that can: the SDK reads one whole answer", async () => {
+  // The unbroken answer, for comparison.
+  const whole = await client.chat.completions.create({
+    model: "whole-chat", messages: [{ role: "user", content: "Say hello" }],
+  });
+  // The same answer, cut after 3 tokens on `cut` and continued by `good10`
+  // (DeepSeek's prefix way), through the SDK's stream helper.
+  const stream = client.chat.completions.stream({
+    model: "continued-chat",
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: [{ role: "user", content: "Say hello" }],
+  });
+  let text = "";
+  const ids = new Set();
+  for await (const chunk of stream) {
+    ids.add(chunk.id);
+    text += chunk.choices[0]?.delta?.content ?? "";
+  }
+  const final = await stream.finalChatCompletion();
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(final.choices[0].message.content, whole.choices[0].message.content);
+  assert.equal(final.choices[0].finish_reason, "stop");
+  assert.equal(ids.size, 1, "one answer, one id");
+  assert.ok(final.usage && final.usage.completion_tokens > 0);
 });
 
 // An error's headers: a Headers object (SDK v5) or a plain record (v4).
