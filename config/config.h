@@ -351,6 +351,19 @@ struct Hedging {
 
 // What a public model's requests are routed by. routing.defaults gives the
 // values for every model; models[i].routing overrides them key by key.
+// The speed guard before commit (docs/failure-semantics.md, "Speed guard"):
+// a stream's first events are held until `tokens` output events have come;
+// if they have not come within `within` of the first one, the attempt is
+// given up for the next candidate, invisibly. Catches a deployment whose
+// first token is fast but whose stream then crawls (a known failure of
+// providers under load). Costs every stream the time to its `tokens`-th
+// event before the client sees its first.
+struct CommitAfter {
+  unsigned tokens = 0;  // 0: off (the first output event commits)
+  Duration within{1'000};
+  bool operator==(const CommitAfter&) const = default;
+};
+
 struct RoutingPolicy {
   Policy policy = Policy::kLatency;
   Constraints constraints;
@@ -359,6 +372,7 @@ struct RoutingPolicy {
   std::int64_t typical_output_tokens = 256;  // e2e, when the request sets no max_tokens
   bool allow_fallbacks = true;
   unsigned max_attempts = 3;  // including the first
+  CommitAfter commit_after;
 };
 
 struct Ejection {

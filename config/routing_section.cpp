@@ -286,6 +286,12 @@ RoutingPolicy read_routing_policy(const ConfigNode& node, const RoutingPolicy& b
     }
     if (auto weights = m.optional("weights")) policy.weights = read_weights(*weights, base.weights);
     if (auto hedging = m.optional("hedging")) policy.hedging = read_hedging(*hedging, base.hedging);
+    if (auto guard = m.optional("commit_after")) {
+      guard->read_map([&](ConfigMap& g) {
+        g.read("tokens", policy.commit_after.tokens, integer_in<unsigned>(0, 1000));
+        g.read("within", policy.commit_after.within, &ConfigNode::duration);
+      });
+    }
   });
   return policy;
 }

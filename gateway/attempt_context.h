@@ -101,6 +101,9 @@ struct AttemptContext {
   // The request's stream may be continued after a break (continuation.h):
   // the proxy's, else null.
   StreamContinuation* continuation = nullptr;
+  // The speed guard before commit (config::CommitAfter), for an attempt
+  // another candidate follows (the proxy's: off for the plan's last).
+  config::CommitAfter commit_after{};
 
   // The attempt on `branch` has output and takes the client; false when the
   // other side of a hedge race already has (or this side declined it:

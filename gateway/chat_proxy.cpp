@@ -218,6 +218,7 @@ class ChatProxy {
   const routing::Candidate* answered_by_ = nullptr;
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
   std::optional<StreamContinuation> continuation_;
+  config::CommitAfter commit_after_;  // the model's speed guard (routing commit_after)
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
@@ -283,6 +284,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
                                     : Metrics::Affinity::kMiss);
   }
   ctx_.start = start_;
+  commit_after_ = rq.policy.commit_after;
   if (wants_continuation()) ctx_.continuation = &continuation_.emplace();
   std::optional<bool> answered = co_await try_candidates(probes, rq.policy.hedging);
   if (answered) co_return *answered;
@@ -354,6 +356,8 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
     // (A non-streamed attempt waits for its whole answer: no stall to see.)
     const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
     if (continuing) prepare_continuation(pc.candidate);
+    // The speed guard holds a commit only where another candidate follows.
+    ctx_.commit_after = next + 1 < candidates.size() ? commit_after_ : config::CommitAfter{};
     if (continuation_) {
       const auto continues = [](const routing::PlannedCandidate& x) {
         return x.candidate.deployment->continuation != config::Continuation::kNone;

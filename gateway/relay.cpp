@@ -168,6 +168,16 @@ class Relay {
     const auto& own = state_.transcript();
     return (own ? own->why_not() : k->transcript.why_not()) == nullptr;
   }
+  // The speed guard holds the commit: the first output has come, fewer than
+  // commit_after.tokens outputs so far, the answer not over.
+  bool guarding() const {
+    const config::CommitAfter& g = ctx_.commit_after;
+    return g.tokens > 0 && !state_.committed() && ctx_.req.stream && up_.rec.first_token &&
+           state_.outputs() < g.tokens && !state_.complete();
+  }
+  Clock::time_point guard_deadline() const {
+    return *up_.rec.first_token + ctx_.commit_after.within;
+  }
   // What the reads made of the committed stream is due to the client (with
   // the head, the first events).
   bool flush_due() {
@@ -232,6 +242,7 @@ bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
   ReadDeadline& d = *deadline_;
   d.deadline = ctx_.deadlines(up_.c).next_read(Clock::now(), up_.rec.request_sent,
                                                up_.rec.first_token.has_value(), replaceable());
+  if (guarding()) d.deadline = std::min(d.deadline, guard_deadline());
   d.expired = false;
   if (d.deadline < d.armed) wait_for_deadline(deadline_);  // none pending, or a later one
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
@@ -363,7 +374,7 @@ std::optional<AttemptResult> Relay::on_read() {
     case Claim::kOk:
       break;
   }
-  if (state_.should_commit()) commit();
+  if (state_.should_commit() && !guarding()) commit();
   return std::nullopt;
 }
 
@@ -381,7 +392,18 @@ std::optional<AttemptResult> Relay::on_read_error(beast::error_code ec) {
   fault_ = ec == beast::error::timeout ? failover::Fault::kReadTimeout : failover::Fault::kCut;
   fault_text_ = ec.message();
   if (state_.committed()) return std::nullopt;  // the client gets an error event
+  const bool too_slow =
+      ec == beast::error::timeout && guarding() && Clock::now() >= guard_deadline();
   ctx_.judge(up_.c, up_.rec, *fault_, fault_text_, replaceable());
+  if (too_slow) {
+    // The speed guard's deadline, tighter than any configured one: slow,
+    // not broken (as a stall deadline's).
+    up_.rec.stall_derived = true;
+    up_.rec.detail = std::to_string(state_.outputs()) + " of " +
+                     std::to_string(ctx_.commit_after.tokens) + " output events within " +
+                     std::to_string(ctx_.commit_after.within.count()) +
+                     " ms of the first (routing commit_after: too slow to commit)";
+  }
   return AttemptResult{};
 }
 

@@ -82,6 +82,7 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
   if (api_.is_first_token(ev)) {
     if (!rec_.first_token) rec_.first_token = now;
     rec_.last_token = now;
+    ++outputs_;
     rec_.output_chars += static_cast<std::int64_t>(ch.output_chars);
     if (!speed_sampled_ && ++output_events_ >= kSpeedSampleEvents &&
         now - *rec_.first_token >= kSpeedSampleAfter) {

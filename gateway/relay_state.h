@@ -64,6 +64,8 @@ class RelayState {
 
   // Streaming: the head goes out once, at the first output.
   bool should_commit() const { return streaming_ && !committed_ && has_output(); }
+  // Output events seen (the speed guard's count).
+  std::size_t outputs() const { return outputs_; }
   void mark_committed() { committed_ = true; }
   bool committed() const { return committed_; }
 
@@ -121,6 +123,7 @@ class RelayState {
   bool saw_finish_ = false;
   bool committed_ = false;
   std::size_t output_events_ = 0;
+  std::size_t outputs_ = 0;
   bool speed_sampled_ = false;
   std::optional<double> speed_sample_;
   std::string response_id_;

@@ -1511,5 +1511,65 @@ TEST_F(GatewayTest, AStalledStreamIsGivenUpAtItsStallDeadlineWhileAnotherCanStil
       << events.back();
 }
 
+// routing.commit_after: {tokens: 4, within: 300ms}, in order a then b.
+const std::string kGuardedRouting =
+    "routing: {exploration: 0, defaults: {policy: ordered, commit_after: {tokens: 4, within: "
+    "300ms}}}\n";
+
+TEST_F(GatewayTest, TheSpeedGuardFailsOverAStreamThatCrawlsAfterAFastFirstToken) {
+  // A's first token at 2 ms, then 2 tokens/s: 4 tokens take 1.5 s.
+  sim::Profile crawl = fast_profile(10);
+  crawl.tps = {sim::Distribution::Kind::kFixed, 2, 0};
+  start_sims(crawl, fast_profile());
+  start_gateway("2s", "2s", "", "1s", kGuardedRouting);
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/model-b");  // nothing of A's was sent
+  EXPECT_NE(head.header("x-llmgate-failed").find("a/model-a=idle_timeout"), std::string::npos)
+      << head.header("x-llmgate-failed");
+  auto events = c.rest_of_events();
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (const auto& j : parse_events(events)) EXPECT_EQ(j["model"], "model-b");
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 1));
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kIdleTimeout);
+  // Slow, not broken: five more in a row (the ejection threshold) do not eject it.
+  for (int i = 0; i < 5; ++i) {
+    HttpClient more(port_);
+    ASSERT_EQ(more.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  }
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 6));
+  EXPECT_EQ(gw_->routing().health.peek("a/model-a", Clock::now()).state,
+            routing::HealthState::kHealthy);
+  // Without the guard, the crawl is what the client gets.
+  gw_.reset();
+  start_gateway("2s", "2s");
+  HttpClient plain(port_);
+  auto crawled = plain.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  EXPECT_EQ(crawled.header("x-llmgate-deployment"), "a/model-a");
+  plain.close();
+}
+
+TEST_F(GatewayTest, TheSpeedGuardCommitsAStreamThatKeepsUp) {
+  start_sims(fast_profile(10), fast_profile());
+  start_gateway("2s", "2s", "", "1s", kGuardedRouting);
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "a/model-a");
+  auto events = c.rest_of_events();
+  EXPECT_EQ(events.back(), "[DONE]");
+  int content = 0;
+  for (const auto& j : parse_events(events)) {
+    if (!j["choices"].empty() && j["choices"][0]["delta"].value("content", "") != "") ++content;
+  }
+  EXPECT_EQ(content, 10);  // every token, the held ones included
+  // And an answer shorter than the guard commits at its end.
+  sim_a_->set_profile("model-a", fast_profile(2));
+  auto short_head = c.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  EXPECT_EQ(short_head.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(c.rest_of_events().back(), "[DONE]");
+}
+
 }  // namespace
 }  // namespace llmgate

@@ -63,6 +63,7 @@ routing:
       min_delay: 40ms
       max_extra_ratio: 0.05
       on_stall: false
+    commit_after: {tokens: 8, within: 400ms}
 )yaml";
 
 class RoutingConfigTest : public ::testing::Test {
@@ -91,6 +92,7 @@ void expect_default_policy(const RoutingPolicy& p) {
   EXPECT_EQ(p.hedging.min_delay, milliseconds(50));
   EXPECT_DOUBLE_EQ(p.hedging.max_extra_ratio, 0.1);
   EXPECT_TRUE(p.hedging.on_stall);
+  EXPECT_EQ(p.commit_after.tokens, 0u);  // the speed guard is off
 }
 
 TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
@@ -181,6 +183,8 @@ TEST_F(RoutingConfigTest, ReadsEveryRoutingKey) {
   EXPECT_EQ(d.hedging.min_delay, milliseconds(40));
   EXPECT_DOUBLE_EQ(d.hedging.max_extra_ratio, 0.05);
   EXPECT_FALSE(d.hedging.on_stall);
+  EXPECT_EQ(d.commit_after.tokens, 8u);
+  EXPECT_EQ(d.commit_after.within, milliseconds(400));
 }
 
 TEST_F(RoutingConfigTest, AModelWithoutRoutingGetsExactlyTheDefaults) {
@@ -448,6 +452,10 @@ const ErrorCase kErrors[] = {
      kProviders +
          "models: [{name: m, deployments: [{provider: groq, model: x, expected_ttft: 200}]}]\n",
      R"(cfg.yaml: models[0].deployments[0].expected_ttft: invalid duration "200" (expected e.g. 250ms, 2s, 1m))"},
+    {"SpeedGuardWithinZero", "routing: {defaults: {commit_after: {tokens: 4, within: 0s}}}\n",
+     R"(cfg.yaml: routing.defaults.commit_after.within: must be greater than zero)"},
+    {"SpeedGuardTooManyTokens", model_with_routing("{commit_after: {tokens: 5000}}"),
+     R"(cfg.yaml: models[0].routing.commit_after.tokens: must be between 0 and 1000, got 5000)"},
     {"RoutingNotAMapping", "routing: [latency]\n",
      R"(cfg.yaml: routing: expected a mapping, got a list)"},
     {"MisspeltRoutingSection", "routin: {}\n",
