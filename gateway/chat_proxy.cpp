@@ -840,6 +840,15 @@ SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) co
   if (last_failed_) {
     s.set("llmgate.failover_reason", std::string(routing::to_string(last_failed_->outcome)));
   }
+  // A stream that broke after its first token (docs/failure-semantics.md,
+  // "Continuation"): where, after how much text, and who continued it.
+  if (continuation_ && continuation_->first_broken) {
+    const StreamContinuation& k = *continuation_;
+    s.set("llmgate.stream.broken_at", k.first_broken->id());
+    s.set("llmgate.stream.broken_after_chunks", k.broken_after);
+    if (!k.by.empty()) s.set("llmgate.stream.continued_by", k.by);
+    if (k.not_continuable) s.set("llmgate.stream.not_continuable", std::string(k.not_continuable));
+  }
   if (outcome_ == RequestOutcome::kError || outcome_ == RequestOutcome::kRejected) {
     s.error = true;
     s.set("error.type", std::string(to_string(outcome_)));

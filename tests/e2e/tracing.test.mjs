@@ -71,6 +71,7 @@ providers:
   - {name: broken, base_url: "http://127.0.0.1:${simPorts.broken}/v1"}
   - {name: slow, base_url: "http://127.0.0.1:${simPorts.slow}/v1"}
   - {name: fast, base_url: "http://127.0.0.1:${simPorts.fast}/v1"}
+  - {name: cutter, base_url: "http://127.0.0.1:${simPorts.cutter}/v1"}
 models:
   - name: chain
     routing:
@@ -81,6 +82,8 @@ models:
       - {provider: fast, model: m}
   - name: quick
     deployments: [{provider: fast, model: m}]
+  - name: continued
+    deployments: [{provider: cutter, model: m}, {provider: fast, model: m, continuation: prefix}]
   - name: stored
     deployments: [{provider: fast, model: m, operations: [responses]}]
 `;
@@ -126,6 +129,7 @@ before(async () => {
     broken: await startSim("broken", { m: { error_rate: 1, error_status: 500 } }),
     slow: await startSim("slow", { m: { ttft_ms: 3000, tps: 200, output_tokens: 5 } }),
     fast: await startSim("fast", { m: { ttft_ms: 5, tps: 500, output_tokens: 5 } }),
+    cutter: await startSim("cutter", { m: { ttft_ms: 5, tps: 500, output_tokens: 5, cut_after_tokens: 2 } }),
   };
 });
 
@@ -133,6 +137,26 @@ after(() => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
   for (const s of servers) s.closeAllConnections?.(), s.close();
   rmSync(dir, { recursive: true, force: true });
+});
+
+test("a stream continued after a cut: the server span says where it broke and who continued it", async () => {
+  const receiver = await startReceiver("ok");
+  const g = await startGateway("continued", {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_BSP_SCHEDULE_DELAY: "100",
+  });
+  const trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+  const r = await chat(g, "continued", { traceparent: `00-${trace}-00f067aa0ba902b8-01` });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.text.endsWith("data: [DONE]\n\n"), r.text);
+  assert.ok(!r.text.includes('"error"'), r.text);
+  await eventually(() => receiver.spans().some((s) => s.traceId === trace && s.kind === 2), "server span exported");
+  const server = receiver.spans().find((s) => s.traceId === trace && s.kind === 2);
+  assert.equal(attr(server, "llmgate.outcome"), "success");
+  assert.equal(attr(server, "llmgate.stream.broken_at"), "cutter/m");
+  assert.equal(attr(server, "llmgate.stream.broken_after_chunks"), 2);
+  assert.deepEqual(attr(server, "llmgate.stream.continued_by"), ["fast/m"]);
+  g.child.kill("SIGTERM");
 });
 
 test("a failed-over, hedged request: one server span under the client's, one span per attempt", async () => {
