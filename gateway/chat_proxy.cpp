@@ -408,15 +408,15 @@ void ChatProxy::prepare_continuation(const routing::Candidate& c) {
     k.original = std::move(req_.body);
     k.original_kept = true;
   }
-  std::string trimmed;
-  req_.body =
-      continuation_body(k.original, k.transcript.text(), c.deployment->continuation, trimmed);
-  // What the continuer was given as its prefix: an echo of it is dropped
-  // (none when it answers anew: the stream broke before any text).
-  std::string sent =
-      req_.body.text().size() == k.original.text().size()
-          ? std::string()
-          : k.transcript.text().substr(0, k.transcript.text().size() - trimmed.size());
+  std::string trimmed, sent;
+  if (auto body =
+          continuation_body(k.original, k.transcript.text(), c.deployment->continuation, trimmed)) {
+    req_.body = std::move(*body);
+    // What the continuer was given as its prefix: an echo of it is dropped.
+    sent = k.transcript.text().substr(0, k.transcript.text().size() - trimmed.size());
+  } else {
+    req_.body = k.original;  // an answer anew: the stream broke before any text
+  }
   k.splice.emplace(k.transcript, std::move(sent), std::move(trimmed), req_.include_usage, k.spent);
 }
 

@@ -111,9 +111,10 @@ bool continuable_request(const providers::RequestBody& body) {
   return true;
 }
 
-providers::RequestBody continuation_body(const providers::RequestBody& original,
-                                         std::string_view text, config::Continuation how,
-                                         std::string& trimmed) {
+std::optional<providers::RequestBody> continuation_body(const providers::RequestBody& original,
+                                                        std::string_view text,
+                                                        config::Continuation how,
+                                                        std::string& trimmed) {
   trimmed.clear();
   std::string_view keep = text;
   if (how == config::Continuation::kPrefill) {
@@ -125,7 +126,7 @@ providers::RequestBody continuation_body(const providers::RequestBody& original,
   const providers::RequestBody::Member* messages = original.find("messages");
   if (keep.empty() || messages == nullptr ||
       messages->v.type != providers::RequestBody::Type::kArray)
-    return original;  // nothing to continue: an answer anew
+    return std::nullopt;  // nothing to continue: an answer anew
   // The client's messages as they came, and the text sent so far after them.
   std::string list(original.text_of(*messages));
   list.resize(list.find_last_of(']'));
@@ -145,7 +146,7 @@ providers::RequestBody continuation_body(const providers::RequestBody& original,
                          : original.spliced({{"messages", list}}, {"reasoning_effort"});
   auto parsed = providers::RequestBody::parse(std::move(body));
   if (auto* b = std::get_if<providers::RequestBody>(&parsed)) return std::move(*b);
-  return original;  // not reached: the splice of a valid document is valid
+  return std::nullopt;  // not reached: the splice of a valid document is valid
 }
 
 ContinuationSplice::ContinuationSplice(StreamTranscript& transcript, std::string sent,

@@ -60,13 +60,14 @@ class StreamTranscript {
 // The request that asks `how` to continue `text` after the client's
 // messages. `trimmed`: the whitespace taken off the end of `text`
 // (Anthropic refuses prefill that ends with whitespace), which the
-// continuation may repeat. Without text (the stream broke during reasoning)
-// the client's request as it was: an answer anew. A continuation does not
-// think first (reasoning_effort dropped: Anthropic refuses prefill with
-// thinking on).
-providers::RequestBody continuation_body(const providers::RequestBody& original,
-                                         std::string_view text, config::Continuation how,
-                                         std::string& trimmed);
+// continuation may repeat. Nullopt without text (the stream broke during
+// reasoning): the client's request as it was asks for an answer anew. A
+// continuation does not think first (reasoning_effort dropped: Anthropic
+// refuses prefill with thinking on).
+std::optional<providers::RequestBody> continuation_body(const providers::RequestBody& original,
+                                                        std::string_view text,
+                                                        config::Continuation how,
+                                                        std::string& trimmed);
 
 // Whether a request's stream may be continued at all: a streamed chat
 // request with one choice and no structured output (a JSON document cut in
