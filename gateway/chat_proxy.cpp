@@ -170,6 +170,11 @@ class ChatProxy {
   bool may_decline(HedgeKind kind) const {
     return kind == HedgeKind::kLearning && trace_.decision.policy == config::Policy::kE2e;
   }
+  // A streaming client is never given a probe's stream (it may break after
+  // its first token, as what ejected the deployment did): the probe declines
+  // it for the other side and reads on to prove itself (docs/routing.md,
+  // "Health").
+  bool probe_declines(const routing::PlannedCandidate& pc) const { return pc.probe && req_.stream; }
   // A conversation: prefixes or a conversation key (prompt-cache affinity).
   bool conversation() const { return req_.prefixes.count > 0 || req_.conversation_key != 0; }
   // The request's whole prompt as a prefix (what its conversation key names).
@@ -372,7 +377,7 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
     // which the first side may decline a slow stream (hedged()). A
     // continuation is never raced.
     if (!continuing && (kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
-        (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind))) {
+        (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind) || probe_declines(pc))) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
       probes.tried(pc);
@@ -591,9 +596,9 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   if (fx.health == failover::HealthEffect::kNone) {
     if (pc.probe) rs_.health.release_probe(rec.deployment);
   } else {
-    const auto ejected =
-        rs_.health.on_attempt(rec.deployment, fx.health == failover::HealthEffect::kFailure,
-                              recorded.error_rate, recorded.attempts, now, pc.probe);
+    const auto ejected = rs_.health.on_attempt(
+        rec.deployment, fx.health == failover::HealthEffect::kFailure, recorded.error_rate,
+        recorded.attempts, now, pc.probe, config::operation_bit(req_.operation));
     if (ejected && snapshot_.shared) {
       snapshot_.shared->publish(HealthEvent::kEjection, rec.deployment,
                                 std::chrono::duration_cast<std::chrono::milliseconds>(*ejected));
@@ -702,6 +707,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   ++trace_.attempts;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
+  rec.probe = pc.probe;
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
   rec.input_tokens_est = pc.input_tokens;
@@ -910,9 +916,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
   // side is expected to (its expected end-to-end time, from its start, or
   // from now when it has not started: it then starts at once). It reads on
   // to measure its speed instead (Race::set_may_claim).
-  if (may_decline(kind)) {
+  if (may_decline(kind) || probe_declines(first)) {
     race.set_may_claim([&](int branch) {
       if (branch != 0) return true;
+      if (probe_declines(first)) return false;
       const double rest_ms = trace_.decision.e2e_tokens / std::max(0.1, first.speed) * 1000;
       // (A hedge not started yet starts now if this side declines.)
       const double ran_ms =

@@ -206,6 +206,15 @@ class Relay {
         "sooner) and read on to measure its speed";
     return AttemptResult{};
   }
+  // A probe that declined a streaming client read on without a fault to its
+  // speed sample or its end (or kDeferredRead): its deployment streams
+  // again -- a success for its health.
+  AttemptResult proved() {
+    up_.rec.outcome = AttemptOutcome::kSuccess;
+    up_.rec.detail = "probe: declined the client (a probe's stream may still break) and streamed " +
+                     std::to_string(state_.outputs()) + " output events without a fault";
+    return AttemptResult{};
+  }
   AttemptResult client_gone(const char* detail) {
     up_.rec.outcome = AttemptOutcome::kClientGone;
     up_.rec.detail = detail;
@@ -369,7 +378,7 @@ std::optional<AttemptResult> Relay::on_read() {
       // has passed without, or its answer ended and the other side has the
       // client), then stops.
       if (speed_measured_ || state_.done() || Clock::now() - *up_.rec.first_token >= kDeferredRead)
-        return declined();
+        return up_.rec.probe ? proved() : declined();
       return std::nullopt;
     case Claim::kOk:
       break;

@@ -71,6 +71,8 @@ struct AttemptRecord {
   // for it (upstream_stream_error, ...), which a non-streaming one whose
   // every attempt failed gets too; else empty.
   std::string fault_code;
+  // The half-open probe of its deployment (HealthTracker::check).
+  bool probe = false;
   int http_status = 0;
   Clock::time_point started{};       // attempt began (before connect)
   Clock::time_point request_sent{};  // request fully written upstream

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace llmgate::routing {
 
@@ -87,6 +88,7 @@ void HealthTracker::eject(Entry& e, std::string cause, Clock::time_point now) {
   e.ejected_at = now;
   e.ejection_cause = std::move(cause);
   e.consecutive_failures = 0;
+  e.ejected_ops |= std::exchange(e.failed_ops, 0u);
   e.probe_taken_at.reset();
   e.last_probe_at.reset();
   e.readmitted_at.reset();
@@ -95,6 +97,7 @@ void HealthTracker::eject(Entry& e, std::string cause, Clock::time_point now) {
 void HealthTracker::readmit(Entry& e, Clock::time_point now) {
   e.ejected_until.reset();
   e.consecutive_failures = 0;
+  e.failed_ops = e.ejected_ops = 0;
   e.probe_taken_at.reset();
   e.readmitted_at = now;
   e.attempts_since_readmitted = 0;
@@ -102,7 +105,8 @@ void HealthTracker::readmit(Entry& e, Clock::time_point now) {
 
 std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& deployment, bool failed,
                                                          double error_rate, std::uint64_t attempts,
-                                                         Clock::time_point now, bool probe) {
+                                                         Clock::time_point now, bool probe,
+                                                         unsigned exercised) {
   // Every deployment clean: a success resets nothing.
   if (!failed && unclean_.load(std::memory_order_relaxed) == 0) return std::nullopt;
   std::lock_guard lock(mu_);
@@ -116,15 +120,21 @@ std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& depl
     eject(e, std::move(cause), now);
     return *e.ejected_until - now;
   };
+  if (failed) e.failed_ops |= exercised;
   if (e.ejected_until) {
     if (now < *e.ejected_until) {
-      // Still ejected: only a probe's result counts — a success ends the
-      // ejection, a failure frees the slot for the next interval's probe.
-      if (probe) failed ? e.probe_taken_at.reset() : readmit(e, now);
+      // Still ejected: only a probe's result counts — a success that
+      // exercised what failed ends the ejection; a failure, or a success
+      // that proves nothing of it, frees the slot for the next probe.
+      if (probe) (failed || !proves(e, exercised)) ? e.probe_taken_at.reset() : readmit(e, now);
       return std::nullopt;
     }
     // Half-open: this result is the probe's.
     if (failed) return ejected("probe failed");
+    if (!proves(e, exercised)) {
+      e.probe_taken_at.reset();  // half-open still: the next request probes
+      return std::nullopt;
+    }
     readmit(e, now);
     return std::nullopt;
   }
@@ -135,6 +145,7 @@ std::optional<Clock::duration> HealthTracker::on_attempt(const std::string& depl
   if (e.attempts_since_readmitted && waited_since_readmitted) e.attempts_since_readmitted.reset();
   if (!failed) {
     e.consecutive_failures = 0;
+    e.failed_ops = 0;
     return std::nullopt;
   }
   ++e.consecutive_failures;

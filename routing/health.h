@@ -78,11 +78,17 @@ class HealthTracker {
   // wait ends when it has seen them: a reload that raises min_requests
   // later does not start it again).
   // `probe`: the attempt was the probe check() handed out for it.
+  // `exercised`: what the attempt exercised, as config::operation_bit()s
+  // (0: say nothing). An ejection remembers what its failures exercised,
+  // and only a success that exercised one of those proves a recovery: an
+  // embeddings probe (one JSON answer) says nothing of the chat streams
+  // that were cut -- it frees the probe slot for the next request.
   // Returns how long the deployment is now ejected for, if this result
   // ejected it (shared_state tells the other replicas).
   std::optional<Clock::duration> on_attempt(const std::string& deployment, bool failed,
                                             double error_rate, std::uint64_t attempts,
-                                            Clock::time_point now, bool probe = false);
+                                            Clock::time_point now, bool probe = false,
+                                            unsigned exercised = 0);
 
   // Another replica ejected `deployment` for `after` (shared_state): out of
   // plans until then and half-open after, like an ejection of its own, but
@@ -147,8 +153,17 @@ class HealthTracker {
     std::optional<Clock::time_point> readmitted_at;  // last probe success
     std::optional<std::uint64_t> attempts_since_readmitted;
     std::optional<Clock::time_point> cooldown_until;
+    // What the failures exercised (operation bits): those since the last
+    // success, and those of the ejection running.
+    unsigned failed_ops = 0;
+    unsigned ejected_ops = 0;
     bool unclean = false;  // counted in unclean_
   };
+  // A success that exercised `ops` proves `e` recovered from what ejected it.
+  static bool proves(const Entry& e, unsigned ops) {
+    const unsigned failed = e.ejected_ops | e.failed_ops;
+    return failed == 0 || ops == 0 || (failed & ops) != 0;
+  }
 
   // check() over `n` ids, the i-th `id_at(i)`.
   template <class IdAt>

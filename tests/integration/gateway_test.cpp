@@ -1571,5 +1571,118 @@ TEST_F(GatewayTest, TheSpeedGuardCommitsAStreamThatKeepsUp) {
   EXPECT_EQ(c.rest_of_events().back(), "[DONE]");
 }
 
+// Health probes that prove the right thing and cost no client its answer
+// (issue 48, defects 4 and 5): A cuts every chat stream after 2 tokens but
+// answers embeddings; B is healthy.
+TEST_F(GatewayTest, AProbeThroughAnotherOperationDoesNotReadmitAndAStreamProbeCostsNoAnswer) {
+  sim::Profile cuts = fast_profile(10);
+  cuts.cut_after_tokens = 2;
+  start_sims(cuts, fast_profile());
+  const std::string yaml = R"(
+routing:
+  exploration: 0
+  defaults: {policy: ordered}
+  ejection: {consecutive_failures: 2, base_duration: 200ms, probe_interval: 0s}
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+timeouts: {connect: 1s, ttft: 2s, idle: 2s, total: 20s}
+providers:
+  - {name: a, base_url: "http://127.0.0.1:)" +
+                           std::to_string(port_a_) +
+                           R"(/v1", api_key_env: LLMGATE_TEST_KEY_A}
+  - {name: b, base_url: "http://127.0.0.1:)" +
+                           std::to_string(port_b_) +
+                           R"(/v1", api_key_env: LLMGATE_TEST_KEY_B}
+models:
+  - name: chat
+    deployments: [{provider: a, model: model-a, operations: [chat, embeddings]}, {provider: b, model: model-b}]
+  - name: embed
+    deployments: [{provider: a, model: model-a, operations: [chat, embeddings]}]
+)";
+  gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "probes.yaml"));
+  port_ = gw_->start().at(0);
+  auto& health = gw_->routing().health;
+  const auto half_open = [&] {
+    return health.peek("a/model-a", Clock::now()).reason.find("half-open") != std::string::npos;
+  };
+  HttpClient c(port_);
+  // Two cut chat answers (non-streamed: B answers each whole) eject A.
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_TRUE(recorded(*gw_, "a/model-a", i));
+  }
+  ASSERT_EQ(health.peek("a/model-a", Clock::now()).state, routing::HealthState::kEjected);
+  ASSERT_TRUE(eventually(half_open));
+  // An embeddings answer from A is its probe, and a success -- but of
+  // nothing that failed: A stays out of chat.
+  auto e = c.request("POST", "/v1/embeddings", R"({"model":"embed","input":"hi"})");
+  ASSERT_EQ(e.status, 200) << e.body;
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 3));
+  EXPECT_NE(health.peek("a/model-a", Clock::now()).state, routing::HealthState::kHealthy)
+      << health.peek("a/model-a", Clock::now()).reason;
+  ASSERT_TRUE(half_open());  // the slot is free again: the next chat request probes
+  // A streamed chat request is the next probe: A's first token comes first,
+  // but a probe does not take a streaming client -- B answers it whole.
+  HttpClient s(port_);
+  auto head = s.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "b/model-b");
+  auto events = s.rest_of_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (const auto& j : parse_events(events)) {
+    EXPECT_FALSE(j.contains("error")) << j.dump();
+    EXPECT_EQ(j["model"], "model-b");
+  }
+  // ... and the probe's own stream, cut, was its failure: ejected again.
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 4));
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kTruncated);
+  EXPECT_EQ(health.peek("a/model-a", Clock::now()).state, routing::HealthState::kEjected);
+}
+
+TEST_F(GatewayTest, AStreamProbeThatStreamsWithoutAFaultReadmitsItsDeployment) {
+  sim::Profile cuts = fast_profile(30);
+  cuts.cut_after_tokens = 2;
+  // B slower to its first token than A to its whole answer: the probe's
+  // answer ends before the race does (its end, not a cancellation, decides).
+  start_sims(cuts, fixed_ttft(300));
+  start_gateway("2s", "2s", "", "1s",
+                "routing: {exploration: 0, ejection: {consecutive_failures: 2, base_duration: "
+                "200ms, probe_interval: 0s}, defaults: {policy: ordered}}\n");
+  auto& health = gw_->routing().health;
+  HttpClient c(port_);
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", false)).status, 200);
+    ASSERT_TRUE(recorded(*gw_, "a/model-a", i));
+  }
+  // (Ejected for 200 ms when B's answer began, 300 ms before its end.)
+  ASSERT_NE(health.peek("a/model-a", Clock::now()).state, routing::HealthState::kHealthy);
+  // Recovered: its answer streams over 150 ms.
+  sim_a_->set_profile("model-a", streaming(2, 30, 200));
+  ASSERT_TRUE(eventually([&] {
+    return health.peek("a/model-a", Clock::now()).reason.find("half-open") != std::string::npos;
+  }));
+  HttpClient s(port_);
+  auto head = s.start("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(head.status, 200);
+  // The probe declined the client at its first token and read on; its whole
+  // answer came before B's first token (300 ms), and a whole answer is safe
+  // to give: it took the client then, with nothing left to break.
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "a/model-a");
+  auto events = s.rest_of_events();
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (const auto& j : parse_events(events)) {
+    for (const auto& ch : j["choices"]) text += ch["delta"].value("content", "");
+  }
+  EXPECT_EQ(text, sim::completion_text(30));  // every token, the held ones included
+  // The probe read its whole answer without a fault: A is back.
+  ASSERT_TRUE(recorded(*gw_, "a/model-a", 3));
+  EXPECT_EQ(gw_->stats().get("a/model-a")->last_outcome, routing::AttemptOutcome::kSuccess);
+  EXPECT_EQ(health.peek("a/model-a", Clock::now()).state, routing::HealthState::kHealthy);
+  auto next = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  EXPECT_EQ(next.header("x-llmgate-deployment"), "a/model-a");
+}
+
 }  // namespace
 }  // namespace llmgate

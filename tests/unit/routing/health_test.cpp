@@ -467,6 +467,35 @@ TEST(HealthTracker, AnEjectedDeploymentIsProbedEveryProbeInterval) {
   EXPECT_EQ(h.ejections_total("a/m"), 1u);
 }
 
+TEST(HealthTracker, OnlyAProbeThatExercisedWhatFailedEndsTheEjection) {
+  config::Ejection o = options();
+  o.probe_interval = 1s;
+  HealthTracker h(o);
+  const unsigned chat = config::operation_bit(config::Operation::kChat);
+  const unsigned embeddings = config::operation_bit(config::Operation::kEmbeddings);
+  for (int i = 0; i < 3; ++i) h.on_attempt("a/m", true, 0, 1, t0, false, chat);  // ejected
+  ASSERT_TRUE(alone(h, "a/m", t0 + 1s).probe);
+  // An embeddings answer says nothing of the chat streams that failed: the
+  // slot is freed, the ejection stays.
+  h.on_attempt("a/m", false, 0, 1, t0 + 1100ms, /*probe=*/true, embeddings);
+  EXPECT_EQ(alone(h, "a/m", t0 + 1100ms).state, HealthState::kEjected);
+  ASSERT_TRUE(alone(h, "a/m", t0 + 2s).probe);
+  h.on_attempt("a/m", false, 0, 1, t0 + 2100ms, /*probe=*/true, chat);
+  EXPECT_EQ(alone(h, "a/m", t0 + 2100ms).state, HealthState::kHealthy);
+  // Half-open, the same: only what failed proves it.
+  for (int i = 0; i < 3; ++i) h.on_attempt("a/m", true, 0, 1, t0 + 3s, false, chat);
+  ASSERT_TRUE(alone(h, "a/m", t0 + 30s).probe);  // past the ejection: half-open
+  h.on_attempt("a/m", false, 0, 1, t0 + 30s, /*probe=*/true, embeddings);
+  EXPECT_NE(alone(h, "a/m", t0 + 30s).state, HealthState::kHealthy);
+  h.on_attempt("a/m", false, 0, 1, t0 + 30s, /*probe=*/true, chat | embeddings);
+  EXPECT_EQ(alone(h, "a/m", t0 + 30s).state, HealthState::kHealthy);
+  // Results that say nothing of what they exercised (0) prove as before.
+  for (int i = 0; i < 3; ++i) h.on_attempt("a/m", true, 0, 1, t0 + 31s, false, chat);
+  ASSERT_TRUE(alone(h, "a/m", t0 + 32s).probe);
+  h.on_attempt("a/m", false, 0, 1, t0 + 32s, /*probe=*/true);
+  EXPECT_EQ(alone(h, "a/m", t0 + 32s).state, HealthState::kHealthy);
+}
+
 TEST(HealthTracker, OnAttemptSaysWhenAndForHowLongItEjected) {
   HealthTracker h(options());
   EXPECT_FALSE(h.on_attempt("a/x", true, 0, 1, t0).has_value());
