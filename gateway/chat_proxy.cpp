@@ -360,24 +360,41 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
                                              : HedgeKind::kStall;
     // (A non-streamed attempt waits for its whole answer: no stall to see.)
     const bool stall_hedge = hedging.on_stall && ctx_.streams(pc.candidate);
-    if (continuing) prepare_continuation(pc.candidate);
-    // The speed guard holds a commit only where another candidate follows.
-    ctx_.commit_after = next + 1 < candidates.size() ? commit_after_ : config::CommitAfter{};
+    // A hedge due only after the deadline is none -- except for a race in
+    // which the first side may decline a slow stream (hedged()). A
+    // continuation is never raced.
+    const bool race =
+        !continuing && (kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
+        (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind) || probe_declines(pc));
+    // Candidates that may follow this attempt (a race uses up its pair).
+    const std::size_t after = next + (race ? 2 : 1);
+    // The speed guard holds a commit only where another candidate follows,
+    // and only for a first side (relay.cpp: never a hedge's): in a race whose
+    // hedge starts at once (budget, learning) the first output claims the
+    // client and cancels the other side, so a guard giving it up then would
+    // waste both -- a stall race's hedge starts only on evidence.
+    ctx_.commit_after = (!race || kind == HedgeKind::kStall) && next + 1 < candidates.size()
+                            ? commit_after_
+                            : config::CommitAfter{};
+    std::optional<StreamTranscript> told;  // a continuation's, until it commits
+    std::size_t continued_before = 0;
+    if (continuing) {
+      prepare_continuation(pc.candidate);
+      told = continuation_->transcript;
+      continued_before = continuation_->by.size();
+    }
     if (continuation_) {
       const auto continues = [](const routing::PlannedCandidate& x) {
         return x.candidate.deployment->continuation != config::Continuation::kNone;
       };
       const auto& d = trace_.decision;
       continuation_->continuer_follows =
-          std::any_of(candidates.begin() + static_cast<std::ptrdiff_t>(next) + 1, candidates.end(),
-                      continues) ||
+          std::any_of(
+              candidates.begin() + static_cast<std::ptrdiff_t>(std::min(after, candidates.size())),
+              candidates.end(), continues) ||
           std::any_of(d.reserve.begin(), d.reserve.end(), continues);
     }
-    // A hedge due only after the deadline is none -- except for a race in
-    // which the first side may decline a slow stream (hedged()). A
-    // continuation is never raced.
-    if (!continuing && (kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
-        (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind) || probe_declines(pc))) {
+    if (race) {
       const auto& second = candidates[next + 1];
       bool second_started = false;
       probes.tried(pc);
@@ -389,6 +406,10 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
       r = co_await run_attempt(pc, 0);
       next += 1;
     }
+    // A continuation that failed before its commit: what it rendered never
+    // reached the client, so the next is asked to continue what did.
+    if (told && continuation_->by.size() == continued_before)
+      continuation_->transcript = std::move(*told);
     if (continuing) continuation_->splice.reset();
     if (r.responded) co_return r.keep_alive;
     if (LLMGATE_CANCELLED()) co_return false;
@@ -769,7 +790,9 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // continued: what it cost counts.
   if (rec.first_token && ctx_.stream_committed && continuation_ && continuation_->broken)
     charge(rec, c);
-  if (rec.outcome != AttemptOutcome::kHedgeLost) on_attempt_failed(rec);
+  // (A probe that proved itself while declining the client did not fail.)
+  if (rec.outcome != AttemptOutcome::kHedgeLost && rec.outcome != AttemptOutcome::kSuccess)
+    on_attempt_failed(rec);
   co_return r;
 }
 

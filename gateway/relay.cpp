@@ -172,8 +172,8 @@ class Relay {
   // commit_after.tokens outputs so far, the answer not over.
   bool guarding() const {
     const config::CommitAfter& g = ctx_.commit_after;
-    return g.tokens > 0 && !state_.committed() && ctx_.req.stream && up_.rec.first_token &&
-           state_.outputs() < g.tokens && !state_.complete();
+    return g.tokens > 0 && up_.branch == 0 && !state_.committed() && ctx_.req.stream &&
+           up_.rec.first_token && state_.outputs() < g.tokens && !state_.complete();
   }
   Clock::time_point guard_deadline() const {
     return *up_.rec.first_token + ctx_.commit_after.within;
@@ -377,8 +377,14 @@ std::optional<AttemptResult> Relay::on_read() {
       // the other side fails, until its speed is measured (or kDeferredRead
       // has passed without, or its answer ended and the other side has the
       // client), then stops.
-      if (speed_measured_ || state_.done() || Clock::now() - *up_.rec.first_token >= kDeferredRead)
-        return up_.rec.probe ? proved() : declined();
+      if (speed_measured_ || state_.done() ||
+          Clock::now() - *up_.rec.first_token >= kDeferredRead) {
+        // A probe reads on until the other side has the client: its proven
+        // stream stays the client's in case that side fails, and its whole
+        // answer, if it comes first, takes the client.
+        if (!up_.rec.probe) return declined();
+        if (ctx_.trace.race && ctx_.trace.race->lost(up_.branch)) return proved();
+      }
       return std::nullopt;
     case Claim::kOk:
       break;
@@ -450,8 +456,15 @@ net::awaitable<AttemptResult> Relay::run() {
       break;
     }
   }
-  // Never the client's: a deferred side whose body ended unclaimed.
-  if (deferred_ && !claimed_) co_return declined();
+  // Never the client's: a deferred side whose body ended unclaimed -- a
+  // probe's whole answer (a protocol whose end is the body's) proves it.
+  if (deferred_ && !claimed_) {
+    if (up_.rec.probe && !fault_ && up_.parser.is_done()) {
+      state_.on_body_end(Clock::now());
+      if (state_.complete() && !state_.fault()) co_return proved();
+    }
+    co_return declined();
+  }
   // A body that ended cleanly completes a protocol without an end marker.
   if (!fault_ && up_.parser.is_done()) {
     state_.on_body_end(Clock::now());

@@ -932,6 +932,18 @@ std::vector<ContinuationRow> continuation_rows(Protocol p = Protocol::kOpenAi) {
        {{K::kSend, head_role_tokens(f, 2) + chunk(cut(f.token_event(2)))}, {K::kClose}},
        "truncated",
        false},
+      {"stall-non-stream-with-continuation",
+       {{K::kSend, head_role_tokens(f, 2)}, {K::kHold}},
+       "idle_timeout",
+       false},
+      {"malformed-event-non-stream-with-continuation",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(f.malformed_event())}, {K::kHold}},
+       "malformed",
+       false},
+      {"error-event-non-stream-with-continuation",
+       {{K::kSend, head_role_tokens(f, 2) + chunk(f.in_band_error_event())}, {K::kHold}},
+       "malformed",
+       false},
   };
   for (auto& r : rows) r.protocol = p;
   return rows;

@@ -426,6 +426,12 @@ test("Redis killed: fail-open serves on local limits, fail-closed refuses cleanl
   const during = (await roundRobin(OUTAGE_KEY, "priced", 30)).filter((r) => r.status === 200).length;
   console.log(`# the outage key through the outage: ${during} answers ($${3 * during})`);
   assert.ok(during >= 1 && during <= 9, `expected at most 9 answers through the outage, got ${during}`);
+  // Closed: a budget is a hard cap -- none through the outage.
+  for (let i = 0; i < 3; ++i) {
+    const capped = await chat(closed, OUTAGE_KEY, "priced");
+    assert.equal(capped.status, 503, capped.text);
+    assert.equal(JSON.parse(capped.text).error.code, "shared_state_unavailable");
+  }
 
   // Restarted (empty: no persistence): every replica reconnects and the
   // shared limit holds again.

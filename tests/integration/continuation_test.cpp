@@ -95,6 +95,9 @@ class ContinuationTest : public ::testing::Test {
     p.refuse_prefill = true;
     o.profiles["refuse"] = p;
     p = whole();
+    p.tps = {sim::Distribution::Kind::kFixed, 2, 0};  // a fast first word, then a crawl
+    o.profiles["crawl"] = p;
+    p = whole();
     p.output = sim::Profile::Output::kToolCall;
     p.cut_after_tokens = 3;
     o.profiles["tool"] = p;
@@ -125,6 +128,9 @@ class ContinuationTest : public ::testing::Test {
   - {name: tool-cut, deployments: [{provider: o, model: tool}, {provider: o, model: whole, continuation: prefix}]}
   - {name: reasoning-cut, deployments: [{provider: o, model: think}, {provider: o, model: whole, continuation: prefix}]}
   - {name: not-configured, deployments: [{provider: o, model: cut}, {provider: o, model: whole}]}
+  - name: crawling-continuer
+    routing: {commit_after: {tokens: 4, within: 300ms}}
+    deployments: [{provider: o, model: cut}, {provider: o, model: crawl, continuation: prefix}, {provider: o, model: whole, continuation: prefix}]
 )";
     const std::string yaml = R"(
 routing: {exploration: 0, defaults: {policy: ordered, max_attempts: 3}}
@@ -278,6 +284,20 @@ TEST_F(ContinuationTest, WithoutContinuationConfiguredABreakEndsAsBefore) {
   EXPECT_EQ(t.errors[0]["code"], "upstream_stream_truncated");
   EXPECT_EQ(r.header("trailer"), "x-llmgate-output-tokens, x-llmgate-tps");
   EXPECT_EQ(r.trailers.count("x-llmgate-continued"), 0u);
+}
+
+TEST_F(ContinuationTest, AContinuerGivenUpBeforeItsCommitLeavesNoWordOfItsOwnBehind) {
+  // The first continuer sends a word, then crawls: the speed guard gives it
+  // up before its commit. The next is asked to continue what the client
+  // has -- not the word it never got.
+  const auto r = stream("crawling-continuer");
+  const Told t = read_stream(r.body);
+  EXPECT_EQ(t.text, unbroken());
+  EXPECT_TRUE(t.errors.empty()) << r.body;
+  EXPECT_EQ(t.done, 1);
+  ASSERT_EQ(r.trailers.count("x-llmgate-continued"), 1u);
+  EXPECT_EQ(r.trailers.at("x-llmgate-continued").rfind("o/whole; broken=o/cut", 0), 0u)
+      << r.trailers.at("x-llmgate-continued");
 }
 
 }  // namespace
