@@ -366,8 +366,6 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
     const bool race =
         !continuing && (kind != HedgeKind::kStall || stall_hedge) && next + 1 < candidates.size() &&
         (pc.hedge_delay < pc.candidate.timeouts.ttft || may_decline(kind) || probe_declines(pc));
-    // Candidates that may follow this attempt (a race uses up its pair).
-    const std::size_t after = next + (race ? 2 : 1);
     // The speed guard holds a commit only where another candidate follows,
     // and only for a first side (relay.cpp: never a hedge's): in a race whose
     // hedge starts at once (budget, learning) the first output claims the
@@ -388,11 +386,14 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
         return x.candidate.deployment->continuation != config::Continuation::kNone;
       };
       const auto& d = trace_.decision;
-      continuation_->continuer_follows =
-          std::any_of(
-              candidates.begin() + static_cast<std::ptrdiff_t>(std::min(after, candidates.size())),
-              candidates.end(), continues) ||
-          std::any_of(d.reserve.begin(), d.reserve.end(), continues);
+      const auto follows_from = [&](std::size_t i) {
+        return std::any_of(
+                   candidates.begin() + static_cast<std::ptrdiff_t>(std::min(i, candidates.size())),
+                   candidates.end(), continues) ||
+               std::any_of(d.reserve.begin(), d.reserve.end(), continues);
+      };
+      continuation_->continuer_follows = follows_from(next + 1);
+      continuation_->continuer_follows_pair = follows_from(next + 2);
     }
     if (race) {
       const auto& second = candidates[next + 1];

@@ -134,7 +134,10 @@ struct StreamContinuation {
   const char* not_continuable = nullptr;
   // A deployment after the one streaming now can continue (the proxy's
   // plan): a stall may then be cut at the stall deadline, not the idle one.
+  // After the attempt's candidate, and after a race's pair (when its hedge
+  // started, both sides are used up).
   bool continuer_follows = false;
+  bool continuer_follows_pair = false;
   // The continuation running, and the deployments that continued, in order.
   std::optional<ContinuationSplice> splice;
   std::vector<std::string> by;

@@ -162,9 +162,11 @@ class Relay {
   bool replaceable() {
     if (!state_.committed()) return true;
     const StreamContinuation* k = ctx_.continuation;
-    if (k == nullptr || !k->continuer_follows || k->breaks >= StreamContinuation::kMaxBreaks ||
-        state_.complete())
+    if (k == nullptr || k->breaks >= StreamContinuation::kMaxBreaks || state_.complete())
       return false;
+    // A race whose hedge started has used up its pair: what follows is after it.
+    const bool pair_used = up_.branch == 1 || (ctx_.trace.race && ctx_.trace.race->hedge_started());
+    if (!(pair_used ? k->continuer_follows_pair : k->continuer_follows)) return false;
     const auto& own = state_.transcript();
     return (own ? own->why_not() : k->transcript.why_not()) == nullptr;
   }
