@@ -82,6 +82,11 @@ class ProbeSlots {
   boost::container::small_vector<bool, 8> tried_;
 };
 
+// The candidate's deployment declares how it continues a broken stream.
+bool continues(const routing::PlannedCandidate& pc) {
+  return pc.candidate.deployment->continuation != config::Continuation::kNone;
+}
+
 RequestOutcome to_request_outcome(AttemptOutcome o) {
   switch (o) {
     case AttemptOutcome::kSuccess:
@@ -189,6 +194,8 @@ class ChatProxy {
   // continued after a break, the next continuation's request, and the end
   // of a broken stream none continued (the break's error event).
   bool wants_continuation() const;
+  // A candidate from the plan's i-th on, or one in reserve, can continue.
+  bool continuer_from(std::size_t i) const;
   void prepare_continuation(const routing::Candidate& c);
   net::awaitable<bool> end_broken_stream();
   // Tokens and cost of an attempt the client was given (key limits, budgets).
@@ -328,7 +335,7 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
       promote_reserve();
     }
     const auto& pc = candidates[next];
-    if (continuing && pc.candidate.deployment->continuation == config::Continuation::kNone) {
+    if (continuing && !continues(pc)) {
       ++next;
       continue;
     }
@@ -382,18 +389,8 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
       continued_before = continuation_->by.size();
     }
     if (continuation_) {
-      const auto continues = [](const routing::PlannedCandidate& x) {
-        return x.candidate.deployment->continuation != config::Continuation::kNone;
-      };
-      const auto& d = trace_.decision;
-      const auto follows_from = [&](std::size_t i) {
-        return std::any_of(
-                   candidates.begin() + static_cast<std::ptrdiff_t>(std::min(i, candidates.size())),
-                   candidates.end(), continues) ||
-               std::any_of(d.reserve.begin(), d.reserve.end(), continues);
-      };
-      continuation_->continuer_follows = follows_from(next + 1);
-      continuation_->continuer_follows_pair = follows_from(next + 2);
+      continuation_->continuer_follows = continuer_from(next + 1);
+      continuation_->continuer_follows_pair = continuer_from(next + 2);
     }
     if (race) {
       const auto& second = candidates[next + 1];
@@ -419,14 +416,16 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
 }
 
 bool ChatProxy::wants_continuation() const {
-  if (req_.operation != config::Operation::kChat || !req_.stream || !continuable_request(req_.body))
-    return false;
-  const auto declares = [](const routing::PlannedCandidate& pc) {
-    return pc.candidate.deployment->continuation != config::Continuation::kNone;
-  };
+  return req_.operation == config::Operation::kChat && req_.stream &&
+         continuable_request(req_.body) && continuer_from(0);
+}
+
+bool ChatProxy::continuer_from(std::size_t i) const {
   const auto& d = trace_.decision;
-  return std::any_of(d.candidates.begin(), d.candidates.end(), declares) ||
-         std::any_of(d.reserve.begin(), d.reserve.end(), declares);
+  return std::any_of(
+             d.candidates.begin() + static_cast<std::ptrdiff_t>(std::min(i, d.candidates.size())),
+             d.candidates.end(), continues) ||
+         std::any_of(d.reserve.begin(), d.reserve.end(), continues);
 }
 
 void ChatProxy::prepare_continuation(const routing::Candidate& c) {
