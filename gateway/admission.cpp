@@ -72,7 +72,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   // Gateway keys first, as OpenAI does: a caller without a valid key learns
   // nothing about models or request shape.
   if (keys.enabled()) {
-    auto k = keys.authenticate(head.authorization);
+    auto k = keys.authenticate(head.authorization, head.x_api_key);
     if (auto* e = std::get_if<ApiError>(&k)) return refuse(*e, AuthRejection::kUnauthenticated);
     a.key = std::get<const config::GatewayKey*>(k);
   }
@@ -80,7 +80,9 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   auto parsed = api.parse(head.content_type, body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
-  a.req.prompt = providers::measure_prompt(a.req.body.text());
+  // (An Anthropic client's own document: what its deployments are sent,
+  // documents and all.)
+  a.req.prompt = providers::measure_prompt(a.req.native ? a.req.native->text() : a.req.body.text());
   if (api.operation() == config::Operation::kChat ||
       api.operation() == config::Operation::kResponses) {
     a.req.prefixes = providers::prompt_prefixes(a.req.body);

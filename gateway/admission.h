@@ -28,6 +28,7 @@ struct RequestHead {
   std::string_view content_type;
   std::vector<std::string_view> via;  // every Via line
   routing::HeaderLookup header;       // any other header by lowercase name (x-llmgate-*)
+  std::string_view x_api_key;         // the key as Anthropic's clients send it
 };
 
 struct Admitted {

@@ -143,7 +143,7 @@ struct AttemptContext {
   // The protocol of an attempt at `c` for this request's operation (never
   // null once planned: a candidate without one makes no attempt).
   const providers::UpstreamProtocol& protocol(const routing::Candidate& c) const {
-    return *providers::protocol_for(*c.provider, req.operation);
+    return *api.protocol_for(*c.provider);  // (the proxy passed over a provider without one)
   }
   // A stored response (Responses API) was created at `c`'s provider: later
   // requests that continue it, and GETs of it, go there.

@@ -139,12 +139,17 @@ KeyStore::KeyStore(const config::Auth& auth, const KeyStore* previous, Clock::ti
 }
 
 std::variant<const config::GatewayKey*, ApiError> KeyStore::authenticate(
-    std::string_view authorization) const {
+    std::string_view authorization, std::string_view x_api_key) const {
   std::string_view key = bearer(authorization);
+  if (key.empty() && authorization.empty()) {
+    key = x_api_key;
+    while (!key.empty() && (key.front() == ' ' || key.front() == '\t')) key.remove_prefix(1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+  }
   if (key.empty()) {
     return unauthorized(
-        "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (this gateway "
-        "requires one of its own keys).");
+        "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: "
+        "<key>' (this gateway requires one of its own keys).");
   }
   auto it = keys_.find(sha256_hex(key));
   if (it == keys_.end()) return unauthorized("Incorrect API key provided.");

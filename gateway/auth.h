@@ -74,9 +74,10 @@ class KeyStore {
 
   bool enabled() const { return !keys_.empty(); }
 
-  // The key in `authorization` ("Bearer <key>"), or a 401. Only when enabled().
+  // The key in `authorization` ("Bearer <key>"), else in `x_api_key` (the
+  // header Anthropic's clients send it in), or a 401. Only when enabled().
   std::variant<const config::GatewayKey*, ApiError> authenticate(
-      std::string_view authorization) const;
+      std::string_view authorization, std::string_view x_api_key = {}) const;
   // May `key` use `model` now? 403 for a model it may not use, 429 (with
   // Retry-After) when over its request or token rate or out of budget. Takes
   // one request from the request bucket when allowed.

@@ -416,7 +416,8 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
 }
 
 bool ChatProxy::wants_continuation() const {
-  return req_.operation == config::Operation::kChat && req_.stream &&
+  // (Chat's own stream: an Anthropic client's is not spliced.)
+  return req_.operation == config::Operation::kChat && !req_.native && req_.stream &&
          continuable_request(req_.body) && continuer_from(0);
 }
 
@@ -519,7 +520,9 @@ net::awaitable<bool> ChatProxy::respond_all_failed() {
                       "the prompt is too long for the model's context window: " + refused->detail,
                       "messages", "context_length_exceeded"))
             : make_json_response(ctx_.rc, static_cast<http::status>(refused->status),
-                                 redact_secrets(refused->body, ctx_.provider_keys()));
+                                 error_text_in(ctx_.rc.error_shape,
+                                               redact_secrets(refused->body, ctx_.provider_keys()),
+                                               refused->status));
     trace_.add_headers(res, ctx_.rc.request_id, nullptr);
     res.set("x-should-retry", "false");
     conclude(nullptr);
@@ -559,7 +562,7 @@ net::awaitable<void> ChatProxy::end_for_shutdown() {
     co_return;
   }
   ClientStream out(ctx_.client, ctx_.rc, cfg_.timeouts.idle, ctx_.client_write_failed);
-  const std::string event = e.sse_event();
+  const std::string event = ctx_.api.error_event(e, 0);
   co_await out.write(event, /*last=*/true);
 }
 
@@ -704,8 +707,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   // The upstream body first: a request the deployment's protocol cannot
   // express is passed over (never sent with a part of it dropped).
   const providers::UpstreamRequest request = ctx_.upstream_request(c);
-  const providers::UpstreamProtocol* protocol =
-      providers::protocol_for(*c.provider, req_.operation);
+  const providers::UpstreamProtocol* protocol = ctx_.api.protocol_for(*c.provider);
   if (protocol == nullptr) {  // the config allows none (deployments[].operations)
     trace_.failures.untranslatable(c.deployment->id(),
                                    std::string("provider protocol ") +
@@ -715,7 +717,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     promote_reserve();
     co_return AttemptResult{};
   }
-  auto body = protocol->body(req_.body, request);
+  auto body = ctx_.api.upstream_body(*protocol, req_, request);
   if (auto* no = std::get_if<providers::Untranslatable>(&body)) {
     trace_.failures.untranslatable(c.deployment->id(), std::move(no->message),
                                    std::move(no->param));
@@ -848,7 +850,8 @@ SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) co
   s.set("gen_ai.operation.name", std::string(op));
   s.set("gen_ai.request.model", req_.model);
   s.set("http.request.method", std::string("POST"));
-  s.set("http.route", std::string(config::endpoint_of(req_.operation)));
+  s.set("http.route", std::string(ctx_.api.route()));
+  if (!ctx_.api.api_label().empty()) s.set("llmgate.client_api", std::string(ctx_.api.api_label()));
   s.set("llmgate.request_id", ctx_.rc.request_id);
   s.set("llmgate.policy", std::string(config::to_string(trace_.decision.policy)));
   s.set("llmgate.attempts", std::int64_t{trace_.attempts});
@@ -1018,6 +1021,7 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
                      {"result", to_string(outcome_)},
                      {"policy", config::to_string(trace_.decision.policy)},
                      {"attempts", std::to_string(trace_.attempts), true}});
+  if (!ctx_.api.api_label().empty()) f.push_back({"api", ctx_.api.api_label()});
   if (key_) f.push_back({"key", key_->name});
   if (!req_.reasoning_effort.empty())
     f.push_back(
@@ -1068,9 +1072,14 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
   log_event(LogLevel::kInfo, "request", f);
 }
 
-// What admission reads of the request head.
+}  // namespace
+
 RequestHead request_head(const Request& request) {
-  RequestHead head{request[http::field::authorization], request[http::field::content_type], {}, {}};
+  RequestHead head{request[http::field::authorization],
+                   request[http::field::content_type],
+                   {},
+                   {},
+                   request["x-api-key"]};
   bool routed = false;  // an x-llmgate-* header (most requests have none: no lookups)
   for (const auto& f : request) {
     if (f.name() == http::field::via) head.via.push_back(f.value());
@@ -1087,8 +1096,6 @@ RequestHead request_head(const Request& request) {
   }
   return head;
 }
-
-}  // namespace
 
 net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client, Request& request,
                                         const RequestContext& rc, const ClientApi& api) {
@@ -1109,7 +1116,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   const auto refused = [&](Refused why, const config::Model* m, const config::GatewayKey* k,
                            int status) {
     const std::string_view model_name = m ? std::string_view(m->name) : std::string_view();
-    snapshot->metrics->shared().on_refused(api.operation(), model_name, why);
+    snapshot->metrics->shared().on_refused(api.operation(), model_name, why, api.api_label());
     log_refused_request(rc.request_id, config::gen_ai_name(api.operation()), model_name,
                         k ? std::string_view(k->name) : std::string_view(), to_string(why), status);
   };
@@ -1155,16 +1162,16 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
     const config::Model& model;
     const Snapshot& snapshot;
     const config::GatewayKey* key;
-    config::Operation op;
+    const ClientApi& api;
     const std::optional<RequestTrace>& trace;
     ~Count() {
-      m.on_request(model, proxy.outcome(), op);
+      m.on_request(model, proxy.outcome(), api.operation(), api.api_label());
       m.shared().request_finished();
       if (key) charge_key(snapshot.shared.get(), *snapshot.keys, *key, proxy.used());
       if (trace && trace->sampled())
         snapshot.tracer->record(proxy.server_span(*trace, Clock::now()));
     }
-  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api.operation(), request_trace};
+  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api, request_trace};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

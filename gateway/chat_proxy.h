@@ -4,6 +4,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "gateway/admission.h"
 #include "gateway/client_api.h"
 #include "gateway/http_response.h"
 #include "gateway/worker.h"
@@ -11,9 +12,16 @@
 namespace llmgate::gateway {
 
 // POST to one of the client APIs (/v1/chat/completions, /v1/responses,
-// /v1/embeddings, /v1/completions). Returns whether the connection may be
-// kept alive.
+// /v1/embeddings, /v1/completions, /v1/messages). Returns whether the
+// connection may be kept alive.
 net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& client, Request& request,
                                         const RequestContext& rc, const ClientApi& api);
+
+// POST /v1/messages/count_tokens (count_tokens.cpp).
+net::awaitable<bool> handle_count_tokens(Worker& worker, beast::tcp_stream& client,
+                                         Request& request, const RequestContext& rc);
+
+// What admission reads of a request's head (its views live as `request`).
+RequestHead request_head(const Request& request);
 
 }  // namespace llmgate::gateway

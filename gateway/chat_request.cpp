@@ -23,9 +23,10 @@ using providers::RequestBody;
 using Type = RequestBody::Type;
 using Member = RequestBody::Member;
 
-// A JSON object from the request's body, or why it is none.
-std::optional<ApiError> parse_json_object(std::string_view content_type, std::string_view body,
-                                          RequestBody& out) {
+}  // namespace
+
+std::optional<ApiError> parse_json_body(std::string_view content_type, std::string_view body,
+                                        RequestBody& out) {
   if (!content_type.empty() && !is_json_content_type(content_type)) {
     ApiError e = invalid_request("Content-Type must be application/json, got \"" +
                                  std::string(content_type.substr(0, 100)) + "\"");
@@ -58,6 +59,8 @@ std::optional<ApiError> parse_json_object(std::string_view content_type, std::st
   return invalid_request("request body is not valid JSON: " + why.message, std::nullopt,
                          "invalid_json");
 }
+
+namespace {
 
 bool present(const Member* m) { return m != nullptr && m->v.type != Type::kNull; }
 
@@ -212,7 +215,7 @@ std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view con
                                                             std::string_view body) {
   ChatRequest r;
   r.operation = config::Operation::kResponses;
-  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(r, "input", string_or_array, "a string or a non-empty array")) {
     return std::move(*e);
@@ -246,7 +249,7 @@ std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view co
                                                              std::string_view body) {
   ChatRequest r;
   r.operation = config::Operation::kEmbeddings;
-  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(r, "input", string_or_array,
                        "a non-empty string or a non-empty array of strings or token arrays")) {
@@ -275,7 +278,7 @@ std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view c
                                                               std::string_view body) {
   ChatRequest r;
   r.operation = config::Operation::kCompletions;
-  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(
           r, "prompt",
@@ -293,7 +296,7 @@ std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view c
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
                                                        std::string_view body) {
   ChatRequest r;
-  if (auto e = parse_json_object(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = read_messages(r)) return std::move(*e);
   if (auto e = read_stream_and_limits(r)) return std::move(*e);

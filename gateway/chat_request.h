@@ -46,12 +46,29 @@ struct ChatRequest {
   // prefixes find.)
   providers::PromptPrefixes prefixes;
   std::uint64_t conversation_key = 0;
+  // Anthropic's Messages API (POST /v1/messages): the client's own
+  // document, sent as it came (the deployment's model put in) to Anthropic
+  // deployments -- `body` above is its translation to chat, for the others
+  // and for admission -- and the first thing that translation could not
+  // say: deployments that would need it are passed over, naming it.
+  std::optional<providers::RequestBody> native;
+  struct Untranslated {
+    std::string message;
+    std::string param;
+  };
+  std::optional<Untranslated> untranslated;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured
 // with the deployment's own traffic (the upstream judges it).
 inline constexpr std::string_view kReasoningEfforts[] = {"none",   "minimal", "low",
                                                          "medium", "high",    "xhigh"};
+
+// A request body that must be a JSON object (`content_type`: the
+// Content-Type header's value; empty reads as JSON): indexed into `out`, or
+// the 400/415 that says why not.
+std::optional<ApiError> parse_json_body(std::string_view content_type, std::string_view body,
+                                        providers::RequestBody& out);
 
 // `content_type` is the request's Content-Type header value.
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,

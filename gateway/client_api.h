@@ -33,6 +33,26 @@ class ClientApi {
   // The request body's shape (admission; `content_type` is the header's value).
   virtual std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
                                                     std::string_view body) const = 0;
+  // The shape of its errors.
+  virtual ErrorShape error_shape() const { return ErrorShape::kOpenAi; }
+  // Its path, for spans (http.route).
+  virtual std::string_view route() const { return config::endpoint_of(operation()); }
+  // Its own label value (llmgate_requests_total's `api`, the log's `api`)
+  // when it is not its operation's OpenAI endpoint; else empty.
+  virtual std::string_view api_label() const { return {}; }
+
+  // The upstream protocol that serves it at provider `p` (null: none; the
+  // deployment is passed over): by default the one for its operation.
+  virtual const providers::UpstreamProtocol* protocol_for(const config::Provider& p) const {
+    return providers::protocol_for(p, operation());
+  }
+  // The upstream body for `protocol` (a translation may refuse: the
+  // deployment is passed over). By default the protocol's own from `body`.
+  virtual std::variant<std::string, providers::Untranslatable> upstream_body(
+      const providers::UpstreamProtocol& protocol, ChatRequest& req,
+      const providers::UpstreamRequest& r) const {
+    return protocol.body(req.body, r);
+  }
   // The event that stops the TTFT clock and lets the attempt commit.
   virtual bool is_first_token(const providers::UpstreamEvent& ev) const { return ev.output(); }
   // Streaming: appends what the client gets for `ev` (a view when it passes
@@ -41,6 +61,23 @@ class ClientApi {
                       Outbox& out) const = 0;
   // Appended to a stream that ended cleanly without the upstream's own end marker.
   virtual std::string_view stream_end() const = 0;
+
+  // One attempt's rendering when it keeps state across events (an API whose
+  // events are not the upstream's: Anthropic's from chat chunks). Null:
+  // render() and stream_end() serve.
+  class StreamRenderer {
+   public:
+    virtual ~StreamRenderer() = default;
+    virtual void render(const providers::UpstreamEvent& ev, Outbox& out) = 0;
+    // The stream ended cleanly without the upstream's end marker.
+    virtual void end(Outbox& out) = 0;
+  };
+  virtual std::unique_ptr<StreamRenderer> renderer(const providers::UpstreamProtocol& protocol,
+                                                   const ChatRequest& req) const {
+    (void)protocol;
+    (void)req;
+    return nullptr;
+  }
   // The event that ends a stream which failed after it started: never the
   // end marker, so a client cannot mistake it for a complete answer.
   // `next_sequence`: the number the stream's next event has (the Responses
@@ -63,6 +100,20 @@ class ClientApi {
     virtual std::string body() const = 0;
   };
   virtual std::unique_ptr<Assembly> assembly() const = 0;
+  // The assembly of an attempt at `protocol` (its events in that protocol's
+  // own form, for an API that passes them through).
+  virtual std::unique_ptr<Assembly> assembly(const providers::UpstreamProtocol& protocol) const {
+    (void)protocol;
+    return assembly();
+  }
+  // A whole answer the upstream sent as JSON, for the client: `upstream`,
+  // its text as it came, or `completion`, the protocol's chat.completion of
+  // it. By default the text of an OpenAI protocol, else the chat.completion.
+  virtual std::string answer_body(const providers::UpstreamProtocol& protocol, std::string upstream,
+                                  const nlohmann::json& completion) const {
+    if (protocol.passthrough()) return upstream;
+    return completion.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
 };
 
 // An OpenAI chunk stream's events other than data, for the client: a
@@ -97,6 +148,8 @@ void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& 
 
 // POST /v1/chat/completions.
 const ClientApi& chat_completions_api();
+// POST /v1/messages: Anthropic's Messages API (messages_api.cpp).
+const ClientApi& messages_api();
 // POST /v1/responses, /v1/embeddings, /v1/completions (openai_apis.cpp).
 const ClientApi& responses_api();
 const ClientApi& embeddings_api();

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -54,6 +55,9 @@ constexpr std::chrono::seconds kShutdownGrace{2};
 struct BodyLimit {
   std::size_t bytes;
   std::string_view setting;
+  // The shape of the errors for its path (Anthropic's API has its own),
+  // known from the request line before the head is parsed.
+  ErrorShape shape = ErrorShape::kOpenAi;
 };
 
 // 413, whether Beast finds out from Content-Length (with the head) or while
@@ -72,12 +76,37 @@ std::optional<config::Operation> api_operation(std::string_view path);  // below
 
 // Whether the request head at the start of `head` is a POST to the
 // embeddings endpoint (its request line, before Beast parses it).
-bool is_embeddings_request(std::string_view head) {
+// The path of a POST's request line in a raw head, else nullopt.
+std::optional<std::string_view> post_path(std::string_view head) {
   while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);  // RFC 9112 §2.2
-  if (head.substr(0, 5) != "POST ") return false;
+  if (head.substr(0, 5) != "POST ") return std::nullopt;
   head.remove_prefix(5);
-  const auto path = request_path(head.substr(0, head.find(' ')));
+  return request_path(head.substr(0, head.find(' ')));
+}
+
+bool is_embeddings_request(std::string_view head) {
+  const auto path = post_path(head);
   return path && api_operation(*path) == config::Operation::kEmbeddings;
+}
+
+// Anthropic's API: POST /v1/messages and /v1/messages/count_tokens (or
+// without /v1, as base URLs are written).
+enum class MessagesPath { kNone, kMessages, kCountTokens };
+MessagesPath messages_path(std::string_view path) {
+  if (path.substr(0, 3) == "/v1") path.remove_prefix(3);
+  if (path == "/messages") return MessagesPath::kMessages;
+  if (path == "/messages/count_tokens") return MessagesPath::kCountTokens;
+  return MessagesPath::kNone;
+}
+
+// Anthropic's clients: its paths, and GET /v1/models with anthropic-version
+// (their SDKs list models there too).
+ErrorShape error_shape_of(const Request& head) {
+  const std::string_view path = request_path(head.target()).value_or("");
+  if (messages_path(path) != MessagesPath::kNone) return ErrorShape::kAnthropic;
+  const bool models = path == "/v1/models" || path.substr(0, 11) == "/v1/models/";
+  return models && head.find("anthropic-version") != head.end() ? ErrorShape::kAnthropic
+                                                                : ErrorShape::kOpenAi;
 }
 
 // What is wrong with a request head that Beast accepted, for the strict
@@ -159,6 +188,8 @@ net::awaitable<beast::error_code> read_head_bytes(beast::tcp_stream& stream,
 
 Response make_json_response(const RequestContext& rc, http::status status, std::string body) {
   Response res{status, rc.version};
+  // Beast knows no reason phrase for Anthropic's 529.
+  if (static_cast<unsigned>(status) == 529) res.reason("Overloaded");
   res.set(http::field::content_type, "application/json");
   res.set("x-request-id", rc.request_id);
   res.body() = std::move(body);
@@ -168,7 +199,8 @@ Response make_json_response(const RequestContext& rc, http::status status, std::
 }
 
 Response make_error_response(const RequestContext& rc, const ApiError& error) {
-  Response res = make_json_response(rc, static_cast<http::status>(error.status), error.body());
+  Response res = make_json_response(rc, static_cast<http::status>(error.status_for(rc.error_shape)),
+                                    error.body(rc.error_shape));
   if (error.retry_after_s) {
     // The OpenAI SDKs retry on this header: a wait that ends (saturation, a
     // rate limit, a drain) is worth their retry.
@@ -259,7 +291,7 @@ struct Gateway::Impl {
   static net::awaitable<bool> read_request_head(beast::tcp_stream& stream,
                                                 beast::flat_buffer& buffer,
                                                 http::request_parser<http::string_body>& parser,
-                                                const RequestContext& rc,
+                                                RequestContext& rc,
                                                 const config::ServerLimits& limits,
                                                 BodyLimit& body_limit);
   // The same without an I/O operation, a timer or a coroutine frame, for
@@ -906,6 +938,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
     case Buffered::kDone:
       break;
     case Buffered::kError:
+      rc.error_shape = body_limit.shape;
       if (std::optional<ApiError> e = head_error(ec, /*new_version=*/false, body_limit))
         co_await answer_and_close(stream, rc, *e);
       co_return false;
@@ -916,6 +949,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   auto& head = parser.get();
   rc.version = head.version() == 10 ? 10 : 11;
+  rc.error_shape = error_shape_of(head);
   // While draining, answer and close: clients reconnect to another replica.
   std::vector<std::string> connection;  // every Connection line counts
   for (const auto& f : head) {
@@ -967,7 +1001,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
 
 net::awaitable<bool> Gateway::Impl::read_request_head(
     beast::tcp_stream& stream, beast::flat_buffer& buffer,
-    http::request_parser<http::string_body>& parser, const RequestContext& rc,
+    http::request_parser<http::string_body>& parser, RequestContext& rc,
     const config::ServerLimits& limits, BodyLimit& body_limit) {
   stream.expires_after(limits.client_header_timeout);  // the slowloris guard
   // The whole head is in the buffer before Beast parses it, so that what
@@ -988,6 +1022,7 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
     co_return false;
   }
   if (!hec) use_path_body_limit(have, parser, limits, body_limit);
+  rc.error_shape = body_limit.shape;
   // The head is whole in the buffer now (else past the limit: Beast refuses
   // it as it reads on): parsed in place.
   if (!hec && head_end != std::string_view::npos &&
@@ -1021,6 +1056,8 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
 void Gateway::Impl::use_path_body_limit(std::string_view head,
                                         http::request_parser<http::string_body>& parser,
                                         const config::ServerLimits& limits, BodyLimit& body_limit) {
+  if (auto path = post_path(head); path && messages_path(*path) != MessagesPath::kNone)
+    body_limit.shape = ErrorShape::kAnthropic;
   if (!is_embeddings_request(head)) return;
   // A batch of inputs has its own limit (Beast checks Content-Length
   // against it as it parses the head).
@@ -1139,6 +1176,31 @@ nlohmann::json model_object(const config::Model& m, bool explain) {
           {"owned_by", owners.empty() ? std::string("llmgate") : owners}};
 }
 
+// A model as Anthropic lists it (GET /v1/models with anthropic-version).
+nlohmann::ordered_json anthropic_model_object(const config::Model& m) {
+  char created[32];
+  const std::time_t t = static_cast<std::time_t>(process_start_unix());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return {{"type", "model"}, {"id", m.name}, {"display_name", m.name}, {"created_at", created}};
+}
+
+// Anthropic's list: one page holds them all.
+std::string anthropic_models_body(const config::Config& cfg, const config::GatewayKey* key) {
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
+  for (const auto& m : cfg.models) {
+    if (key_allows(key, m.name)) data.push_back(anthropic_model_object(m));
+  }
+  nlohmann::ordered_json first = data.empty() ? nlohmann::ordered_json() : data.front()["id"];
+  nlohmann::ordered_json last = data.empty() ? nlohmann::ordered_json() : data.back()["id"];
+  return nlohmann::ordered_json{{"data", std::move(data)},
+                                {"has_more", false},
+                                {"first_id", std::move(first)},
+                                {"last_id", std::move(last)}}
+      .dump();
+}
+
 std::string models_body(const config::Config& cfg, const config::GatewayKey* key) {
   nlohmann::json data = nlohmann::json::array();
   for (const auto& m : cfg.models) {
@@ -1200,7 +1262,7 @@ std::optional<ApiError> Gateway::Impl::rejected_before_body(const Snapshot& snap
   // Probes, scrapes and /admin/* (which has its own key) are not API calls.
   const std::string_view path = request_path(head.target()).value_or("");
   if (admin || is_admin_path(path) || !snap.keys->enabled()) return std::nullopt;
-  auto a = snap.keys->authenticate(head[http::field::authorization]);
+  auto a = snap.keys->authenticate(head[http::field::authorization], head["x-api-key"]);
   auto* e = std::get_if<ApiError>(&a);
   if (e == nullptr) return std::nullopt;
   metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
@@ -1225,6 +1287,14 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
   if (!admin && req.method() == http::verb::post) {
     if (auto op = api_operation(path)) {
       co_return co_await handle_api_request(w.worker, stream, req, rc, client_api(*op));
+    }
+    switch (messages_path(path)) {
+      case MessagesPath::kMessages:
+        co_return co_await handle_api_request(w.worker, stream, req, rc, messages_api());
+      case MessagesPath::kCountTokens:
+        co_return co_await handle_count_tokens(w.worker, stream, req, rc);
+      case MessagesPath::kNone:
+        break;
     }
   }
   if (!admin) {
@@ -1268,14 +1338,19 @@ Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req
                                         const RequestContext& rc, const std::string* id) const {
   const config::GatewayKey* key = nullptr;
   if (snap.keys->enabled()) {
-    auto a = snap.keys->authenticate(req[http::field::authorization]);
+    auto a = snap.keys->authenticate(req[http::field::authorization], req["x-api-key"]);
     if (auto* e = std::get_if<ApiError>(&a)) {
       metrics->on_auth_rejected(AuthRejection::kUnauthenticated);
       return make_error_response(rc, *e);
     }
     key = std::get<const config::GatewayKey*>(a);
   }
-  if (!id) return make_json_response(rc, http::status::ok, models_body(*snap.config, key));
+  if (!id) {
+    return make_json_response(rc, http::status::ok,
+                              rc.error_shape == ErrorShape::kAnthropic
+                                  ? anthropic_models_body(*snap.config, key)
+                                  : models_body(*snap.config, key));
+  }
   const config::Model* m = snap.config->find_model(*id);
   if (!m || !key_allows(key, m->name)) {
     return make_error_response(rc, ApiError{404, "invalid_request_error",
@@ -1284,7 +1359,9 @@ Response Gateway::Impl::models_response(const Snapshot& snap, const Request& req
                                             std::nullopt, "model_not_found", std::nullopt});
   }
   return make_json_response(rc, http::status::ok,
-                            model_object(*m, may_explain(*snap.config, key)).dump());
+                            rc.error_shape == ErrorShape::kAnthropic
+                                ? anthropic_model_object(*m).dump()
+                                : model_object(*m, may_explain(*snap.config, key)).dump());
 }
 
 Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req,
@@ -1310,7 +1387,8 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
                std::nullopt};
     return make_error_response(rc, e);
   }
-  if (api_operation(path)) return wrong_method("POST");
+  if (api_operation(path) || messages_path(path) != MessagesPath::kNone)
+    return wrong_method("POST");
   if (path == "/v1/models" || path == "/models") {
     return get ? models_response(snap, req, rc) : wrong_method("GET");
   }
@@ -1398,7 +1476,7 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
              "invalid_request_error",
              "unknown path " + std::string(path.substr(0, 200)) +
                  " (llmgate serves /v1/chat/completions, /v1/responses, /v1/embeddings, "
-                 "/v1/completions and /v1/models)",
+                 "/v1/completions, /v1/messages and /v1/models)",
              std::nullopt,
              "unknown_url",
              std::nullopt};

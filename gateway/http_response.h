@@ -36,6 +36,9 @@ struct RequestContext {
   // to it): run_watched ends a request's exchange through it. Set by the
   // session for every request it reads.
   net::cancellation_signal* session_cancel = nullptr;
+  // The shape of the errors the client's API expects (Anthropic's for
+  // /v1/messages): every error the gateway writes for it takes it.
+  ErrorShape error_shape = ErrorShape::kOpenAi;
 };
 
 using Request = http::request<http::string_body>;

@@ -478,13 +478,14 @@ void MetricsRegistry::on_auth_rejected(AuthRejection reason) {
   impl_->auth_by[index_of(reason)]->Increment();
 }
 
-void MetricsRegistry::on_refused(config::Operation op, std::string_view model, Refused reason) {
+void MetricsRegistry::on_refused(config::Operation op, std::string_view model, Refused reason,
+                                 std::string_view api) {
   // (Family::Add finds the series when it exists: refusals are not the hot path.)
-  impl_->requests
-      .Add({{"model", std::string(model)},
-            {"outcome", to_string(reason)},
-            {"gen_ai_operation_name", config::gen_ai_name(op)}})
-      .Increment();
+  prometheus::Labels labels{{"model", std::string(model)},
+                            {"outcome", to_string(reason)},
+                            {"gen_ai_operation_name", config::gen_ai_name(op)}};
+  if (!api.empty()) labels.emplace("api", std::string(api));
+  impl_->requests.Add(labels).Increment();
 }
 
 std::string MetricsRegistry::scrape(const config::Config& cfg, routing::RoutingState& state) {
@@ -747,9 +748,22 @@ void Metrics::on_continuation(const config::Model& model, const config::Deployme
   }
 }
 
-void Metrics::on_request(const config::Model& model, RequestOutcome outcome, config::Operation op) {
-  if (ModelSeries* ms = impl_->model(model))
+void Metrics::on_request(const config::Model& model, RequestOutcome outcome, config::Operation op,
+                         std::string_view api) {
+  ModelSeries* ms = impl_->model(model);
+  if (!ms) return;
+  if (api.empty()) {
     ms->requests[static_cast<std::size_t>(op)][index_of(outcome)]->Increment();
+    return;
+  }
+  // Another client API's series exist once it is used (a gateway whose
+  // clients speak OpenAI only shows none): Family::Add finds them.
+  registry_.impl_->requests
+      .Add({{"model", model.name},
+            {"outcome", to_string(outcome)},
+            {"gen_ai_operation_name", config::gen_ai_name(op)},
+            {"api", std::string(api)}})
+      .Increment();
 }
 
 }  // namespace llmgate::gateway

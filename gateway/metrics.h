@@ -61,7 +61,8 @@ class MetricsRegistry {
   // A request refused before any upstream attempt: llmgate_requests_total
   // with the reason as its outcome, for the model it named when known (else
   // model=""). Not per snapshot: refusals come before a model is resolved.
-  void on_refused(config::Operation op, std::string_view model, Refused reason);
+  void on_refused(config::Operation op, std::string_view model, Refused reason,
+                  std::string_view api = {});
 
   // shared_state: (gateway/shared_limits.h). The series exist once
   // enable_shared_state() is called (when it is configured).
@@ -106,8 +107,10 @@ class Metrics {
                   const routing::AttemptRecord& rec,
                   config::Operation op = config::Operation::kChat);
   // One finished request of a configured model.
+  // `api`: the client API when it is not the operation's own OpenAI endpoint
+  // ("messages": Anthropic's, serving chat), else empty; its own label.
   void on_request(const config::Model& model, RequestOutcome outcome,
-                  config::Operation op = config::Operation::kChat);
+                  config::Operation op = config::Operation::kChat, std::string_view api = {});
   // The router's first choice for a request.
   void on_route(const config::Model& model, const config::Deployment& d, config::Policy policy);
   // Prompt-cache affinity for a request with a conversation: its first

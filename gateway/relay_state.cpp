@@ -14,7 +14,10 @@ RelayState::RelayState(const ClientApi& api, const providers::UpstreamProtocol& 
                        const ChatRequest& req, routing::AttemptRecord& rec,
                        const providers::UpstreamRequest* upstream)
     : api_(api), protocol_(protocol), req_(req), rec_(rec), streaming_(req.stream) {
-  if (!streaming_) assembly_ = api_.assembly();
+  if (streaming_)
+    renderer_ = api_.renderer(protocol_, req_);
+  else
+    assembly_ = api_.assembly(protocol_);
   // OpenAI's events pass through classify() alone (no translator, no
   // allocation); other protocols translate, with state across events.
   if (!protocol_.passthrough()) {
@@ -58,11 +61,11 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
   using Kind = providers::UpstreamEvent::Kind;
   switch (ev.kind) {
     case Kind::kKeepAlive:
-      if (streaming_) api_.render(ev, req_, outbox_);
+      if (streaming_) render(ev);
       return;
     case Kind::kDone:
       done_ = true;
-      if (streaming_) api_.render(ev, req_, outbox_);
+      if (streaming_) render(ev);
       return;
     case Kind::kError:
       fault_ = failover::Fault::kInBandError;
@@ -101,7 +104,7 @@ void RelayState::handle(providers::UpstreamEvent& ev, Clock::time_point now) {
       return;
     }
     if (transcript_) transcript_->add(ev);
-    api_.render(ev, req_, outbox_);
+    render(ev);
   } else
     assembly_->add(ev);
 }
@@ -163,8 +166,20 @@ void RelayState::on_event_too_large() {
   if (!stopped()) fault_ = failover::Fault::kEventTooLarge;
 }
 
+void RelayState::render(const providers::UpstreamEvent& ev) {
+  if (renderer_)
+    renderer_->render(ev, outbox_);
+  else
+    api_.render(ev, req_, outbox_);
+}
+
 void RelayState::end_stream() {
-  if (!done_) outbox_.copy(api_.stream_end());  // finished cleanly, the upstream omitted it
+  if (done_) return;
+  // Finished cleanly, the upstream omitted its end marker.
+  if (renderer_)
+    renderer_->end(outbox_);
+  else
+    outbox_.copy(api_.stream_end());
 }
 
 std::string RelayState::trailers() const {

@@ -104,6 +104,8 @@ class RelayState {
  private:
   class Sink;
   void handle(providers::UpstreamEvent& ev, Clock::time_point now);
+  // `ev` for a streaming client, by the API's renderer if it has one.
+  void render(const providers::UpstreamEvent& ev);
   // The answer's id (from its first chunk) and finish reasons into the
   // record (rec_.keep_meta: traced requests only).
   void keep_meta(const providers::UpstreamEvent& ev);
@@ -115,7 +117,8 @@ class RelayState {
   const ChatRequest& req_;
   routing::AttemptRecord& rec_;
   const bool streaming_;
-  std::unique_ptr<ClientApi::Assembly> assembly_;  // non-streaming only
+  std::unique_ptr<ClientApi::Assembly> assembly_;        // non-streaming only
+  std::unique_ptr<ClientApi::StreamRenderer> renderer_;  // streaming, when the API has one
   Outbox outbox_;
   std::optional<failover::Fault> fault_;
   std::string fault_text_;

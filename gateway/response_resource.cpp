@@ -218,7 +218,7 @@ net::awaitable<bool> ResourceExchange::run() {
     co_return co_await refuse();
   }
   if (snap_->keys->enabled()) {
-    auto a = snap_->keys->authenticate(request_[http::field::authorization]);
+    auto a = snap_->keys->authenticate(request_[http::field::authorization], request_["x-api-key"]);
     if (auto* e = std::get_if<ApiError>(&a)) {
       error_ = *e;
       co_return co_await refuse();

@@ -179,7 +179,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
       (*retry_without_ == providers::Quirk::kNoStream ? request_.stream : request_.stream_options) =
           false;
       retry_without_.reset();
-      auto body = protocol_.body(ctx_.req.body, request_);
+      auto body = ctx_.api.upstream_body(protocol_, ctx_.req, request_);
       if (auto* s = std::get_if<std::string>(&body)) body_ = std::move(*s);
       up = upstream_request();
       continue;
@@ -316,9 +316,8 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   if (continuing())
     co_return fail(rec_, AttemptOutcome::kUpstreamStatus,
                    "answered JSON to a continuation (a continuation needs a stream)");
-  // OpenAI's own answer goes to the client byte for byte.
-  if (!protocol_.passthrough())
-    body = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // In the client API's shape (OpenAI's own answer byte for byte).
+  body = ctx_.api.answer_body(protocol_, std::move(body), *j);
   if (!ctx_.claim(branch_, /*whole=*/true))
     co_return fail(rec_, AttemptOutcome::kHedgeLost, "a hedge answered first");
   in_flight_.first_token();
@@ -461,7 +460,8 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
                                                            const UpstreamHead& upstream_head) {
   Response res;
   if (!openai_body.empty()) {
-    res = make_json_response(ctx_.rc, static_cast<http::status>(rec_.http_status), openai_body);
+    res = make_json_response(ctx_.rc, static_cast<http::status>(rec_.http_status),
+                             error_text_in(ctx_.rc.error_shape, openai_body, rec_.http_status));
   } else {
     res = make_error_response(
         ctx_.rc, ApiError{rec_.http_status, "invalid_request_error", detail, std::nullopt,

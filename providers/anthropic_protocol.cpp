@@ -47,8 +47,10 @@
 #include <string_view>
 #include <vector>
 
+#include "providers/anthropic_wire.h"
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
+#include "providers/json_member.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers {
@@ -59,39 +61,17 @@ using Refused = std::optional<Untranslatable>;
 
 // Anthropic's smallest thinking budget.
 constexpr std::int64_t kMinThinkingBudget = 1024;
-// Usage counts above this are garbage; the cap keeps sums from overflowing
-// (the same bound usage_of() applies).
-constexpr std::int64_t kMaxCount = 1'000'000'000'000;
-
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // A member that is present and not null.
-const json* get(const json& obj, std::string_view key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_or(const json& obj, std::string_view key, std::string fallback = {}) {
-  const json* v = get(obj, key);
-  return v && v->is_string() ? v->get<std::string>() : fallback;
-}
+constexpr auto get = member;
 
 // json::empty() is false for every string, "" included.
 bool has_text(const json* v) {
   return v && v->is_string() && !v->get_ref<const std::string&>().empty();
 }
 
-std::optional<std::int64_t> integer(const json& v) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      return std::nullopt;
-    return static_cast<std::int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  return std::nullopt;
-}
+using anthropic::integer;
 
 // "<param> <why>": "temperature must be a number".
 Untranslatable refuse(std::string param, std::string_view why) {
@@ -590,40 +570,8 @@ std::variant<std::string, Untranslatable> build_body(const json& in, const Upstr
 
 // ---- answers ------------------------------------------------------------------
 
-struct Counts {
-  std::int64_t input = 0, cache_creation = 0, cache_read = 0, output = 0;
-
-  // Anthropic's usage counts are cumulative: whatever an event carries replaces.
-  void read(const json& usage) {
-    auto take = [&](const char* key, std::int64_t& into) {
-      const json* v = get(usage, key);
-      const auto n = v ? integer(*v) : std::nullopt;
-      if (n) into = std::clamp<std::int64_t>(*n, 0, kMaxCount);
-    };
-    take("input_tokens", input);
-    take("cache_creation_input_tokens", cache_creation);
-    take("cache_read_input_tokens", cache_read);
-    take("output_tokens", output);
-  }
-
-  // OpenAI's prompt_tokens include cached input; Anthropic's input_tokens do
-  // not. An ordered_json has OpenAI's order of the members (a chunk's text).
-  template <class Json = json>
-  Json openai() const {
-    const std::int64_t prompt = input + cache_creation + cache_read;
-    return {{"prompt_tokens", prompt},
-            {"completion_tokens", output},
-            {"total_tokens", prompt + output},
-            {"prompt_tokens_details", {{"cached_tokens", cache_read}}}};
-  }
-};
-
-std::string_view finish_reason(std::string_view stop_reason) {
-  if (stop_reason == "max_tokens") return "length";
-  if (stop_reason == "tool_use") return "tool_calls";
-  if (stop_reason == "refusal") return "content_filter";
-  return "stop";  // end_turn, stop_sequence, pause_turn, and any new one
-}
+using anthropic::Counts;
+using anthropic::finish_reason;
 
 std::int64_t created_of(const UpstreamRequest& r) {
   return r.created != 0 ? r.created : static_cast<std::int64_t>(std::time(nullptr));

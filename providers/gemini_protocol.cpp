@@ -46,6 +46,7 @@
 
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
+#include "providers/json_member.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers {
@@ -63,13 +64,7 @@ Untranslatable invalid(const std::string& param, std::string_view why) {
   return {param + " " + std::string(why), param};
 }
 
-// The member `key` when present and not null (null means "not set" in
-// OpenAI's API), else nullptr.
-const json* member(const json& obj, std::string_view key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
+// (member(): present and not null -- null means "not set" in OpenAI's API.)
 
 const std::string* string_member(const json& obj, std::string_view key) {
   const json* v = member(obj, key);

@@ -191,6 +191,9 @@ std::unique_ptr<UpstreamStream> classifying_stream(const UpstreamProtocol& p);
 const UpstreamProtocol& openai_chat_protocol();
 // Anthropic Messages (POST /v1/messages).
 const UpstreamProtocol& anthropic_protocol();
+// Anthropic Messages spoken by the client itself (POST /v1/messages in):
+// the client's document with the deployment's model, events as they came.
+const UpstreamProtocol& anthropic_messages_protocol();
 // Google Gemini (models/{model}:streamGenerateContent?alt=sse, :generateContent).
 const UpstreamProtocol& gemini_protocol();
 // The OpenAI API beyond chat (openai_api_protocols.cpp): the Responses API,

@@ -24,9 +24,10 @@ self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-30}
-FUZZ_TARGETS=14  # tests/fuzz: chat_request, sse_parser, route_override, redact, config,
+FUZZ_TARGETS=15  # tests/fuzz: chat_request, sse_parser, route_override, redact, config,
                  # anthropic_stream, gemini_stream, response_path, resp, trace_context,
-                 # http_auth, upstream_parser, chunked_request, continuation (tools/fuzz.sh runs them all)
+                 # http_auth, upstream_parser, chunked_request, continuation, messages
+                 # (tools/fuzz.sh runs them all)
 
 phase_asan() {
   tools/sanitize.sh

@@ -105,6 +105,11 @@ curl -sS -D - -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Cont
   -d '{"model":"fast-chat","max_tokens":4,"route":{"order":["euro-sim"],"allow_fallbacks":false},"messages":[{"role":"user","content":"hi"}]}' \
   | grep -i '^x-llmgate'
 echo
+echo "== Anthropic's Messages API (Claude Code, the Anthropic SDKs): the same models, every protocol =="
+curl -sS "http://127.0.0.1:$PORT/v1/messages" -H 'Content-Type: application/json' \
+  -d '{"model":"mixed-chat","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'
+echo
+echo
 echo "== An unknown model: an OpenAI-shaped error =="
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"gpt-nope","messages":[{"role":"user","content":"hi"}]}'
@@ -131,6 +136,9 @@ With the OpenAI SDK (Node: npm install openai; Python: pip install openai):
   client = OpenAI(base_url="http://127.0.0.1:$PORT/v1", api_key="unused")
   print(client.chat.completions.create(model="fast-chat",
         messages=[{"role": "user", "content": "Hello"}]).choices[0].message.content)
+
+Claude Code (or any Anthropic SDK client) through it:
+  ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT ANTHROPIC_API_KEY=unused ANTHROPIC_MODEL=mixed-chat claude
 
 Script a slowdown while it runs and watch traffic move (x-llmgate-deployment, /admin/routes):
   curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 900}'

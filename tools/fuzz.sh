@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
              fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path fuzz_resp
              fuzz_trace_context fuzz_http_auth fuzz_upstream_parser fuzz_chunked_request
-             fuzz_continuation)
+             fuzz_continuation fuzz_messages)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -44,6 +44,7 @@ declare -A MAX_LEN=(
   [fuzz_upstream_parser]=4096
   [fuzz_chunked_request]=4096
   [fuzz_continuation]=8192
+  [fuzz_messages]=8192
 )
 # Longest time one input may take (-timeout, seconds) before libFuzzer reports
 # it as a timeout finding: every target handles an input in milliseconds, so
@@ -65,6 +66,7 @@ declare -A TIMEOUT=(
   [fuzz_upstream_parser]=10
   [fuzz_chunked_request]=10
   [fuzz_continuation]=10
+  [fuzz_messages]=10
 )
 
 seconds=60

@@ -1024,6 +1024,150 @@ INSTANTIATE_TEST_SUITE_P(Anthropic, ContinuationFault,
 INSTANTIATE_TEST_SUITE_P(Gemini, ContinuationFault,
                          ::testing::ValuesIn(continuation_rows(Protocol::kGemini)), row_name);
 
+// ---- Anthropic's Messages API in ----------------------------------------------------
+//
+// docs/failure-semantics.md, "Anthropic's Messages API": POST /v1/messages
+// through bad/m speaking each protocol (Anthropic's own events passed
+// through; OpenAI's and Gemini's translated), then good/m (OpenAI,
+// translated). A failover before the first content delta is invisible;
+// after it, Anthropic's `event: error` and never a message_stop.
+
+struct MessagesRow {
+  std::string id;
+  Script script;
+  std::string served_by;    // x-llmgate-deployment
+  bool completed = true;    // ends with message_stop; else with an error event
+  std::string error_type;   // the error event's error.type
+  std::string bad_outcome;  // the attempt on bad/m, as counted
+  bool stream = true;       // false: a non-streaming client (one Message)
+  Protocol protocol = Protocol::kOpenAi;
+};
+void PrintTo(const MessagesRow& row, std::ostream* os) { *os << row.id; }
+
+std::vector<MessagesRow> messages_rows(Protocol p = Protocol::kOpenAi) {
+  using testing::chunk;
+  const ProtocolFrames f(p);
+  const int overloaded = p == Protocol::kAnthropic ? 529 : 503;
+  const Script cut_after = {{K::kSend, head_role_tokens(f, 2) + chunk(cut(f.token_event(2)))},
+                            {K::kClose}};
+  std::string whole = f.opening();
+  for (int i = 0; i < 2; ++i) whole += f.token_event(i);
+  whole += f.finish_and_end(2);
+  std::vector<MessagesRow> rows = {
+      {"messages-complete",
+       {{K::kSend, f.head() + chunk(whole) + testing::last_chunk()}, {K::kClose}},
+       "bad/m",
+       true,
+       "",
+       "success"},
+      {"messages-overloaded-before-first-token",
+       {{K::kSend, f.status_response(overloaded)}, {K::kClose}},
+       "good/m",
+       true,
+       "",
+       "upstream_status"},
+      {"messages-stall-before-first-token",
+       {{K::kSend, f.head() + chunk(f.no_token_opening())}, {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "ttft_timeout"},
+      {"messages-error-event-before-first-token",
+       {{K::kSend, f.head() + chunk(f.no_token_opening() + f.in_band_error_event())}, {K::kHold}},
+       "good/m",
+       true,
+       "",
+       "malformed"},
+      {"messages-cut-after-first-token", cut_after, "bad/m", false, "api_error", "truncated"},
+      {"messages-error-event-after-first-token",
+       {{K::kSend, head_role_tokens(f, 2)},
+        {K::kSleep, "", 50ms},
+        {K::kSend, chunk(f.in_band_error_event())},
+        {K::kHold}},
+       "bad/m",
+       false,
+       "api_error",
+       "malformed"},
+      {"messages-cut-after-first-token-non-stream", cut_after, "good/m", true, "", "truncated",
+       false},
+  };
+  for (auto& r : rows) r.protocol = p;
+  return rows;
+}
+
+class MessagesFault : public ::testing::TestWithParam<MessagesRow> {};
+
+TEST_P(MessagesFault, BehavesAsDocumented) {
+  const MessagesRow& row = GetParam();
+  const ProtocolFrames f(row.protocol);
+  Harness h(Target::kScript, row.script, "", "", "", f.provider_keys());
+  std::string good_text;
+  for (int k = 0; k < 5; ++k) good_text += sim::token_text(static_cast<std::size_t>(k));
+  {
+    HttpClient c(h.port());
+    const std::string body = R"({"model":"chat","max_tokens":64,"stream":)" +
+                             std::string(row.stream ? "true" : "false") +
+                             R"(,"messages":[{"role":"user","content":"hi"}]})";
+    auto r = c.request("POST", "/v1/messages", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-deployment"), row.served_by);
+    if (!row.stream) {
+      auto m = json::parse(r.body, nullptr, false);
+      ASSERT_TRUE(m.is_object()) << r.body;
+      EXPECT_EQ(m["type"], "message");
+      EXPECT_EQ(m["content"][0]["text"], good_text) << r.body;
+      EXPECT_EQ(m["stop_reason"], "end_turn");
+    } else {
+      std::vector<std::string> types;
+      std::string text;
+      json last;
+      std::size_t at = 0;
+      while ((at = r.body.find("event: ", at)) != std::string::npos) {
+        const std::size_t nl = r.body.find('\n', at);
+        const std::string name = r.body.substr(at + 7, nl - at - 7);
+        const std::size_t data = r.body.find("data: ", nl);
+        const std::size_t end = r.body.find("\n\n", data);
+        last = json::parse(r.body.substr(data + 6, end - data - 6), nullptr, false);
+        ASSERT_TRUE(last.is_object()) << r.body;
+        EXPECT_EQ(last["type"], name) << "an event is named by its type";
+        at = end;
+        if (name == "ping") continue;
+        types.push_back(name);
+        if (name == "content_block_delta" && last["delta"]["type"] == "text_delta")
+          text += last["delta"]["text"];
+      }
+      ASSERT_FALSE(types.empty()) << r.body;
+      // One message_start: the answering attempt's (a failed one's held
+      // events never reached the client).
+      EXPECT_EQ(types.front(), "message_start");
+      EXPECT_EQ(std::count(types.begin(), types.end(), "message_start"), 1);
+      EXPECT_EQ(r.body.find("data: [DONE]"), std::string::npos) << "never chat's end";
+      if (row.completed) {
+        EXPECT_EQ(types.back(), "message_stop");
+        EXPECT_EQ(text, row.served_by == "good/m" ? good_text : "tok0 tok1 ");
+      } else {
+        EXPECT_EQ(types.back(), "error");
+        EXPECT_EQ(last["error"]["type"], row.error_type) << last;
+        EXPECT_EQ(std::count(types.begin(), types.end(), "message_stop"), 0);
+        EXPECT_EQ(text.rfind("tok0 tok1 ", 0), 0u) << text;
+      }
+    }
+  }
+  auto m = h.metrics();
+  expect_bad_attempt(m, row.bad_outcome);
+  EXPECT_EQ(metric_value(m, "llmgate_requests_total",
+                         "gen_ai_operation_name=\"chat\",model=\"chat\",outcome=\"success\""),
+            row.completed ? 1 : 0);
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Anthropic, MessagesFault,
+                         ::testing::ValuesIn(messages_rows(Protocol::kAnthropic)), row_name);
+INSTANTIATE_TEST_SUITE_P(Openai, MessagesFault,
+                         ::testing::ValuesIn(messages_rows(Protocol::kOpenAi)), row_name);
+INSTANTIATE_TEST_SUITE_P(Gemini, MessagesFault,
+                         ::testing::ValuesIn(messages_rows(Protocol::kGemini)), row_name);
+
 TEST(ResponsesPinning, AContinuedConversationGoesOnlyToTheProviderThatStoredIt) {
   // bad/m fails before its first delta: good/m stores the response. The
   // continuation then skips bad/m, first in order, for good/m.
@@ -2531,6 +2675,10 @@ TEST(FailureSemanticsDoc, EveryTableListsTheTestedRowsAndNoOther) {
   }
   for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini})
     EXPECT_EQ(documented_rows("Continuation"), ids(continuation_rows(p))) << config::to_string(p);
+  for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini}) {
+    EXPECT_EQ(documented_rows("Anthropic's Messages API"), ids(messages_rows(p)))
+        << config::to_string(p);
+  }
   EXPECT_EQ(documented_rows("Client behaviours"), ids(client_rows()));
   EXPECT_EQ(documented_rows("Limits"), ids(limit_rows()));
   EXPECT_EQ(documented_rows("Gateway keys"), ids(key_rows()));

@@ -52,3 +52,12 @@ export async function startSim(children, bin, dir, name, models) {
   }
   return Number(readFileSync(portFile, "utf8").trim());
 }
+
+// The last model request an llmgate-sim at `simURL` received: its target,
+// headers and body (parsed).
+export async function lastSimRequest(simURL) {
+  const r = await fetch(`${simURL}/admin/last-request`);
+  if (r.status !== 200) throw new Error(`${simURL}/admin/last-request: ${r.status}`);
+  const last = await r.json();
+  return { ...last, body: JSON.parse(last.body) };
+}

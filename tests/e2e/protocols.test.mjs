@@ -12,7 +12,7 @@ import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { startBinary } from "./procs.mjs";
+import { lastSimRequest, startBinary } from "./procs.mjs";
 import { ChatCompletionStream } from "openai/lib/ChatCompletionStream";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
@@ -111,10 +111,7 @@ async function simJSON(path) {
 }
 const simRequests = async () => (await simJSON("/admin/stats")).requests;
 // The last model request the sim received, its body parsed.
-async function lastRequest() {
-  const last = await simJSON("/admin/last-request");
-  return { ...last, body: JSON.parse(last.body) };
-}
+const lastRequest = () => lastSimRequest(simURL);
 
 // Reads a stream to its end: text, reasoning, finish reasons, usage, and
 // whether the usage chunk came after the finish (as OpenAI sends it).

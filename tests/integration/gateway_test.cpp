@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
 #include "tests/support/sim_profiles.h"
 #include "tools/sim/sim_server.h"
 
@@ -620,6 +621,37 @@ TEST_F(GatewayTest, ListsModelsAndAnswersHealthChecks) {
   EXPECT_EQ(models["data"][0]["object"], "model");
   EXPECT_EQ(c.request("GET", "/healthz").status, 200);
   EXPECT_EQ(c.request("GET", "/readyz").status, 200);
+}
+
+TEST_F(GatewayTest, AMessagesRequestIsChatOnTheSameDeploymentsAndStatistics) {
+  // Anthropic's Messages API serves chat: the same plan, the same
+  // deployment's statistics, counted as chat with its own `api` label.
+  start_sims(fast_profile(20), fast_profile());
+  start_gateway();
+  HttpClient c(port_);
+  ASSERT_EQ(c.request("POST", "/v1/chat/completions", chat_body("chat", true)).status, 200);
+  auto r = c.request("POST", "/v1/messages",
+                     R"({"model":"chat","max_tokens":16,"stream":true,)"
+                     R"("messages":[{"role":"user","content":"Say hello"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  EXPECT_NE(r.body.find("event: message_stop"), std::string::npos) << r.body;
+  json routes;
+  ASSERT_TRUE(eventually([&] {
+    routes = json::parse(c.request("GET", "/admin/routes").body);
+    return routes["models"][0]["deployments"][0]["attempts"] == 2;
+  }));
+  EXPECT_EQ(routes["models"][0]["deployments"][0]["ttft_ms"]["samples"], 2);
+  const std::string m = c.request("GET", "/metrics").body;
+  EXPECT_EQ(testing::metric_value(m, "llmgate_requests_total",
+                                  "api=\"messages\",gen_ai_operation_name=\"chat\",model=\"chat\","
+                                  "outcome=\"success\""),
+            1);
+  EXPECT_EQ(
+      testing::metric_value(m, "llmgate_requests_total",
+                            "{gen_ai_operation_name=\"chat\",model=\"chat\",outcome=\"success\""),
+      1);
 }
 
 TEST_F(GatewayTest, AdminRoutesShowsWhatWasMeasuredPerDeployment) {

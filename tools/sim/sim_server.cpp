@@ -126,6 +126,10 @@ bool is_messages_path(std::string_view path) {
   return path == "/messages" || ends_with(path, "/messages");  // Anthropic's /v1/messages
 }
 
+bool is_count_tokens_path(std::string_view path) {
+  return ends_with(path, "/messages/count_tokens");  // Anthropic's token counting
+}
+
 // RFC 3339 UTC, second precision: how Anthropic writes its rate limit resets.
 std::string rfc3339_utc(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
@@ -442,6 +446,8 @@ struct SimServer::Impl {
                                          OpenAiApi api);
   net::awaitable<bool> handle_messages(Shard& shard, beast::tcp_stream& stream,
                                        beast::flat_buffer& buffer, const Request& req);
+  // POST …/messages/count_tokens: the prompt's tokens as the sim counts them.
+  Response count_tokens(const Request& req);
   net::awaitable<bool> handle_generate(Shard& shard, beast::tcp_stream& stream,
                                        beast::flat_buffer& buffer, const Request& req,
                                        GeminiTarget target);
@@ -630,6 +636,10 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
   if (is_messages_path(path) && post) {
     co_return co_await handle_messages(shard, stream, buffer, req);
   }
+  if (is_count_tokens_path(path) && post) {
+    Response res = count_tokens(req);
+    co_return co_await write_response(stream, std::move(res));
+  }
   if (auto api = openai_api_path(path); api && post) {
     co_return co_await handle_openai_api(shard, stream, buffer, req, *api);
   }
@@ -758,6 +768,31 @@ net::awaitable<bool> SimServer::Impl::handle_messages(Shard& shard, beast::tcp_s
   ex.chat = std::move(std::get<ChatRequest>(parsed));
   ex.profile = profile_for(ex.chat.model);
   co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
+Response SimServer::Impl::count_tokens(const Request& req) {
+  requests.fetch_add(1);
+  record(req);
+  const std::string request_id = "req_sim_" + std::to_string(next_id.fetch_add(1) + 1);
+  std::optional<ApiError> refused = check_anthropic_auth(req);
+  if (!refused && req.find("anthropic-version") == req.end()) {
+    refused = ApiError{400, "anthropic-version: header is required", "invalid_request_error",
+                       std::nullopt, std::nullopt};
+  }
+  // A Messages request without max_tokens (which Anthropic refuses here).
+  json body = json::parse(req.body(), nullptr, false);
+  if (!refused && body.is_object() && body.contains("max_tokens")) {
+    refused = ApiError{400, "max_tokens: Extra inputs are not permitted", "invalid_request_error",
+                       std::nullopt, std::nullopt};
+  }
+  if (!refused && body.is_object()) body["max_tokens"] = 1;
+  auto parsed = parse_messages_request(body.is_object() ? body.dump() : req.body());
+  if (!refused) {
+    if (auto* e = std::get_if<ApiError>(&parsed)) refused = *e;
+  }
+  if (refused) return make_protocol_error(req, Protocol::kAnthropic, *refused, request_id);
+  const json counted = {{"input_tokens", std::get<ChatRequest>(parsed).prompt_tokens}};
+  return make_response(req, http::status::ok, counted.dump());
 }
 
 net::awaitable<bool> SimServer::Impl::handle_generate(Shard& shard, beast::tcp_stream& stream,

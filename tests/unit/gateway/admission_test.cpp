@@ -41,12 +41,15 @@ constexpr std::string_view kBody =
 RequestHead head(std::string_view authorization = "Bearer sk-app",
                  std::vector<std::string_view> via = {},
                  std::map<std::string, std::string> headers = {}) {
-  return RequestHead{authorization, "application/json", std::move(via),
+  return RequestHead{authorization,
+                     "application/json",
+                     std::move(via),
                      [headers](std::string_view name) -> std::optional<std::string> {
                        auto it = headers.find(std::string(name));
                        if (it == headers.end()) return std::nullopt;
                        return it->second;
-                     }};
+                     },
+                     {}};
 }
 
 Refusal refusal(std::variant<Admitted, Refusal> r) {

@@ -1,0 +1,222 @@
+// Fuzzes Anthropic's Messages API in (gateway/messages_request.cpp,
+// gateway/messages_api.cpp, providers/anthropic_messages_protocol.cpp).
+//
+// The input is read three ways:
+//   1. a client's POST /v1/messages body: admission never crashes; a
+//      request it admits keeps the client's document (the model renamed is
+//      all an Anthropic deployment gets changed) and has a chat translation
+//      that is itself an admissible chat request; what the translation
+//      could not say is named;
+//   2. an upstream chat stream (OpenAI chunks) rendered as Anthropic's
+//      events: every event is named by its own "type", message_start comes
+//      first and once, blocks open and close in turn with deltas only for
+//      an open (or tool) block, message_stop ends it; and, the round-trip
+//      oracle, those events assembled into one Message say what the chunks
+//      assembled as a chat.completion translate to (text, thinking, stop
+//      reason, usage) when the chunks are of one choice;
+//   3. Anthropic's own events: classified one per event and assembled
+//      without a crash, their bytes forwarded as they came.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "gateway/client_api.h"
+#include "gateway/messages_api.h"
+#include "gateway/messages_request.h"
+#include "providers/completion_assembler.h"
+#include "providers/json_depth.h"
+#include "providers/sse_parser.h"
+#include "providers/upstream_protocol.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using llmgate::gateway::ChatRequest;
+using llmgate::gateway::ClientApi;
+using llmgate::gateway::messages_api;
+using llmgate::gateway::Outbox;
+using llmgate::providers::SseEvent;
+using llmgate::providers::SseParser;
+using llmgate::providers::UpstreamEvent;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::size_t kMaxEventBytes = 64 * 1024;
+
+template <class F>
+void each_event(std::string_view bytes, F&& f) {
+  SseParser parser(kMaxEventBytes);
+  auto span = parser.prepare(bytes.size());
+  std::copy(bytes.begin(), bytes.end(), span.begin());
+  parser.commit(bytes.size());
+  parser.drain(f);
+}
+
+void check_request(std::string_view input) {
+  auto r = llmgate::gateway::parse_messages_request("application/json", input);
+  auto* req = std::get_if<ChatRequest>(&r);
+  if (!req) return;
+  FUZZ_CHECK(req->native.has_value());
+  FUZZ_CHECK(!req->model.empty());
+  FUZZ_CHECK(!req->native->contains("route"));
+  // The chat translation is a chat request the gateway admits.
+  auto chat = llmgate::gateway::parse_chat_request("", req->body.text());
+  FUZZ_CHECK(std::holds_alternative<ChatRequest>(chat));
+  FUZZ_CHECK(std::get<ChatRequest>(chat).model == req->model);
+  if (req->untranslated) FUZZ_CHECK(!req->untranslated->param.empty());
+  // An Anthropic deployment gets the client's document, the model renamed.
+  llmgate::config::Provider anthropic;
+  anthropic.protocol = llmgate::config::Protocol::kAnthropic;
+  const auto* native = messages_api().protocol_for(anthropic);
+  FUZZ_CHECK(native == &llmgate::providers::anthropic_messages_protocol());
+  llmgate::providers::UpstreamRequest up;
+  up.upstream_model = "upstream-model";
+  up.provider = &anthropic;
+  auto body = messages_api().upstream_body(*native, *req, up);
+  FUZZ_CHECK(std::holds_alternative<std::string>(body));
+  json sent = json::parse(std::get<std::string>(body), nullptr, false);
+  json own = req->native->dom();
+  FUZZ_CHECK(sent.is_object() && own.is_object());
+  FUZZ_CHECK(sent["model"] == "upstream-model");
+  sent.erase("model");
+  sent.erase("stream");
+  own.erase("model");
+  own.erase("stream");
+  FUZZ_CHECK(sent == own);
+}
+
+// The events a Messages client got, checked in order; their text.
+void check_events(const std::string& out, bool ended) {
+  bool started = false, stopped = false;
+  std::int64_t open = -1, last = -1;
+  std::set<std::int64_t> tools;
+  each_event(out, [&](const SseEvent& ev) {
+    FUZZ_CHECK(ev.has_data && !stopped);
+    const json j = json::parse(ev.data, nullptr, false);
+    FUZZ_CHECK(j.is_object() && j.contains("type") && j["type"].is_string());
+    const std::string type = j["type"];
+    FUZZ_CHECK(ev.event == type);
+    if (type == "ping") return;
+    FUZZ_CHECK(started == (type != "message_start"));
+    if (type == "message_start") {
+      started = true;
+    } else if (type == "content_block_start") {
+      FUZZ_CHECK(open < 0 && j["index"] == last + 1);
+      open = last = j["index"];
+      if (j["content_block"]["type"] == "tool_use") tools.insert(open);
+    } else if (type == "content_block_delta") {
+      const std::int64_t at = j["index"];
+      FUZZ_CHECK(at == open || tools.count(at));
+    } else if (type == "content_block_stop") {
+      FUZZ_CHECK(j["index"] == open);
+      open = -1;
+    } else if (type == "message_delta") {
+      FUZZ_CHECK(open < 0);
+    } else {
+      FUZZ_CHECK(type == "message_stop");
+      stopped = true;
+    }
+  });
+  FUZZ_CHECK(stopped == ended);
+}
+
+std::string text_of(const ordered_json& m, const char* type, const char* field) {
+  std::string out;
+  if (!m.contains("content")) return out;
+  for (const auto& b : m["content"]) {
+    if (b.value("type", "") == type) out += b.value(field, "");
+  }
+  return out;
+}
+
+void check_chat_stream(std::string_view input) {
+  const auto& chat = llmgate::providers::openai_chat_protocol();
+  ChatRequest req;
+  auto renderer = messages_api().renderer(chat, req);
+  FUZZ_CHECK(renderer != nullptr);
+  Outbox out;
+  llmgate::providers::ChunkPrefix prefix;
+  llmgate::providers::CompletionAssembler assembled;
+  bool one_choice = true, done = false;
+  each_event(input, [&](const SseEvent& ev) {
+    if (done) return;  // the relay reads no further
+    UpstreamEvent e = chat.classify(ev, prefix);
+    renderer->render(e, out);
+    out.hold();
+    if (e.kind == UpstreamEvent::Kind::kDone) done = true;
+    if (e.kind != UpstreamEvent::Kind::kData) return;
+    const json chunk = llmgate::providers::parse_chunk(e.data).json;
+    assembled.add(chunk);
+    if (const auto c = chunk.find("choices"); c != chunk.end() && c->is_array()) {
+      for (const auto& choice : *c) {
+        const auto i = choice.find("index");
+        if (i != choice.end() && !i->is_null() && *i != 0) one_choice = false;
+      }
+    }
+  });
+  if (!done) renderer->end(out);
+  const std::string events = out.str();
+  check_events(events, true);
+  // The oracle: the same events as one Message, and the chunks as one.
+  auto assembly = messages_api().assembly(llmgate::providers::anthropic_messages_protocol());
+  auto stream = llmgate::providers::anthropic_messages_protocol().open_stream({});
+  struct Sink final : llmgate::providers::UpstreamStream::Sink {
+    ClientApi::Assembly* a;
+    void on(UpstreamEvent& ev) override { a->add(ev); }
+  } sink;
+  sink.a = assembly.get();
+  each_event(events, [&](const SseEvent& ev) { stream->translate(ev, sink); });
+  const ordered_json streamed = ordered_json::parse(assembly->body(), nullptr, false);
+  FUZZ_CHECK(streamed.is_object());
+  if (!one_choice) return;
+  const ordered_json whole = llmgate::gateway::message_of_completion(assembled.result());
+  FUZZ_CHECK(text_of(streamed, "text", "text") == text_of(whole, "text", "text"));
+  FUZZ_CHECK(text_of(streamed, "thinking", "thinking") == text_of(whole, "thinking", "thinking"));
+  FUZZ_CHECK(streamed["stop_reason"] == whole["stop_reason"]);
+  FUZZ_CHECK(streamed["usage"] == whole["usage"]);
+}
+
+void check_native_stream(std::string_view input) {
+  const auto& native = llmgate::providers::anthropic_messages_protocol();
+  ChatRequest req;
+  auto renderer = messages_api().renderer(native, req);
+  auto assembly = messages_api().assembly(native);
+  auto stream = native.open_stream({});
+  Outbox out;
+  std::string forwarded;
+  struct Sink final : llmgate::providers::UpstreamStream::Sink {
+    ClientApi::StreamRenderer* r;
+    ClientApi::Assembly* a;
+    Outbox* out;
+    int events = 0;
+    void on(UpstreamEvent& ev) override {
+      ++events;
+      r->render(ev, *out);
+      a->add(ev);
+    }
+  } sink;
+  sink.r = renderer.get();
+  sink.a = assembly.get();
+  sink.out = &out;
+  each_event(input, [&](const SseEvent& ev) {
+    const int before = sink.events;
+    stream->translate(ev, sink);
+    FUZZ_CHECK(sink.events - before <= 1);  // one neutral event per upstream event
+    out.hold();
+  });
+  FUZZ_CHECK(ordered_json::parse(assembly->body(), nullptr, false).is_object());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  check_request(input);
+  check_chat_stream(input);
+  check_native_stream(input);
+  return 0;
+}
