@@ -6,11 +6,13 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
+#include "config/missing_secrets.h"
 #include "config/read_file.h"
 #include "config/sections.h"
 #include "config/yaml_walker.h"
@@ -141,6 +143,17 @@ std::shared_ptr<const Config> load_config(const std::string& path, EnvLookup env
     throw ConfigError(path + ": cannot read config file: " + e.what());
   }
   return parse_config(text, path, env);
+}
+
+namespace {
+thread_local MissingSecrets* missing_secrets = nullptr;
+}  // namespace
+
+MissingSecrets::MissingSecrets() : previous_(missing_secrets) { missing_secrets = this; }
+MissingSecrets::~MissingSecrets() { missing_secrets = previous_; }
+MissingSecrets* MissingSecrets::current() { return missing_secrets; }
+void MissingSecrets::add(const std::string& name) {
+  if (std::find(names_.begin(), names_.end(), name) == names_.end()) names_.push_back(name);
 }
 
 std::optional<std::string> process_env(const std::string& name) {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "config/ascii.h"
+#include "config/missing_secrets.h"
 #include "config/quoting.h"
 #include "config/read_file.h"
 #include "config/sections.h"
@@ -90,7 +91,13 @@ ApiKey key_from_env(const ConfigNode& node, EnvLookup env) {
   }
   const std::optional<std::string> raw = env(name);
   const std::string where = "environment variable " + quote(name);
-  if (!raw) node.fail(where + " is not set");
+  if (!raw) {
+    if (MissingSecrets* missing = MissingSecrets::current()) {
+      missing->add(name);
+      return ApiKey{"llmgate-check-config-stand-in", "env:" + name};
+    }
+    node.fail(where + " is not set");
+  }
   const std::string_view key = trim_whitespace(*raw);
   if (key.empty()) node.fail(where + " is empty");
   if (!is_header_safe_key(key)) node.fail(where + " contains spaces or control characters");

@@ -154,6 +154,23 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
   return out.dump(2);
 }
 
+std::string fit_column(std::string_view s, std::size_t width) {
+  if (s.size() <= width) return std::string(s);
+  if (width <= 3) return std::string(width, '.');
+  std::size_t keep = width - 3;
+  // Not inside a UTF-8 sequence: back to the start of the character cut.
+  while (keep > 0 && (static_cast<unsigned char>(s[keep]) & 0xC0) == 0x80) --keep;
+  return std::string(s.substr(0, keep)) + "...";
+}
+
+const char* const kRoutesTextLegend =
+    "legend: ttft_* in ms: est the router's live estimate, p50/p95/p99 over the recent window "
+    "('>': a lower bound, attempts gave up before a first token); cens attempts that gave up "
+    "waiting for a first token (a deadline, or a race lost); tps_p50 output tokens/s; chars/s "
+    "output characters/s; err% errors in the window; infl requests in flight; $/M_out price per "
+    "1M output tokens; score what the model's policy ranks by (rank 1 is tried first), else "
+    "(why the deployment is skipped). JSON with every number: /admin/routes\n";
+
 std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
                         const providers::WireQuirks* quirks) {
   auto now = routing::Clock::now();
@@ -177,22 +194,22 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
       std::string rank = r.rank ? std::to_string(*r.rank) : "-";
       std::snprintf(
           line, sizeof line,
-          "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s %8s %6s %4lld %8s %-12.12s %s\n",
-          rank.c_str(), r.d->id().c_str(), routing::to_string(r.health.state),
+          "  %-4s %-44s %-12s %9s %9s %9s %9s %5zu %8s %8s %6s %4lld %8s %-12s %s\n", rank.c_str(),
+          fit_column(r.d->id(), 44).c_str(), routing::to_string(r.health.state),
           fmt("%.0f", s.ttft_estimate_ms).c_str(), fmt_opt("%.0f", s.ttft_p50_ms).c_str(),
           ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p95_ms)).c_str(),
           ((s.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", s.ttft_p99_ms)).c_str(),
           s.ttft_censored, fmt_opt("%.1f", s.tps_p50).c_str(),
           fmt_opt("%.0f", s.chars_per_s_estimate).c_str(), fmt("%.1f", s.error_rate * 100).c_str(),
           static_cast<long long>(s.in_flight), fmt("%.2f", r.d->price.output_per_1m).c_str(),
-          (r.p && !r.p->region.empty() ? r.p->region : std::string("-")).c_str(),
+          fit_column(r.p && !r.p->region.empty() ? r.p->region : std::string("-"), 12).c_str(),
           r.rank ? fmt("%.3f", r.score).c_str() : ("(" + r.skipped + ")").c_str());
       out += line;
       for (const auto& [effort, es] : state.stats.efforts_of(r.d->id(), now)) {
         std::snprintf(
-            line, sizeof line, "  %-4s %-44.44s %-12s %9s %9s %9s %9s %5zu %8s\n", "",
-            ("  reasoning=" + effort).c_str(), "", fmt("%.0f", es.ttft_estimate_ms).c_str(),
-            fmt_opt("%.0f", es.ttft_p50_ms).c_str(),
+            line, sizeof line, "  %-4s %-44s %-12s %9s %9s %9s %9s %5zu %8s\n", "",
+            fit_column("  reasoning=" + effort, 44).c_str(), "",
+            fmt("%.0f", es.ttft_estimate_ms).c_str(), fmt_opt("%.0f", es.ttft_p50_ms).c_str(),
             ((es.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", es.ttft_p95_ms)).c_str(),
             ((es.ttft_quantile_lower_bound ? ">" : "") + fmt_opt("%.0f", es.ttft_p99_ms)).c_str(),
             es.ttft_censored, fmt_opt("%.1f", es.tps_p50).c_str());
@@ -210,6 +227,7 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
     }
     out += "\n";
   }
+  out += kRoutesTextLegend;
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -20,5 +21,13 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
                         const providers::WireQuirks* quirks = nullptr);
 std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
                         const providers::WireQuirks* quirks = nullptr);
+
+// `s` in a column `width` bytes wide: as it is when it fits, else cut (at a
+// UTF-8 character boundary) and ended with "...", so a long name never reads
+// as a shorter one.
+std::string fit_column(std::string_view s, std::size_t width);
+
+// What the text table's columns mean (its last lines).
+extern const char* const kRoutesTextLegend;
 
 }  // namespace llmgate::gateway

@@ -1157,12 +1157,21 @@ std::int64_t process_start_unix() {
 // A model as OpenAI lists it; `owned_by` names the providers that serve it
 // to a caller that may see how it is routed (`explain`), else "llmgate".
 nlohmann::json model_object(const config::Model& m, bool explain) {
+  // What it serves (an extra field: the SDKs ignore it): the operations
+  // some deployment of it lists.
+  nlohmann::json operations = nlohmann::json::array();
+  for (config::Operation op : config::kAllOperations) {
+    if (std::any_of(m.deployments.begin(), m.deployments.end(),
+                    [op](const config::Deployment& d) { return d.serves(op); }))
+      operations.push_back(config::to_string(op));
+  }
   std::vector<std::string> providers;
   if (!explain) {
     return {{"id", m.name},
             {"object", "model"},
             {"created", process_start_unix()},
-            {"owned_by", "llmgate"}};
+            {"owned_by", "llmgate"},
+            {"operations", std::move(operations)}};
   }
   for (const auto& d : m.deployments) {
     if (std::find(providers.begin(), providers.end(), d.provider) == providers.end())
@@ -1173,7 +1182,8 @@ nlohmann::json model_object(const config::Model& m, bool explain) {
   return {{"id", m.name},
           {"object", "model"},
           {"created", process_start_unix()},
-          {"owned_by", owners.empty() ? std::string("llmgate") : owners}};
+          {"owned_by", owners.empty() ? std::string("llmgate") : owners},
+          {"operations", std::move(operations)}};
 }
 
 // A model as Anthropic lists it (GET /v1/models with anthropic-version).

@@ -14,8 +14,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "config/config.h"
+#include "config/missing_secrets.h"
 #include "gateway/auth.h"
 #include "gateway/config_watch.h"
 #include "gateway/gateway.h"
@@ -28,7 +30,9 @@ constexpr const char* kUsage = R"(usage: llmgate --config FILE [options]
        llmgate --hash-key < KEY_FILE
 
   --config FILE          run the gateway with this YAML config (docs/config.md)
-  --check-config FILE    validate FILE, print a summary or the first error, and exit
+  --check-config FILE    validate FILE, print a summary or the first error, and exit;
+                         an unset api_key_env variable is a warning (CI has no secrets)
+  --require-env          with --check-config: an unset variable is an error, as at startup
   --hash-key             read a gateway key on standard input, print its SHA-256 for
                          auth.keys[].sha256 (the config never holds the key itself)
   --log-level LEVEL      debug|info|warn|error; default info; debug logs every failed attempt
@@ -102,6 +106,7 @@ int hash_key_from_stdin() {
 
 struct Options {
   std::string config_path, check_path, port_file;
+  bool require_env = false;
   std::chrono::milliseconds watch_interval{2000};
 };
 
@@ -122,6 +127,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
       o.config_path = value();
     } else if (a == "--check-config") {
       o.check_path = value();
+    } else if (a == "--require-env") {
+      o.require_env = true;
     } else if (a == "--port-file") {
       o.port_file = value();
     } else if (a == "--watch-interval") {
@@ -161,9 +168,18 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   return std::nullopt;
 }
 
-int check_config(const std::string& path) {
+int check_config(const std::string& path, bool require_env) {
   try {
+    // Without --require-env, a secret's unset variable is a warning: a
+    // pipeline that checks a config has none of its secrets.
+    std::optional<llmgate::config::MissingSecrets> missing;
+    if (!require_env) missing.emplace();
     auto cfg = llmgate::config::load_config(path);
+    for (const auto& name : missing ? missing->names() : std::vector<std::string>{}) {
+      std::cerr << path << ": warning: environment variable \"" << name
+                << "\" is not set (the gateway will not start without it; --require-env makes "
+                   "this an error)\n";
+    }
     std::size_t deployments = 0;
     for (const auto& m : cfg->models) deployments += m.deployments.size();
     std::cout << path << ": OK (" << cfg->providers.size() << " providers, " << cfg->models.size()
@@ -280,7 +296,7 @@ int main(int argc, char** argv) {
   using namespace llmgate;
   Options o;
   if (std::optional<int> exit_code = parse_args(argc, argv, o)) return *exit_code;
-  if (!o.check_path.empty()) return check_config(o.check_path);
+  if (!o.check_path.empty()) return check_config(o.check_path, o.require_env);
   if (o.config_path.empty()) {
     std::cerr << kUsage;
     return 2;

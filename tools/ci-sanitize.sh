@@ -2,12 +2,12 @@
 # shellcheck disable=SC2317  # the phase_* functions are called as "phase_$2"
 # CI, after the normal test suite: the sanitizer builds and the fuzzers, each
 # phase bounded in time.
-#   asan  tools/sanitize.sh: clang-14 ASan+UBSan build of the suite in
+#   asan  tools/sanitize.sh: clang-14 ASan+UBSan build of the test binaries in
 #         build-asan/, the unit, integration, conformance and security tests under it
 #   tsan  g++ TSan build in build-tsan/, integration_tests, conformance_tests and
 #         routing_tests under it (halt_on_error=1; the conformance suite's
 #         many-idle-connections row opens 2,000 sockets)
-#   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (30) s,
+#   fuzz  tools/fuzz.sh: every libFuzzer target for LLMGATE_FUZZ_SECONDS (20) s,
 #         after replaying the seeds (with the regression-* seeds of the fixed
 #         findings, tests/fuzz/findings/README.md)
 #
@@ -23,7 +23,9 @@ set -euo pipefail
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
-FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-30}
+# 20 s a target in CI: a smoke over the committed seeds and what grows from
+# them. Deep fuzzing is a command of its own (tools/fuzz.sh 600 TARGET).
+FUZZ_SECONDS=${LLMGATE_FUZZ_SECONDS:-20}
 FUZZ_TARGETS=15  # tests/fuzz: chat_request, sse_parser, route_override, redact, config,
                  # anthropic_stream, gemini_stream, response_path, resp, trace_context,
                  # http_auth, upstream_parser, chunked_request, continuation, messages

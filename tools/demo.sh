@@ -3,17 +3,28 @@
 # providers (three OpenAI-compatible, one Anthropic-style, one Gemini-style)
 # and the gateway in front of them, sends a few requests, and prints how to
 # call it with curl and the OpenAI SDK. Ctrl-C stops everything.
-#   tools/demo.sh            # runs until Ctrl-C
-#   tools/demo.sh --smoke    # sends the sample requests and exits (used by the tests)
+#   tools/demo.sh              # runs until Ctrl-C, the gateway on 127.0.0.1:8080
+#   tools/demo.sh --port 9000  # on another port (LLMGATE_DEMO_PORT too); 0: any free one.
+#                              # Off 8080 the simulated providers take free ports as well,
+#                              # so a second demo (the test suite's) runs beside yours.
+#   tools/demo.sh --smoke      # sends the sample requests and exits (used by the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SMOKE=0
-[ "${1:-}" = "--smoke" ] && SMOKE=1
+PORT=${LLMGATE_DEMO_PORT:-8080}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) SMOKE=1 ;;
+    --port) PORT=${2:?--port needs a port}; shift ;;
+    --port=*) PORT=${1#--port=} ;;
+    *) echo "usage: tools/demo.sh [--smoke] [--port PORT]" >&2; exit 2 ;;
+  esac
+  shift
+done
 
-[ "${LLMGATE_DEMO_NO_SETUP:-0}" = 1 ] || tools/setup.sh
+# Only what the demo needs is installed and built (tools/test.sh does the rest).
+[ "${LLMGATE_DEMO_NO_SETUP:-0}" = 1 ] || LLMGATE_DEPS=demo tools/setup.sh
 BIN=${BUILD_DIR:-build}/bin
-CONFIG=deploy/demo/llmgate.yaml
-PORT=8080
 RUN=$(mktemp -d)
 pids=()
 cleanup() {
@@ -26,23 +37,46 @@ trap 'exit 130' INT TERM
 
 export DEMO_GROQ_KEY=demo-key-groq DEMO_TOGETHER_KEY=demo-key-together DEMO_EURO_KEY=demo-key-euro \
   DEMO_ANTHROPIC_KEY=demo-key-anthropic DEMO_GEMINI_KEY=demo-key-gemini
-start_sim() {  # name port key profiles
+# The simulated providers: on 9101-9105 beside a gateway on 8080 (as
+# deploy/demo/llmgate.yaml says), else on free ports, written into a copy of
+# the config.
+declare -A SIM_PORT
+start_sim() {  # name port key seed
   "$BIN/llmgate-sim" --listen "127.0.0.1:$2" --api-key "$3" --profiles "deploy/demo/$1.yaml" \
-    --seed "$2" >"$RUN/$1.log" 2>&1 &
+    --seed "$4" --port-file "$RUN/$1.port" >"$RUN/$1.log" 2>&1 &
   pids+=($!)
 }
-start_sim groq-sim 9101 "$DEMO_GROQ_KEY"
-start_sim together-sim 9102 "$DEMO_TOGETHER_KEY"
-start_sim euro-sim 9103 "$DEMO_EURO_KEY"
-# Each sim speaks all three protocols; these two are reached as Anthropic
-# (…/v1/messages) and as Gemini (…/v1beta/models/M:streamGenerateContent).
-start_sim anthropic-sim 9104 "$DEMO_ANTHROPIC_KEY"
-start_sim gemini-sim 9105 "$DEMO_GEMINI_KEY"
+port_of() {  # port-file: waits for it (10 s)
+  for _ in $(seq 100); do
+    [ -s "$1" ] && { cat "$1"; return; }
+    sleep 0.1
+  done
+  echo "demo: nothing listening ($1)" >&2
+  exit 1
+}
+sims=(groq-sim together-sim euro-sim anthropic-sim gemini-sim)
+keys=("$DEMO_GROQ_KEY" "$DEMO_TOGETHER_KEY" "$DEMO_EURO_KEY" "$DEMO_ANTHROPIC_KEY" "$DEMO_GEMINI_KEY")
+# Each sim speaks all three protocols; anthropic-sim and gemini-sim are
+# reached as Anthropic (…/v1/messages) and as Gemini
+# (…/v1beta/models/M:streamGenerateContent).
+for i in "${!sims[@]}"; do
+  fixed=$((9101 + i))
+  start_sim "${sims[$i]}" "$([ "$PORT" = 8080 ] && echo "$fixed" || echo 0)" "${keys[$i]}" "$fixed"
+done
+CONFIG=$RUN/llmgate.yaml
+subst=(-e "s/^\(      port: \)8080/\1$PORT/")
+for i in "${!sims[@]}"; do
+  SIM_PORT[${sims[$i]}]=$(port_of "$RUN/${sims[$i]}.port")
+  subst+=(-e "s#127.0.0.1:$((9101 + i))/#127.0.0.1:${SIM_PORT[${sims[$i]}]}/#")
+done
+sed "${subst[@]}" deploy/demo/llmgate.yaml >"$CONFIG"
 
-"$BIN/llmgate" --check-config "$CONFIG"
-"$BIN/llmgate" --config "$CONFIG" --log-level info >"$RUN/llmgate.log" 2>&1 &
+"$BIN/llmgate" --check-config "$CONFIG" >/dev/null
+"$BIN/llmgate" --config "$CONFIG" --log-level info --port-file "$RUN/llmgate.port" \
+  >"$RUN/llmgate.log" 2>&1 &
 gateway_pid=$!
 pids+=("$gateway_pid")
+PORT=$(port_of "$RUN/llmgate.port") || { cat "$RUN/llmgate.log"; exit 1; }
 
 for _ in $(seq 100); do
   curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
@@ -105,6 +139,19 @@ curl -sS -D - -o /dev/null "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Cont
   -d '{"model":"fast-chat","max_tokens":4,"route":{"order":["euro-sim"],"allow_fallbacks":false},"messages":[{"role":"user","content":"hi"}]}' \
   | grep -i '^x-llmgate'
 echo
+echo "== The Responses API (the default of the Vercel AI SDK, the Agents SDK, LangChain's"
+echo "   useResponsesApi), legacy completions and embeddings: the same routing =="
+# (Long answers shown in part: cut here, not by a pipe a failing curl would hide in.)
+out=$(curl -sS "http://127.0.0.1:$PORT/v1/responses" -H 'Content-Type: application/json' \
+  -d '{"model":"fast-chat","max_output_tokens":16,"input":"Say hello"}')
+echo "${out:0:400} ..."
+curl -sS "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"fast-chat","max_tokens":8,"prompt":"Say hello"}'
+echo
+out=$(curl -sS "http://127.0.0.1:$PORT/v1/embeddings" -H 'Content-Type: application/json' \
+  -d '{"model":"embed","input":"Say hello"}')
+echo "${out:0:200} ..."
+echo
 echo "== Anthropic's Messages API (Claude Code, the Anthropic SDKs): the same models, every protocol =="
 curl -sS "http://127.0.0.1:$PORT/v1/messages" -H 'Content-Type: application/json' \
   -d '{"model":"mixed-chat","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'
@@ -117,9 +164,17 @@ echo
 
 cat <<MSG
 
-Call it yourself:
+Call it yourself, one call per endpoint (/v1/models says which a model serves):
   curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"fast-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+  curl -N http://127.0.0.1:$PORT/v1/responses -H 'Content-Type: application/json' \\
+    -d '{"model":"fast-chat","stream":true,"input":"Hello"}'
+  curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
+    -d '{"model":"fast-chat","prompt":"Hello","max_tokens":16}'
+  curl http://127.0.0.1:$PORT/v1/embeddings -H 'Content-Type: application/json' \\
+    -d '{"model":"embed","input":"Hello"}'
+  curl -N http://127.0.0.1:$PORT/v1/messages -H 'Content-Type: application/json' \\
+    -d '{"model":"mixed-chat","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
   curl http://127.0.0.1:$PORT/v1/models
   curl http://127.0.0.1:$PORT/admin/routes              # the router's live table (JSON)
   curl 'http://127.0.0.1:$PORT/admin/routes?format=text' # ... as a leaderboard
@@ -141,7 +196,7 @@ Claude Code (or any Anthropic SDK client) through it:
   ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT ANTHROPIC_API_KEY=unused ANTHROPIC_MODEL=mixed-chat claude
 
 Script a slowdown while it runs and watch traffic move (x-llmgate-deployment, /admin/routes):
-  curl -X PUT http://127.0.0.1:9101/admin/profiles/default -d '{"ttft_ms": 900}'
+  curl -X PUT http://127.0.0.1:${SIM_PORT[groq-sim]}/admin/profiles/default -d '{"ttft_ms": 900}'
   # ... and mixed-chat moves from groq-sim to gemini-sim, an API of another shape:
   curl -N http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"mixed-chat","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
@@ -154,6 +209,10 @@ if [ "$SMOKE" = 1 ]; then
   # The sample requests above must have been served.
   grep -q "model=fast-chat stream=true .*outcome=success" "$RUN/llmgate.log"
   grep -q "model=eu-chat stream=false .*outcome=success" "$RUN/llmgate.log"
+  for operation in responses text_completion embeddings; do
+    grep -q "operation=$operation .*outcome=success" "$RUN/llmgate.log"
+  done
+  grep -q "model=mixed-chat .*api=messages .*outcome=success" "$RUN/llmgate.log"
   # mixed-chat was served through the Anthropic and the Gemini protocol (the
   # first request each of those sims gets, pinned and unhedged: no draw of
   # chance decides it; groq-sim's 429s could keep it off mixed-chat for a while).

@@ -5,6 +5,9 @@
 #   LLMGATE_SKIP_BUILD=1 tools/setup.sh   # install only
 #   LLMGATE_DEPS=build tools/setup.sh     # only the build packages, no test suite
 #                                         # (the Dockerfile's build stage)
+#   LLMGATE_DEPS=demo tools/setup.sh      # what tools/demo.sh needs: the build packages and
+#                                         # curl; builds the gateway, the simulator and the
+#                                         # load generator only (tools/test.sh builds the rest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,10 +26,20 @@ TEST_PACKAGES=(
 )
 # LLMGATE_DEPS=all (default): build and test. LLMGATE_DEPS=build: the binaries
 # only; the test suite is then not configured (-DLLMGATE_BUILD_TESTS=OFF).
+BUILD_DIR=${BUILD_DIR:-build}
+TARGETS=()  # none: all of them
 case "${LLMGATE_DEPS:-all}" in
   all) PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"); BUILD_TESTS=ON ;;
   build) PACKAGES=("${BUILD_PACKAGES[@]}"); BUILD_TESTS=OFF ;;
-  *) echo "setup: LLMGATE_DEPS must be 'all' or 'build', not '${LLMGATE_DEPS}'" >&2; exit 2 ;;
+  demo)
+    PACKAGES=("${BUILD_PACKAGES[@]}" curl ca-certificates)
+    TARGETS=(llmgate llmgate-sim llmgate-loadgen)
+    # A build directory the test suite configured keeps its tests (the
+    # targets built here are the same either way).
+    BUILD_TESTS=$(sed -n 's/^LLMGATE_BUILD_TESTS:BOOL=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)
+    BUILD_TESTS=${BUILD_TESTS:-OFF}
+    ;;
+  *) echo "setup: LLMGATE_DEPS must be 'all', 'build' or 'demo', not '${LLMGATE_DEPS}'" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -48,10 +61,9 @@ if ((${#missing[@]})); then
 fi
 
 if [ "${LLMGATE_SKIP_BUILD:-0}" != 1 ]; then
-  BUILD_DIR=${BUILD_DIR:-build}
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} \
     -DLLMGATE_BUILD_TESTS=$BUILD_TESTS -DLLMGATE_WERROR=${LLMGATE_WERROR:-OFF} >/dev/null
   # Beast translation units need ~700 MB each with g++: two jobs fit anywhere.
-  ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
+  ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${TARGETS[@]}"
 fi

@@ -9,8 +9,8 @@
 //   - with an admin key configured: without credentials the page is 401
 //     and asks for Basic credentials; with the key as the Basic password
 //     the page and its data load (the browser sends it on to the JSON).
-// Run by run.sh (through ctest, never at once with the demo smoke test: the
-// demo's ports are fixed).
+// Run by run.sh (through ctest). The demo takes free ports (--port 0): one
+// the user runs meanwhile on 8080 is left alone.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -51,7 +51,7 @@ after(async () => {
 // tools/demo.sh as a user runs it (no setup: the build is there), in its own
 // process group; resolves to the console URL it prints.
 async function startDemo() {
-  demo = spawn(join(ROOT, "tools/demo.sh"), [], {
+  demo = spawn(join(ROOT, "tools/demo.sh"), ["--port", "0"], {
     cwd: ROOT,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
@@ -136,6 +136,13 @@ test("the console shows the demo's live routing", { timeout: 170000 }, async () 
   const mixed = await page.locator("#leaderboard tbody tr.dep").evaluateAll(
     (trs) => trs.map((tr) => tr.dataset.deployment.split("/")[0]).sort());
   assert.deepEqual(mixed, ["anthropic-sim", "gemini-sim", "groq-sim"]);
+  // The chosen tab is in the URL: a link to it opens it.
+  assert.match(page.url(), /#model=mixed-chat$/);
+  const linked = await browser.newPage();
+  await linked.goto(page.url());
+  await eventually(async () => (await linked.locator("#title").innerText()) === "mixed-chat",
+    "a #model= link to open that model's tab", 30000, 250);
+  await linked.close();
 
   // Back to fast-chat for the picture.
   await page.locator('nav button[data-model="fast-chat"]').click();

@@ -6,10 +6,11 @@
 // Run by run.sh (through ctest).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, spawnSync, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync, renameSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { eventually, freePort } from "../support/node_support.mjs";
 
 const BIN = process.env.LLMGATE_BIN_DIR;
@@ -214,4 +215,29 @@ test("as PID 1 of its own PID namespace, SIGTERM still drains and exits 0", asyn
   assert.match(await stream.done, /data: \[DONE\]\n\n$/);
   const { code } = await gw.child.exited;  // unshare exits with its child's status
   assert.equal(code, 0, gw.child.stderrText);
+});
+
+test("--check-config validates a file without its secrets; --require-env wants them", () => {
+  // The demo's config, as a CI pipeline without the keys checks it.
+  const file = fileURLToPath(new URL("../../deploy/demo/llmgate.yaml", import.meta.url));
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
+  let out = "";
+  try {
+    out = execFileSync(join(BIN, "llmgate"), ["--check-config", file], { env, encoding: "utf8", stdio: "pipe" });
+  } catch (e) {
+    assert.fail(`exit ${e.status}: ${e.stdout}${e.stderr}`);
+  }
+  assert.match(out, /: OK \(5 providers/);
+  const r = spawnSync(join(BIN, "llmgate"), ["--check-config", file], { env, encoding: "utf8" });
+  assert.equal(r.status, 0);
+  assert.match(r.stderr, /warning: environment variable "DEMO_GROQ_KEY" is not set/);
+  const strict = spawnSync(join(BIN, "llmgate"), ["--check-config", file, "--require-env"], { env, encoding: "utf8" });
+  assert.equal(strict.status, 1);
+  assert.match(strict.stderr, /environment variable "DEMO_GROQ_KEY" is not set/);
+  // A real error is still one.
+  const bad = join(dir, "bad.yaml");
+  writeFileSync(bad, readFileSync(file, "utf8").replace("policy: cost", "policy: cheapest"));
+  const broken = spawnSync(join(BIN, "llmgate"), ["--check-config", bad], { env, encoding: "utf8" });
+  assert.equal(broken.status, 1);
+  assert.match(broken.stderr, /cheapest/);
 });

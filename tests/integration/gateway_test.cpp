@@ -1445,6 +1445,7 @@ TEST_F(GatewayTest, AdminRoutesShowsStateScoreAndATextLeaderboard) {
   EXPECT_NE(text.body.find("model chat  policy latency"), std::string::npos) << text.body;
   EXPECT_NE(text.body.find("ttft_p50"), std::string::npos);
   EXPECT_NE(text.body.find("a/model-a"), std::string::npos);
+  EXPECT_NE(text.body.find("\nlegend: "), std::string::npos) << text.body;
 }
 
 TEST_F(GatewayTest, TheConsoleAndItsHistoryShowFailoversAndSamples) {

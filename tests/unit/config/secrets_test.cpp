@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
+#include "config/missing_secrets.h"
 #include "tests/unit/config/config_test_support.h"
 
 namespace llmgate::config {
@@ -45,6 +47,32 @@ TEST_F(SecretsTest, TrimsWhitespaceAroundAKeyFromTheEnvironment) {
 }
 
 TEST_F(SecretsTest, RejectsAnUnsetVariableNamingIt) {
+  EXPECT_EQ(
+      config_error(provider_with_key("api_key_env: GROQ_API_KEY")),
+      R"(cfg.yaml: providers[0].api_key_env: environment variable "GROQ_API_KEY" is not set)");
+}
+
+TEST_F(SecretsTest, AConfigCheckWithoutTheSecretsListsTheUnsetOnesAndChecksTheRest) {
+  const std::string yaml =
+      provider_with_key("api_key_env: GROQ_API_KEY") +
+      "  - name: other\n    base_url: https://other.example/v1\n    api_key_env: OTHER_KEY\n"
+      "    headers: {x-team: {env: TEAM_TOKEN}}\n";
+  {
+    MissingSecrets missing;
+    const auto config = parse(yaml);
+    EXPECT_EQ(missing.names(),
+              (std::vector<std::string>{"GROQ_API_KEY", "OTHER_KEY", "TEAM_TOKEN"}));
+    EXPECT_EQ(config->providers.at(0).api_key_source, "env:GROQ_API_KEY");
+    // ... and a real mistake is still one.
+    EXPECT_THAT(
+        config_error(yaml + "models: [{name: m, deployments: [{provider: grok, model: x}]}]\n"),
+        HasSubstr("grok"));
+    // A variable that is set is read as ever; only the unset ones stand in.
+    fake_env()["GROQ_API_KEY"] = "gsk-abc123";
+    EXPECT_EQ(parse(yaml)->providers.at(0).api_key, "gsk-abc123");
+  }
+  // Out of its scope, an unset variable is the error it always was.
+  fake_env().clear();
   EXPECT_EQ(
       config_error(provider_with_key("api_key_env: GROQ_API_KEY")),
       R"(cfg.yaml: providers[0].api_key_env: environment variable "GROQ_API_KEY" is not set)");
