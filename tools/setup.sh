@@ -36,7 +36,8 @@ case "${LLMGATE_DEPS:-all}" in
     TARGETS=(llmgate llmgate-sim llmgate-loadgen)
     # A build directory the test suite configured keeps its tests (the
     # targets built here are the same either way).
-    BUILD_TESTS=$(sed -n 's/^LLMGATE_BUILD_TESTS:BOOL=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)
+    BUILD_TESTS=$(sed -n 's/^LLMGATE_BUILD_TESTS:BOOL=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null ||
+      true)
     BUILD_TESTS=${BUILD_TESTS:-OFF}
     ;;
   *) echo "setup: LLMGATE_DEPS must be 'all', 'build' or 'demo', not '${LLMGATE_DEPS}'" >&2; exit 2 ;;
