@@ -57,6 +57,9 @@ struct ChatRequest {
     std::string param;
   };
   std::optional<Untranslated> untranslated;
+  // Its history holds a thinking block without a signature (what a
+  // translated answer gave): left out of what Anthropic deployments get.
+  bool native_unsigned_thinking = false;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured

@@ -162,9 +162,8 @@ namespace {
 // signature -- the ones a translated answer gave (another provider's
 // reasoning, which the client sends back in its history): Anthropic checks
 // every thinking block's signature and would refuse the request. Nullopt
-// when it has none (the usual case: found without a parse).
+// when it drops none. Called only when admission saw one.
 std::optional<providers::RequestBody> without_unsigned_thinking(const providers::RequestBody& doc) {
-  if (doc.text().find("\"signature\"") == std::string::npos) return std::nullopt;
   // (In its own order: nothing else changes.)
   ordered_json j = ordered_json::parse(doc.text(), nullptr, false);
   ordered_json* messages = j.is_object() && j.contains("messages") ? &j["messages"] : nullptr;
@@ -220,7 +219,10 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
       case Kind::kData:
         break;
     }
-    json chunk = ev.chunk.json.is_null() ? providers::parse_chunk(ev.data).json : ev.chunk.json;
+    // (The classification's document when it made one: not copied.)
+    json parsed;
+    if (ev.chunk.json.is_null()) parsed = providers::parse_chunk(ev.data).json;
+    const json& chunk = ev.chunk.json.is_null() ? parsed : ev.chunk.json;
     text_.clear();
     start(chunk);
     if (auto u = providers::usage_of(chunk)) usage_ = u;
@@ -455,8 +457,12 @@ class Messages final : public ClientApi {
       const providers::UpstreamProtocol& protocol, ChatRequest& req,
       const providers::UpstreamRequest& r) const override {
     if (native(protocol) && req.native) {
-      if (auto signed_only = without_unsigned_thinking(*req.native))
-        return protocol.body(*signed_only, r);
+      // (Admission saw whether there is any: signed thinking, in every
+      // request of an agent's thinking conversation, is never re-parsed.)
+      if (req.native_unsigned_thinking) {
+        if (auto signed_only = without_unsigned_thinking(*req.native))
+          return protocol.body(*signed_only, r);
+      }
       return protocol.body(*req.native, r);
     }
     if (req.untranslated)

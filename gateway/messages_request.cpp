@@ -49,6 +49,7 @@ using providers::string_or;
 struct Out {
   json chat = json::object();
   std::optional<Untranslated> untranslated;
+  bool unsigned_thinking = false;  // a thinking block without a signature
 
   void refuse(std::string param, std::string_view what) {
     if (untranslated) return;
@@ -107,6 +108,12 @@ std::optional<ApiError> check_required(const json& in) {
 }
 
 // ---- messages ------------------------------------------------------------------
+
+// A thinking block in the history, not carried to chat; one without a
+// signature (a translated answer's) is noted: Anthropic would refuse it.
+void note_thinking(const json& block, Out& out) {
+  if (string_or(block, "signature").empty()) out.unsigned_thinking = true;
+}
 
 // An image block as an image_url part.
 void image_part(const json& block, const std::string& where, json& parts, Out& out) {
@@ -173,7 +180,9 @@ void add_user(const json& m, const std::string& at, json& messages, Out& out) {
       messages.push_back({{"role", "tool"},
                           {"tool_call_id", string_or(block, "tool_use_id")},
                           {"content", tool_result_text(block, where, out)}});
-    } else if (type != "thinking" && type != "redacted_thinking") {
+    } else if (type == "thinking") {
+      note_thinking(block, out);
+    } else if (type != "redacted_thinking") {
       out.refuse(where, "a content block of type \"" + type + "\"");
     }
   }
@@ -208,7 +217,9 @@ void add_assistant(const json& m, const std::string& at, json& messages, Out& ou
             {{"name", string_or(block, "name")},
              {"arguments", input ? input->dump(-1, ' ', false, json::error_handler_t::replace)
                                  : std::string("{}")}}}});
-    } else if (type != "thinking" && type != "redacted_thinking") {
+    } else if (type == "thinking") {
+      note_thinking(block, out);
+    } else if (type != "redacted_thinking") {
       out.refuse(at + ".content." + std::to_string(j), "a content block of type \"" + type + "\"");
     }
   }
@@ -333,7 +344,8 @@ std::variant<MessagesTranslation, ApiError> translate_messages_request(const jso
     if (const json* user = member(*metadata, "user_id"); user && user->is_string())
       out.chat["user"] = *user;
   }
-  return MessagesTranslation{std::move(out.chat), std::move(out.untranslated)};
+  return MessagesTranslation{std::move(out.chat), std::move(out.untranslated),
+                             out.unsigned_thinking};
 }
 
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
@@ -351,6 +363,7 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view cont
   ChatRequest r = std::move(std::get<ChatRequest>(parsed));
   r.route = std::move(route);
   r.untranslated = std::move(t.untranslated);
+  r.native_unsigned_thinking = t.unsigned_thinking;
   r.native = std::move(native);
   return r;
 }

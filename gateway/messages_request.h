@@ -21,6 +21,8 @@ struct MessagesTranslation {
   // The first thing chat cannot say (a server tool, a document, a field
   // Anthropic alone has): only Anthropic deployments can serve the request.
   std::optional<ChatRequest::Untranslated> untranslated;
+  // A thinking block without a signature is in the history.
+  bool unsigned_thinking = false;
 };
 
 // `in`: the client's document. A 400 (Anthropic's words) when Anthropic

@@ -238,6 +238,7 @@ TEST(MessagesApi, UnsignedThinkingFromATranslatedAnswerIsNotSentToAnthropic) {
       R"({"type":"thinking","thinking":"s","signature":"sig"},{"type":"text","text":"b"}]},)"
       R"({"role":"user","content":"c"}]})";
   ChatRequest req = std::get<ChatRequest>(parse_messages_request("", body));
+  EXPECT_TRUE(req.native_unsigned_thinking) << "admission saw it";
   config::Provider anthropic;
   anthropic.protocol = config::Protocol::kAnthropic;
   providers::UpstreamRequest r;
@@ -258,6 +259,7 @@ TEST(MessagesApi, UnsignedThinkingFromATranslatedAnswerIsNotSentToAnthropic) {
       R"({"model":"c","max_tokens":9,"messages":[{"role":"assistant","content":[)"
       R"({"type":"thinking","thinking":"s","signature":"sig"}]}]})";
   ChatRequest same = std::get<ChatRequest>(parse_messages_request("", plain));
+  EXPECT_FALSE(same.native_unsigned_thinking);
   sent = messages_api().upstream_body(native, same, r);
   json want = json::parse(plain);
   want["model"] = "claude";
