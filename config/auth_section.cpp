@@ -40,6 +40,7 @@ GatewayKey read_key(const ConfigNode& node, const std::vector<Model>& models,
         std::string name = item.string();
         bool known = false;
         for (const auto& model : models) known = known || model.name == name;
+        if (!known && is_failed_definition("model", name)) continue;
         if (!known) item.fail("unknown model " + quote(name));
         key.models.push_back(std::move(name));
       }
@@ -71,7 +72,9 @@ Auth read_auth(const ConfigNode& node, const std::vector<Model>& models) {
   std::optional<bool> enabled, admin_open;
   node.read_map([&](ConfigMap& m) {
     if (auto keys = m.optional("keys")) {
-      for (const auto& item : keys->items()) auth.keys.push_back(read_key(item, models, auth.keys));
+      for (const auto& item : keys->items()) {
+        recover([&] { auth.keys.push_back(read_key(item, models, auth.keys)); });
+      }
     }
     m.read("admin_key_sha256", auth.admin_key_sha256, read_sha256);
     m.read("enabled", enabled, &ConfigNode::boolean);

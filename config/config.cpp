@@ -65,7 +65,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
     }
     document = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(origin + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": invalid YAML: " + e.msg);
@@ -79,6 +79,8 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const std::string& origin,
                                            EnvLookup env) {
   if (env == nullptr) env = &process_env;
+  // Every problem in the file, reported together at the end (yaml_walker.h).
+  Problems problems;
   const ConfigNode root(parse_yaml(yaml_text, origin), origin, "");
   auto config = std::make_shared<Config>();
 
@@ -91,33 +93,42 @@ std::shared_ptr<const Config> parse_config(const std::string& yaml_text, const s
   const auto auth = sections.optional("auth");
   const auto shared_state = sections.optional("shared_state");
   const auto tracing = sections.optional("tracing");
-  // Checked first: a misspelt "providers:" would otherwise surface as
-  // "unknown provider" errors under models.
+  // Checked first, and alone: a misspelt "providers:" would otherwise
+  // surface as "unknown provider" errors under models.
   sections.reject_unknown_keys();
+  if (!problems.empty()) problems.raise(origin);
 
-  if (server) config->server = read_server(*server);
-  if (timeouts) config->timeouts = read_default_timeouts(*timeouts);
-  if (providers) config->providers = read_providers(*providers, env);
+  if (server) recover([&] { config->server = read_server(*server); });
+  if (timeouts) recover([&] { config->timeouts = read_default_timeouts(*timeouts); });
+  if (providers) recover([&] { config->providers = read_providers(*providers, env); });
   // After providers (constraints name them), before models (whose routing
   // starts from routing.defaults).
-  if (routing) config->routing = read_routing(*routing, config->providers);
+  if (routing) recover([&] { config->routing = read_routing(*routing, config->providers); });
   if (config->routing.region.empty()) config->routing.region = env(kRegionVariable).value_or("");
-  if (models) config->models = read_models(*models, config->providers, config->routing.defaults);
-  config->models_declared = models.has_value();
-  if (auth) config->auth = read_auth(*auth, config->models);  // after models: keys name them
-  const auto shared_from_env = env(kSharedStateVariable);
-  if (shared_state) {
-    if (shared_from_env) {
-      shared_state->fail(std::string("is also set by the environment variable ") +
-                         kSharedStateVariable + "; keep one");
-    }
-    config->shared_state = read_shared_state(*shared_state, env);
-  } else if (shared_from_env) {
-    const std::string from = std::string("$") + kSharedStateVariable;
-    const ConfigNode node(parse_yaml(*shared_from_env, from), from, "shared_state");
-    config->shared_state = read_shared_state(node, env);
+  if (models) {
+    recover([&] {
+      config->models = read_models(*models, config->providers, config->routing.defaults);
+    });
   }
-  config->tracing = read_tracing(tracing, env, config->warnings);
+  config->models_declared = models.has_value();
+  // After models: keys name them.
+  if (auth) recover([&] { config->auth = read_auth(*auth, config->models); });
+  const auto shared_from_env = env(kSharedStateVariable);
+  recover([&] {
+    if (shared_state) {
+      if (shared_from_env) {
+        shared_state->fail(std::string("is also set by the environment variable ") +
+                           kSharedStateVariable + "; keep one");
+      }
+      config->shared_state = read_shared_state(*shared_state, env);
+    } else if (shared_from_env) {
+      const std::string from = std::string("$") + kSharedStateVariable;
+      const ConfigNode node(parse_yaml(*shared_from_env, from), from, "shared_state");
+      config->shared_state = read_shared_state(node, env);
+    }
+  });
+  recover([&] { config->tracing = read_tracing(tracing, env, config->warnings); });
+  if (!problems.empty()) problems.raise(origin);
   for (const auto& p : config->providers) {
     // A provider key readable by other users of the machine is a leak
     // waiting to happen (ssh refuses such keys; we warn).

@@ -597,10 +597,10 @@ struct Config {
   }
 };
 
-// Thrown at start-up only. what() is "<origin>: <key path>: <problem>", e.g.
-//   gateway.yaml: providers[2].timeouts: unknown key "ttf" (did you mean "ttft"?)
-//   gateway.yaml: models[0].deployments[1].provider: unknown provider "grok"
-// (see docs/config.md). It never contains an API key.
+// what() lists every problem in the file, one per line, each as
+//   gateway.yaml:12:21: providers[2].timeouts: unknown key "ttf" (did you mean "ttft"?)
+//   gateway.yaml:18:19: models[0].deployments[1].provider: unknown provider "grok"
+// (see docs/config.md, "Errors"). It never contains an API key.
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -129,10 +129,12 @@ Deployment read_deployment(const ConfigNode& node, const std::vector<Provider>& 
 std::vector<Deployment> read_deployments(const ConfigNode& node,
                                          const std::vector<Provider>& providers) {
   std::vector<Deployment> deployments;
+  bool failed = false;
   for (const auto& item : node.items()) {
-    deployments.push_back(read_deployment(item, providers, deployments));
+    failed |=
+        !recover([&] { deployments.push_back(read_deployment(item, providers, deployments)); });
   }
-  if (deployments.empty()) node.fail("must list at least one deployment");
+  if (deployments.empty() && !failed) node.fail("must list at least one deployment");
   return deployments;
 }
 
@@ -143,9 +145,11 @@ Model read_model(const ConfigNode& node, const std::vector<Provider>& providers,
   node.read_map([&](ConfigMap& m) {
     const ConfigNode name = m.required("name");
     model.name = read_model_name(name);
-    for (const auto& other : earlier) {
-      if (other.name == model.name) name.fail("duplicate model name " + quote(model.name));
-    }
+    recover([&] {  // the rest of the entry is still worth checking
+      for (const auto& other : earlier) {
+        if (other.name == model.name) name.fail("duplicate model name " + quote(model.name));
+      }
+    });
     model.deployments = read_deployments(m.required("deployments"), providers);
     if (auto routing = m.optional("routing")) {
       model.routing = read_routing_policy(*routing, defaults, providers);
@@ -212,13 +216,16 @@ std::vector<Model> read_models(const ConfigNode& node, const std::vector<Provide
                                const RoutingPolicy& defaults) {
   std::vector<Model> models;
   for (const auto& item : node.items()) {
-    models.push_back(read_model(item, providers, defaults, models));
+    if (!recover([&] { models.push_back(read_model(item, providers, defaults, models)); })) {
+      definition_failed(item, "model");
+    }
   }
   return models;
 }
 
 std::string read_provider_ref(const ConfigNode& node, const std::vector<Provider>& providers) {
   std::string name = node.string();
+  if (is_failed_definition("provider", name)) throw AlreadyReported();
   std::vector<std::string> known;
   for (const auto& provider : providers) {
     if (provider.name == name) return name;

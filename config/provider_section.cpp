@@ -306,9 +306,12 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
   node.read_map([&](ConfigMap& m) {
     const ConfigNode name = m.required("name");
     provider.name = read_label_value(name);
-    for (const auto& other : earlier) {
-      if (other.name == provider.name) name.fail("duplicate provider name " + quote(provider.name));
-    }
+    recover([&] {  // the rest of the entry is still worth checking
+      for (const auto& other : earlier) {
+        if (other.name == provider.name)
+          name.fail("duplicate provider name " + quote(provider.name));
+      }
+    });
     provider.base_url = read_url(m.required("base_url"));
 
     if (auto key = read_secret(m, node, "api_key", env)) {
@@ -368,7 +371,11 @@ const char* to_string(Protocol p) {
 
 std::vector<Provider> read_providers(const ConfigNode& node, EnvLookup env) {
   std::vector<Provider> providers;
-  for (const auto& item : node.items()) providers.push_back(read_provider(item, env, providers));
+  for (const auto& item : node.items()) {
+    if (!recover([&] { providers.push_back(read_provider(item, env, providers)); })) {
+      definition_failed(item, "provider");
+    }
+  }
   return providers;
 }
 

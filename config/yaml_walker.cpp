@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "config/ascii.h"
@@ -81,13 +82,109 @@ std::optional<std::string> closest_match(std::string_view name,
 }
 
 // ---------------------------------------------------------------------------
+// Problems
+
+namespace {
+thread_local Problems* current_problems = nullptr;
+// A file with more mistakes than this is not worth listing further.
+constexpr std::size_t kMaxProblems = 50;
+
+// "<origin>:<line>:<column>: ..." -> (line, column); (max, 0) when the text
+// carries no location.
+std::pair<std::size_t, std::size_t> location_of(const std::string& text) {
+  constexpr auto kNone = std::pair<std::size_t, std::size_t>{SIZE_MAX, 0};
+  const std::size_t end = text.find(": ");
+  if (end == std::string::npos) return kNone;
+  const std::size_t column_colon = text.rfind(':', end - 1);
+  if (column_colon == std::string::npos || column_colon == 0) return kNone;
+  const std::size_t line_colon = text.rfind(':', column_colon - 1);
+  if (line_colon == std::string::npos) return kNone;
+  std::size_t line = 0, column = 0;
+  const char* first = text.data();
+  const auto l = std::from_chars(first + line_colon + 1, first + column_colon, line);
+  const auto c = std::from_chars(first + column_colon + 1, first + end, column);
+  if (l.ec != std::errc() || l.ptr != first + column_colon || c.ec != std::errc() ||
+      c.ptr != first + end) {
+    return kNone;
+  }
+  return {line, column};
+}
+}  // namespace
+
+Problems::Problems() : previous_(current_problems) { current_problems = this; }
+Problems::~Problems() { current_problems = previous_; }
+Problems* Problems::current() { return current_problems; }
+
+void Problems::add(const ConfigError& error) {
+  if (dynamic_cast<const AlreadyReported*>(&error) != nullptr) return;
+  // An error raised by an inner Problems' raise() may hold several lines.
+  std::string_view all = error.what();
+  while (!all.empty()) {
+    const std::size_t newline = all.find('\n');
+    std::string text(all.substr(0, newline));
+    all = newline == std::string_view::npos ? std::string_view() : all.substr(newline + 1);
+    const auto [line, column] = location_of(text);
+    problems_.push_back(Problem{line, column, std::move(text)});
+  }
+}
+
+void Problems::raise(std::string_view origin) const {
+  std::vector<Problem> sorted = problems_;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Problem& a, const Problem& b) {
+    return a.order != b.order ? a.order < b.order : a.column < b.column;
+  });
+  std::string text;
+  for (std::size_t i = 0; i < sorted.size() && i < kMaxProblems; ++i) {
+    if (i > 0 && sorted[i].text == sorted[i - 1].text) continue;
+    if (!text.empty()) text += '\n';
+    text += sorted[i].text;
+  }
+  if (sorted.size() > kMaxProblems) {
+    text += '\n';
+    text += origin;
+    text += ": " + std::to_string(sorted.size() - kMaxProblems) + " more problems not shown";
+  }
+  throw ConfigError(text);
+}
+
+void Problems::definition_failed(std::string_view kind, std::string name) {
+  failed_definitions_.emplace_back(std::string(kind), std::move(name));
+}
+
+bool Problems::is_failed_definition(std::string_view kind, std::string_view name) const {
+  for (const auto& [k, n] : failed_definitions_) {
+    if (k == kind && n == name) return true;
+  }
+  return false;
+}
+
+void definition_failed(const ConfigNode& entry, std::string_view kind) {
+  if (Problems* problems = Problems::current()) {
+    if (auto name = entry.scalar_member("name")) problems->definition_failed(kind, *name);
+  }
+}
+
+bool is_failed_definition(std::string_view kind, std::string_view name) {
+  const Problems* problems = Problems::current();
+  return problems != nullptr && problems->is_failed_definition(kind, name);
+}
+
+// ---------------------------------------------------------------------------
 // ConfigNode
 
 ConfigNode::ConfigNode(YAML::Node node, std::string_view origin, std::string path)
     : node_(std::move(node)), origin_(origin), path_(std::move(path)) {}
 
-void ConfigNode::fail(std::string_view message) const {
+void ConfigNode::fail(std::string_view message) const { fail_at(node_.Mark(), message); }
+
+void ConfigNode::fail_at(const YAML::Mark& mark, std::string_view message) const {
   std::string text(origin_);
+  if (!mark.is_null()) {
+    text += ':';
+    text += std::to_string(mark.line + 1);
+    text += ':';
+    text += std::to_string(mark.column + 1);
+  }
   text += ": ";
   if (!path_.empty()) {
     text += path_;
@@ -100,6 +197,16 @@ void ConfigNode::fail(std::string_view message) const {
 ConfigNode ConfigNode::child(std::string_view key, YAML::Node node) const {
   std::string key_text = escape_for_message(key);
   return ConfigNode(std::move(node), origin_, path_.empty() ? key_text : path_ + "." + key_text);
+}
+
+std::optional<std::string> ConfigNode::scalar_member(std::string_view key) const {
+  if (!node_.IsMap()) return std::nullopt;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key && it->second.IsScalar()) {
+      return it->second.Scalar();
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<ConfigNode> ConfigNode::items() const {
@@ -217,12 +324,14 @@ ConfigMap::ConfigMap(const ConfigNode& node) : node_(node) {
   const YAML::Node& yaml = node.node_;
   if (!yaml.IsMap()) node.fail("expected a mapping, got " + describe(yaml));
   for (auto it = yaml.begin(); it != yaml.end(); ++it) {
-    if (!it->first.IsScalar()) node.fail("expected string keys, got " + describe(it->first));
+    if (!it->first.IsScalar()) {
+      node.fail_at(it->first.Mark(), "expected string keys, got " + describe(it->first));
+    }
     const std::string& key = it->first.Scalar();
     // yaml-cpp keeps both copies of a repeated key and lookups see only the
     // first, so a duplicate would silently drop the later value.
-    if (find(key) != nullptr) node.fail("duplicate key " + quote(key));
-    entries_.push_back(Entry{key, it->second});
+    if (find(key) != nullptr) node.fail_at(it->first.Mark(), "duplicate key " + quote(key));
+    entries_.push_back(Entry{key, it->first.Mark(), it->second});
   }
 }
 
@@ -261,12 +370,12 @@ void ConfigMap::fail_unknown(const Entry& entry) const {
     for (std::size_t i = 0; i < known_.size(); ++i) message += (i ? ", " : "") + known_[i];
     message += ")";
   }
-  node_.fail(message);
+  node_.fail_at(entry.mark, message);
 }
 
 void ConfigMap::reject_unknown_keys() const {
   for (const auto& entry : entries_) {
-    if (!entry.used) fail_unknown(entry);
+    if (!entry.used) recover([&] { fail_unknown(entry); });
   }
 }
 

@@ -14,6 +14,14 @@
 // Scalars are typed strictly: numbers and booleans must be plain YAML scalars
 // ("8080" in quotes is a string), booleans are true/false only, and null
 // (`key:` with no value) is never accepted where a value is expected.
+//
+// A file with several mistakes reports all of them in one run. fail() still
+// throws (a reader stops where it cannot go on); the nearest recovery point
+// records the problem and reads on: a key's value (ConfigMap::read), each
+// entry of a list the sections read with recover(), each section. Unknown
+// keys are all reported, not only the first. What a failed definition would
+// have supplied is not reported again: a deployment naming a provider whose
+// own entry failed is left out silently (Problems::definition_failed).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -32,6 +40,62 @@
 
 namespace llmgate::config {
 
+// The problems of one parse. parse_config opens one for the walk (it is the
+// thread's current one until destroyed); without one open, recover() and
+// ConfigMap::read let errors propagate as before.
+class Problems {
+ public:
+  Problems();
+  ~Problems();
+  Problems(const Problems&) = delete;
+  Problems& operator=(const Problems&) = delete;
+  static Problems* current();
+
+  void add(const ConfigError& error);
+  bool empty() const { return problems_.empty(); }
+  // Throws one ConfigError listing every problem, one per line, in the
+  // file's order (each line begins with `origin`).
+  [[noreturn]] void raise(std::string_view origin) const;
+
+  // `name` of `kind` ("provider", "model") was defined by an entry that
+  // failed: references to it are not errors of their own.
+  void definition_failed(std::string_view kind, std::string name);
+  bool is_failed_definition(std::string_view kind, std::string_view name) const;
+
+ private:
+  struct Problem {
+    std::size_t order;  // line (from 1), or past every line when unknown
+    std::size_t column;
+    std::string text;
+  };
+  std::vector<Problem> problems_;
+  std::vector<std::pair<std::string, std::string>> failed_definitions_;
+  Problems* previous_;
+};
+
+// Thrown instead of a second report of a problem already recorded (a
+// reference to a failed definition): it stops the reader like any error, and
+// Problems::add ignores it.
+class AlreadyReported : public ConfigError {
+ public:
+  AlreadyReported() : ConfigError("(already reported)") {}
+};
+
+// Runs `read`; a ConfigError it throws is recorded in the current Problems
+// (or rethrown when none is open). Returns whether `read` finished.
+template <typename Read>
+bool recover(Read&& read) {
+  try {
+    std::forward<Read>(read)();
+    return true;
+  } catch (const ConfigError& error) {
+    Problems* problems = Problems::current();
+    if (problems == nullptr) throw;
+    problems->add(error);
+    return false;
+  }
+}
+
 class ConfigNode {
  public:
   // `origin` must outlive the node (parse_config owns it for the whole walk).
@@ -39,8 +103,13 @@ class ConfigNode {
 
   const std::string& path() const { return path_; }
 
-  // Throws ConfigError("<origin>: <path>: <message>").
+  // Throws ConfigError("<origin>:<line>:<column>: <path>: <message>"), the
+  // location being this node's in the file (left out when unknown).
   [[noreturn]] void fail(std::string_view message) const;
+
+  // The scalar under `key` if this is a mapping that has one (names of
+  // entries that failed, for Problems::definition_failed).
+  std::optional<std::string> scalar_member(std::string_view key) const;
 
   // Reads this node as a mapping: `read_fields(ConfigMap&)` asks for the keys
   // it knows, then every key it did not ask for is rejected as unknown.
@@ -67,6 +136,7 @@ class ConfigNode {
   ConfigNode child(std::string_view key, YAML::Node node) const;
   const std::string& scalar(std::string_view expected) const;  // or fail()
   const std::string& plain_scalar(std::string_view expected) const;
+  [[noreturn]] void fail_at(const YAML::Mark& mark, std::string_view message) const;
 
   YAML::Node node_;
   std::string_view origin_;
@@ -85,17 +155,22 @@ class ConfigMap {
 
   // If `key` is present, out = read(child). `read` is any callable taking a
   // ConfigNode, including a member pointer such as &ConfigNode::duration.
+  // A value that fails is recorded (see recover()) and `out` left as it was.
   template <typename T, typename Read>
   void read(std::string_view key, T& out, Read&& read) {
-    if (auto child = optional(key)) out = std::invoke(std::forward<Read>(read), *child);
+    if (auto child = optional(key)) {
+      recover([&] { out = std::invoke(std::forward<Read>(read), *child); });
+    }
   }
 
-  // Fails on the first key (in document order) that nobody asked for.
+  // Reports every key (in document order) that nobody asked for: all of them
+  // when a Problems is open, else the first, thrown.
   void reject_unknown_keys() const;
 
  private:
   struct Entry {
     std::string key;
+    YAML::Mark mark;  // the key's
     YAML::Node value;
     bool used = false;
   };
@@ -113,6 +188,11 @@ void ConfigNode::read_map(ReadFields&& read_fields) const {
   std::forward<ReadFields>(read_fields)(map);
   map.reject_unknown_keys();
 }
+
+// An entry of a list that defines a `kind` by its "name" failed: see
+// Problems::definition_failed. And whether `name` is such a definition.
+void definition_failed(const ConfigNode& entry, std::string_view kind);
+bool is_failed_definition(std::string_view kind, std::string_view name);
 
 // A reader for ConfigMap::read: an integer in [min, max] converted to T.
 template <typename T>

@@ -701,8 +701,16 @@ bool Gateway::reload_from_file(const std::string& path, std::string* error) {
   try {
     cfg = config::load_config(path);
   } catch (const std::exception& e) {
-    log_line(LogLevel::kError,
-             std::string("config reload failure, keeping the running config: ") + e.what());
+    // A ConfigError lists one problem per line; the log keeps one line.
+    std::string problems;
+    for (const char c : std::string_view(e.what())) {
+      if (c == '\n') {
+        problems += "; ";
+      } else {
+        problems += c;
+      }
+    }
+    log_line(LogLevel::kError, "config reload failure, keeping the running config: " + problems);
     impl_->metrics->on_reload(ReloadResult::kFailure, unix_now());
     if (error) *error = e.what();
     return false;

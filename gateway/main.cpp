@@ -30,7 +30,7 @@ constexpr const char* kUsage = R"(usage: llmgate --config FILE [options]
        llmgate --hash-key < KEY_FILE
 
   --config FILE          run the gateway with this YAML config (docs/config.md)
-  --check-config FILE    validate FILE, print a summary or the first error, and exit;
+  --check-config FILE    validate FILE, print a summary or every error, and exit;
                          an unset api_key_env variable is a warning (CI has no secrets)
   --require-env          with --check-config: an unset variable is an error, as at startup
   --hash-key             read a gateway key on standard input, print its SHA-256 for

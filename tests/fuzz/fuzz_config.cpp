@@ -149,7 +149,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const config::ConfigError& e) {
     const std::string_view what = e.what();
     if (g_verbose) std::fprintf(stderr, "ConfigError: %s\n", e.what());
-    FUZZ_CHECK(what.rfind("fuzz.yaml: ", 0) == 0);
+    // One problem per line, each "fuzz.yaml: " or "fuzz.yaml:<line>:<column>: ".
+    for (std::string_view rest = what; !rest.empty();) {
+      const std::size_t newline = rest.find('\n');
+      FUZZ_CHECK(newline != 0);
+      std::string_view line = rest.substr(0, newline);
+      rest = newline == std::string_view::npos ? std::string_view() : rest.substr(newline + 1);
+      FUZZ_CHECK(line.rfind("fuzz.yaml:", 0) == 0);
+      line.remove_prefix(10);
+      for (int field = 0; field < 2 && !line.empty() && line[0] != ' '; ++field) {
+        const std::size_t digits = line.find_first_not_of("0123456789");
+        FUZZ_CHECK(digits != 0 && digits != std::string_view::npos && line[digits] == ':');
+        line.remove_prefix(digits + 1);
+      }
+      FUZZ_CHECK(line.rfind(" ", 0) == 0);
+    }
     // "It never contains an API key" (config.h), unless the YAML spelt it out.
     for (std::string_view secret : {kEnvSecret, kFileSecret}) {
       FUZZ_CHECK(yaml.find(secret) != std::string::npos ||

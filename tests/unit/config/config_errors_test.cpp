@@ -12,6 +12,7 @@ namespace llmgate::config {
 namespace {
 
 using testing::config_error;
+using testing::config_error_at;
 using testing::fake_env;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -282,19 +283,20 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ConfigErrorTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ConfigSyntaxError, ReportsLineAndColumn) {
-  const std::string message = config_error("server:\n  workers: [1, 2\n");
-  EXPECT_THAT(message, StartsWith("cfg.yaml: line 3, column 1: invalid YAML: "));
+  const std::string message = config_error_at("server:\n  workers: [1, 2\n");
+  EXPECT_THAT(message, StartsWith("cfg.yaml:3:1: invalid YAML: "));
 }
 
 TEST(ConfigSyntaxError, ReportsTheLineOfABadIndent) {
-  const std::string message = config_error("server:\n  workers: 2\n   limits: {}\n");
-  EXPECT_THAT(message, StartsWith("cfg.yaml: line 3, column "));
+  const std::string message = config_error_at("server:\n  workers: 2\n   limits: {}\n");
+  EXPECT_THAT(message, StartsWith("cfg.yaml:3:"));
   EXPECT_THAT(message, HasSubstr("invalid YAML"));
 }
 
 TEST(ConfigSyntaxError, RejectsUnboundedNestingInsteadOfOverflowingTheStack) {
-  const std::string message = config_error(std::string(100'000, '[') + std::string(100'000, ']'));
-  EXPECT_THAT(message, StartsWith("cfg.yaml: line 1, column "));
+  const std::string message =
+      config_error_at(std::string(100'000, '[') + std::string(100'000, ']'));
+  EXPECT_THAT(message, StartsWith("cfg.yaml:1:"));
 }
 
 TEST(ConfigErrorOrigin, NamesTheOriginGivenByTheCaller) {
@@ -302,7 +304,7 @@ TEST(ConfigErrorOrigin, NamesTheOriginGivenByTheCaller) {
     parse_config("server: { workers: x }", "/etc/llmgate/gateway.yaml", &testing::fake_env_lookup);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), StartsWith("/etc/llmgate/gateway.yaml: server.workers: "));
+    EXPECT_THAT(e.what(), StartsWith("/etc/llmgate/gateway.yaml:1:20: server.workers: "));
   }
 }
 
@@ -311,8 +313,111 @@ TEST(ConfigErrorOrigin, DefaultsToAPlaceholderOrigin) {
     parse_config("server: { workers: x }");
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), StartsWith("<config>: server.workers: "));
+    EXPECT_THAT(e.what(), StartsWith("<config>:1:20: server.workers: "));
   }
+}
+
+// With the provider's key set, as in the matrix.
+class ConfigErrorLocation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_env().clear();
+    fake_env()["GROQ_API_KEY"] = kSecret;
+  }
+};
+using ConfigErrorAll = ConfigErrorLocation;
+
+// --- where: every problem carries the line and column of what it is about
+
+TEST_F(ConfigErrorLocation, AValueIsReportedWhereTheValueIs) {
+  EXPECT_EQ(config_error_at("server:\n  workers: 2000\n"),
+            "cfg.yaml:2:12: server.workers: must be between 0 and 1024, got 2000");
+}
+
+TEST_F(ConfigErrorLocation, AnUnknownKeyIsReportedWhereTheKeyIs) {
+  EXPECT_EQ(config_error_at("server:\n  workers: 2\n  wrokers: 3\n"),
+            R"(cfg.yaml:3:3: server: unknown key "wrokers" (did you mean "workers"?))");
+}
+
+TEST_F(ConfigErrorLocation, AMissingKeyIsReportedWhereItsMappingBegins) {
+  EXPECT_EQ(config_error_at(kProviders + "  - name: b\n"),
+            R"(cfg.yaml:6:5: providers[1]: missing required key "base_url")");
+}
+
+TEST_F(ConfigErrorLocation, ARepeatedKeyIsReportedAtItsSecondAppearance) {
+  EXPECT_EQ(config_error_at("server:\n  workers: 2\n  workers: 3\n"),
+            R"(cfg.yaml:3:3: server: duplicate key "workers")");
+}
+
+// --- all of them: one run reports every problem, in the file's order
+
+TEST_F(ConfigErrorAll, ReportsEveryProblemInTheFileInOrder) {
+  const std::string yaml = R"yaml(server:
+  workers: 2000
+  limits: { max_body: 1MiB }
+providers:
+  - name: groq
+    base_url: https://api.groq.com/openai/v1
+    api_key_env: GROQ_API_KEY
+    timeouts: { connect: 2 s, ttft: 0s }
+  - name: other
+models:
+  - name: fast
+    deployments:
+      - provider: grok
+        model: x
+      - provider: groq
+        model: y
+        expected_tps: -1
+routing:
+  defaults: { policy: fastest }
+)yaml";
+  EXPECT_EQ(config_error_at(yaml),
+            "cfg.yaml:2:12: server.workers: must be between 0 and 1024, got 2000\n"
+            R"(cfg.yaml:3:13: server.limits: unknown key "max_body" (expected one of: )"
+            "max_body_size, max_embeddings_body_size, max_header_size, max_event_size, "
+            "max_connections, client_header_timeout, client_idle_timeout)\n"
+            R"(cfg.yaml:8:26: providers[0].timeouts.connect: invalid duration "2 s" )"
+            "(expected e.g. 250ms, 2s, 1m)\n"
+            "cfg.yaml:8:37: providers[0].timeouts.ttft: must be greater than zero\n"
+            R"(cfg.yaml:9:5: providers[1]: missing required key "base_url")"
+            "\n"
+            R"(cfg.yaml:13:19: models[0].deployments[0].provider: unknown provider "grok" )"
+            R"((did you mean "groq"?))"
+            "\n"
+            "cfg.yaml:17:23: models[0].deployments[1].expected_tps: must be greater than zero\n"
+            R"(cfg.yaml:19:23: routing.defaults.policy: unknown policy "fastest" (expected )"
+            "one of: latency, throughput, e2e, cost, balanced, ordered, round_robin, random)");
+}
+
+TEST_F(ConfigErrorAll, ReferencesToADefinitionThatFailedAreNotReportedAgain) {
+  const std::string yaml = R"yaml(providers:
+  - name: groq
+    base_url: not a url
+models:
+  - name: fast
+    deployments:
+      - { provider: groq, model: x }
+auth:
+  keys:
+    - { name: k, sha256: 0000000000000000000000000000000000000000000000000000000000000000, models: [fast] }
+)yaml";
+  const std::string message = config_error_at(yaml);
+  EXPECT_THAT(message, StartsWith("cfg.yaml:3:15: providers[0].base_url: "));
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+TEST_F(ConfigErrorAll, AMisspeltSectionIsReportedAloneBeforeAnySectionIsRead) {
+  EXPECT_EQ(config_error_at("server: { workers: 2000 }\nprovders: []\n"),
+            R"(cfg.yaml:2:1: unknown key "provders" (did you mean "providers"?))");
+}
+
+TEST_F(ConfigErrorAll, EveryUnknownKeyOfAMappingIsReported) {
+  EXPECT_EQ(config_error("server: { wrokers: 2, colour: red }\n"),
+            R"(cfg.yaml: server: unknown key "wrokers" (did you mean "workers"?))"
+            "\n"
+            R"(cfg.yaml: server: unknown key "colour" (expected one of: )"
+            "listeners, admin_listener, workers, limits, drain, explain)");
 }
 
 }  // namespace

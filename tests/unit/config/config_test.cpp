@@ -358,7 +358,7 @@ TEST_F(ConfigTest, LoadConfigReadsTheFileAndNamesItInErrors) {
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              bad.path() + R"(: server.workers: expected a number, got "lots")");
+              bad.path() + R"(:2:12: server.workers: expected a number, got "lots")");
   }
 }
 
@@ -419,7 +419,7 @@ TEST_F(ConfigTest, EveryTruncationOfAValidConfigParsesOrFailsWithAConfigError) {
     try {
       parse(full.substr(0, n));
     } catch (const ConfigError& e) {
-      EXPECT_THAT(e.what(), StartsWith("cfg.yaml: ")) << "prefix length " << n;
+      EXPECT_THAT(e.what(), StartsWith("cfg.yaml:")) << "prefix length " << n;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "prefix length " << n << " threw " << e.what();
     }
