@@ -400,6 +400,10 @@ struct RetryBudget {
 // The router's and the estimators' defaults, defined once: config::Routing
 // starts from them and so do routing::RouterOptions and routing::StatsOptions.
 inline constexpr double kDefaultExploration = 0.01;
+// Extra upstream requests that learning (re-checks, explorations, size races)
+// may add, as a share of a model's requests (docs/routing.md, "What learning
+// costs").
+inline constexpr double kDefaultLearningBudget = 0.05;
 inline constexpr double kDefaultLoadFactor = 0.05;
 inline constexpr double kDefaultDeadlineFactor = 3.0;
 inline constexpr Duration kDefaultMinTtftDeadline{250};
@@ -428,6 +432,7 @@ inline constexpr std::size_t kMaxAffinityEntries = 10'000'000;
 struct Routing {
   std::string region;  // the gateway's own region; "" = $LLMGATE_REGION, else unknown
   double exploration = kDefaultExploration;
+  double learning_budget = kDefaultLearningBudget;
   // latency: expected TTFT = estimate x (1 + load_factor x attempts awaiting their first token)
   double load_factor = kDefaultLoadFactor;
   double deadline_factor = kDefaultDeadlineFactor;       // TTFT deadline = live p95 x factor ...

@@ -301,6 +301,7 @@ Routing read_routing(const ConfigNode& node, const std::vector<Provider>& provid
   node.read_map([&](ConfigMap& m) {
     m.read("region", routing.region, &ConfigNode::string);
     m.read("exploration", routing.exploration, number_in(0, kMaxExploration));
+    m.read("learning_budget", routing.learning_budget, number_in(0, 1));
     m.read("deadline_factor", routing.deadline_factor, number_in(1, kMaxDeadlineFactor));
     m.read("load_factor", routing.load_factor, number_in(0, kMaxLoadFactor));
     m.read("min_ttft_deadline", routing.min_ttft_deadline, &ConfigNode::duration);

@@ -1,5 +1,6 @@
 #include "gateway/admin_routes.h"
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -67,6 +68,59 @@ nlohmann::json wire_json(const config::Deployment& d, const config::Provider* p,
           {"first_token_deadline", d.first_token_deadline},
           {"continuation", config::to_string(d.continuation)},
           {"learnt", std::move(learnt_list)}};
+}
+
+// What learning cost the model and taught (docs/routing.md, "What learning
+// costs"): since the routing state was built (the last reload that changed it).
+nlohmann::json learning_json(const config::Config& cfg, const config::Model& m,
+                             routing::RoutingState& state, routing::Clock::time_point now) {
+  routing::RoutingState::Learning& l = state.learning(m.name);
+  const auto requests = l.requests.load(std::memory_order_relaxed);
+  const auto extra = l.extra_requests.load(std::memory_order_relaxed);
+  nlohmann::json lessons = nlohmann::json::object();
+  constexpr const char* kKinds[] = {"recheck", "exploration", "size_race"};
+  for (std::size_t k = 0; k < routing::RoutingState::kLessonKinds; ++k) {
+    lessons[kKinds[k]] = {{"learnt", l.lessons[k][0].load(std::memory_order_relaxed)},
+                          {"missed", l.lessons[k][1].load(std::memory_order_relaxed)},
+                          {"failed", l.lessons[k][2].load(std::memory_order_relaxed)}};
+  }
+  return {
+      {"budget", cfg.routing.learning_budget},
+      {"balance", std::floor(l.budget.balance(now) * 100) / 100},
+      {"cap", l.budget.cap()},
+      {"requests", requests},
+      {"extra_requests", extra},
+      {"extra_share", requests ? static_cast<double>(extra) / static_cast<double>(requests) : 0.0},
+      {"without_budget", l.without_budget.load(std::memory_order_relaxed)},
+      {"lessons", std::move(lessons)}};
+}
+
+// One line of it: "learning: 7 extra upstream requests for 596 requests (1.2%, budget
+// 5%); recheck 3 learnt 1 missed; exploration 4 learnt".
+std::string learning_line(const config::Config& cfg, const config::Model& m,
+                          routing::RoutingState& state) {
+  routing::RoutingState::Learning& l = state.learning(m.name);
+  const auto requests = l.requests.load(std::memory_order_relaxed);
+  const auto extra = l.extra_requests.load(std::memory_order_relaxed);
+  std::string out =
+      "  learning: " + std::to_string(extra) + " extra upstream requests for " +
+      std::to_string(requests) + " requests (" +
+      fmt("%.1f",
+          requests ? 100.0 * static_cast<double>(extra) / static_cast<double>(requests) : 0.0) +
+      "%, budget " + fmt("%.0f", cfg.routing.learning_budget * 100) + "%)";
+  if (const auto without = l.without_budget.load(std::memory_order_relaxed))
+    out += ", " + std::to_string(without) + " routed with it spent";
+  constexpr const char* kKinds[] = {"recheck", "exploration", "size race"};
+  constexpr const char* kResults[] = {"learnt", "missed", "failed"};
+  for (std::size_t k = 0; k < routing::RoutingState::kLessonKinds; ++k) {
+    std::string counts;
+    for (std::size_t r = 0; r < routing::RoutingState::kLessonResults; ++r) {
+      if (const auto n = l.lessons[k][r].load(std::memory_order_relaxed))
+        counts += " " + std::to_string(n) + " " + kResults[r];
+    }
+    if (!counts.empty()) out += std::string("; ") + kKinds[k] + counts;
+  }
+  return out + "\n";
 }
 
 }  // namespace
@@ -143,6 +197,7 @@ std::string routes_json(const config::Config& cfg, routing::RoutingState& state,
     models.push_back({{"model", m.name},
                       {"policy", config::to_string(m.routing.policy)},
                       {"hedging", m.routing.hedging.enabled},
+                      {"learning", learning_json(cfg, m, state, now)},
                       {"deployments", std::move(deployments)}});
   }
   nlohmann::json out{{"models", std::move(models)}};
@@ -169,7 +224,9 @@ const char* const kRoutesTextLegend =
     "waiting for a first token (a deadline, or a race lost); tps_p50 output tokens/s; chars/s "
     "output characters/s; err% errors in the window; infl requests in flight; $/M_out price per "
     "1M output tokens; score what the model's policy ranks by (rank 1 is tried first), else "
-    "(why the deployment is skipped). JSON with every number: /admin/routes\n";
+    "(why the deployment is skipped); learning: the upstream requests that re-checks and "
+    "explorations added, against routing.learning_budget, and what they taught (learnt: a first "
+    "token). JSON with every number: /admin/routes\n";
 
 std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
                         const providers::WireQuirks* quirks) {
@@ -225,6 +282,7 @@ std::string routes_text(const config::Config& cfg, routing::RoutingState& state,
             "\n";
       }
     }
+    out += learning_line(cfg, m, state);
     out += "\n";
   }
   out += kRoutesTextLegend;

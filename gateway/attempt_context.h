@@ -42,6 +42,9 @@ struct RouteTrace {
   // (explored, re-checked, probed) rather than a hedge.
   std::string race_lost;
   bool race_learning = false;
+  // What the attempt made to learn about a deployment taught: "recheck
+  // groq/llama (never answered): learnt 321ms" (ChatProxy::note_lesson).
+  std::string lesson;
 
   // x-request-id, the policy, the attempts and the hedge; the TTFT of `rec`;
   // and, with `explain`, the route, the deployment and the failures.

@@ -207,6 +207,10 @@ class ChatProxy {
   // when it failed over, was hedged or failed.
   void conclude(const AttemptRecord* final) const;
   void log_request(const AttemptRecord* final) const;
+  // The attempt tried to learn about its deployment is over: what it
+  // taught, for the metrics, /admin/routes and the request's log line.
+  void note_lesson(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
+                   Clock::time_point end);
 
   const Snapshot& snapshot_;
   const config::Config& cfg_;
@@ -231,6 +235,12 @@ class ChatProxy {
   RequestOutcome outcome_ = RequestOutcome::kClientGone;
   std::optional<StreamContinuation> continuation_;
   config::CommitAfter commit_after_;  // the model's speed guard (routing commit_after)
+  // The answer came while the other side of a learning race still runs on
+  // to its first token: the request is concluded (log line, route event)
+  // when the race ends, with what that side taught, but its time is the
+  // answer's.
+  std::optional<AttemptRecord> pending_conclusion_;
+  std::optional<Clock::time_point> ended_at_;
 };
 
 net::awaitable<bool> ChatProxy::run(const config::Model& model) {
@@ -241,6 +251,13 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   routing::RouteRequest rq{&cfg_, &model, routing::apply_override(model.routing, route_, scope),
                            route_.order, req_.max_tokens};
   rq.operation = req_.operation;
+  // What learning may still cost this model (docs/routing.md, "What
+  // learning costs"): a re-check or exploration only while it has room.
+  routing::RoutingState::Learning& learning = rs_.learning(model.name);
+  learning.budget.deposit(now);
+  learning.requests.fetch_add(1, std::memory_order_relaxed);
+  rq.may_learn = cfg_.routing.learning_budget > 0 && learning.budget.has_room();
+  if (!rq.may_learn) learning.without_budget.fetch_add(1, std::memory_order_relaxed);
   rq.prompt_bytes = req_.prompt.bytes;
   rq.prompt_media = req_.prompt.media;
   // Where a prefix of this conversation is cached (docs/routing.md,
@@ -585,12 +602,17 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
   auto now = Clock::now();
   if (trace_.race && trace_.race->lost(branch) && !rec.first_token) {
     rec.outcome = AttemptOutcome::kHedgeLost;
-    rec.detail = "a hedge produced the first token first";
+    rec.detail = trace_.race->ran_on(branch)
+                     ? "lost the race; ran on to learn, and stopped before its first token"
+                     : "a hedge produced the first token first";
     // It waited for its first token until the race was decided, not until
     // its cancellation was noticed (a lower bound taken later would claim a
-    // slower deployment than the one measured).
-    now = std::min(now, std::max(trace_.race->decided_at(), rec.request_sent));
+    // slower deployment than the one measured) -- or, running on to learn,
+    // until it stopped.
+    if (!trace_.race->ran_on(branch))
+      now = std::min(now, std::max(trace_.race->decided_at(), rec.request_sent));
   }
+  if (rec.learning && rec.outcome != AttemptOutcome::kClientGone) note_lesson(pc, rec, now);
   // It read the prompt: its provider holds it in its prompt cache now
   // (remembered before the statistics take the record: a caller that sees
   // the attempt recorded sees this too).
@@ -731,6 +753,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
   rec.probe = pc.probe;
+  rec.learning = pc.learn_reason != nullptr;
   rec.prompt_bytes = req_.prompt.bytes;
   rec.prompt_media = req_.prompt.media;
   rec.input_tokens_est = pc.input_tokens;
@@ -781,7 +804,13 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
     }
     // The outcome stands even if the client hung up after its response
     // (the watcher may then cancel the post-response drain).
-    conclude(&rec);
+    if (trace_.race && trace_.race->ran_on(1 - branch) && trace_.race->running(1 - branch)) {
+      // The other side runs on to learn: concluded when it stops (hedged()).
+      pending_conclusion_ = rec;
+      ended_at_ = Clock::now();
+    } else {
+      conclude(&rec);
+    }
     co_return r;
   }
   if (LLMGATE_CANCELLED()) {
@@ -803,6 +832,49 @@ namespace {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
+
+void ChatProxy::note_lesson(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
+                            Clock::time_point end) {
+  using Kind = routing::RoutingState::LessonKind;
+  using Result = routing::RoutingState::LessonResult;
+  const Kind kind = pc.recheck     ? Kind::kRecheck
+                    : pc.size_race ? Kind::kSizeRace
+                                   : Kind::kExploration;
+  const Result result = rec.first_token                             ? Result::kLearnt
+                        : rec.outcome == AttemptOutcome::kHedgeLost ? Result::kMissed
+                                                                    : Result::kFailed;
+  rs_.learning(req_.model)
+      .lessons[static_cast<std::size_t>(kind)][static_cast<std::size_t>(result)]
+      .fetch_add(1, std::memory_order_relaxed);
+  metrics_.on_lesson(*model_, kind, result);
+  // "recheck groq/llama (never answered): learnt 321ms", "... missed >450ms".
+  static constexpr const char* kKinds[] = {"recheck", "explore", "explore-size"};
+  std::string& text = trace_.lesson;
+  text = kKinds[static_cast<std::size_t>(kind)];
+  text += ' ';
+  text += rec.deployment;
+  text += " (";
+  text += pc.learn_reason;
+  text += "): ";
+  const auto waited = [&](Clock::time_point to) {
+    const Clock::time_point from =
+        rec.request_sent != Clock::time_point{} ? rec.request_sent : rec.started;
+    text +=
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
+    text += "ms";
+  };
+  if (result == Result::kLearnt) {
+    text += "learnt ";
+    waited(*rec.first_token);
+  } else if (result == Result::kMissed) {
+    text += "missed, no first token in ";
+    waited(end);
+  } else {
+    text += "failed (";
+    text += routing::to_string(rec.outcome);
+    text += ')';
+  }
+}
 
 void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
                                     int branch, const SpanId& span, Clock::time_point end) const {
@@ -958,6 +1030,10 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     });
   }
   trace_.race = &race;
+  // Learning about the first side: if it loses, it runs on to its own first
+  // token, for at most its learn_wait from now (Race::learn_until).
+  if (kind == HedgeKind::kLearning && first.learn_wait.count() > 0)
+    race.learn_until(0, Clock::now() + first.learn_wait);
   // A stall is evidence about the deployment, not this attempt: once two
   // attempts at it have waited the hedge delay, every attempt there is
   // hedged, the young ones too. So it is looked for a few times per hedge
@@ -968,6 +1044,17 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     r = co_await race.run(std::min(first.hedge_delay, every), every);
   } else {
     r = co_await race.run(first.hedge_delay);
+  }
+  // A lesson's race that started both sides added an upstream request.
+  if (kind == HedgeKind::kLearning && first.learn_reason != nullptr && second_started) {
+    routing::RoutingState::Learning& learning = rs_.learning(req_.model);
+    learning.extra_requests.fetch_add(1, std::memory_order_relaxed);
+    learning.budget.try_spend(Clock::now());
+    metrics_.on_lesson_extra_request(*model_);
+  }
+  if (pending_conclusion_) {
+    conclude(&*pending_conclusion_);
+    pending_conclusion_.reset();
   }
   trace_.race = nullptr;
   co_return r;
@@ -1003,6 +1090,7 @@ void ChatProxy::conclude(const AttemptRecord* rec) const {
     e.hedge_lost = trace_.race_lost;
     e.recheck = trace_.race_learning;
   }
+  e.lesson = trace_.lesson;
   e.attempts = trace_.attempts;
   history->record(std::move(e));
 }
@@ -1066,9 +1154,10 @@ void ChatProxy::log_request(const AttemptRecord* rec) const {
     }
   }
   if (auto hedge = trace_.hedged(); !hedge.empty()) f.push_back({"hedged", std::string(hedge)});
+  if (!trace_.lesson.empty()) f.push_back({"lesson", trace_.lesson});
   // Why this route: in the log always, whether or not the client may see it.
   if (const std::string& route = trace_.route_text(); !route.empty()) f.push_back({"route", route});
-  f.push_back({"duration_ms", ms(ms_between(start_, Clock::now())), true});
+  f.push_back({"duration_ms", ms(ms_between(start_, ended_at_.value_or(Clock::now()))), true});
   log_event(LogLevel::kInfo, "request", f);
 }
 

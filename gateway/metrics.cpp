@@ -166,6 +166,14 @@ struct MetricsRegistry::Impl {
       prometheus::BuildCounter(), registry, "llmgate_prompt_affinity_total",
       "Requests with a conversation by prompt-cache affinity: hit (the first choice holds a "
       "prefix), broken (another deployment holds one), miss (none does)");
+  Family<Counter>& lessons = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_lessons_total",
+      "Attempts made to learn about a deployment (kind: recheck, exploration, size_race) by what "
+      "they taught: learnt (a first token: a sample), missed (stopped before one), failed");
+  Family<Counter>& lesson_extra = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_lesson_extra_requests_total",
+      "Upstream requests added by races that learnt about a deployment (each spends the model's "
+      "routing.learning_budget)");
   Family<Counter>& deployment_input = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_deployment_input_tokens_total",
       "Input tokens of successful attempts, by whether the provider read them from its prompt "
@@ -557,7 +565,12 @@ struct ModelSeries {
   // By config::Operation; null for one no deployment of the model serves.
   std::array<ShardedHistogram*, kOperations> input_usage{};
   std::array<ShardedHistogram*, kOperations> output_usage{};
-  std::array<Counter*, 3> affinity{};         // by Metrics::Affinity
+  std::array<Counter*, 3> affinity{};  // by Metrics::Affinity
+  // By RoutingState::LessonKind, then LessonResult.
+  std::array<std::array<Counter*, routing::RoutingState::kLessonResults>,
+             routing::RoutingState::kLessonKinds>
+      lessons{};
+  Counter* lesson_extra = nullptr;
   std::vector<DeploymentSeries> deployments;  // as config::Model::deployments
 };
 
@@ -685,6 +698,16 @@ Metrics::Metrics(MetricsRegistry& registry, const config::Config& cfg)
     constexpr const char* kAffinityResults[] = {"hit", "miss", "broken"};
     for (std::size_t i = 0; i < ms.affinity.size(); ++i)
       ms.affinity[i] = &f.affinity.Add({{"model", m.name}, {"result", kAffinityResults[i]}});
+    // (In RoutingState::LessonKind's and LessonResult's orders.)
+    constexpr const char* kLessonKinds[] = {"recheck", "exploration", "size_race"};
+    constexpr const char* kLessonResults[] = {"learnt", "missed", "failed"};
+    for (std::size_t k = 0; k < ms.lessons.size(); ++k) {
+      for (std::size_t r = 0; r < ms.lessons[k].size(); ++r) {
+        ms.lessons[k][r] = &f.lessons.Add(
+            {{"model", m.name}, {"kind", kLessonKinds[k]}, {"result", kLessonResults[r]}});
+      }
+    }
+    ms.lesson_extra = &f.lesson_extra.Add({{"model", m.name}});
     for (const auto& d : m.deployments)
       ms.deployments.push_back(deployment_series(f, impl_->histograms, m, d));
   }
@@ -732,6 +755,16 @@ void Metrics::on_route(const config::Model& model, const config::Deployment& d,
 void Metrics::on_affinity(const config::Model& model, Affinity result) {
   if (ModelSeries* ms = impl_->model(model))
     ms->affinity[static_cast<std::size_t>(result)]->Increment();
+}
+
+void Metrics::on_lesson(const config::Model& model, routing::RoutingState::LessonKind kind,
+                        routing::RoutingState::LessonResult result) {
+  if (ModelSeries* ms = impl_->model(model))
+    ms->lessons[static_cast<std::size_t>(kind)][static_cast<std::size_t>(result)]->Increment();
+}
+
+void Metrics::on_lesson_extra_request(const config::Model& model) {
+  if (ModelSeries* ms = impl_->model(model)) ms->lesson_extra->Increment();
 }
 
 void Metrics::on_saturated(const config::Model& model, const config::Deployment& d,

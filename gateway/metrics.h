@@ -118,6 +118,12 @@ class Metrics {
   // chosen (broken: health, load or a faster one won), or none does (miss).
   enum class Affinity { kHit, kMiss, kBroken };
   void on_affinity(const config::Model& model, Affinity result);
+  // An attempt made to learn about a deployment ended (llmgate_lessons_total),
+  // and a learning race added an upstream request
+  // (llmgate_lesson_extra_requests_total): docs/routing.md, "What learning costs".
+  void on_lesson(const config::Model& model, routing::RoutingState::LessonKind kind,
+                 routing::RoutingState::LessonResult result);
+  void on_lesson_extra_request(const config::Model& model);
   // A candidate passed over without an attempt.
   void on_saturated(const config::Model& model, const config::Deployment& d, Saturation reason);
   // A stream of `model` that broke off on `broken` after its first token

@@ -33,8 +33,12 @@ bool Race::claim(int branch, bool whole) {
     winner_ = branch;
     decided_at_ = Clock::now();
     if (hedge_started_) on_hedge_(branch == 1 ? HedgeResult::kWon : HedgeResult::kLost);
-    // (A deferred side reads on to its speed sample: it ends itself.)
-    if (auto* other = lose_[1 - branch]; other && !declined_[1 - branch]) other->cancel();
+    // (A deferred side reads on to its speed sample: it ends itself. A
+    // learning one runs on to its first token: until_lost.)
+    if (auto* other = lose_[1 - branch]; other && !declined_[1 - branch]) {
+      ran_on_[1 - branch] = learn_until_[1 - branch] > decided_at_;
+      other->cancel();
+    }
     return true;
   }
   return winner_ == branch;
@@ -47,8 +51,7 @@ net::awaitable<AttemptResult> Race::side(int branch) {
   auto ex = co_await net::this_coro::executor;
   net::steady_timer lose(ex, Clock::time_point::max());
   lose_[branch] = &lose;
-  std::variant<AttemptResult, std::tuple<boost::system::error_code>> v =
-      co_await (attempt_(branch) || lose.async_wait(kUseTuple));
+  std::variant<AttemptResult, std::monostate> v = co_await (attempt_(branch) || until_lost(branch));
   lose_[branch] = nullptr;
   AttemptResult r = v.index() == 0 ? std::get<0>(v) : AttemptResult{};
   if (r.responded) co_return r;
@@ -60,6 +63,17 @@ net::awaitable<AttemptResult> Race::side(int branch) {
     co_await park.async_wait(kUseTuple);  // until the race ends (the other side finishes)
   }
   co_return r;
+}
+
+net::awaitable<void> Race::until_lost(int branch) {
+  net::steady_timer& lose = *lose_[branch];
+  co_await lose.async_wait(kUseTuple);
+  if (ran_on_[branch] && !LLMGATE_CANCELLED()) {
+    // Lost, learning: its own first token ends the attempt (claim() says
+    // lost), or this.
+    lose.expires_at(learn_until_[branch]);
+    co_await lose.async_wait(kUseTuple);
+  }
 }
 
 net::awaitable<bool> Race::settle_refusal(int branch) {

@@ -2,7 +2,9 @@
 // second starts after the first's hedge delay, unless the hedge budget says
 // no (or, for a hedge on evidence of a stall, until the evidence is there);
 // the first to produce an output token claims the client and the other
-// is cancelled at once (its connection closed) and recorded as hedge_lost.
+// is cancelled at once (its connection closed) and recorded as hedge_lost --
+// unless it was started to learn about its deployment (learn_until): then it
+// runs on, unclaimed, to its own first token or a bounded wait.
 // Everything runs on the worker's one thread, so plain fields suffice.
 // Includes Asio: include only from gateway .cpp files.
 #pragma once
@@ -65,6 +67,20 @@ class Race {
   net::awaitable<bool> settle_refusal(int branch);
   // A side has claimed the client, and it is not `branch`.
   bool lost(int branch) const { return winner_ >= 0 && winner_ != branch; }
+  // `branch` was started to learn about its deployment (an exploration, a
+  // re-check): if the other side claims the client first, it is not
+  // cancelled then but runs on, unclaimed, until its own first token (a
+  // sample, where cancelling would only have taught "slower than the
+  // winner") or `until`, whichever comes first -- or the race's end, the
+  // other side's whole answer (docs/routing.md, "What learning costs").
+  void learn_until(int branch, std::chrono::steady_clock::time_point until) {
+    learn_until_[branch] = until;
+  }
+  // `branch` lost and ran on to learn: its wait lasted until it stopped, not
+  // until the race was decided.
+  bool ran_on(int branch) const { return ran_on_[branch]; }
+  // `branch`'s attempt has not ended.
+  bool running(int branch) const { return live_[branch]; }
   bool hedge_started() const { return hedge_started_; }
   // When a side claimed the client (the other stopped waiting then, however
   // long its cancellation took); the epoch before.
@@ -73,6 +89,10 @@ class Race {
 
  private:
   net::awaitable<AttemptResult> side(int branch);
+  // Until `branch` is made to lose (and, learning, its run-on is over):
+  // waits on lose_[branch]. (Not a timer& parameter: with one, GCC 12's
+  // build crashed at the first wait, the reference read from a bad frame.)
+  net::awaitable<void> until_lost(int branch);
   net::awaitable<AttemptResult> hedge(std::chrono::milliseconds delay,
                                       std::chrono::milliseconds recheck);
 
@@ -90,7 +110,9 @@ class Race {
   net::steady_timer* hedge_timer_ = nullptr;  // the hedge's, while it waits to start
   bool start_now_ = false;                    // the first side declined: start the hedge now
   bool refused_[2] = {false, false};          // holds a refusal (settle_refusal)
-  net::steady_timer* refusal_wait_[2] = {nullptr, nullptr};  // woken when the other side ends
+  net::steady_timer* refusal_wait_[2] = {nullptr, nullptr};    // woken when the other side ends
+  std::chrono::steady_clock::time_point learn_until_[2] = {};  // learn_until; epoch: not learning
+  bool ran_on_[2] = {false, false};
 };
 
 }  // namespace llmgate::gateway

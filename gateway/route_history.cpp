@@ -31,6 +31,7 @@ nlohmann::json event_json(const RouteEvent& e) {
     if (!e.hedge_lost.empty()) j["hedge_lost"] = e.hedge_lost;
     j["recheck"] = e.recheck;
   }
+  if (!e.lesson.empty()) j["lesson"] = e.lesson;
   if (e.ttft_ms) j["ttft_ms"] = rounded(*e.ttft_ms);
   return j;
 }

@@ -35,6 +35,7 @@ struct RouteEvent {
   std::string hedge;       // "hedge-won" / "primary-won" when a hedge started
   std::string hedge_lost;  // the deployment of the side that lost the race
   bool recheck = false;    // the race learnt about a deployment (explored, re-checked, probed)
+  std::string lesson;      // what it taught (RouteTrace::lesson); empty: no lesson
   int attempts = 0;
   std::optional<double> ttft_ms;  // of the answer
 };

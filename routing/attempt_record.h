@@ -73,6 +73,10 @@ struct AttemptRecord {
   std::string fault_code;
   // The half-open probe of its deployment (HealthTracker::check).
   bool probe = false;
+  // Made to learn about its deployment (an exploration, a re-check, a size
+  // race: PlannedCandidate::learn_reason). One that ends without a first
+  // token taught nothing (DeploymentStats::lessons_missed).
+  bool learning = false;
   int http_status = 0;
   Clock::time_point started{};       // attempt began (before connect)
   Clock::time_point request_sent{};  // request fully written upstream

@@ -18,6 +18,7 @@ struct Working {
   PlannedCandidate pc;
   const DeploymentView* view;
   std::optional<std::chrono::milliseconds> missed_ttft_limit;  // left out by this TTFT limit
+  const char* recheck_reason = nullptr;  // why it is due a re-check (soft_constraints)
 };
 
 // 1. Candidates under the hard constraints and health: the request's

@@ -595,13 +595,25 @@ SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constra
       const bool in_doubt =
           out_soft || st.ttft_penalized ||
           (measured_policy && (st.ttft_bounded || !st.last_sample.has_value() || may_be_back));
+      if (!in_doubt) continue;
+      // Why, the strongest evidence first. One never answered waits twice as
+      // long after each lesson in a row that taught nothing, so a deployment
+      // that always loses its race unmeasured is not raced twice a second
+      // for ever; the rest (left out, failing, held by lower bounds: a
+      // slowdown whose end is the question) every kRecheckInterval.
+      w.recheck_reason = out_soft            ? "left out by a constraint"
+                         : st.ttft_penalized ? "known from failures"
+                         : !st.last_sample   ? "never answered"
+                         : st.ttft_bounded   ? "estimate a lower bound"
+                                             : "may be back";
+      auto interval = promising(w) ? kRecheckInterval / 2 : kRecheckInterval;
+      if (!st.last_sample) interval *= 1u << std::min(st.lessons_missed, kMaxRecheckBackoff);
       // Due: none still awaiting its first token there (one at a time; one
       // streaming its answer says nothing more), the last attempt started
       // long enough ago.
-      const auto interval = promising(w) ? kRecheckInterval / 2 : kRecheckInterval;
       const bool due = st.awaiting_first_token == 0 &&
                        (!st.last_attempt_start || now - *st.last_attempt_start >= interval);
-      if (!in_doubt || !due) continue;
+      if (!due) continue;
       auto before = [&](const std::optional<Working>& other) {
         return !other || std::pair(!promising(w), heard(st)) <
                              std::pair(!promising(*other), heard(other->view->stats));
@@ -714,15 +726,19 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   };
   if (recheck) {
     auto it = ranked(*recheck);
+    const char* reason = recheck->recheck_reason;
     recheck = *it;
+    recheck->recheck_reason = reason;
     if (recheck_skip) {
       cands.erase(it);  // left out by a constraint: set apart
     } else if (it == cands.begin()) {
       // First anyway: this request measures it; re-check the next one due.
       recheck.reset();
       if (recheck_next) {
-        if (auto next = ranked(*recheck_next); next != cands.begin() && next != cands.end())
+        if (auto next = ranked(*recheck_next); next != cands.begin() && next != cands.end()) {
           recheck = *next;
+          recheck->recheck_reason = recheck_next->recheck_reason;
+        }
       }
     }
   }
@@ -743,6 +759,9 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // Learning about a deployment (exploring, re-checking, probing) needs a
   // second candidate to fall back to; a single-attempt plan does not learn.
   const bool may_learn = max_n > 1 && request.order.empty() && options.learn;
+  // Re-checks, explorations and size races spend the model's learning
+  // budget (an extra upstream request each); probes do not wait for it.
+  const bool may_lesson = may_learn && request.may_learn;
   // A request with a prompt cached somewhere is not explored with: it would
   // pay its whole prefill elsewhere (other requests explore).
   const bool cached_somewhere = std::any_of(
@@ -756,7 +775,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
   // kMaxSizeRaces at once on the guessed deployment (a cold start whose
   // first long answers are slow costs few extra prompts).
   auto size_race = [&] {
-    if (cands.size() < 2 || !may_learn || cached_somewhere || !times_first_token(policy.policy))
+    if (cands.size() < 2 || !may_lesson || cached_somewhere || !times_first_token(policy.policy))
       return false;
     const Working& top = cands.front();
     const DeploymentStats& s = top.view->stats;
@@ -772,7 +791,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
            next.pc.expected_ttft_ms < top.pc.expected_ttft_ms + doubt;
   };
 
-  if (recheck && may_learn) {
+  if (recheck && may_lesson) {
     // A re-check goes first, and is this request's one lesson.
     if (auto it = ranked(*recheck); it != cands.end()) {
       std::rotate(cands.begin(), it, it + 1);
@@ -780,9 +799,11 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
       cands.insert(cands.begin(), *recheck);
     }
     cands.front().pc.recheck = cands.front().pc.explored = true;
+    cands.front().pc.learn_reason = recheck->recheck_reason;
   } else if (size_race()) {
     cands.front().pc.explored = cands.front().pc.size_race = true;
-  } else if (cands.size() > 1 && may_learn && data_driven(policy.policy) &&
+    cands.front().pc.learn_reason = "TTFT at this prompt size a guess";
+  } else if (cands.size() > 1 && may_lesson && data_driven(policy.policy) &&
              options.exploration > 0 && !cached_somewhere &&
              std::uniform_real_distribution<double>(0, 1)(rng) < options.exploration) {
     // Exploration: the least recently measured candidate goes first.
@@ -799,6 +820,7 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
     std::rotate(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(pick),
                 cands.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
     cands.front().pc.explored = true;
+    cands.front().pc.learn_reason = "least recently measured";
   } else if (recheck_skip) {
     out.skipped.push_back(*recheck_skip);
   }
@@ -844,6 +866,11 @@ void order(std::vector<Working>& cands, std::optional<Working> recheck,
                          : policy.policy == Policy::kLatency ? milliseconds(0)
                                                              : std::min(cap, t.ttft);
       t.connect = std::min(t.connect, std::max(kMinCappedConnect, 2 * cap));
+      if (w.pc.explored && !w.pc.probe) {
+        const auto wait =
+            milliseconds(static_cast<std::int64_t>(std::ceil(kLearnWaitFactor * w.pc.estimate_ms)));
+        w.pc.learn_wait = std::min(std::max(kMinLearnWait, wait), t.ttft);
+      }
     }
   }
 
@@ -968,6 +995,11 @@ void append_why(std::string& item, const RouteDecision& d, const PlannedCandidat
     item += " hedge@";
     append_int(item, static_cast<long long>(c.hedge_delay.count()));
     item += "ms";
+  }
+  if (c.learn_reason != nullptr) {
+    item += " (";
+    item += c.learn_reason;
+    item += ')';
   }
 }
 

@@ -47,6 +47,18 @@ namespace llmgate::routing {
 
 // Re-check a deployment excluded by a soft constraint at most this often.
 inline constexpr std::chrono::milliseconds kRecheckInterval{500};
+// A re-check of a deployment never answered waits kRecheckInterval x
+// 2^lessons_missed, at most this many doublings (32 s): one whose lessons
+// keep teaching nothing is not raced twice a second for ever. The others
+// (left out by a constraint, known from failures, held by lower bounds)
+// keep kRecheckInterval: their recovery is what the re-check is for.
+inline constexpr std::uint32_t kMaxRecheckBackoff = 6;
+// A candidate tried to learn about it that loses its race runs on to its
+// own first token for at most this many times its estimate (with the
+// prefill; at least kMinLearnWait, at most its TTFT deadline), from its
+// start: past that, its wait is the lesson (gateway/race.h, learn_until).
+inline constexpr double kLearnWaitFactor = 2.0;
+inline constexpr std::chrono::milliseconds kMinLearnWait{100};
 // A deployment whose window median beats the best candidate's estimate but
 // that has had no sample for this long (left during a slow spell) is
 // re-checked: it may be back.
@@ -100,6 +112,10 @@ struct RouteRequest {
   // prompt within the TTL (PromptAffinity::find). On such a deployment the
   // prefix it holds x its cache share is read from its cache, not prefilled.
   PromptAffinity::Found cached = {};
+  // The model's learning budget has room (RoutingState::learning): false,
+  // this request re-checks and explores nothing (half-open probes still go
+  // first: health is not a lesson).
+  bool may_learn = true;
 };
 
 // The media's cost in tokens (providers::kMediaTokens; the router does not
@@ -171,6 +187,13 @@ struct PlannedCandidate {
   // slope; raced against the next candidate from the start.
   bool size_race = false;
   bool preferred = false;  // moved first by route.order
+  // Why it goes first to be learnt about (explored, recheck, size_race), a
+  // static string: "never answered", "estimate a lower bound", ... (shown
+  // in explanations); null otherwise.
+  const char* learn_reason = nullptr;
+  // Learnt about and raced: how long, from its start, it may run on to its
+  // own first token after the other side has the client (kLearnWaitFactor).
+  std::chrono::milliseconds learn_wait{0};
   // Its deadlines were capped (exploration, re-check, probe): learning about
   // a deployment costs the client at most about the best candidate's p95.
   bool capped = false;

@@ -80,7 +80,8 @@ RoutingState::RoutingState(const config::Config& cfg, const config::Config& prev
 
 void RoutingState::set_up(const config::Config& cfg) {
   for (const auto& m : cfg.models) {
-    models_.emplace(m.name, std::make_unique<PerModel>(m.routing.hedging.max_extra_ratio));
+    models_.emplace(m.name, std::make_unique<PerModel>(m.routing.hedging.max_extra_ratio,
+                                                       cfg.routing.learning_budget));
     for (const auto& d : m.deployments) {
       const config::Provider* p = cfg.find_provider(d.provider);
       if (p == nullptr) continue;
@@ -97,7 +98,7 @@ RoutingState::PerModel& RoutingState::model(const std::string& name) {
   // one fallback entry rather than mutating the map concurrently.
   auto it = models_.find(name);
   if (it != models_.end()) return *it->second;
-  static PerModel fallback(0.1);
+  static PerModel fallback(0.1, config::kDefaultLearningBudget);
   return fallback;
 }
 
@@ -108,6 +109,9 @@ std::uint64_t RoutingState::hedges_denied() const {
 }
 
 TokenBudget& RoutingState::hedges(const std::string& name) { return model(name).hedges; }
+RoutingState::Learning& RoutingState::learning(const std::string& name) {
+  return model(name).learning;
+}
 
 std::uint64_t RoutingState::next_round_robin(const std::string& name) {
   return model(name).rr.fetch_add(1, std::memory_order_relaxed);

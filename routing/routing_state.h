@@ -59,6 +59,24 @@ class RoutingState {
 
   // The hedge budget of a public model (max_extra_ratio of its requests).
   TokenBudget& hedges(const std::string& model);
+  // What learning costs a public model (docs/routing.md, "What learning
+  // costs"): its budget (routing.learning_budget of its requests; a race
+  // that learns spends one token for the extra upstream request it makes)
+  // and what its lessons taught, counted since this state was built.
+  enum class LessonKind { kRecheck, kExploration, kSizeRace };
+  enum class LessonResult { kLearnt, kMissed, kFailed };
+  static constexpr std::size_t kLessonKinds = 3, kLessonResults = 3;
+  struct Learning {
+    explicit Learning(double ratio) : budget(ratio, kMinLessonsPerSecond, /*full=*/true) {}
+    // A quiet model still learns now and then: one lesson per 5 s.
+    static constexpr double kMinLessonsPerSecond = 0.2;
+    TokenBudget budget;
+    std::atomic<std::uint64_t> requests{0};        // routed (deposits)
+    std::atomic<std::uint64_t> extra_requests{0};  // second sides started by learning races
+    std::atomic<std::uint64_t> without_budget{0};  // routed with the budget spent
+    std::atomic<std::uint64_t> lessons[kLessonKinds][kLessonResults] = {};
+  };
+  Learning& learning(const std::string& model);
   std::uint64_t next_round_robin(const std::string& model);
 
   // Counters for /admin/routes and the hedge metrics.
@@ -72,8 +90,9 @@ class RoutingState {
   struct PerModel {
     // A small floor (one hedge per 10 s) lets a quiet model hedge at all; under
     // load the ratio dominates.
-    explicit PerModel(double ratio) : hedges(ratio, 0.1) {}
+    PerModel(double ratio, double learning_ratio) : hedges(ratio, 0.1), learning(learning_ratio) {}
     TokenBudget hedges;
+    Learning learning;
     std::atomic<std::uint64_t> rr{0};
   };
   std::map<std::string, std::unique_ptr<PerModel>> models_;  // fixed after construction

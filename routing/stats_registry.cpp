@@ -264,6 +264,7 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     }
   }
   const double k = r.uncached_k();
+  if (ttft) e.lessons_missed = 0;
   if (ttft && !r.ttft_recorded) e.add_ttft(ms(*ttft), now, k);
   // (Taken at the first token by the estimators, against the prefill the
   // router expected: the fit's sample is this, against what was read.)
@@ -302,10 +303,19 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
       e.prefill_floor_at = now;
     }
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
-    if (e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now))
-      e.bounded = true;
+    const bool raised =
+        e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now);
+    if (raised) e.bounded = true;
+    // A lesson that stopped before its first token taught something only if
+    // its wait raised the estimate (slower than believed: a slowdown found);
+    // one that waited less than the estimate says nothing new (the winner's
+    // answer ended first) and makes the next re-check wait longer.
+    if (r.learning) e.lessons_missed = raised ? 0 : e.lessons_missed + 1;
     return recorded();
   }
+  // A lesson that lost its race and ran on to its first token: that is its
+  // last answer's TTFT (what a re-check for a TTFT limit asks).
+  if (r.outcome == AttemptOutcome::kHedgeLost && ttft) s.last_ttft_ms = ms(*ttft);
   if (says_nothing(r.outcome)) return recorded();
   const bool ok = r.outcome == AttemptOutcome::kSuccess;
   ok ? ++s.successes : ++s.failures;
@@ -424,6 +434,7 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.last_sample = e.ttft.last_sample();
   s.ttft_penalized = e.penalized;
   s.ttft_bounded = e.bounded;
+  s.lessons_missed = e.lessons_missed;
   s.prefill_prior_ms_per_1k = e.prefill_prior;
   s.prefill_floor_ms_per_1k = e.prefill_floor_now(now);
   s.prefill_ms_per_1k = std::max(e.prefill.slope(e.prefill_prior), s.prefill_floor_ms_per_1k);

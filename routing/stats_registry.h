@@ -129,6 +129,13 @@ struct DeploymentStats {
   // waiting, lost hedges), not by a first token: the router re-checks such
   // a deployment too, and a first token far under them restarts it.
   bool ttft_bounded = false;
+  // Lessons in a row that taught nothing: attempts made to learn about it
+  // (AttemptRecord::learning) that ended without a first token and without
+  // raising its estimate (they waited less than it: the winner's answer
+  // ended first). Each doubles the wait before the next re-check of one
+  // never answered (router.h, kMaxRecheckBackoff); a first token, or a wait
+  // that raised the estimate (a slowdown found), resets it.
+  std::uint32_t lessons_missed = 0;
   double ttft_prior_ms = 0;  // what the estimate relaxes toward
   // The spread of its TTFT around the estimate: a standard deviation of
   // ln(TTFT) (TtftLevel::spread; 0.1 is steady, 0.5 wide).
@@ -339,7 +346,8 @@ class StatsRegistry {
     // The estimate holds penalties of failures, not a measurement (cleared
     // by the next real first token, which replaces them).
     bool penalized = false;
-    bool bounded = false;  // raised by lower bounds since the last first token
+    bool bounded = false;              // raised by lower bounds since the last first token
+    std::uint32_t lessons_missed = 0;  // DeploymentStats::lessons_missed
     std::optional<Clock::time_point> last_attempt_start;
     DecayedEwma usual_awaiting;
     void stop_awaiting(Clock::time_point since, bool guessed);  // its lock held

@@ -13,12 +13,13 @@ std::int64_t to_units(double tokens) {
 
 }  // namespace
 
-TokenBudget::TokenBudget(double ratio, double min_per_second)
+TokenBudget::TokenBudget(double ratio, double min_per_second, bool full)
     : deposit_(to_units(ratio)),
       per_second_(to_units(min_per_second)),
       cap_(std::max(kUnit, to_units(kReserveSeconds * std::max(0.0, min_per_second) +
                                     kDepositRequests * std::max(0.0, ratio)))),
-      balance_(std::min(cap_, to_units(kReserveSeconds * std::max(0.0, min_per_second)))) {}
+      balance_(full ? cap_
+                    : std::min(cap_, to_units(kReserveSeconds * std::max(0.0, min_per_second)))) {}
 
 // Whole units accrued between last_ and now, floored, in integers (128-bit
 // for the product, so hours of quiet cannot overflow).

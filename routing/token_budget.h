@@ -32,12 +32,16 @@ class TokenBudget {
   static constexpr double kReserveSeconds = 10;
   static constexpr double kDepositRequests = 100;
 
-  // Negative arguments count as 0.
-  TokenBudget(double ratio, double min_per_second);
+  // Negative arguments count as 0. `full`: starts at its cap (a budget for
+  // what a cold start needs most), else with the reserve part.
+  TokenBudget(double ratio, double min_per_second, bool full = false);
 
   void deposit(Clock::time_point now);    // one original request
   bool try_spend(Clock::time_point now);  // one retry or hedge; false = exhausted (no change)
   double balance(Clock::time_point now) const;
+  // At least one token as of the last deposit or spend (no lock: a hint for
+  // a decision that spends later, after the fact).
+  bool has_room() const { return balance_.load(std::memory_order_relaxed) >= kUnit; }
   double cap() const;
   std::uint64_t exhausted_total() const;  // how many try_spend() returned false
 

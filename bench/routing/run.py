@@ -247,7 +247,7 @@ RATIO_TARGETS = {
 RATIO_LABELS = {"ttft_ms": "TTFT", "e2e_ms": "end-to-end", "followup_ttft_ms": "follow-up TTFT",
                 "long_ttft_ms": "long-prompt TTFT"}
 TARGET_TYPES = set(RATIO_TARGETS) | {"reaction", "zero_errors", "hedge_p99", "cost_vs_oracle", "vs_static",
-                                     "cache_hit_share", "estimate_vs_median"}
+                                     "cache_hit_share", "estimate_vs_median", "extra_upstream"}
 GATEWAY_POLICIES = {"latency", "throughput", "e2e", "cost", "balanced", "ordered", "round_robin", "random"}
 
 
@@ -1198,16 +1198,17 @@ def scenario_markdown(scn: Scenario, results: list[RunResult], targets: list[str
         out += ["Changes: " + "; ".join(f"t={c.at_s:g} s {c.label}" for c in changes) + ".", ""]
     change_cols = [f"react c{i + 1}" for i in range(len(changes))]
     head = ["policy", "req", "err", "TTFT p50", "p95", "p99", "e2e p50", "p99", "cost $", "att/req",
-            "upstream/req", "hedged", "share %"] + change_cols
+            "upstream/req", "extra %", "hedged", "share %"] + change_cols
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "|".join(["---"] * len(head)) + "|")
     for res in results:
         s = res.summary
         up = "—" if s["upstream_requests"] is None else f"{s['upstream_requests'] / s['requests']:.2f}" if s["requests"] else "—"
+        extra = "—" if s["extra_upstream_sim"] is None else fmt_pct(s["extra_upstream_sim"])
         row = [res.policy, str(s["requests"]), f"{s['errors']} ({fmt_pct(s['error_rate'])})",
                fmt_ms(s["ttft_ms"]["p50"]), fmt_ms(s["ttft_ms"]["p95"]), fmt_ms(s["ttft_ms"]["p99"]),
                fmt_ms(s["e2e_ms"]["p50"]), fmt_ms(s["e2e_ms"]["p99"]), f"{s['cost_usd']:.4f}",
-               "—" if s["attempts_per_request"] is None else f"{s['attempts_per_request']:.2f}", up,
+               "—" if s["attempts_per_request"] is None else f"{s['attempts_per_request']:.2f}", up, extra,
                f"{s['hedged']} ({s['hedge_won']} won)" if s["hedged"] else "0", fmt_share(s["share"])]
         row += [fmt_reaction(r) for r in s["reactions"]]
         out.append("| " + " | ".join(row) + " |")
@@ -1411,6 +1412,25 @@ def evaluate_targets(scn: Scenario, results: list[RunResult]) -> list[str]:
                 detail = ", ".join(f"{k} ×{v}" for k, v in sorted(s["error_kinds"].items()))
                 lines.append(f"{'PASS' if s['errors'] == 0 else 'MISS'}  {name}: {s['errors']} of {s['requests']}"
                              + (f" ({detail})" if detail else ""))
+        elif kind == "extra_upstream":
+            # What learning (or hedging) costs: the upstream requests the sims
+            # counted beyond one per client request.
+            max_extra = float(t.get("max_extra", 0.03))
+            for pol in t.get("policies") or [t.get("policy", "latency")]:
+                name = f"{pol}: <= {100 * max_extra:.0f}% extra upstream requests"
+                skip = missing(pol)
+                if skip:
+                    lines.append(f"{skip} {name}")
+                    continue
+                s = by[pol]
+                extra = s["extra_upstream_sim"]
+                if extra is None:
+                    extra = s["extra_upstream_header"]
+                if extra is None:
+                    lines.append(f"MISS  {name}: not measured")
+                    continue
+                lines.append(f"{'PASS' if extra <= max_extra else 'MISS'}  {name}: {fmt_pct(extra)} "
+                             f"({s['upstream_requests']} upstream for {s['requests']} requests)")
         elif kind == "hedge_p99":
             hp, bp = t.get("hedged", "latency+hedge"), t.get("baseline", "latency")
             max_extra = float(t.get("max_extra", 0.10))

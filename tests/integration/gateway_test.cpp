@@ -1058,6 +1058,106 @@ TEST_F(GatewayTest, ALongPromptAmongShortOnesGetsItsPrefillInItsDeadline) {
   EXPECT_LT(a->ttft_estimate_ms, 400) << a->ttft_estimate_ms;
 }
 
+// Three answers from a (pinned), none from b: b has never answered.
+void measure_only_a(HttpClient& c, gateway::Gateway& gw) {
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true),
+                       {{"content-type", "application/json"}, {"x-llmgate-order", "a"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  ASSERT_TRUE(recorded(gw, "a/model-a", 3));
+}
+
+// What learning costs (docs/routing.md): b has never answered, so it is
+// re-checked beside a, the known best, at once. a's first token comes first
+// and takes the client; b is not cancelled then but runs on to its own first
+// token -- a real sample, where cancelling it would have left it "never
+// answered", to be raced again half a second later -- and stops there.
+TEST_F(GatewayTest, ALessonThatLosesItsRaceRunsOnToItsOwnFirstToken) {
+  sim::Profile a = fixed_ttft(5, 40), b = fixed_ttft(60, 40);
+  a.tps = {sim::Distribution::Kind::kFixed, 100, 0};  // a's answer lasts 400 ms
+  start_sims(a, b);
+  start_gateway("5s", "2s", "", "1s", routing_without_stall_hedges("latency"));
+  HttpClient c(port_);
+  ASSERT_NO_FATAL_FAILURE(measure_only_a(c, *gw_));
+  ASSERT_EQ(sim_b_->stats().requests, 0u);
+
+  auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "a/model-a");
+  EXPECT_NE(r.header("x-llmgate-route").find("b/model-b=#1("), std::string::npos)
+      << r.header("x-llmgate-route");
+  EXPECT_NE(r.header("x-llmgate-route").find("recheck hedge@0ms (never answered)"),
+            std::string::npos)
+      << r.header("x-llmgate-route");
+  ASSERT_TRUE(recorded(*gw_, "b/model-b", 1));
+  const auto s = *gw_->stats().get("b/model-b");
+  EXPECT_EQ(s.ttft_samples, 1u);  // learnt: a first token, not "slower than a"
+  ASSERT_TRUE(s.last_sample.has_value());
+  EXPECT_FALSE(s.ttft_bounded);
+  EXPECT_EQ(s.lessons_missed, 0u);
+  EXPECT_EQ(s.ttft_censored, 0u);
+  EXPECT_LT(s.ttft_estimate_ms, 500);  // its answer, not the 1 s prior
+  EXPECT_EQ(sim_b_->stats().requests, 1u);
+
+  // (Counted when the race ends, just after b's attempt is recorded.)
+  json routes;
+  ASSERT_TRUE(eventually([&] {
+    routes = json::parse(c.request("GET", "/admin/routes").body);
+    return routes["models"][0]["learning"]["extra_requests"] == 1;
+  })) << routes.dump();
+  const json& learning = routes["models"][0]["learning"];
+  EXPECT_EQ(learning["lessons"]["recheck"]["learnt"], 1) << learning.dump();
+  EXPECT_EQ(learning["lessons"]["recheck"]["missed"], 0) << learning.dump();
+  EXPECT_EQ(learning["extra_requests"], 1) << learning.dump();
+  EXPECT_EQ(learning["budget"], 0.05);
+  const std::string m = c.request("GET", "/metrics").body;
+  EXPECT_EQ(testing::metric_value(m, "llmgate_lessons_total",
+                                  "kind=\"recheck\",model=\"chat\",result=\"learnt\""),
+            1);
+  EXPECT_EQ(testing::metric_value(m, "llmgate_lesson_extra_requests_total", "model=\"chat\""), 1);
+  // The console's event says what the lesson taught.
+  json history;
+  EXPECT_TRUE(eventually([&] {
+    history = json::parse(c.request("GET", "/admin/history").body);
+    for (const auto& e : history["events"]) {
+      if (e.value("lesson", "").rfind("recheck b/model-b (never answered): learnt ", 0) == 0)
+        return true;
+    }
+    return false;
+  })) << history["events"].dump();
+
+  // b is known now, and slower: nothing is in doubt, so nothing is raced.
+  for (int i = 0; i < 5; ++i) {
+    auto next = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+    ASSERT_EQ(next.status, 200) << next.body;
+    EXPECT_EQ(next.header("x-llmgate-route").find("recheck"), std::string::npos)
+        << next.header("x-llmgate-route");
+  }
+  EXPECT_EQ(sim_b_->stats().requests, 1u);
+}
+
+// With routing.learning_budget 0 nothing is learnt: b, never measured, is
+// never raced, and /admin/routes counts the requests routed without budget.
+TEST_F(GatewayTest, WithoutALearningBudgetNothingIsRaced) {
+  start_sims(fixed_ttft(5), fixed_ttft(60));
+  start_gateway("5s", "2s", "", "1s",
+                "routing: {exploration: 0, learning_budget: 0, defaults: {policy: latency, "
+                "hedging: {on_stall: false}}}\n");
+  HttpClient c(port_);
+  ASSERT_NO_FATAL_FAILURE(measure_only_a(c, *gw_));
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/v1/chat/completions", chat_body("chat", true));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-llmgate-route").find("recheck"), std::string::npos)
+        << r.header("x-llmgate-route");
+  }
+  EXPECT_EQ(sim_b_->stats().requests, 0u);
+  json routes = json::parse(c.request("GET", "/admin/routes").body);
+  EXPECT_EQ(routes["models"][0]["learning"]["without_budget"], 6);
+  EXPECT_EQ(routes["models"][0]["learning"]["extra_requests"], 0);
+}
+
 // Routing III, exploring a prompt size: both deployments have answered short
 // prompts only, so a long prompt's prefill is a guess from the prior on
 // each; a is faster for short prompts and first by that guess, but reads

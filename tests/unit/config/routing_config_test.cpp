@@ -29,6 +29,7 @@ const std::string kFullRouting = kProviders + R"yaml(
 routing:
   region: eu-west
   exploration: 0.05
+  learning_budget: 0.02
   deadline_factor: 4
   min_ttft_deadline: 300ms
   priors: {ttft: 2s, tps: 40}
@@ -101,6 +102,7 @@ TEST_F(RoutingConfigTest, WithoutARoutingSectionEveryDefaultApplies) {
   const Routing& r = config->routing;
   EXPECT_EQ(r.region, "");
   EXPECT_DOUBLE_EQ(r.exploration, 0.01);
+  EXPECT_DOUBLE_EQ(r.learning_budget, 0.05);
   EXPECT_DOUBLE_EQ(r.deadline_factor, 3.0);
   EXPECT_DOUBLE_EQ(r.load_factor, 0.05);
   EXPECT_EQ(r.min_ttft_deadline, milliseconds(250));
@@ -141,6 +143,7 @@ TEST_F(RoutingConfigTest, ReadsEveryRoutingKey) {
   const Routing& r = config->routing;
   EXPECT_EQ(r.region, "eu-west");
   EXPECT_DOUBLE_EQ(r.exploration, 0.05);
+  EXPECT_DOUBLE_EQ(r.learning_budget, 0.02);
   EXPECT_DOUBLE_EQ(r.deadline_factor, 4.0);
   EXPECT_EQ(r.min_ttft_deadline, milliseconds(300));
   EXPECT_EQ(r.ttft_prior, milliseconds(2'000));
@@ -385,7 +388,7 @@ const ErrorCase kErrors[] = {
     {"UnknownKeyUnderRouting", "routing: {exploraton: 0.1}\n",
      R"(cfg.yaml: routing: unknown key "exploraton" (did you mean "exploration"?))"},
     {"UnknownKeyUnderRoutingListsTheKeys", "routing: {colour: red}\n",
-     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, deadline_factor, load_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, affinity, defaults))"},
+     R"(cfg.yaml: routing: unknown key "colour" (expected one of: region, exploration, learning_budget, deadline_factor, load_factor, min_ttft_deadline, priors, estimator, ejection, retry_budget, affinity, defaults))"},
     {"UnknownKeyInAModelsRouting", model_with_routing("{constraints: {max_tft: 1s}}"),
      R"(cfg.yaml: models[0].routing.constraints: unknown key "max_tft" (did you mean "max_ttft"?))"},
     {"UnknownKeyInHedging", "routing: {defaults: {hedging: {enable: true}}}\n",
@@ -438,6 +441,8 @@ const ErrorCase kErrors[] = {
      R"(cfg.yaml: routing.priors.tps: must be greater than zero)"},
     {"NoAffinityEntries", "routing: {affinity: {max_entries: 0}}\n",
      R"(cfg.yaml: routing.affinity.max_entries: must be between 1 and 10000000, got 0)"},
+    {"LearningBudgetAboveOne", "routing: {learning_budget: 1.5}\n",
+     R"(cfg.yaml: routing.learning_budget: must be between 0 and 1, got 1.5)"},
     {"RetryRatioAboveOne", "routing: {retry_budget: {ratio: 1.5}}\n",
      R"(cfg.yaml: routing.retry_budget.ratio: must be between 0 and 1, got 1.5)"},
     {"HedgingDelayNeitherDurationNorPercentile", "routing: {defaults: {hedging: {delay: soon}}}\n",

@@ -648,6 +648,89 @@ TEST(Router, ANeverMeasuredDeploymentIsMeasuredBesideTheBest) {
   EXPECT_EQ(Fixture::order(f.decide(Policy::kLatency)), (Names{"p0", "p1"}));
 }
 
+// --- What learning costs (docs/routing.md)
+
+TEST(Router, ALessonSaysWhyAndMayRunOnToTwiceItsEstimate) {
+  Fixture f({400, 1000});
+  f.views[1].stats.last_sample.reset();
+  f.views[1].stats.last_attempt_start.reset();
+  auto d = f.decide(Policy::kLatency);
+  ASSERT_EQ(Fixture::order(d), (Names{"p1", "p0"}));
+  ASSERT_NE(d.candidates[0].learn_reason, nullptr);
+  EXPECT_STREQ(d.candidates[0].learn_reason, "never answered");
+  EXPECT_NE(explain(d).find("recheck hedge@0ms (never answered)"), std::string::npos) << explain(d);
+  // 2 x its estimate, within its TTFT deadline.
+  EXPECT_EQ(d.candidates[0].learn_wait, std::min(2000ms, d.candidates[0].candidate.timeouts.ttft));
+  // The best it races learns nothing: it has no lesson.
+  EXPECT_EQ(d.candidates[1].learn_reason, nullptr);
+  EXPECT_EQ(d.candidates[1].learn_wait, 0ms);
+
+  // Its estimate a lower bound after lost races, and explored ones:
+  Fixture g({400, 900});
+  g.views[1].stats.ttft_bounded = true;
+  g.views[1].stats.last_attempt_start = g.now - kRecheckInterval;
+  EXPECT_STREQ(g.decide(Policy::kLatency).candidates[0].learn_reason, "estimate a lower bound");
+  g.views[1].stats.ttft_bounded = false;
+  g.options.exploration = 1.0;
+  auto e = g.decide(Policy::kLatency);
+  ASSERT_TRUE(e.candidates[0].explored);
+  EXPECT_STREQ(e.candidates[0].learn_reason, "least recently measured");
+}
+
+TEST(Router, LessonsThatTaughtNothingWaitLongerForADeploymentNeverAnswered) {
+  // Never answered, and two lessons in a row stopped before a first token:
+  // the next waits 4 x kRecheckInterval.
+  Fixture f({400, 1000});
+  f.views[1].stats.last_sample.reset();
+  f.views[1].stats.lessons_missed = 2;
+  f.views[1].stats.last_attempt_start = f.now - 3 * kRecheckInterval;
+  EXPECT_FALSE(f.decide(Policy::kLatency).candidates[0].recheck);
+  f.views[1].stats.last_attempt_start = f.now - 4 * kRecheckInterval;
+  EXPECT_TRUE(f.decide(Policy::kLatency).candidates[0].recheck);
+  // At most 2^kMaxRecheckBackoff times.
+  f.views[1].stats.lessons_missed = 40;
+  f.views[1].stats.last_attempt_start = f.now - kRecheckInterval * (1u << kMaxRecheckBackoff) + 1ms;
+  EXPECT_FALSE(f.decide(Policy::kLatency).candidates[0].recheck);
+  f.views[1].stats.last_attempt_start = f.now - kRecheckInterval * (1u << kMaxRecheckBackoff);
+  EXPECT_TRUE(f.decide(Policy::kLatency).candidates[0].recheck);
+  // Known from its failures: its recovery is the question, every interval.
+  Fixture g({400, 1000});
+  g.views[1].stats.ttft_penalized = true;
+  g.views[1].stats.lessons_missed = 5;
+  g.views[1].stats.last_attempt_start = g.now - kRecheckInterval;
+  auto d = g.decide(Policy::kLatency);
+  EXPECT_TRUE(d.candidates[0].recheck);
+  EXPECT_STREQ(d.candidates[0].learn_reason, "known from failures");
+  // Held by lower bounds (a slowdown): whether it is over, every interval.
+  g.views[1].stats.ttft_penalized = false;
+  g.views[1].stats.ttft_bounded = true;
+  d = g.decide(Policy::kLatency);
+  EXPECT_TRUE(d.candidates[0].recheck);
+  EXPECT_STREQ(d.candidates[0].learn_reason, "estimate a lower bound");
+}
+
+TEST(Router, WithTheLearningBudgetSpentNothingIsLearntButAProbeStillGoesFirst) {
+  Fixture f({400, 1000, 900});
+  f.views[1].stats.last_sample.reset();  // due a re-check
+  f.views[1].stats.last_attempt_start.reset();
+  f.options.exploration = 1.0;
+  auto r = f.request();
+  r.policy.policy = Policy::kLatency;
+  r.may_learn = false;
+  auto d = f.decide(r);
+  EXPECT_EQ(Fixture::order(d), (Names{"p0", "p2", "p1"}));
+  for (const auto& c : d.candidates) {
+    EXPECT_FALSE(c.explored);
+    EXPECT_EQ(c.learn_reason, nullptr);
+  }
+  f.views[2].health.state = HealthState::kProbing;
+  f.views[2].health.probe = true;
+  d = f.decide(r);
+  ASSERT_EQ(Fixture::order(d).front(), "p2");
+  EXPECT_TRUE(d.candidates[0].probe);
+  EXPECT_EQ(d.candidates[0].learn_reason, nullptr);
+}
+
 TEST(Router, ADeploymentHeldByLowerBoundsIsChargedItsHedgeDelayPlusTheNext) {
   // Its last attempts were given up or lost hedges at about 600 ms: the
   // estimate says "600 or more". Tried first it would most likely cost its

@@ -172,6 +172,43 @@ TEST(StatsRegistry, ALostHedgeCanRaiseTheEstimateButNeverLowerIt) {
   EXPECT_EQ(s.ttft_p90_ms, 900);
 }
 
+TEST(StatsRegistry, ALessonLostWithoutAFirstTokenIsMissedAndOneWithItIsASample) {
+  StatsRegistry reg;
+  reg.record(success(t0, 200ms, 1, 0ms, 3), t0);
+  // Lessons stopped after 100 ms, under the estimate: nothing learnt.
+  for (auto at : {t0 + 1s, t0 + 2s}) {
+    AttemptRecord missed = failure(at, AttemptOutcome::kHedgeLost);
+    missed.learning = true;
+    reg.record(missed, at + 100ms);
+  }
+  EXPECT_EQ(reg.get("p/m", t0 + 3s)->lessons_missed, 2u);
+  // A race lost by an attempt that was not a lesson counts for nothing here.
+  reg.record(failure(t0 + 3s, AttemptOutcome::kHedgeLost), t0 + 3s + 300ms);
+  EXPECT_EQ(reg.get("p/m", t0 + 4s)->lessons_missed, 2u);
+  // One that waited long enough to raise the estimate found a slowdown.
+  AttemptRecord slow = failure(t0 + 3500ms, AttemptOutcome::kHedgeLost);
+  slow.learning = true;
+  reg.record(slow, t0 + 3500ms + 3s);
+  EXPECT_EQ(reg.get("p/m", t0 + 7s)->lessons_missed, 0u);
+  AttemptRecord short_wait = failure(t0 + 7s, AttemptOutcome::kHedgeLost);
+  short_wait.learning = true;
+  reg.record(short_wait, t0 + 7s + 100ms);
+  EXPECT_EQ(reg.get("p/m", t0 + 7s + 100ms)->lessons_missed, 1u);
+  // A lesson that lost its race but ran on to its first token: a real sample
+  // (not a lower bound), and nothing missed.
+  const auto before = reg.get("p/m", t0 + 8s)->ttft_samples;
+  AttemptRecord learnt = failure(t0 + 8s, AttemptOutcome::kHedgeLost);
+  learnt.learning = true;
+  learnt.first_token = t0 + 8s + 320ms;
+  reg.record(learnt, t0 + 8s + 320ms);
+  const auto s = *reg.get("p/m", t0 + 9s);
+  EXPECT_EQ(s.lessons_missed, 0u);
+  EXPECT_EQ(s.ttft_samples, before + 1);
+  EXPECT_EQ(s.last_ttft_ms, 320);
+  EXPECT_EQ(s.last_sample, t0 + 8s + 320ms);
+  EXPECT_EQ(s.failures, 0u);
+}
+
 TEST(StatsRegistry, ARaceLostBeforeItsRequestWasSentSaysNothingOfItsTtft) {
   // 19 ms, measured. Then a race this deployment loses while it is still
   // connecting (a new TLS connection, 150 ms): its first token was never
