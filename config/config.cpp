@@ -65,8 +65,10 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
     }
     document = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
-                      std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+    throw LocatedError(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg,
+                       static_cast<std::size_t>(e.mark.line) + 1,
+                       static_cast<std::size_t>(e.mark.column) + 1);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": invalid YAML: " + e.msg);
   }

@@ -89,26 +89,6 @@ thread_local Problems* current_problems = nullptr;
 // A file with more mistakes than this is not worth listing further.
 constexpr std::size_t kMaxProblems = 50;
 
-// "<origin>:<line>:<column>: ..." -> (line, column); (max, 0) when the text
-// carries no location.
-std::pair<std::size_t, std::size_t> location_of(const std::string& text) {
-  constexpr auto kNone = std::pair<std::size_t, std::size_t>{SIZE_MAX, 0};
-  const std::size_t end = text.find(": ");
-  if (end == std::string::npos) return kNone;
-  const std::size_t column_colon = text.rfind(':', end - 1);
-  if (column_colon == std::string::npos || column_colon == 0) return kNone;
-  const std::size_t line_colon = text.rfind(':', column_colon - 1);
-  if (line_colon == std::string::npos) return kNone;
-  std::size_t line = 0, column = 0;
-  const char* first = text.data();
-  const auto l = std::from_chars(first + line_colon + 1, first + column_colon, line);
-  const auto c = std::from_chars(first + column_colon + 1, first + end, column);
-  if (l.ec != std::errc() || l.ptr != first + column_colon || c.ec != std::errc() ||
-      c.ptr != first + end) {
-    return kNone;
-  }
-  return {line, column};
-}
 }  // namespace
 
 Problems::Problems() : previous_(current_problems) { current_problems = this; }
@@ -117,15 +97,8 @@ Problems* Problems::current() { return current_problems; }
 
 void Problems::add(const ConfigError& error) {
   if (dynamic_cast<const AlreadyReported*>(&error) != nullptr) return;
-  // An error raised by an inner Problems' raise() may hold several lines.
-  std::string_view all = error.what();
-  while (!all.empty()) {
-    const std::size_t newline = all.find('\n');
-    std::string text(all.substr(0, newline));
-    all = newline == std::string_view::npos ? std::string_view() : all.substr(newline + 1);
-    const auto [line, column] = location_of(text);
-    problems_.push_back(Problem{line, column, std::move(text)});
-  }
+  const auto* at = dynamic_cast<const LocatedError*>(&error);
+  problems_.push_back(Problem{at ? at->line : SIZE_MAX, at ? at->column : 0, error.what()});
 }
 
 void Problems::raise(std::string_view origin) const {
@@ -191,7 +164,9 @@ void ConfigNode::fail_at(const YAML::Mark& mark, std::string_view message) const
     text += ": ";
   }
   text += message;
-  throw ConfigError(text);
+  if (mark.is_null()) throw ConfigError(text);
+  throw LocatedError(text, static_cast<std::size_t>(mark.line) + 1,
+                     static_cast<std::size_t>(mark.column) + 1);
 }
 
 ConfigNode ConfigNode::child(std::string_view key, YAML::Node node) const {

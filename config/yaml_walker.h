@@ -73,6 +73,15 @@ class Problems {
   Problems* previous_;
 };
 
+// A ConfigError with the line and column (from 1) it names, so that
+// Problems sorts by them without reading them back from the text.
+class LocatedError : public ConfigError {
+ public:
+  LocatedError(const std::string& what, std::size_t line, std::size_t column)
+      : ConfigError(what), line(line), column(column) {}
+  std::size_t line, column;
+};
+
 // Thrown instead of a second report of a problem already recorded (a
 // reference to a failed definition): it stops the reader like any error, and
 // Problems::add ignores it.
