@@ -297,14 +297,13 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // race is not raced again (docs/routing.md, "Exploring a prompt size").
     if (e.guesses_at(k, now)) {
       const bool held = e.prefill_floor_now(now) > 0;
-      const double floor = std::max(0.0, (waited - e.ttft.estimate(now)) / k);
+      const double floor = std::max(0.0, (waited - e.ttft_estimate(now)) / k);
       e.prefill_floor = std::max(held ? e.prefill_floor : 0, floor);
       e.prefill_floor_k = std::max(held ? e.prefill_floor_k : 0, k);
       e.prefill_floor_at = now;
     }
     e.ttft_window.add_censored(elapsed, now, /*race=*/true);
-    const bool raised =
-        e.ttft.observe_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now);
+    const bool raised = e.ttft_at_least(TtftLevel::median_bound(elapsed, e.ttft.spread()), now);
     if (raised) e.bounded = true;
     // A lesson that stopped before its first token taught something only if
     // its wait raised the estimate (slower than believed: a slowdown found);
@@ -336,8 +335,8 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     const double waited = e.base_of(waited_ms(r, now), k);
     e.ttft_window.add_censored(waited, now);
     if (e.failures.consecutive_failures() >= 2) {
-      if (e.ttft.observe_at_least(waited, now)) e.bounded = true;
-    } else if (waited > e.ttft.estimate(now)) {
+      if (e.ttft_at_least(waited, now)) e.bounded = true;
+    } else if (waited > e.ttft_estimate(now)) {
       e.ttft.observe_decayed(waited, now);
       e.bounded = true;
     }
@@ -353,12 +352,12 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // (Nothing sent, nothing prefilled.)
     const double elapsed =
         e.base_of(waited_ms(r, now), r.request_sent == Clock::time_point{} ? 0.0 : k);
-    const double current = e.ttft.estimate(now);
+    const double current = e.ttft_estimate(now);
     const double typical = e.ttft_window.quantile(0.5, now).value_or(e.ttft.prior());
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
     if (penalty > current) {
       if (e.failures.consecutive_failures() >= 2) {
-        e.ttft.observe_at_least(penalty, now);
+        e.ttft_at_least(penalty, now);
       } else {
         e.ttft.observe_decayed(penalty, now);
       }
@@ -428,7 +427,7 @@ void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
 DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   e.refresh_window_figures(now);
   DeploymentStats s = e.counters;
-  s.ttft_estimate_ms = e.ttft.estimate(now);
+  s.ttft_estimate_ms = e.ttft_estimate(now);
   s.ttft_spread = e.ttft.spread();
   s.ttft_samples = e.ttft.samples();
   s.last_sample = e.ttft.last_sample();
@@ -517,7 +516,7 @@ void StatsRegistry::Entry::add_ttft(double raw_ms, Clock::time_point now, double
   // (Mostly: more than the base, this sample's or the estimate's -- an
   // estimate far too low, as after a mismeasured first sample, must not
   // turn every ordinary answer into "mostly prefill" and keep it there.)
-  const double estimate = ttft.estimate(now);
+  const double estimate = ttft_estimate(now);
   const bool mostly_prefill = raw_ms - ttft_ms > std::max(estimate, ttft_ms);
   if (penalized || ((bounded || stale) && ttft_ms < estimate * TtftLevel::kRecoveryRatio)) {
     ttft.restart(ttft_ms, now);

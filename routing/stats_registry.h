@@ -136,7 +136,7 @@ struct DeploymentStats {
   // never answered (router.h, kMaxRecheckBackoff); a first token, or a wait
   // that raised the estimate (a slowdown found), resets it.
   std::uint32_t lessons_missed = 0;
-  double ttft_prior_ms = 0;  // what the estimate relaxes toward
+  double ttft_prior_ms = 0;  // what the estimate relaxes toward with an empty window
   // The spread of its TTFT around the estimate: a standard deviation of
   // ln(TTFT) (TtftLevel::spread; 0.1 is steady, 0.5 wide).
   double ttft_spread = 0;
@@ -326,8 +326,25 @@ class StatsRegistry {
     }
     // The fit only guesses at the prefill of `k` thousand tokens (PrefillFit::guess
     // against the level now): such attempts are size races.
-    bool guesses_at(double k, Clock::time_point now) const {
-      return k > 0 && PrefillFit::guess(prefill.doubt_ms(k, prefill_prior), ttft.estimate(now));
+    bool guesses_at(double k, Clock::time_point now) {
+      return k > 0 && PrefillFit::guess(prefill.doubt_ms(k, prefill_prior), ttft_estimate(now));
+    }
+    // The TTFT estimate (DeploymentStats::ttft_estimate_ms). Between
+    // samples it relaxes toward what the window still holds (its median,
+    // Kaplan-Meier), and toward the prior once the window is empty: a
+    // deployment measured at 320 ms now and then, whose samples are rarer
+    // than relax_tau, reads 320 ms, not a drift toward a prior of 1 s
+    // between them (a deployment that is rarely the best is re-checked
+    // rarely: issue 49), while data older than the window is trusted no
+    // more than before. Refreshes the window's figures (its lock held).
+    double ttft_estimate(Clock::time_point now) { return ttft.estimate(now, ttft_anchor(now)); }
+    double ttft_anchor(Clock::time_point now) {
+      refresh_window_figures(now);
+      return counters.ttft_p50_ms.value_or(ttft.prior());
+    }
+    // TtftLevel::observe_at_least against that estimate.
+    bool ttft_at_least(double bound, Clock::time_point now) {
+      return ttft.observe_at_least(bound, now, ttft_anchor(now));
     }
     DeploymentStats counters;
     TtftLevel ttft;

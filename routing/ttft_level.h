@@ -29,9 +29,11 @@
 //     kRecoveryRun samples since its change point span at least tau/20, so
 //     a burst of fast answers in one instant cannot erase a recent slow one;
 //   - with no samples at all the estimate is the prior (never "no data =
-//     fast"); while none arrive it relaxes toward the prior with its own time
-//     constant, applied when the estimate is read, never stored (a
-//     deployment measured steadily at s reads s).
+//     fast"); while none arrive it relaxes, with its own time constant,
+//     toward a value the caller gives -- what the deployment's window of
+//     samples still says, or the prior once that is empty (StatsRegistry) --
+//     applied when the estimate is read, never stored (a deployment measured
+//     steadily at s reads s).
 // Evidence that must take effect at once whatever the noise — lower bounds
 // (an attempt waited this long), failures in a row — raises the level
 // directly (observe_at_least).
@@ -119,19 +121,25 @@ class TtftLevel {
   }
 
   // A lower bound (the attempt waited this long without a first token): may
-  // raise the estimate, at once, never lower it. True when it did.
+  // raise the estimate (relaxed toward `toward`, as estimate()), at once,
+  // never lower it. True when it did.
   bool observe_at_least(double bound, TimePoint now) {
-    if (bound <= estimate(now)) return false;
+    return observe_at_least(bound, now, prior_);
+  }
+  bool observe_at_least(double bound, TimePoint now, double toward) {
+    if (bound <= estimate(now, toward)) return false;
     start(log_of(bound), now);
     return true;
   }
 
   // The estimate at `now`: the prior with no samples, otherwise the level
-  // relaxed toward the prior by how long ago the last sample was.
-  double estimate(TimePoint now) const {
+  // relaxed toward `toward` (by default the prior) by how long ago the last
+  // sample was.
+  double estimate(TimePoint now) const { return estimate(now, prior_); }
+  double estimate(TimePoint now, double toward) const {
     if (!measured_) return prior_;
-    double keep = decay_weight(last_, now, relax_tau_);
-    return prior_ + (std::exp(log_) - prior_) * keep;
+    const double keep = decay_weight(last_, now, relax_tau_);
+    return toward + (std::exp(log_) - toward) * keep;
   }
 
   // The spread of ln(TTFT) (a standard deviation's worth).
