@@ -19,6 +19,8 @@
 # Environment: JOBS (build parallelism, default nproc), FUZZ_JOBS (targets
 # fuzzed at once, default nproc: each is one single-threaded process), FUZZ_BUILD_DIR
 # (default build-fuzz), FUZZ_ARGS (extra libFuzzer flags for every target),
+# LLMGATE_FUZZ_OPT (the optimisation level, default -O1; CI's smoke: -O0),
+# LLMGATE_BUILD_ONLY=1 (install and build, run nothing: CI's background build),
 # LLMGATE_FUZZ_VERBOSE=1 (targets print each input's outcome; for replays).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -103,10 +105,17 @@ fi
 # ---- build ----------------------------------------------------------------
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  CXX=clang++-14 cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja >/dev/null
-fi
+# Under the build directory's lock (.ci/run builds it in the background).
+mkdir -p "$BUILD_DIR"
+exec 9>"$BUILD_DIR/.build.lock"
+flock 9
+# The optimisation level, passed at every run so that a build directory
+# configured by CI's smoke (-O0) is built at -O1 again for deep fuzzing.
+CXX=clang++-14 cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja \
+  -DLLMGATE_FUZZ_OPT="${LLMGATE_FUZZ_OPT:--O1}" >/dev/null
 ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}" "${targets[@]}"
+flock -u 9
+[ "${LLMGATE_BUILD_ONLY:-0}" != 1 ] || exit 0
 
 # ---- run ------------------------------------------------------------------
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}

@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
+#include "tests/support/ports.h"
 #include "tests/support/sim_profiles.h"
 #include "tools/sim/sim_server.h"
 
@@ -107,11 +108,12 @@ models:
     port_ = gw_->start().at(0);
   }
 
-  // A port nothing listens on: bind one, then close it.
-  static std::uint16_t closed_port() {
-    sim::SimServer s(sim::SimOptions{});
-    return s.start();  // the destructor stops it and frees the port
+  // A port that refuses connections while the test runs (RefusedPort).
+  std::uint16_t closed_port() {
+    refused_ = std::make_unique<testing::RefusedPort>();
+    return refused_->port();
   }
+  std::unique_ptr<testing::RefusedPort> refused_;
 
   std::unique_ptr<sim::SimServer> sim_a_, sim_b_;
   std::unique_ptr<gateway::Gateway> gw_;

@@ -28,6 +28,7 @@
 
 #include "gateway/redis_client.h"
 #include "gateway/shared_limits.h"
+#include "tests/support/ports.h"
 
 extern char** environ;
 
@@ -98,14 +99,9 @@ class RedisServer {
  private:
   static std::uint16_t free_port() {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    const std::uint16_t port = llmgate::testing::bind_loopback(fd);
     ::close(fd);
-    return ntohs(a.sin_port);
+    return port;
   }
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;

@@ -24,6 +24,7 @@
 #include "gateway/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
+#include "tests/support/ports.h"
 #include "tests/support/scripted_upstream.h"
 #include "tests/support/sim_profiles.h"
 #include "tests/support/tls_relay.h"
@@ -101,14 +102,12 @@ class Blackhole {
  public:
   Blackhole() {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    port_ = bind_loopback(fd_);
+    ::listen(fd_, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    a.sin_port = htons(port_);
     for (int i = 0; i < 4; ++i) {
       int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
       ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
@@ -126,11 +125,6 @@ class Blackhole {
   std::uint16_t port_ = 0;
   std::vector<int> fillers_;
 };
-
-inline std::uint16_t closed_port() {
-  Blackhole b;  // bound, then closed with it
-  return b.port();
-}
 
 inline std::string chat_body(bool stream, const std::string& extra = "") {
   return std::string(R"({"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":)") +
@@ -175,7 +169,8 @@ class Harness {
         bad_url = "http://127.0.0.1:" + std::to_string(upstream_->start()) + "/v1";
         break;
       case Target::kRefused:
-        bad_url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1";
+        refused_ = std::make_unique<RefusedPort>();
+        bad_url = "http://127.0.0.1:" + std::to_string(refused_->port()) + "/v1";
         break;
       case Target::kBlackhole:
         blackhole_ = std::make_unique<Blackhole>();
@@ -264,6 +259,7 @@ models:
   std::unique_ptr<sim::SimServer> good_;
   std::unique_ptr<ScriptedUpstream> upstream_;
   std::unique_ptr<Blackhole> blackhole_;
+  std::unique_ptr<RefusedPort> refused_;
   std::unique_ptr<TlsRelay> relay_;
   std::string tls_dir_;
   std::unique_ptr<gateway::Gateway> gw_;
