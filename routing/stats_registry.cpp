@@ -352,12 +352,12 @@ StatsRegistry::Recorded StatsRegistry::record_into(Entry& e, const AttemptRecord
     // (Nothing sent, nothing prefilled.)
     const double elapsed =
         e.base_of(waited_ms(r, now), r.request_sent == Clock::time_point{} ? 0.0 : k);
-    const double current = e.ttft_estimate(now);
-    const double typical = e.ttft_window.quantile(0.5, now).value_or(e.ttft.prior());
+    const double typical = e.ttft_anchor(now);
+    const double current = e.ttft.estimate(now, typical);
     const double penalty = std::max(elapsed, options_.failure_penalty_factor * typical);
     if (penalty > current) {
       if (e.failures.consecutive_failures() >= 2) {
-        e.ttft_at_least(penalty, now);
+        e.ttft.observe_at_least(penalty, now, typical);
       } else {
         e.ttft.observe_decayed(penalty, now);
       }

@@ -336,11 +336,11 @@ class StatsRegistry {
     // than relax_tau, reads 320 ms, not a drift toward a prior of 1 s
     // between them (a deployment that is rarely the best is re-checked
     // rarely: issue 49), while data older than the window is trusted no
-    // more than before. Refreshes the window's figures (its lock held).
+    // more than before. The anchor is one lookup in the window (its lock
+    // held): also the typical TTFT a failure's penalty is based on.
     double ttft_estimate(Clock::time_point now) { return ttft.estimate(now, ttft_anchor(now)); }
     double ttft_anchor(Clock::time_point now) {
-      refresh_window_figures(now);
-      return counters.ttft_p50_ms.value_or(ttft.prior());
+      return ttft_window.quantile(0.5, now).value_or(ttft.prior());
     }
     // TtftLevel::observe_at_least against that estimate.
     bool ttft_at_least(double bound, Clock::time_point now) {

@@ -84,17 +84,7 @@ if [ "${1:-}" = --run-phase ]; then
 fi
 
 if [ "${1:-}" = --install ]; then
-  LLMGATE_SKIP_BUILD=1 tools/setup.sh
-  missing=()
-  for p in clang-14 libclang-rt-14-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    echo "ci-sanitize: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null
-  fi
+  LLMGATE_SKIP_BUILD=1 LLMGATE_WITH_CLANG=1 tools/setup.sh
   exit 0
 fi
 

@@ -88,19 +88,8 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL_TARGETS[@]}")
 
 # ---- toolchain ------------------------------------------------------------
-LLMGATE_SKIP_BUILD=1 LLMGATE_DEPS=build tools/setup.sh  # cmake, ninja, nlohmann, yaml-cpp
-missing=()
-for p in clang-14 libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+# cmake, ninja, nlohmann, yaml-cpp; clang-14 and its sanitizer runtimes.
+LLMGATE_SKIP_BUILD=1 LLMGATE_DEPS=build LLMGATE_WITH_CLANG=1 tools/setup.sh
 
 # ---- build ----------------------------------------------------------------
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}

@@ -9,8 +9,8 @@
 # tenth of a second, which for ~1,400 tests was most of the phase; and many of
 # the integration tests wait on timers (stall deadlines, drains), so a shard
 # waiting leaves its core to another. Each binary runs in SHARDS shards
-# (default: the number of cores), SHARD_JOBS processes at a time (default: cores +
-# 1). A shard's output goes to BUILD_DIR/shard-logs/<binary>.<shard>.log;
+# (default: twice the number of cores), SHARD_JOBS processes at a time
+# (default: the same). A shard's output goes to BUILD_DIR/shard-logs/<binary>.<shard>.log;
 # a failed shard's log is printed. Exits non-zero if any shard failed.
 # The sanitizer options (ASAN_OPTIONS, TSAN_OPTIONS, ...) come from the caller.
 set -uo pipefail

@@ -5,11 +5,7 @@
 #   LLMGATE_BUILD_ONLY=1 tools/sanitize.sh   # install and build only (CI's background build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LLMGATE_SKIP_BUILD=1 tools/setup.sh
-for p in clang-14 libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" >/dev/null
-done
+LLMGATE_SKIP_BUILD=1 LLMGATE_WITH_CLANG=1 tools/setup.sh
 # Only what runs below: the GoogleTest binaries (not the gateway, the tools,
 # the benchmarks or the end-to-end tests' binaries).
 binaries=(gateway_tests integration_tests conformance_tests security_tests routing_tests

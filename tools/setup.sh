@@ -8,6 +8,8 @@
 #   LLMGATE_DEPS=demo tools/setup.sh      # what tools/demo.sh needs: the build packages and
 #                                         # curl; builds the gateway, the simulator and the
 #                                         # load generator only (tools/test.sh builds the rest)
+#   LLMGATE_WITH_CLANG=1 ...              # also clang-14 and its sanitizer runtimes
+#                                         # (tools/sanitize.sh, tools/fuzz.sh, tools/ci-sanitize.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +44,8 @@ case "${LLMGATE_DEPS:-all}" in
     ;;
   *) echo "setup: LLMGATE_DEPS must be 'all', 'build' or 'demo', not '${LLMGATE_DEPS}'" >&2; exit 2 ;;
 esac
+
+[ "${LLMGATE_WITH_CLANG:-0}" != 1 ] || PACKAGES+=(clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
