@@ -40,6 +40,10 @@ class ClientApi {
   // Its own label value (llmgate_requests_total's `api`, the log's `api`)
   // when it is not its operation's OpenAI endpoint; else empty.
   virtual std::string_view api_label() const { return {}; }
+  // Its answers are stored by the provider, by id (the Responses API): the
+  // gateway remembers which deployment holds each, for the requests that
+  // name it later.
+  virtual bool stores_responses() const { return false; }
 
   // The upstream protocol that serves it at provider `p` (null: none; the
   // deployment is passed over): by default the one for its operation.

@@ -79,8 +79,8 @@ FaultReport judge_fault(Fault fault, const FaultContext& c) {
               upstream_error(detail, "upstream_stream_truncated")};
     }
     case Fault::kNotEventStream: {
-      std::string detail = "upstream answered 200 with Content-Type \"" + text.substr(0, 100) +
-                           "\" instead of text/event-stream";
+      // (`text`: the Content-Type, quoted, and what was expected.)
+      std::string detail = "upstream answered 200 with Content-Type " + text;
       return {AttemptOutcome::kMalformed, detail,
               upstream_error(detail, "upstream_malformed_event")};
     }

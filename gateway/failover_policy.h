@@ -95,14 +95,15 @@ class Deadlines {
 // Every way an attempt can break, in the words of the observer (the attempt
 // reading the head, the relay reading events).
 enum class Fault {
-  kHeadTimeout,         // no response head by the deadline
-  kHeadCut,             // the connection failed before a response head
-  kNotEventStream,      // a 200 that is not text/event-stream
-  kInBandError,         // an {"error":...} event
-  kMalformedEvent,      // an event that is not a valid chunk
-  kEventTooLarge,       // an event over server.limits.max_event_size
-  kReadTimeout,         // no data by the read deadline (TTFT, idle or total)
-  kCut,                 // the connection failed mid-body
+  kHeadTimeout,     // no response head by the deadline
+  kHeadCut,         // the connection failed before a response head
+  kNotEventStream,  // a 200 not in the protocol's framing (text: the Content-Type, quoted, and what
+                    // was expected)
+  kInBandError,     // an {"error":...} event
+  kMalformedEvent,  // an event that is not a valid chunk
+  kEventTooLarge,   // an event over server.limits.max_event_size
+  kReadTimeout,     // no data by the read deadline (TTFT, idle or total)
+  kCut,             // the connection failed mid-body
   kEndedWithoutFinish,  // a clean end of body without [DONE] or a finish_reason
 };
 

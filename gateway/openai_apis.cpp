@@ -224,6 +224,7 @@ class Responses final : public ClientApi {
  public:
   std::string_view name() const override { return "responses"; }
   config::Operation operation() const override { return config::Operation::kResponses; }
+  bool stores_responses() const override { return true; }
 
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
                                             std::string_view body) const override {

@@ -1,5 +1,5 @@
-// The relay of one attempt (relay.h): upstream reads into the SSE parser,
-// each event through RelayState (hold, commit, strip, assemble), the
+// The relay of one attempt (relay.h): upstream reads into the protocol's framer
+// (SSE, event-stream), each frame through RelayState (hold, commit, strip, assemble), the
 // committed stream to the client as gathered writes.
 #include "gateway/relay.h"
 
@@ -21,7 +21,7 @@
 #include "gateway/client_stream.h"
 #include "gateway/redact.h"
 #include "gateway/relay_state.h"
-#include "providers/sse_parser.h"
+#include "providers/framer.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::gateway {
@@ -32,11 +32,11 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 // Reads of a stream's body are sized by the upstream connection's buffer:
-// an open stream holds it and the SSE parser's for as long as it lasts, and
+// an open stream holds it and the framer's for as long as it lasts, and
 // a long stream's reads are one event each, a few hundred bytes. So once the
 // head is in, an empty buffer goes and reads start at Beast's minimum; a read
 // that fills what it was given doubles the buffer, up to kMaxRead (a burst,
-// a large event). The SSE parser is offered as much per parse (the events
+// a large event). The framer is offered as much per parse (the events
 // of a whole read go out in one write: half of the 4 KiB head buffer made
 // two of the head's first read), what does not fit stays for the next
 // parse. After kQuietReads reads in a row that each used under a quarter of
@@ -113,7 +113,7 @@ class Relay {
         up_(up),
         state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
-        sse_(ctx.cfg.server.limits.max_event_bytes),
+        frames_(up.protocol.framing(), ctx.cfg.server.limits.max_event_bytes),
         deadline_(std::make_shared<ReadDeadline>(up.lease->stream.tcp().socket())) {
     // Nothing of the body came with the head (a stream that trickles): the
     // head's buffer goes, and reads start small (kMinRead).
@@ -154,7 +154,7 @@ class Relay {
   // Parses what the connection's buffer holds into the body space (`space`
   // bytes offered), without reading. See the definition.
   beast::error_code parse_buffered(std::size_t space);
-  // Body bytes to offer the SSE parser per read (see kMinRead).
+  // Body bytes to offer the framer per read (see kMinRead).
   std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity()); }
   // The client has seen nothing of this attempt, or what it saw another
   // deployment can continue: a stall is cut at the stall deadline, not the
@@ -227,7 +227,7 @@ class Relay {
   RelayUpstream up_;  // references into the attempt
   RelayState state_;
   ClientStream out_;
-  providers::SseParser sse_;
+  providers::Framer frames_;  // the protocol's framing of the body
   std::optional<failover::Fault> fault_;
   std::string fault_text_;
   bool claimed_ = false;
@@ -235,7 +235,7 @@ class Relay {
   bool speed_measured_ = false;       // the mid-stream speed sample went to the statistics
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
   int quiet_reads_ = 0;               // see kQuietReads
-  std::span<char> space_;             // this read's body space (the SSE parser's)
+  std::span<char> space_;             // this read's body space (the framer's)
   std::size_t read_room_ = 0;         // what this read's socket read was offered
   Clock::time_point last_data_at_{};  // the last read with data, from the first token on
   Clock::duration longest_pause_{};   // the longest wait between two such reads
@@ -243,7 +243,7 @@ class Relay {
   std::shared_ptr<ReadDeadline> deadline_;
 };
 
-// One read from the upstream into the SSE parser, its events fed to the
+// One read from the upstream into the framer, its frames fed to the
 // relay's state, in three steps around the socket read that run() makes
 // itself (a coroutine per read would cost a frame and a resumption per
 // event). begin_read: the read's deadline, the body space, and what the
@@ -261,10 +261,10 @@ bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
   if (quiet_reads_ >= kQuietReads && raw.size() <= kCarry) {
     quiet_reads_ = 0;
     shrink_keeping(raw);
-    sse_.shrink();
+    frames_.shrink();
     state_.outbox().shrink();
   }
-  space_ = sse_.prepare(body_room());  // all the free space, at least this
+  space_ = frames_.prepare(body_room());  // all the free space, at least this
   up_.parser.get().body().data = space_.data();
   up_.parser.get().body().size = space_.size();
   ec = parse_buffered(space_.size());
@@ -291,9 +291,10 @@ beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
   const std::size_t room = read_room_;
   if (got_raw >= room && raw.capacity() < kMaxRead)
     raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
-  // (What a shrink leaves -- kMinRead and the bytes kept, and an SSE buffer
+  // (What a shrink leaves -- kMinRead and the bytes kept, and a framer buffer
   // as large -- is not shrinkable again: a quiet stream settles.)
-  const bool shrinkable = raw.capacity() > kMinRead + kCarry || sse_.capacity() > kMinRead + kCarry;
+  const bool shrinkable =
+      raw.capacity() > kMinRead + kCarry || frames_.capacity() > kMinRead + kCarry;
   quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
   if (const bool eof = ec == net::error::eof; !ec || eof) {
     ec = parse_buffered(space_.size());
@@ -311,11 +312,19 @@ beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
 beast::error_code Relay::deliver(beast::error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (std::size_t got = delivered(); got > 0) {
-    sse_.commit(got);
+    frames_.commit(got);
     const auto now = Clock::now();
-    auto on_event = [&](const providers::SseEvent& ev) { state_.on_event(ev, now); };
-    if (sse_.drain(on_event) == providers::SseParser::Status::kEventTooLarge)
-      state_.on_event_too_large();
+    auto on_frame = [&](const providers::Frame& f) { state_.on_event(f, now); };
+    switch (frames_.drain(on_frame)) {
+      case providers::FrameStatus::kOk:
+        break;
+      case providers::FrameStatus::kTooLarge:
+        state_.on_event_too_large();
+        break;
+      case providers::FrameStatus::kMalformed:
+        state_.on_malformed_frame(frames_.error());
+        break;
+    }
     // The stream's pauses after its first token (AttemptRecord::longest_pause).
     if (up_.rec.first_token) {
       if (last_data_at_ != Clock::time_point{}) {
@@ -649,7 +658,7 @@ net::awaitable<AttemptResult> Relay::finish() {
 net::awaitable<void> Relay::drain_for_reuse() {
   up_.lease->stream.tcp().expires_after(kDrainForReuse);
   while (!up_.parser.is_done()) {
-    std::span<char> sink = sse_.prepare(body_room());  // discarded: after [DONE]
+    std::span<char> sink = frames_.prepare(body_room());  // discarded: after [DONE]
     up_.parser.get().body().data = sink.data();
     up_.parser.get().body().size = sink.size();
     auto [ec, n] =

@@ -40,7 +40,7 @@ class RelayState::Sink final : public providers::UpstreamStream::Sink {
   Clock::time_point now_;
 };
 
-void RelayState::on_event(const providers::SseEvent& raw, Clock::time_point now) {
+void RelayState::on_event(const providers::Frame& raw, Clock::time_point now) {
   if (stopped()) return;
   if (translator_) {
     Sink sink(*this, now);
@@ -164,6 +164,12 @@ void RelayState::keep_meta(const providers::UpstreamEvent& ev) {
 
 void RelayState::on_event_too_large() {
   if (!stopped()) fault_ = failover::Fault::kEventTooLarge;
+}
+
+void RelayState::on_malformed_frame(std::string_view why) {
+  if (stopped()) return;
+  fault_ = failover::Fault::kMalformedEvent;
+  fault_text_ = why;
 }
 
 void RelayState::render(const providers::UpstreamEvent& ev) {

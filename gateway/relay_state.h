@@ -40,12 +40,15 @@ class RelayState {
              const providers::UpstreamRequest* upstream = nullptr);
 
   // One upstream event, seen at `now`. Events after the end or a fault are ignored.
-  void on_event(const providers::SseEvent& ev, Clock::time_point now);
+  void on_event(const providers::Frame& ev, Clock::time_point now);
   // The upstream body ended without a transport error (a protocol without
   // an end marker completes its stream here).
   void on_body_end(Clock::time_point now);
-  // The SSE parser refused an event over the size limit.
+  // The framer refused a frame over the size limit.
   void on_event_too_large();
+  // The framer found bytes that are no frame of the protocol's framing (an
+  // event-stream CRC mismatch): `why`.
+  void on_malformed_frame(std::string_view why);
 
   // The fault that broke the stream, if any, with the observer's words (an
   // in-band error's message is the upstream's own: redact before use).

@@ -20,7 +20,7 @@
 #include "gateway/relay_state.h"
 #include "gateway/shared_limits.h"
 #include "gateway/tracer.h"
-#include "gateway/upstream_attempt.h"
+#include "gateway/upstream_exchange.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -290,84 +290,71 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   upstream_start_ = Clock::now();
   const config::Timeouts t = cfg_.timeouts_for(p);
   auto& pool = worker_.pools->get(p, snap_->tls);
-  const auto start = Clock::now();
-  // A reused connection the peer just closed says nothing about the provider:
-  // once more on a fresh one, while no response byte came.
-  for (int round = 0; round < 2; ++round) {
-    providers::AcquireResult acq = co_await pool.acquire(start + t.connect, round == 0);
-    if (!acq.lease) {
+  // A stored response is read, not generated: its head comes within the
+  // provider's first-token timeout.
+  ExchangeTimes times{t.connect, t.connect, t.ttft};
+  times.by = upstream_start_.value() + t.total;
+  providers::Lease lease;
+  std::optional<UpstreamParser> parser;
+  const Exchanged x = co_await exchange_head(pool, lease, parser, up, times);
+  switch (x.status) {
+    case Exchanged::Status::kHead:
+      break;
+    case Exchanged::Status::kConnectError:
       error_ =
-          upstream_error(502, "cannot reach provider " + p.name + ": " + acq.error.substr(0, 200));
+          upstream_error(502, "cannot reach provider " + p.name + ": " + x.error.substr(0, 200));
       co_return co_await refuse();
-    }
-    providers::Lease& lease = acq.lease;
-    auto& tcp = lease->stream.tcp();
-    UpstreamWrite write(lease, up);
-    beast::error_code wec = write.error();
-    if (!write.done()) wec = co_await write.rest(Clock::now() + t.connect);
-    const bool stale_ok = lease.reused() && round == 0;
-    if (wec) {
-      if (stale_ok) continue;
+    case Exchanged::Status::kWriteError:
       error_ = upstream_error(
-          502, "cannot send the request to provider " + p.name + ": " + wec.message());
+          502, "cannot send the request to provider " + p.name + ": " + x.ec.message());
       co_return co_await refuse();
-    }
-    UpstreamParser parser;
-    parser.body_limit(boost::none);  // bounded below: a JSON body, or event by event
-    parser.header_limit(kMaxUpstreamHeader);
-    // A stored response is read, not generated: its head comes within the
-    // provider's first-token timeout.
-    tcp.expires_at(Clock::now() + t.ttft);
-    const std::size_t buffered_before = lease->buffer.size();
-    auto [hec, hn] =
-        co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
-    if (hec) {
-      if (stale_ok && buffered_before == 0 && hn == 0 && hec != beast::error::timeout) continue;
-      const bool timeout = hec == beast::error::timeout;
+    case Exchanged::Status::kCancelled:
+      co_return false;  // the client went away (run_watched)
+    case Exchanged::Status::kHeadError: {
+      const bool timeout = x.head_timed_out();
       error_ = upstream_error(timeout ? 504 : 502,
                               "provider " + p.name +
                                   (timeout ? " did not answer in time" : " closed the connection") +
-                                  " (" + hec.message() + ")");
+                                  " (" + x.ec.message() + ")");
       co_return co_await refuse();
     }
-    auto& head = parser.get();
-    upstream_status_ = head.result_int();
-    const bool event_stream =
-        head[http::field::content_type].substr(0, 17) == "text/event-stream" &&
-        head.result() == http::status::ok;
-    if (event_stream) co_return co_await relay_stream(lease, parser, t, owner);
-    std::string body;
-    tcp.expires_at(Clock::now() + t.total);
-    const beast::error_code ec =
-        co_await read_upstream_body(lease, parser, body, kMaxJsonAnswer + 1);
-    if (!parser.is_done()) {
-      error_ = upstream_error(
-          ec == beast::error::timeout ? 504 : 502,
-          "provider " + p.name + " did not send its whole answer (" +
-              (body.size() > kMaxJsonAnswer ? std::string("over 16 MiB") : ec.message()) + ")");
-      co_return co_await refuse();
-    }
-    const int status = head.result_int();
-    status_ = status;
-    upstream_done();
-    if (parser.keep_alive()) lease.give_back();
-    if (status >= 200 && status < 300 && request_.method() == http::verb::delete_ &&
-        worker_.responses) {
-      worker_.responses->forget(path_.id);
-    }
-    Response res{static_cast<http::status>(status), rc_.version};
-    res.keep_alive(rc_.keep_alive);
-    std::string_view ct = head[http::field::content_type];
-    if (ct.empty()) ct = "application/json";
-    res.set(http::field::content_type, beast::string_view(ct.data(), ct.size()));
-    add_route_headers(res, owner);
-    relay_upstream_headers(head, res, /*with_retry_after=*/true);
-    res.body() = std::move(body);
-    res.prepare_payload();
-    co_return co_await write_response(client_, res, kWriteTimeout);
   }
-  error_ = upstream_error(502, "provider " + p.name + " closed the connection before answering");
-  co_return co_await refuse();
+  auto& head = parser->get();
+  upstream_status_ = head.result_int();
+  // An event stream (GET ?stream=true) as the Responses protocol frames it.
+  const bool event_stream =
+      providers::announces(head[http::field::content_type], protocol.framing()) &&
+      head.result() == http::status::ok;
+  if (event_stream) co_return co_await relay_stream(lease, *parser, t, owner);
+  std::string body;
+  lease->stream.tcp().expires_at(std::min(Clock::now() + t.total, times.by));
+  const beast::error_code ec =
+      co_await read_upstream_body(lease, *parser, body, kMaxJsonAnswer + 1);
+  if (!parser->is_done()) {
+    error_ = upstream_error(
+        ec == beast::error::timeout ? 504 : 502,
+        "provider " + p.name + " did not send its whole answer (" +
+            (body.size() > kMaxJsonAnswer ? std::string("over 16 MiB") : ec.message()) + ")");
+    co_return co_await refuse();
+  }
+  const int status = head.result_int();
+  status_ = status;
+  upstream_done();
+  if (parser->keep_alive()) lease.give_back();
+  if (status >= 200 && status < 300 && request_.method() == http::verb::delete_ &&
+      worker_.responses) {
+    worker_.responses->forget(path_.id);
+  }
+  Response res{static_cast<http::status>(status), rc_.version};
+  res.keep_alive(rc_.keep_alive);
+  std::string_view ct = head[http::field::content_type];
+  if (ct.empty()) ct = "application/json";
+  res.set(http::field::content_type, beast::string_view(ct.data(), ct.size()));
+  add_route_headers(res, owner);
+  relay_upstream_headers(head, res, /*with_retry_after=*/true);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  co_return co_await write_response(client_, res, kWriteTimeout);
 }
 
 net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, UpstreamParser& parser,

@@ -1,16 +1,11 @@
-// One upstream attempt (upstream_attempt.h): connect or reuse, write, read
-// the head; a non-200 is judged by the failover policy (the next candidate,
-// or the caller's own error passed through), a 200 event stream is relayed.
+// One upstream attempt (upstream_attempt.h): the exchange up to the response
+// head (upstream_exchange.h) under the candidate's deadlines; a non-200 is
+// judged by the failover policy (the next candidate, or the caller's own
+// error passed through), a 200 stream in the protocol's framing is relayed,
+// a whole JSON answer returned.
 #include "gateway/upstream_attempt.h"
 
 #include <algorithm>
-#include <array>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/container/small_vector.hpp>
-#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +17,7 @@
 #include "gateway/redact.h"
 #include "gateway/relay.h"
 #include "gateway/relay_state.h"
+#include "gateway/upstream_exchange.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/upstream_protocol.h"
@@ -32,7 +28,6 @@ namespace {
 using routing::AttemptOutcome;
 using routing::AttemptRecord;
 using Clock = std::chrono::steady_clock;
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 constexpr std::size_t kMaxErrorBody = 64 * 1024;
 
@@ -92,12 +87,8 @@ class UpstreamAttempt {
  private:
   // The attempt continues a stream that broke off (continuation.h).
   bool continuing() const { return ctx_.continuation && ctx_.continuation->broken; }
-  // One try on one connection; nullopt when it is to be made again: a reused
-  // connection turned out closed before any response byte (once), or the
-  // upstream refused stream_options (once, without them).
-  net::awaitable<std::optional<AttemptResult>> exchange(providers::Lease& lease,
-                                                        UpstreamMessage& up, bool may_retry,
-                                                        Clock::duration acquire_time);
+  // How long the exchange's steps may take (the candidate's deadlines).
+  ExchangeTimes exchange_times() const;
   net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
                                         Clock::time_point ttft_deadline);
   // A 200 with a JSON body to a stream request: a chat.completion is the
@@ -155,38 +146,64 @@ void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
   auto up = upstream_request();
-  // A reused keep-alive connection may have been closed by the peer just as we
-  // took it; that failure says nothing about the deployment, so the request
-  // is sent once more on a fresh connection. Only while no response byte came.
-  // And a 400 refusing stream_options (or streaming) is tried once more
-  // without them (as a JSON request).
-  bool may_retry_stale = true;
-  for (int round = 0; round < 4; ++round) {
-    const auto acquire_start = Clock::now();
-    // (An idle connection without acquire()'s coroutine frame.)
-    providers::AcquireResult acq{may_retry_stale ? pool.take_idle() : providers::Lease(), {}};
-    if (!acq.lease) {
-      acq = co_await pool.acquire(ctx_.deadlines(c_).connect(acquire_start),
-                                  /*allow_reuse=*/may_retry_stale);
+  // A 400 refusing stream_options (or streaming) is tried once more
+  // without them (as a JSON request): at most two such rounds.
+  for (int round = 0; round < 3; ++round) {
+    providers::Lease lease;
+    std::optional<UpstreamParser> parser;
+    const Exchanged x = co_await exchange_head(pool, lease, parser, up, exchange_times());
+    if (x.status == Exchanged::Status::kConnectError)
+      co_return fail(rec_, AttemptOutcome::kConnectError, x.error);
+    rec_.reused_connection = x.reused;
+    if (x.status == Exchanged::Status::kWriteError)
+      co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + x.ec.message());
+    rec_.request_sent = x.sent;
+    measure_admission(x.acquire_time);
+    if (x.status == Exchanged::Status::kCancelled) {
+      rec_.detail = "client disconnected";
+      co_return AttemptResult{true, false};
     }
-    if (!acq.lease) co_return fail(rec_, AttemptOutcome::kConnectError, acq.error);
-    rec_.reused_connection = acq.lease.reused();
-    const auto acquire_time = Clock::now() - acquire_start;
-    std::optional<AttemptResult> r =
-        co_await exchange(acq.lease, up, may_retry_stale, acquire_time);
-    if (r) co_return *r;
-    if (retry_without_) {
-      (*retry_without_ == providers::Quirk::kNoStream ? request_.stream : request_.stream_options) =
-          false;
-      retry_without_.reset();
-      auto body = ctx_.api.upstream_body(protocol_, ctx_.req, request_);
-      if (auto* s = std::get_if<std::string>(&body)) body_ = std::move(*s);
-      up = upstream_request();
-      continue;
+    if (x.status == Exchanged::Status::kHeadError) {
+      ctx_.judge(c_, rec_,
+                 x.head_timed_out() ? failover::Fault::kHeadTimeout : failover::Fault::kHeadCut,
+                 x.ec.message());
+      co_return AttemptResult{};
     }
-    may_retry_stale = false;
+    // A head came: this request is not sent again as it is (a retry without
+    // a refused option builds it anew). Its memory goes now, not at the end
+    // of a stream that may last minutes. (Moved out, not assigned over: a
+    // string assigned an empty one keeps its buffer.)
+    { UpstreamMessage gone = std::move(up); }
+    // A JSON answer comes whole: only the request's total deadline applies.
+    const auto ttft_deadline = request_.stream ? ctx_.deadlines(c_).first_token(rec_.request_sent)
+                                               : ctx_.total_deadline(c_);
+    AttemptResult r = co_await on_head(lease, *parser, ttft_deadline);
+    if (!retry_without_) co_return r;
+    (*retry_without_ == providers::Quirk::kNoStream ? request_.stream : request_.stream_options) =
+        false;
+    retry_without_.reset();
+    auto body = ctx_.api.upstream_body(protocol_, ctx_.req, request_);
+    if (auto* s = std::get_if<std::string>(&body)) body_ = std::move(*s);
+    up = upstream_request();
   }
-  co_return fail(rec_, AttemptOutcome::kConnectError, "connection closed by upstream");
+  co_return fail(rec_, AttemptOutcome::kUpstreamStatus, "refused the request without its options");
+}
+
+ExchangeTimes UpstreamAttempt::exchange_times() const {
+  // The candidate's timeouts as planned (its TTFT may be the live deadline).
+  const config::Timeouts& t = c_.timeouts;
+  ExchangeTimes times{t.connect, t.connect + t.ttft};
+  times.by = ctx_.total_deadline(c_);
+  // A JSON answer comes whole: only the total deadline applies to its head
+  // too. A deployment without a first-token deadline (a reasoning model)
+  // must still answer with a response head within its provider's TTFT
+  // timeout.
+  if (request_.stream) {
+    times.head = c_.deployment->first_token_deadline
+                     ? t.ttft
+                     : std::min(t.ttft, ctx_.cfg.timeouts_for(*c_.provider).ttft);
+  }
+  return times;
 }
 
 // The gateway's own share of getting the request out: parsing, routing,
@@ -196,74 +213,6 @@ void UpstreamAttempt::measure_admission(Clock::duration acquire_time) {
   ctx_.admission_measured = true;
   ctx_.snapshot.metrics->shared().on_overhead(OverheadPhase::kAdmission,
                                               rec_.request_sent - ctx_.rc.received - acquire_time);
-}
-
-net::awaitable<std::optional<AttemptResult>> UpstreamAttempt::exchange(
-    providers::Lease& lease, UpstreamMessage& up, bool may_retry, Clock::duration acquire_time) {
-  const failover::Deadlines deadlines = ctx_.deadlines(c_);
-  auto& tcp = lease->stream.tcp();
-  // The first token is timed from the moment the request left. Written at
-  // once (a request that fits the socket's buffer), that is now: a clock
-  // read after the write could come late -- the worker preempted between
-  // the two -- and make a 5 ms first token read as 0.1 ms.
-  const Clock::time_point writing = Clock::now();
-  UpstreamWrite write(lease, up);
-  beast::error_code wec = write.error();
-  const bool at_once = write.done();
-  if (!at_once) wec = co_await write.rest(deadlines.write(Clock::now()));
-  if (wec) {
-    if (lease.reused() && may_retry) co_return std::nullopt;
-    co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + wec.message());
-  }
-  rec_.request_sent = at_once ? writing : Clock::now();
-  measure_admission(acquire_time);
-  // A JSON answer comes whole: only the request's total deadline applies.
-  // A deployment without a first-token deadline (a reasoning model) must
-  // still answer with a response head within its provider's TTFT timeout.
-  const auto ttft_deadline =
-      request_.stream ? deadlines.first_token(rec_.request_sent) : ctx_.total_deadline(c_);
-  const auto head_deadline =
-      !request_.stream || c_.deployment->first_token_deadline
-          ? ttft_deadline
-          : std::min(ttft_deadline, rec_.request_sent + ctx_.cfg.timeouts_for(*c_.provider).ttft);
-
-  UpstreamParser parser;
-  parser.body_limit(boost::none);  // events are bounded one by one instead
-  parser.header_limit(kMaxUpstreamHeader);
-  tcp.expires_at(head_deadline);
-  lease->reserve_for_head();
-  const std::size_t buffered_before = lease->buffer.size();
-  auto [hec, hn] =
-      co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
-  if (LLMGATE_CANCELLED()) {
-    rec_.detail = "client disconnected";
-    co_return AttemptResult{true, false};
-  }
-  if (hec) {
-    // (Over TLS a peer that closes without close_notify, as most servers
-    // end an idle connection, reads as a truncated stream.)
-    // Nothing of an answer at all: no head parsed, and no byte of one
-    // waiting in the buffer (a head cut short leaves its bytes there).
-    const bool stale = lease.reused() && may_retry && buffered_before == 0 && hn == 0 &&
-                       lease->buffer.size() == 0 &&
-                       (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
-                        hec == net::error::eof || hec == net::ssl::error::stream_truncated);
-    if (stale) co_return std::nullopt;
-    ctx_.judge(
-        c_, rec_,
-        hec == beast::error::timeout ? failover::Fault::kHeadTimeout : failover::Fault::kHeadCut,
-        hec.message());
-    co_return AttemptResult{};
-  }
-  // A head came: this request is not sent again as it is (a retry without a
-  // refused option builds it anew). Its memory goes now, not at the end of a
-  // stream that may last minutes.
-  // (Moved out, not assigned over: a string assigned an empty one keeps
-  // its buffer.)
-  { UpstreamMessage gone = std::move(up); }
-  AttemptResult r = co_await on_head(lease, parser, ttft_deadline);
-  if (retry_without_) co_return std::nullopt;
-  co_return r;
 }
 
 net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
@@ -280,8 +229,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
     AttemptResult r = co_await json_answer(lease, parser);
     co_return r;
   }
-  if (ct.substr(0, 17) != "text/event-stream") {
-    ctx_.judge(c_, rec_, failover::Fault::kNotEventStream, std::string_view(ct.data(), ct.size()));
+  // The stream in the protocol's framing (SSE, AWS event-stream), as asked.
+  if (!providers::announces(std::string_view(ct.data(), ct.size()), protocol_.framing())) {
+    ctx_.judge(c_, rec_, failover::Fault::kNotEventStream,
+               "\"" + std::string(ct.substr(0, 100)) + "\" instead of " +
+                   std::string(providers::content_type(protocol_.framing())));
     co_return AttemptResult{};
   }
   AttemptResult r = co_await relay(
@@ -323,8 +275,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lea
   in_flight_.first_token();
   if (auto u = protocol_.answer_usage(*j)) take_usage(rec_, *u);
   if (rec_.keep_meta) keep_answer_meta(*j, rec_);
-  if (auto id = j->find("id");
-      ctx_.req.operation == config::Operation::kResponses && id != j->end() && id->is_string())
+  if (auto id = j->find("id"); ctx_.api.stores_responses() && id != j->end() && id->is_string())
     ctx_.remember_response(id->get<std::string>(), c_);
   rec_.outcome = AttemptOutcome::kSuccess;
   // No first token to time: the sample is the whole answer, when the client
@@ -484,215 +435,6 @@ UpstreamMessage UpstreamAttempt::upstream_request() {
 }
 
 }  // namespace
-
-// The deployment's chat target below base_url's path: the protocol's
-// (path and query), its path replaced by chat_path (with {model} put in)
-// when one is set, then the provider's query.
-std::string upstream_target(const config::Provider& p, const std::string& model,
-                            std::string_view protocol_target) {
-  const auto q = protocol_target.find('?');
-  const std::string_view protocol_path = protocol_target.substr(0, q);
-  std::string path(protocol_path);
-  if (!p.chat_path.empty()) {
-    // chat_path is chat's; the other endpoints take the same prefix when it
-    // ends with /chat/completions (Azure's /deployments/{model}/embeddings).
-    constexpr std::string_view kChat = "/chat/completions";
-    const std::string_view chat(p.chat_path);
-    const bool other_api = protocol_path == "/responses" ||
-                           protocol_path.substr(0, 11) == "/responses/" ||
-                           protocol_path == "/embeddings" || protocol_path == "/completions";
-    if (!other_api) {
-      path = p.chat_path;
-    } else if (chat.size() >= kChat.size() && chat.substr(chat.size() - kChat.size()) == kChat) {
-      path = std::string(chat.substr(0, chat.size() - kChat.size())) + std::string(protocol_path);
-    }
-  }
-  const std::string_view protocol_query =
-      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
-  if (auto at = path.find("{model}"); at != std::string::npos) {
-    std::string encoded;
-    for (unsigned char c : model) {
-      // A model name is printable ASCII; what would end or split a path is encoded.
-      if (c == '?' || c == '#' || c == '%' || c == ' ') {
-        static constexpr char kHex[] = "0123456789ABCDEF";
-        encoded += '%';
-        encoded += kHex[c >> 4];
-        encoded += kHex[c & 15];
-      } else {
-        encoded += static_cast<char>(c);
-      }
-    }
-    path.replace(at, 7, encoded);
-  }
-  std::string target = p.base_url.path_prefix + path;
-  for (std::string_view query : {protocol_query, std::string_view(p.query)}) {
-    if (!query.empty())
-      target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);
-  }
-  return target;
-}
-
-net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
-                                                     UpstreamParser& parser, std::string& body,
-                                                     std::size_t limit) {
-  char buf[4096];
-  while (!parser.is_done() && body.size() < limit) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    body.append(buf, sizeof buf - parser.get().body().size);
-    if (ec && ec != http::error::need_buffer) co_return ec;
-  }
-  co_return beast::error_code{};
-}
-
-namespace {
-
-constexpr std::string_view kColon = ": ", kCrlf = "\r\n";
-
-// The fields the gateway sets on an upstream request, in order: a later one
-// of a name replaces an earlier one (as Beast's set() did), and each
-// replaces what the client sent under that name.
-class SetFields {
- public:
-  void set(std::string_view name, std::string_view value) {
-    lines_.erase(std::remove_if(lines_.begin(), lines_.end(),
-                                [&](const Line& l) { return beast::iequals(l.name, name); }),
-                 lines_.end());
-    lines_.push_back({name, value});
-  }
-  // Neither the client's `name` nor one of ours.
-  void drop(std::string_view name) {
-    set(name, {});
-    lines_.back().dropped = true;
-  }
-  bool has(std::string_view name) const {
-    return std::any_of(lines_.begin(), lines_.end(),
-                       [&](const Line& l) { return beast::iequals(l.name, name); });
-  }
-  void append_to(std::string& out) const {
-    for (const Line& l : lines_) {
-      if (!l.dropped) out.append(l.name).append(kColon).append(l.value).append(kCrlf);
-    }
-  }
-
- private:
-  struct Line {
-    std::string_view name, value;
-    bool dropped = false;
-  };
-  boost::container::small_vector<Line, 16> lines_;
-};
-
-}  // namespace
-
-std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request& client_request,
-                                        const RequestContext& rc) {
-  if (!snapshot.tracer) return std::nullopt;
-  std::string tracestate;
-  for (auto [it, end] = client_request.equal_range("tracestate"); it != end; ++it) {
-    tracestate.append(tracestate.empty() ? "" : ",").append(it->value());
-  }
-  return snapshot.tracer->begin(client_request["traceparent"], tracestate, rc.received);
-}
-
-UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
-                                      bool stream, const Request& client_request,
-                                      const RequestContext& rc, std::string_view via_name,
-                                      const config::Provider& provider,
-                                      const providers::UpstreamProtocol& protocol,
-                                      std::string_view traceparent, std::string_view tracestate) {
-  const auto& url = provider.base_url;
-  // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
-  // those the Connection header names, and the client's credentials do not.
-  // Every Connection line counts (a second one must not smuggle a header
-  // past the hop-by-hop filter), and so does every Via line.
-  std::vector<std::string> hop;
-  std::string via;
-  for (const auto& f : client_request) {
-    if (f.name() == http::field::connection) {
-      for (auto& t : connection_tokens(f.value())) hop.push_back(std::move(t));
-    } else if (f.name() == http::field::via) {
-      via.append(via.empty() ? "" : ", ").append(f.value());
-    }
-  }
-  via.append(via.empty() ? "" : ", ").append(rc.version == 10 ? "1.0 " : "1.1 ").append(via_name);
-  const std::string host = url.authority();
-  SetFields set;
-  set.set("Via", via);
-  set.set("Host", host);
-  if (!body.empty()) set.set("Content-Type", "application/json");
-  set.set("Accept", stream ? "text/event-stream" : "application/json");
-  set.set("User-Agent", "llmgate/0.1");
-  set.set("x-request-id", rc.request_id);  // the client's own, or the one we made
-  if (!traceparent.empty()) {
-    // Traced: the upstream's parent is the attempt's span (the client's
-    // tracestate goes on only if well-formed).
-    set.set("traceparent", traceparent);
-    tracestate.empty() ? set.drop("tracestate") : set.set("tracestate", tracestate);
-  }
-  // The key: in the header the provider names (Authorization as a Bearer
-  // token, any other alone: Azure's api-key), else where the protocol puts
-  // it; then the protocol's fixed headers (anthropic-version).
-  const auto& key_header = provider.api_key_header;
-  const bool own_key_header = !key_header.empty() && !provider.api_key.empty();
-  std::string bearer;
-  if (own_key_header) {
-    if (beast::iequals(key_header, "authorization")) {
-      bearer = "Bearer " + provider.api_key;
-      set.set(key_header, bearer);
-    } else {
-      set.set(key_header, provider.api_key);
-    }
-  }
-  const auto protocol_headers =
-      protocol.headers(own_key_header ? std::string() : provider.api_key, provider);
-  for (const auto& [name, value] : protocol_headers) set.set(name, value);
-  for (const auto& [name, value] : provider.headers) set.set(name, value);
-
-  UpstreamMessage m;
-  std::string& h = m.head;
-  h.reserve(512 + target.size());
-  const auto verb = http::to_string(method);
-  h.append(verb.data(), verb.size())
-      .append(1, ' ')
-      .append(target)
-      .append(std::string_view(" HTTP/1.1\r\n"));
-  for (const auto& f : client_request) {
-    const std::string_view name(f.name_string().data(), f.name_string().size());
-    if (is_hop_by_hop(name, hop) || is_gateway_owned(name) || f.name() == http::field::via ||
-        set.has(name)) {
-      continue;
-    }
-    const beast::string_view value = f.value();
-    h.append(name).append(kColon).append(value.data(), value.size()).append(kCrlf);
-  }
-  set.append_to(h);
-  // As prepare_payload: a length for a body, and for an empty one where the
-  // method expects a body.
-  if (!body.empty() || method == http::verb::post || method == http::verb::put ||
-      method == http::verb::options) {
-    char n[24];
-    const auto r = std::to_chars(n, n + sizeof n, body.size());
-    h.append(std::string_view("Content-Length: ")).append(n, r.ptr).append(kCrlf);
-  }
-  h.append(kCrlf);
-  m.body = std::move(body);
-  return m;
-}
-
-UpstreamWrite::UpstreamWrite(providers::Lease& lease, const UpstreamMessage& m)
-    : lease_(lease), w_(m.head, m.body) {
-  // (As Asio's own first attempt at a write would, without its operation.)
-  if (lease->stream.tls() == nullptr) ec_ = w_.send_now(lease->stream.tcp().socket());
-}
-
-net::awaitable<beast::error_code> UpstreamWrite::rest(Clock::time_point deadline) {
-  lease_->stream.tcp().expires_at(deadline);
-  auto [ec, n] = co_await net::async_write(lease_->stream, w_.rest, kUseTuple);
-  ec_ = ec;
-  co_return ec;
-}
 
 net::awaitable<AttemptResult> run_upstream_attempt(AttemptContext& ctx, const routing::Candidate& c,
                                                    AttemptRecord& rec, int branch,

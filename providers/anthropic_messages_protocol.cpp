@@ -26,7 +26,7 @@ bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::s
 
 class NativeStream final : public UpstreamStream {
  public:
-  void translate(const SseEvent& ev, Sink& out) override {
+  void translate(const Frame& ev, Sink& out) override {
     UpstreamEvent e;
     e.raw = ev.raw;
     if (finished_) return;

@@ -639,7 +639,7 @@ class AnthropicStream final : public UpstreamStream {
     set_head();
   }
 
-  void translate(const SseEvent& ev, Sink& out) override {
+  void translate(const Frame& ev, Sink& out) override {
     if (finished_) return;  // nothing after done or an error
     if (!ev.has_data) return signal(UpstreamEvent::Kind::kKeepAlive, {}, out);
     if (json_too_deep(ev.data))

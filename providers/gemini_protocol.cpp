@@ -635,7 +635,7 @@ class GeminiStream final : public UpstreamStream {
   explicit GeminiStream(const UpstreamRequest& r)
       : created_(created_of(r)), upstream_model_(r.upstream_model), writer_(r.include_usage) {}
 
-  void translate(const SseEvent& ev, Sink& out) override {
+  void translate(const Frame& ev, Sink& out) override {
     if (over_) return;
     if (!ev.has_data) return keep_alive(out);
     const json j = ev.data.find('\0') == std::string_view::npos && !json_too_deep(ev.data)

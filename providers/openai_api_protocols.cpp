@@ -91,7 +91,7 @@ std::optional<Usage> responses_usage(const json& response) {
 // The start of classify() for the OpenAI API's streams: a comment-only block
 // is a keep-alive, `[DONE]` (some servers add it) the end; else the event is
 // JSON for the caller to read (nullopt: `out` is already decided).
-std::optional<json> open_event(const SseEvent& ev, UpstreamEvent& out) {
+std::optional<json> open_event(const Frame& ev, UpstreamEvent& out) {
   out.raw = ev.raw;
   if (!ev.has_data) {
     out.kind = UpstreamEvent::Kind::kKeepAlive;
@@ -125,7 +125,7 @@ class OpenAiResponses final : public OpenAiFamily {
   // response.completed and response.incomplete finish it (with the usage);
   // response.failed and error are in-band errors; the rest (created,
   // in_progress, output_item.added, ...) ride along without output.
-  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
+  UpstreamEvent classify(const Frame& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     auto j = open_event(ev, out);
     if (!j) return out;
@@ -204,7 +204,7 @@ class OpenAiEmbeddings final : public OpenAiFamily {
   }
 
   // Never a stream: any event is out of place.
-  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
+  UpstreamEvent classify(const Frame& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     out.raw = ev.raw;
     out.message = "an embeddings answer is not a stream";
@@ -233,7 +233,7 @@ class OpenAiCompletions final : public OpenAiFamily {
   }
 
   // text_completion chunks: output is a choice's non-empty `text`.
-  UpstreamEvent classify(const SseEvent& ev, ChunkPrefix&) const override {
+  UpstreamEvent classify(const Frame& ev, ChunkPrefix&) const override {
     UpstreamEvent out;
     auto j = open_event(ev, out);
     if (!j) return out;

@@ -5,7 +5,7 @@
 
 namespace llmgate::providers {
 
-UpstreamEvent UpstreamProtocol::classify(const SseEvent& ev, ChunkPrefix& prefix) const {
+UpstreamEvent UpstreamProtocol::classify(const Frame& ev, ChunkPrefix& prefix) const {
   UpstreamEvent out;
   out.raw = ev.raw;
   if (!ev.has_data) {
@@ -40,7 +40,7 @@ namespace {
 class PassThrough final : public UpstreamStream {
  public:
   explicit PassThrough(const UpstreamProtocol& p) : protocol_(p) {}
-  void translate(const SseEvent& ev, Sink& out) override {
+  void translate(const Frame& ev, Sink& out) override {
     UpstreamEvent e = protocol_.classify(ev, prefix_);
     out.on(e);
   }

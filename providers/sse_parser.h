@@ -6,7 +6,8 @@
 // than the configured limit is an error, so a hostile or broken upstream cannot
 // make the gateway buffer without bound.
 //
-// Zero-copy use (the relay): read the upstream straight into prepare(), then
+// Events are Frames (frame.h): the framing of protocols that stream SSE
+// (framer.h). Zero-copy use (the relay): read the upstream straight into prepare(), then
 // commit(n) and drain(on_event). Each event is reported with views of its raw
 // bytes (forwarded verbatim, without re-serialising) and its decoded fields,
 // all pointing into the parser's own buffer (or, only for an event with several
@@ -24,15 +25,10 @@
 #include <string>
 #include <string_view>
 
-namespace llmgate::providers {
+#include "providers/frame.h"
+#include "providers/frame_buffer.h"
 
-struct SseEvent {
-  std::string_view raw;    // the event's bytes as received, including the blank line
-  std::string_view data;   // "data" lines joined with '\n'; empty if none
-  std::string_view event;  // the "event" field, empty if none
-  std::string_view id;     // the "id" field, empty if none
-  bool has_data = false;   // false for comment-only blocks such as ": keep-alive"
-};
+namespace llmgate::providers {
 
 class SseParser {
  public:
@@ -48,18 +44,18 @@ class SseParser {
   // Invalidates views as prepare() does.
   void shrink();
   // `n` bytes were written at the start of the last prepare()'s span.
-  void commit(std::size_t n) { end_ += n; }
+  void commit(std::size_t n) { buf_.commit(n); }
 
-  // Calls on_event(const SseEvent&) for each event completed by the committed
+  // Calls on_event(const Frame&) for each event completed by the committed
   // bytes, in order. The views stay valid until the next prepare().
   // After kEventTooLarge the parser must not be used again.
   template <class OnEvent>
   Status drain(OnEvent&& on_event) {
-    SseEvent ev;
+    Frame ev;
     for (;;) {
       switch (next(ev)) {
         case Next::kEvent:
-          on_event(static_cast<const SseEvent&>(ev));
+          on_event(static_cast<const Frame&>(ev));
           break;
         case Next::kNeedMore:
           return Status::kOk;
@@ -84,34 +80,30 @@ class SseParser {
   }
 
   // True if some bytes of an unfinished event are buffered.
-  bool has_partial_event() const { return end_ > begin_ && (has_fields_ || end_ > line_start_); }
-  std::size_t buffered_bytes() const { return end_ - begin_; }
-  std::size_t capacity() const { return cap_; }
+  bool has_partial_event() const {
+    return buf_.buffered() > 0 && (has_fields_ || buf_.end() > line_start_);
+  }
+  std::size_t buffered_bytes() const { return buf_.buffered(); }
+  std::size_t capacity() const { return buf_.capacity(); }
 
  private:
   enum class Next { kEvent, kNeedMore, kTooLarge };
   static constexpr std::size_t kFeedStep = 16 * 1024;
-  // The first buffer: a streamed event or two. It doubles when an event or a
-  // read needs more (a stream holds its buffer while it is open).
-  static constexpr std::size_t kMinCapacity = 512;
-
-  // A field value: an offset from begin_ (stable when the buffer moves) and a length.
+  // A field value: an offset from the event's start (stable when the buffer
+  // moves) and a length.
   struct Span {
     std::size_t off = 0, len = 0;
   };
 
-  Next next(SseEvent& ev);
+  Next next(Frame& ev);
   void process_field(std::size_t start, std::size_t end);
-  std::string_view view(Span s) const { return {buf_.get() + begin_ + s.off, s.len}; }
+  std::string_view view(Span s) const { return {buf_.data() + buf_.begin() + s.off, s.len}; }
   void reset_event();
 
   std::size_t max_event_bytes_;
-  std::unique_ptr<char[]> buf_;
-  std::size_t cap_ = 0;
-  std::size_t begin_ = 0;       // start of the current event's raw bytes
+  FrameBuffer buf_;             // the current event's raw bytes from its begin()
   std::size_t line_start_ = 0;  // start of the current line
   std::size_t scan_ = 0;        // bytes before this are parsed
-  std::size_t end_ = 0;         // end of the committed bytes
   bool skip_lf_ = false;        // the last line ended with CR: a LF right after belongs to it
   bool has_fields_ = false;     // any non-blank line (field or comment) seen
   bool has_data_ = false;

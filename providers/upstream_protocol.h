@@ -25,8 +25,9 @@
 
 #include "config/config.h"
 #include "providers/chat_chunk.h"
+#include "providers/frame.h"
+#include "providers/framer.h"
 #include "providers/request_body.h"
-#include "providers/sse_parser.h"
 
 namespace llmgate::providers {
 
@@ -106,8 +107,9 @@ class UpstreamStream {
     ~Sink() = default;
   };
   virtual ~UpstreamStream() = default;
-  // Zero or more neutral events for one upstream SSE event, in order.
-  virtual void translate(const SseEvent& ev, Sink& out) = 0;
+  // Zero or more neutral events for one upstream frame (an SSE event, an
+  // event-stream message: the protocol's framing()), in order.
+  virtual void translate(const Frame& ev, Sink& out) = 0;
   // The upstream body ended without a transport error: what completes the
   // stream (for a protocol with no end marker, its last usage chunk). A
   // stream that never finished (no finish_reason seen) is a cut whatever
@@ -142,6 +144,10 @@ class UpstreamProtocol {
   // not name one. `api_key` may be empty: then only the fixed ones.
   virtual std::vector<std::pair<std::string, std::string>> headers(
       const std::string& api_key, const config::Provider& provider) const = 0;
+
+  // How a streamed answer's body is cut into frames (and the Content-Type a
+  // streamed answer must come with: content_type(framing())).
+  virtual Framing framing() const { return Framing::kSse; }
 
   // A translator for one attempt's stream.
   virtual std::unique_ptr<UpstreamStream> open_stream(const UpstreamRequest& r) const = 0;
@@ -180,7 +186,7 @@ class UpstreamProtocol {
   // others translate through open_stream(). `prefix` is the stream's own
   // (inspect_chunk resumes after the bytes its chunks share).
   virtual bool passthrough() const { return false; }
-  virtual UpstreamEvent classify(const SseEvent& ev, ChunkPrefix& prefix) const;
+  virtual UpstreamEvent classify(const Frame& ev, ChunkPrefix& prefix) const;
 };
 
 // A stream whose events pass through as they came: `p.classify` per event

@@ -28,12 +28,13 @@ cd "$(dirname "$0")/.."
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
              fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path fuzz_resp
              fuzz_trace_context fuzz_http_auth fuzz_upstream_parser fuzz_chunked_request
-             fuzz_continuation fuzz_messages)
+             fuzz_continuation fuzz_messages fuzz_event_stream)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
   [fuzz_chat_request]=4096
   [fuzz_sse_parser]=8192
+  [fuzz_event_stream]=2048
   [fuzz_route_override]=2048
   [fuzz_redact]=2048
   [fuzz_config]=6144
@@ -56,6 +57,7 @@ declare -A MAX_LEN=(
 declare -A TIMEOUT=(
   [fuzz_chat_request]=10
   [fuzz_sse_parser]=10
+  [fuzz_event_stream]=10
   [fuzz_route_override]=10
   [fuzz_redact]=10
   [fuzz_config]=10

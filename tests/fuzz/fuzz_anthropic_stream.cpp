@@ -36,7 +36,7 @@
 namespace {
 
 using llmgate::providers::ChatChunk;
-using llmgate::providers::SseEvent;
+using llmgate::providers::Frame;
 using llmgate::providers::UpstreamEvent;
 using llmgate::providers::UpstreamRequest;
 using llmgate::providers::UpstreamStream;
@@ -61,7 +61,7 @@ UpstreamRequest request(bool include_usage = false) {
 
 // Whether an upstream event is a message_stop, judged apart from the
 // translator.
-bool is_message_stop(const SseEvent& ev) {
+bool is_message_stop(const Frame& ev) {
   if (!ev.has_data || llmgate::providers::json_too_deep(ev.data)) return false;
   const json e = json::parse(ev.data, nullptr, false);
   if (!e.is_object()) return false;
@@ -118,7 +118,7 @@ void fuzz_stream(std::string_view bytes) {
   CheckingSink sink;
   sink.include_usage = include_usage;
   llmgate::providers::SseParser parser(kMaxEventBytes);
-  parser.feed(bytes, [&](const SseEvent& ev) {
+  parser.feed(bytes, [&](const Frame& ev) {
     sink.from_message_stop = is_message_stop(ev);
     stream->translate(ev, sink);
   });

@@ -34,7 +34,7 @@ namespace {
 using llmgate::gateway::ContinuationSplice;
 using llmgate::gateway::Outbox;
 using llmgate::gateway::StreamTranscript;
-using llmgate::providers::SseEvent;
+using llmgate::providers::Frame;
 using llmgate::providers::SseParser;
 using llmgate::providers::UpstreamEvent;
 using nlohmann::json;
@@ -49,7 +49,7 @@ void each_event(std::string_view bytes, F&& f) {
   auto span = parser.prepare(bytes.size());
   std::copy(bytes.begin(), bytes.end(), span.begin());
   parser.commit(bytes.size());
-  parser.drain([&](const SseEvent& ev) {
+  parser.drain([&](const Frame& ev) {
     UpstreamEvent e = llmgate::providers::openai_chat_protocol().classify(ev, prefix);
     f(e);
   });

@@ -118,7 +118,7 @@ void check_stream(std::string_view bytes, const UpstreamRequest& r) {
   Checker checker;
   checker.include_usage_ = r.include_usage;
   llmgate::providers::SseParser parser(std::size_t{1} << 16);
-  const auto status = parser.feed(bytes, [&](const llmgate::providers::SseEvent& ev) {
+  const auto status = parser.feed(bytes, [&](const llmgate::providers::Frame& ev) {
     if (ev.has_data) check_answer(ev.data, r);
     translator->translate(ev, checker);
   });

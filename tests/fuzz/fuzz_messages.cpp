@@ -39,7 +39,7 @@ using llmgate::gateway::ChatRequest;
 using llmgate::gateway::ClientApi;
 using llmgate::gateway::messages_api;
 using llmgate::gateway::Outbox;
-using llmgate::providers::SseEvent;
+using llmgate::providers::Frame;
 using llmgate::providers::SseParser;
 using llmgate::providers::UpstreamEvent;
 using nlohmann::json;
@@ -112,7 +112,7 @@ void check_events(const std::string& out, bool ended) {
   bool started = false, stopped = false;
   std::int64_t open = -1, last = -1;
   std::set<std::int64_t> tools;
-  each_event(out, [&](const SseEvent& ev) {
+  each_event(out, [&](const Frame& ev) {
     FUZZ_CHECK(ev.has_data && !stopped);
     const json j = json::parse(ev.data, nullptr, false);
     FUZZ_CHECK(j.is_object() && j.contains("type") && j["type"].is_string());
@@ -160,7 +160,7 @@ void check_chat_stream(std::string_view input) {
   llmgate::providers::ChunkPrefix prefix;
   llmgate::providers::CompletionAssembler assembled;
   bool one_choice = true, done = false;
-  each_event(input, [&](const SseEvent& ev) {
+  each_event(input, [&](const Frame& ev) {
     if (done) return;  // the relay reads no further
     UpstreamEvent e = chat.classify(ev, prefix);
     renderer->render(e, out);
@@ -187,7 +187,7 @@ void check_chat_stream(std::string_view input) {
     void on(UpstreamEvent& ev) override { a->add(ev); }
   } sink;
   sink.a = assembly.get();
-  each_event(events, [&](const SseEvent& ev) { stream->translate(ev, sink); });
+  each_event(events, [&](const Frame& ev) { stream->translate(ev, sink); });
   const ordered_json streamed = ordered_json::parse(assembly->body(), nullptr, false);
   FUZZ_CHECK(streamed.is_object());
   if (!one_choice) return;
@@ -220,7 +220,7 @@ void check_native_stream(std::string_view input) {
   sink.r = renderer.get();
   sink.a = assembly.get();
   sink.out = &out;
-  each_event(input, [&](const SseEvent& ev) {
+  each_event(input, [&](const Frame& ev) {
     const int before = sink.events;
     stream->translate(ev, sink);
     FUZZ_CHECK(sink.events - before <= 1);  // one neutral event per upstream event

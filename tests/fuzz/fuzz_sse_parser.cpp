@@ -41,7 +41,7 @@
 namespace {
 
 using llmgate::providers::ChatChunk;
-using llmgate::providers::SseEvent;
+using llmgate::providers::Frame;
 using llmgate::providers::SseParser;
 using nlohmann::json;
 
@@ -67,7 +67,7 @@ Outcome run(std::size_t limit, const Pieces& pieces, bool shrink = false) {
   SseParser parser(limit);
   Outcome out;
   for (std::string_view piece : pieces) {
-    out.status = parser.feed(piece, [&](const SseEvent& e) {
+    out.status = parser.feed(piece, [&](const Frame& e) {
       out.events.push_back({std::string(e.raw), std::string(e.data), std::string(e.event),
                             std::string(e.id), e.has_data});
     });
@@ -301,7 +301,7 @@ void check_chunk(std::string_view data, llmgate::providers::ChunkPrefix& prefix)
 // malformed event says why, nothing but data carries output or an id).
 void check_api_events(const Event& e) {
   using llmgate::providers::UpstreamEvent;
-  const SseEvent ev{e.raw, e.data, e.event, e.id, e.has_data};
+  const Frame ev{e.raw, e.data, e.event, e.id, e.has_data};
   for (const auto* p : {&llmgate::providers::openai_responses_protocol(),
                         &llmgate::providers::openai_completions_protocol(),
                         &llmgate::providers::openai_embeddings_protocol()}) {

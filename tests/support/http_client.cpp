@@ -122,7 +122,7 @@ std::optional<std::string> HttpClient::next_event() {
     if (ec == http::error::need_buffer) ec = {};
     std::size_t got = sizeof buf - p.get().body().size;
     impl_->raw.append(buf, got);
-    impl_->sse.feed(std::string_view(buf, got), [&](const providers::SseEvent& e) {
+    impl_->sse.feed(std::string_view(buf, got), [&](const providers::Frame& e) {
       if (e.has_data) impl_->ready_events.emplace_back(e.data);
     });
     if (ec) {

@@ -14,19 +14,19 @@ namespace llmgate::testing {
 struct SseEvents {
   std::vector<std::unique_ptr<std::string>> store;
   // "data: <json>\n\n".
-  providers::SseEvent data(std::string_view json) {
+  providers::Frame data(std::string_view json) {
     auto& s =
         *store.emplace_back(std::make_unique<std::string>("data: " + std::string(json) + "\n\n"));
-    providers::SseEvent ev;
+    providers::Frame ev;
     ev.raw = s;
     ev.data = std::string_view(s).substr(6, json.size());
     ev.has_data = true;
     return ev;
   }
   // ": keep-alive\n\n".
-  providers::SseEvent comment() {
+  providers::Frame comment() {
     auto& s = *store.emplace_back(std::make_unique<std::string>(": keep-alive\n\n"));
-    providers::SseEvent ev;
+    providers::Frame ev;
     ev.raw = s;
     return ev;
   }

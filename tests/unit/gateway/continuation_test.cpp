@@ -147,7 +147,7 @@ struct Spliced {
   }
   void on(const std::string& j) {
     providers::UpstreamEvent e;
-    providers::SseEvent raw = ev.data(j);
+    providers::Frame raw = ev.data(j);
     e.kind = providers::UpstreamEvent::Kind::kData;
     e.data = raw.data;
     e.raw = raw.raw;

@@ -129,7 +129,8 @@ TEST(FailoverPolicy, DetailsNameTheDeadlineThatWasMissed) {
   EXPECT_EQ(judge(Fault::kHeadTimeout, false).detail,
             "no response within the TTFT deadline of 600ms");
   EXPECT_EQ(
-      judge(Fault::kNotEventStream, false, "application/json").detail,
+      judge(Fault::kNotEventStream, false, "\"application/json\" instead of text/event-stream")
+          .detail,
       "upstream answered 200 with Content-Type \"application/json\" instead of text/event-stream");
 }
 

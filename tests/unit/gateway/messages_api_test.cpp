@@ -278,7 +278,7 @@ std::string render_chat(const std::string& chunks, bool end_without_marker = fal
   Outbox out;
   providers::SseParser parser(1 << 20);
   providers::ChunkPrefix prefix;
-  parser.feed(chunks, [&](const providers::SseEvent& ev) {
+  parser.feed(chunks, [&](const providers::Frame& ev) {
     providers::UpstreamEvent e = providers::openai_chat_protocol().classify(ev, prefix);
     renderer->render(e, out);
   });
@@ -296,7 +296,7 @@ ordered_json assemble_native(const std::string& events) {
   } sink;
   sink.a = assembly.get();
   providers::SseParser parser(1 << 20);
-  parser.feed(events, [&](const providers::SseEvent& ev) { stream->translate(ev, sink); });
+  parser.feed(events, [&](const providers::Frame& ev) { stream->translate(ev, sink); });
   return ordered_json::parse(assembly->body());
 }
 
@@ -304,7 +304,7 @@ ordered_json assemble_native(const std::string& events) {
 std::vector<std::string> types_of(const std::string& events) {
   std::vector<std::string> out;
   providers::SseParser parser(1 << 20);
-  parser.feed(events, [&](const providers::SseEvent& ev) {
+  parser.feed(events, [&](const providers::Frame& ev) {
     const json j = json::parse(ev.data);
     EXPECT_EQ(ev.event, j["type"].get<std::string>()) << "the event name is its type";
     if (j["type"] != "ping") out.push_back(j["type"]);
@@ -368,7 +368,7 @@ TEST(MessagesApi, AChatStreamIsAnthropicsEventSequence) {
   // The oracle: the same chunks assembled as chat, then translated whole.
   providers::CompletionAssembler chat;
   providers::SseParser parser(1 << 20);
-  parser.feed(kChatStream, [&](const providers::SseEvent& ev) {
+  parser.feed(kChatStream, [&](const providers::Frame& ev) {
     if (ev.has_data && ev.data != "[DONE]") chat.add(json::parse(ev.data));
   });
   EXPECT_EQ(message_of_completion(chat.result()), m);
@@ -426,7 +426,7 @@ TEST(MessagesApi, AnthropicsOwnEventsPassAsTheyCame) {
   sink.r = renderer.get();
   sink.out = &out;
   providers::SseParser parser(1 << 20);
-  parser.feed(events, [&](const providers::SseEvent& ev) {
+  parser.feed(events, [&](const providers::Frame& ev) {
     stream->translate(ev, sink);
     out.hold();  // the parser's buffer moves on
   });
@@ -459,7 +459,7 @@ TEST(MessagesApi, NativeEventsTellTheRelayUsageFinishAndFaults) {
     Sink sink;
     auto stream = native.open_stream({});
     providers::SseParser parser(1 << 20);
-    parser.feed(sse, [&](const providers::SseEvent& ev) { stream->translate(ev, sink); });
+    parser.feed(sse, [&](const providers::Frame& ev) { stream->translate(ev, sink); });
     return sink;
   };
   Sink s = feed(

@@ -61,7 +61,7 @@ TEST(RelayState, TheRoleChunkIsHeldAndIsNotAFirstToken) {
 TEST(RelayState, HeldEventsSurviveTheParsersBufferBeingReused) {
   Fixture f(request(true));
   std::string buffer = "data: " + std::string(kRole) + "\n\n";
-  providers::SseEvent ev;
+  providers::Frame ev;
   ev.raw = buffer;
   ev.data = std::string_view(buffer).substr(6, kRole.size());
   ev.has_data = true;

@@ -63,7 +63,7 @@ std::vector<Seen> translate(std::string_view sse, bool include_usage = false) {
   auto stream = anthropic_protocol().open_stream(r);
   Collector sink;
   SseParser parser(1 << 20);
-  parser.feed(sse, [&](const SseEvent& ev) { stream->translate(ev, sink); });
+  parser.feed(sse, [&](const Frame& ev) { stream->translate(ev, sink); });
   stream->end(sink);
   return sink.events;
 }

@@ -58,7 +58,7 @@ class GeminiBase : public ::testing::Test {
     auto translator = gemini.open_stream(req);
     Collect sink;
     SseParser parser(1 << 20);
-    parser.feed(bytes, [&](const SseEvent& ev) { translator->translate(ev, sink); });
+    parser.feed(bytes, [&](const Frame& ev) { translator->translate(ev, sink); });
     if (end) translator->end(sink);
     return sink.events;
   }

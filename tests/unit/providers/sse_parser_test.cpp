@@ -17,7 +17,7 @@ struct Collected {
 std::vector<Collected> feed_all(SseParser& p, std::string_view bytes,
                                 SseParser::Status* status = nullptr) {
   std::vector<Collected> out;
-  auto s = p.feed(bytes, [&](const SseEvent& e) {
+  auto s = p.feed(bytes, [&](const Frame& e) {
     out.push_back({std::string(e.raw), std::string(e.data), std::string(e.event), std::string(e.id),
                    e.has_data});
   });
