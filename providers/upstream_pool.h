@@ -64,7 +64,7 @@ struct UpstreamConnection {
   // Beast reads at most the buffer's free capacity (at least 512 bytes) per
   // call: a buffer that starts empty stays at 512 and a 6 KB response takes
   // a dozen reads. 4 KiB before each response head makes it one or two (a
-  // stream's relay may have shrunk the buffer since: gateway/relay.cpp).
+  // stream's relay may have shrunk the buffer since: gateway/proxy/relay.cpp).
   static constexpr std::size_t kReadBuffer = 4096;
   explicit UpstreamConnection(UpstreamTransport s) : stream(std::move(s)) {}
   void reserve_for_head() {

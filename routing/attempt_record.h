@@ -36,7 +36,7 @@ enum class AttemptOutcome {
 const char* to_string(AttemptOutcome o);
 
 // What an outcome says, in one place: the statistics (stats_registry.cpp),
-// health and the failover policy (gateway/failover_policy.h) read it here.
+// health and the failover policy (gateway/proxy/failover_policy.h) read it here.
 struct OutcomeTraits {
   // False for the client's own doing and for a lost hedge: no effect on
   // health, error rate or latency statistics.

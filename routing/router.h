@@ -56,7 +56,7 @@ inline constexpr std::uint32_t kMaxRecheckBackoff = 6;
 // A candidate tried to learn about it that loses its race runs on to its
 // own first token for at most this many times its estimate (with the
 // prefill; at least kMinLearnWait, at most its TTFT deadline), from its
-// start: past that, its wait is the lesson (gateway/race.h, learn_until).
+// start: past that, its wait is the lesson (gateway/proxy/race.h, learn_until).
 inline constexpr double kLearnWaitFactor = 2.0;
 inline constexpr std::chrono::milliseconds kMinLearnWait{100};
 // A deployment whose window median beats the best candidate's estimate but

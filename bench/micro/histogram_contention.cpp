@@ -1,7 +1,7 @@
 // What one histogram observation costs when several threads observe the
 // same series, as the workers of a busy gateway do for a popular deployment:
 // prometheus-cpp's Histogram (a mutex per observation) against the
-// gateway's ShardedHistogram (gateway/sharded_histogram.h: a shard per
+// gateway's ShardedHistogram (gateway/observe/sharded_histogram.h: a shard per
 // thread, folded at scrape). Run by hand; prints ns per observation per
 // thread for 1..N threads.
 //
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/sharded_histogram.h"
+#include "gateway/observe/sharded_histogram.h"
 
 namespace {
 

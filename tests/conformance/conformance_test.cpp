@@ -33,8 +33,8 @@
 
 #include "config/ascii.h"
 #include "config/config.h"
-#include "gateway/auth.h"
-#include "gateway/gateway.h"
+#include "gateway/access/auth.h"
+#include "gateway/server/gateway.h"
 #include "tests/support/gateway_harness.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
@@ -490,7 +490,7 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
       // the body is never ended. Gemini's marker is the body's end itself:
       // its equivalent is the last response (finishReason), then the same
       // silence, which completes the answer at the idle timeout instead of
-      // at once (gateway/relay.cpp, Relay::on_read_error).
+      // at once (gateway/proxy/relay.cpp, Relay::on_read_error).
       {"never-closes-after-done",
        Target::kScript,
        {{K::kSend, head_role_tokens(f, 2) + chunk(f.finish_and_end(2))}, {K::kHold}},

@@ -28,7 +28,7 @@
 #include <typeinfo>
 #include <variant>
 
-#include "gateway/chat_request.h"
+#include "gateway/apis/chat_request.h"
 #include "providers/json_depth.h"
 #include "providers/prompt_prefix.h"
 #include "providers/prompt_size.h"

@@ -1,5 +1,5 @@
 // libFuzzer target for a client's chunked request body
-// (gateway/chunked_request.cpp): Beast's request parser driven by
+// (gateway/server/chunked_request.cpp): Beast's request parser driven by
 // ChunkedBodyReader, which bounds the chunk line (size and extensions) and
 // the trailer section and drops the trailer fields. The first three input
 // bytes choose the read size, the chunk line's limit and the trailer
@@ -29,7 +29,7 @@
 
 #include "beast_assert.h"
 #include "fuzz_check.h"
-#include "gateway/chunked_request.h"
+#include "gateway/server/chunked_request.h"
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;

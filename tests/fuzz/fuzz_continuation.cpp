@@ -1,4 +1,4 @@
-// Fuzzes stream continuation (gateway/continuation.cpp): what a client was
+// Fuzzes stream continuation (gateway/proxy/continuation.cpp): what a client was
 // told, the continuation's request and the splice of a continuation's chunks.
 //
 // Input: the bytes of an upstream body, split at its first NUL: before it a
@@ -23,7 +23,7 @@
 #include <string_view>
 #include <variant>
 
-#include "gateway/continuation.h"
+#include "gateway/proxy/continuation.h"
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"

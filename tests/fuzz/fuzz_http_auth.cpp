@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/http_auth.h"
+#include "gateway/access/http_auth.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/support/base64.h"
 

@@ -1,5 +1,5 @@
-// Fuzzes Anthropic's Messages API in (gateway/messages_request.cpp,
-// gateway/messages_api.cpp, providers/anthropic_messages_protocol.cpp).
+// Fuzzes Anthropic's Messages API in (gateway/apis/messages_request.cpp,
+// gateway/apis/messages_api.cpp, providers/anthropic_messages_protocol.cpp).
 //
 // The input is read three ways:
 //   1. a client's POST /v1/messages body: admission never crashes; a
@@ -24,9 +24,9 @@
 #include <string_view>
 #include <variant>
 
-#include "gateway/client_api.h"
-#include "gateway/messages_api.h"
-#include "gateway/messages_request.h"
+#include "gateway/apis/client_api.h"
+#include "gateway/apis/messages_api.h"
+#include "gateway/apis/messages_request.h"
 #include "providers/completion_assembler.h"
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"

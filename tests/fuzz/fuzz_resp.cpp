@@ -1,4 +1,4 @@
-// libFuzzer target for the RESP2 reply parser (gateway/resp.cpp): whatever a
+// libFuzzer target for the RESP2 reply parser (gateway/shared/resp.cpp): whatever a
 // server (or something pretending to be one) sends, parse() returns a value,
 // "need more" or an error — never a crash, a hang or a read past the input —
 // and a value it returns encodes back to exactly the bytes it consumed when
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "gateway/resp.h"
+#include "gateway/shared/resp.h"
 
 using llmgate::gateway::resp::append_value;
 using llmgate::gateway::resp::parse;

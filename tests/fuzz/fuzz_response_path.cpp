@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/headers.h"
-#include "gateway/response_owners.h"
+#include "gateway/http/headers.h"
+#include "gateway/proxy/response_owners.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/trace_context.h"
+#include "gateway/observe/trace_context.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace llmgate::gateway;

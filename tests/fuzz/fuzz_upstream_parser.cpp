@@ -1,4 +1,4 @@
-// libFuzzer target for the upstream response parser (gateway/upstream_parser.cpp):
+// libFuzzer target for the upstream response parser (gateway/proxy/upstream_parser.cpp):
 // Beast's HTTP/1 parser with the gateway's own field keeping and body buffer.
 // Differential oracle: whatever the bytes, however they arrive (the first two
 // input bytes choose the read size and the body buffer's size), the verdict
@@ -25,7 +25,7 @@
 
 #include "beast_assert.h"
 #include "fuzz_check.h"
-#include "gateway/upstream_parser.h"
+#include "gateway/proxy/upstream_parser.h"
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "gateway/gateway.h"
+#include "gateway/server/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/sim_profiles.h"

@@ -1,6 +1,6 @@
 // The gateway and simulated providers, in-process on loopback port 0, driven
 // by a real HTTP client. These check behaviour, never tight timings.
-#include "gateway/gateway.h"
+#include "gateway/server/gateway.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

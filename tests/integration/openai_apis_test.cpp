@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "gateway/auth.h"
-#include "gateway/gateway.h"
+#include "gateway/access/auth.h"
+#include "gateway/server/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/sim_profiles.h"
 #include "tools/sim/sim_server.h"

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/redis_client.h"
-#include "gateway/shared_limits.h"
+#include "gateway/shared/redis_client.h"
+#include "gateway/shared/shared_limits.h"
 #include "tests/support/ports.h"
 
 extern char** environ;

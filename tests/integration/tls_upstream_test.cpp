@@ -9,7 +9,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "gateway/gateway.h"
+#include "gateway/server/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/tls_relay.h"
 #include "tools/sim/sim_server.h"

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "gateway/gateway.h"
+#include "gateway/server/gateway.h"
 #include "tests/support/scripted_upstream.h"
 
 namespace {

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/auth.h"
+#include "gateway/access/auth.h"
 #include "tests/support/base64.h"
 #include "tests/support/gateway_harness.h"
 

@@ -1,7 +1,7 @@
 // The catalogue of llmgate's metrics as served on GET /metrics: type and labels.
 // A label's value list is null when the values come from the configuration
 // (model, deployment, provider names), else the complete set of values the
-// gateway uses (see gateway/metrics.cpp).
+// gateway uses (see gateway/observe/metrics.cpp).
 //
 // Shared by the deployment-artifact tests: metric_names.test.mjs checks it
 // against the real binary; grafana.test.mjs and prometheus_rules.test.mjs check
@@ -21,7 +21,7 @@ export const GATEWAY_METRICS = {
   llmgate_gateway_overhead_seconds: { type: "histogram", labels: { phase: ["admission", "first_token"] } },
   // client_error: an upstream 4xx caused by the client's request, returned to it
   // as is (neither a gateway nor an upstream failure).
-  // Refusals before any attempt have their reason as outcome (gateway/vocabulary.h, Refused).
+  // Refusals before any attempt have their reason as outcome (gateway/observe/vocabulary.h, Refused).
   llmgate_requests_total: { type: "counter", labels: { model: null, outcome: ["success", "error", "rejected", "client_error", "client_gone",
     "unauthenticated", "model_not_allowed", "rate_limited", "budget_exhausted", "shared_state_unavailable", "invalid_request", "not_found",
     "loop_detected"], gen_ai_operation_name: OPERATIONS } },

@@ -1,6 +1,6 @@
 // /admin/routes?format=text: columns that never pass a long name off as a
 // shorter one.
-#include "gateway/admin_routes.h"
+#include "gateway/admin/admin_routes.h"
 
 #include <gtest/gtest.h>
 

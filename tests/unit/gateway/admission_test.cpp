@@ -1,7 +1,7 @@
 // Admission without a socket: the request head and body, the keys and the
 // config in; an admitted request or the client's error out, in the order a
 // client should learn things (nothing about models before a valid key).
-#include "gateway/admission.h"
+#include "gateway/access/admission.h"
 
 #include <gtest/gtest.h>
 

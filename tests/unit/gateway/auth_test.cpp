@@ -1,5 +1,5 @@
 // Gateway keys: hashing, authentication, model permissions, rate limits.
-#include "gateway/auth.h"
+#include "gateway/access/auth.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-#include "gateway/chat_request.h"
+#include "gateway/apis/chat_request.h"
 
 #include <gtest/gtest.h>
 
-#include "gateway/headers.h"
+#include "gateway/http/headers.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::gateway {

@@ -1,4 +1,4 @@
-#include "gateway/chunked_request.h"
+#include "gateway/server/chunked_request.h"
 
 #include <gtest/gtest.h>
 

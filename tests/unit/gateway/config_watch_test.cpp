@@ -1,4 +1,4 @@
-#include "gateway/config_watch.h"
+#include "gateway/server/config_watch.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // Stream continuation's pure parts: what the client was told, the
 // continuation's request in each deployment's way, and the splice of its
 // chunks into the client's stream.
-#include "gateway/continuation.h"
+#include "gateway/proxy/continuation.h"
 
 #include <gtest/gtest.h>
 
-#include "gateway/relay_state.h"
+#include "gateway/proxy/relay_state.h"
 #include "tests/support/sse_events.h"
 
 namespace llmgate::gateway {

@@ -1,7 +1,7 @@
 // The failover policy without a socket: every upstream-fault row of
 // docs/failure-semantics.md reduced to what the proxy observes (a fault or a
 // status, before or after the commit) and what the policy makes of it.
-#include "gateway/failover_policy.h"
+#include "gateway/proxy/failover_policy.h"
 
 #include <gtest/gtest.h>
 

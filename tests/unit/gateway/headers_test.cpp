@@ -1,4 +1,4 @@
-#include "gateway/headers.h"
+#include "gateway/http/headers.h"
 
 #include <gtest/gtest.h>
 

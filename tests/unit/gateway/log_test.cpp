@@ -1,5 +1,5 @@
 // Structured log lines: text and JSON lines formats.
-#include "gateway/log.h"
+#include "gateway/observe/log.h"
 
 #include <gtest/gtest.h>
 

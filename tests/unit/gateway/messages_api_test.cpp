@@ -4,7 +4,7 @@
 // Message, and the errors in Anthropic's shape. The round trips are the
 // oracle: a chat answer streamed as Anthropic's events and assembled again
 // is the Message its whole chat.completion translates to.
-#include "gateway/messages_api.h"
+#include "gateway/apis/messages_api.h"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +13,10 @@
 #include <variant>
 #include <vector>
 
-#include "gateway/api_error.h"
-#include "gateway/auth.h"
-#include "gateway/client_api.h"
-#include "gateway/messages_request.h"
+#include "gateway/access/auth.h"
+#include "gateway/apis/client_api.h"
+#include "gateway/apis/messages_request.h"
+#include "gateway/http/api_error.h"
 #include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"

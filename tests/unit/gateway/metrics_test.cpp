@@ -2,7 +2,7 @@
 // the config's own models and deployments, so each event lands on the series
 // labelled with its model and deployment, and a model of another config
 // (an older snapshot) touches nothing.
-#include "gateway/metrics.h"
+#include "gateway/observe/metrics.h"
 
 #include <gtest/gtest.h>
 

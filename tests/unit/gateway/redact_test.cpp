@@ -1,4 +1,4 @@
-#include "gateway/redact.h"
+#include "gateway/observe/redact.h"
 
 #include <gtest/gtest.h>
 

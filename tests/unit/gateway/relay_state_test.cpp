@@ -1,7 +1,7 @@
 // The relay's state without sockets: which bytes a client gets, when the
 // attempt may claim the client, faults, usage stripping, trailers and the
 // non-streamed answer.
-#include "gateway/relay_state.h"
+#include "gateway/proxy/relay_state.h"
 
 #include <gtest/gtest.h>
 

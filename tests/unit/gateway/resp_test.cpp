@@ -1,4 +1,4 @@
-#include "gateway/resp.h"
+#include "gateway/shared/resp.h"
 
 #include <gtest/gtest.h>
 

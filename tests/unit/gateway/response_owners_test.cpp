@@ -1,6 +1,6 @@
 // ResponseOwners (which provider stored each response: bounded in number and
 // time) and the paths that name a stored response.
-#include "gateway/response_owners.h"
+#include "gateway/proxy/response_owners.h"
 
 #include <gtest/gtest.h>
 

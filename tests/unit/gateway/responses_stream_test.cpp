@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/client_api.h"
+#include "gateway/apis/client_api.h"
 
 namespace llmgate::gateway {
 namespace {

@@ -1,6 +1,6 @@
 // The console's history: samples of the ranking and route events, read with
 // a cursor, bounded in samples, bytes and events.
-#include "gateway/route_history.h"
+#include "gateway/observe/route_history.h"
 
 #include <gtest/gtest.h>
 

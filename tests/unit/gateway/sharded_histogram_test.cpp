@@ -4,7 +4,7 @@
 // and sum -- observed
 // from several threads at once, folded more than once, or folded only as it
 // goes.
-#include "gateway/sharded_histogram.h"
+#include "gateway/observe/sharded_histogram.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/histogram.h>

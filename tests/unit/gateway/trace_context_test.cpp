@@ -1,12 +1,12 @@
 // W3C Trace Context parsing, ids, samplers; the OTLP/JSON encoding and the
 // bounded span buffer.
-#include "gateway/trace_context.h"
+#include "gateway/observe/trace_context.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/otlp.h"
+#include "gateway/observe/otlp.h"
 
 namespace llmgate::gateway {
 namespace {

@@ -1,4 +1,4 @@
-#include "gateway/upstream_parser.h"
+#include "gateway/proxy/upstream_parser.h"
 
 #include <gtest/gtest.h>
 

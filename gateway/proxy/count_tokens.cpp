@@ -1,0 +1,154 @@
+// POST /v1/messages/count_tokens: how many input tokens a Messages request
+// would be. Admitted as a Messages request is (the key, the model, the
+// key's permissions), then counted by the model's first Anthropic
+// deployment (its own count_tokens, the client's document with the
+// deployment's model) -- or, when the model has none or it cannot answer,
+// estimated by the gateway: the request's prompt bytes at the ratio of
+// bytes to input tokens the model's deployment has learnt from its answers'
+// usage (docs/routing.md, "Prompt size"). `x-llmgate-token-count` says
+// which. Not routed: a count is no generation, and teaches the router
+// nothing.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/apis/messages_request.h"
+#include "gateway/observe/log.h"
+#include "gateway/observe/redact.h"
+#include "gateway/proxy/chat_proxy.h"
+#include "gateway/proxy/upstream_attempt.h"
+#include "routing/routing_state.h"
+
+namespace llmgate::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr std::size_t kMaxCountAnswer = 64 * 1024;
+
+// An upstream's whole answer, or why none came.
+struct Counted {
+  int status = 0;  // 0: no answer
+  std::string body;
+  std::string error;
+};
+
+// One request to `p`, its answer read whole. A reused connection the peer
+// closed is tried once more on a fresh one, while no response byte came.
+net::awaitable<Counted> ask(Worker& worker, const Snapshot& snap, const config::Provider& p,
+                            const UpstreamMessage& up) {
+  const config::Timeouts t = snap.config->timeouts_for(p);
+  auto& pool = worker.pools->get(p, snap.tls);
+  const auto start = Clock::now();
+  for (int round = 0; round < 2; ++round) {
+    providers::AcquireResult acq = co_await pool.acquire(start + t.connect, round == 0);
+    if (!acq.lease) co_return Counted{0, {}, "cannot connect: " + acq.error};
+    providers::Lease& lease = acq.lease;
+    auto& tcp = lease->stream.tcp();
+    UpstreamWrite write(lease, up);
+    beast::error_code wec = write.error();
+    if (!write.done()) wec = co_await write.rest(Clock::now() + t.connect);
+    const bool stale_ok = lease.reused() && round == 0;
+    if (wec) {
+      if (stale_ok) continue;
+      co_return Counted{0, {}, "cannot send the request: " + wec.message()};
+    }
+    UpstreamParser parser;
+    parser.body_limit(boost::none);  // bounded below
+    parser.header_limit(kMaxUpstreamHeader);
+    tcp.expires_at(Clock::now() + t.ttft);
+    const std::size_t buffered_before = lease->buffer.size();
+    auto [hec, hn] =
+        co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
+    if (hec) {
+      if (stale_ok && buffered_before == 0 && hn == 0 && hec != beast::error::timeout) continue;
+      co_return Counted{0, {}, "no answer: " + hec.message()};
+    }
+    std::string body;
+    tcp.expires_at(Clock::now() + t.total);
+    const beast::error_code ec =
+        co_await read_upstream_body(lease, parser, body, kMaxCountAnswer + 1);
+    if (!parser.is_done()) co_return Counted{0, {}, "no whole answer: " + ec.message()};
+    if (parser.keep_alive()) lease.give_back();
+    co_return Counted{static_cast<int>(parser.get().result_int()), std::move(body), {}};
+  }
+  co_return Counted{0, {}, "connection closed"};
+}
+
+}  // namespace
+
+net::awaitable<bool> handle_count_tokens(Worker& worker, beast::tcp_stream& client,
+                                         Request& request, const RequestContext& rc) {
+  const std::shared_ptr<const Snapshot> snapshot = worker.snapshot;
+  const config::Config& cfg = *snapshot->config;
+  // A count has no max_tokens: admitted as the request it counts.
+  std::string body = std::move(request.body());
+  bool added_max_tokens = false;
+  {
+    nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+    if (doc.is_object() && !doc.contains("max_tokens")) {
+      doc["max_tokens"] = 1;
+      added_max_tokens = true;
+      body = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+  }
+  auto admitted =
+      admit(messages_api(), request_head(request), body, cfg, *snapshot->keys, worker.via_name);
+  if (auto* no = std::get_if<Refusal>(&admitted)) {
+    if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
+    Response res = make_error_response(rc, no->error);
+    co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+  }
+  Admitted& a = std::get<Admitted>(admitted);
+  std::string because;
+  // Anthropic counts its own tokens: the first of the model's deployments
+  // that speaks its protocol.
+  for (const auto& d : a.model->deployments) {
+    const config::Provider* p = cfg.find_provider(d.provider);
+    if (!p || p->protocol != config::Protocol::kAnthropic) continue;
+    if (added_max_tokens) a.req.native->erase("max_tokens");
+    std::string sent =
+        a.req.native->spliced({{"model", providers::RequestBody::SpliceValue::string(d.model)}});
+    const UpstreamMessage up = make_upstream_request(
+        http::verb::post, upstream_target(*p, d.model, "/messages/count_tokens"), std::move(sent),
+        /*stream=*/false, request, rc, worker.via_name, *p,
+        providers::anthropic_messages_protocol());
+    Counted counted = co_await ask(worker, *snapshot, *p, up);
+    const bool whole = counted.status >= 200 && counted.status < 300;
+    // The request's own fault is the client's answer; anything else (the
+    // operator's key, a limit, an outage) leaves the estimate.
+    const bool refused = counted.status == 400 || counted.status == 413 || counted.status == 422;
+    if (whole || refused) {
+      const std::string keys[] = {p->api_key};
+      Response res = make_json_response(rc, static_cast<http::status>(counted.status),
+                                        redact_secrets(counted.body, keys));
+      res.set("x-llmgate-token-count", "counted by deployment " + d.id());
+      co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+    }
+    because = "; deployment " + d.id() + " could not count it (" +
+              (counted.status ? "HTTP " + std::to_string(counted.status) : counted.error) + ")";
+    log_line(LogLevel::kInfo,
+             "request " + rc.request_id + ": count_tokens at " + d.id() + " failed" + because);
+    break;
+  }
+  // The calibration of the deployment that has learnt most.
+  const config::Deployment* by = nullptr;
+  routing::DeploymentStats stats;
+  for (const auto& d : a.model->deployments) {
+    routing::DeploymentStats s = snapshot->routing->stats.get_or_prior(d.id());
+    if (!by || s.calibration_tokens > stats.calibration_tokens) {
+      by = &d;
+      stats = s;
+    }
+  }
+  const std::int64_t tokens = a.req.prompt.tokens(stats.bytes_per_input_token());
+  Response res =
+      make_json_response(rc, http::status::ok, nlohmann::json{{"input_tokens", tokens}}.dump());
+  res.set("x-llmgate-token-count", "estimate (prompt bytes at deployment " +
+                                       (by ? by->id() : std::string("?")) +
+                                       "'s learnt bytes per token)" + because);
+  co_return co_await write_response(client, res, cfg.timeouts.idle) && rc.keep_alive;
+}
+
+}  // namespace llmgate::gateway
