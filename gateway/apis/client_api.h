@@ -3,10 +3,11 @@
 // (providers::UpstreamEvent, already neutral), how its stream ends and how a
 // failed stream says so, and how a non-streamed answer is assembled.
 //
-// Today's one implementation is chat completions (chat_completions_api()).
-// The Responses API and embeddings add implementations beside it and a route
-// in gateway.cpp; docs/ARCHITECTURE.md, "Adding a provider protocol or a
-// client API". Beast-free.
+// Implementations: chat completions (chat_completions_api.cpp), the
+// Responses API, embeddings and legacy completions (openai_apis.cpp),
+// Anthropic's Messages API (messages_api.*); a path reaches one through the
+// route table (gateway/server/route_table.h). docs/ARCHITECTURE.md, "Adding
+// a provider protocol or a client API". Beast-free.
 #pragma once
 
 #include <array>
