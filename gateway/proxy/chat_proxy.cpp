@@ -36,6 +36,7 @@
 #include "gateway/proxy/attempt_result.h"
 #include "gateway/proxy/client_stream.h"
 #include "gateway/proxy/failover_policy.h"
+#include "gateway/proxy/observers.h"
 #include "gateway/proxy/race.h"
 #include "gateway/proxy/relay_state.h"
 #include "gateway/proxy/response_resource.h"
@@ -50,10 +51,6 @@ namespace {
 using routing::AttemptOutcome;
 using routing::AttemptRecord;
 using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 // A half-open probe slot handed out for a deployment that is not tried
 // (skipped, or planned but not reached) is given back when the request ends,
@@ -107,6 +104,7 @@ class ChatProxy {
             ChatRequest req, routing::RouteOverride route, const config::GatewayKey* key,
             std::optional<std::string> stored_at, const RequestTrace* request_trace)
       : snapshot_(snapshot),
+        observers_(snapshot, worker.history),
         cfg_(*snapshot.config),
         rs_(*snapshot.routing),
         metrics_(*snapshot.metrics),
@@ -121,12 +119,11 @@ class ChatProxy {
   }
 
   net::awaitable<bool> run(const config::Model& model);
-  RequestOutcome outcome() const { return outcome_; }
-  // Input + output tokens of the attempt that answered and their cost (for
-  // key rate limits and budgets).
-  KeyStore::Charge used() const { return used_; }
-  // The request's SERVER span (tracing), once it has ended.
-  SpanData server_span(const RequestTrace& t, Clock::time_point end) const;
+  // The request is over (on every path, cancellation included): its
+  // observers end it -- metrics, the key's charge, the SERVER span.
+  void observe_end(const config::Model& model) const {
+    observers_.ended(view(model), used_, Clock::now());
+  }
   // The drain ran out of time while this request was in flight (its run()
   // was cancelled): end it explicitly — an error event on a committed
   // stream (never [DONE]), else a 503 — unless a write was cut part-way,
@@ -160,9 +157,6 @@ class ChatProxy {
   // of the statistics), then what it means for health, metrics and traces.
   void finish_attempt(const routing::PlannedCandidate& pc, AttemptRecord& rec, int branch,
                       const SpanId& span, routing::StatsRegistry::InFlight& in_flight);
-  // An attempt's CLIENT span (tracing).
-  void record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
-                           int branch, const SpanId& span, Clock::time_point end) const;
   // The next candidate beyond max_attempts joins the end of the plan (the
   // plan's capacity was reserved for it: references into it stay valid).
   void promote_reserve();
@@ -203,16 +197,18 @@ class ChatProxy {
   // The answer when no deployment could be planned, or every attempt failed.
   net::awaitable<bool> respond_no_route();
   net::awaitable<bool> respond_all_failed();
-  // The request's end: its log line, and for the console a route event
-  // when it failed over, was hedged or failed.
+  // The request's answer is settled: its observers conclude it (the log
+  // line, the console's route event).
   void conclude(const AttemptRecord* final) const;
-  void log_request(const AttemptRecord* final) const;
+  // The request as its observers see it.
+  RequestView view(const config::Model& model) const;
   // The attempt tried to learn about its deployment is over: what it
   // taught, for the metrics, /admin/routes and the request's log line.
   void note_lesson(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
                    Clock::time_point end);
 
   const Snapshot& snapshot_;
+  const RequestObservers observers_;
   const config::Config& cfg_;
   routing::RoutingState& rs_;
   Metrics& metrics_;
@@ -228,6 +224,8 @@ class ChatProxy {
   Clock::time_point start_ = Clock::now();
   std::optional<AttemptRecord> last_failed_;
   bool total_expired_ = false;  // a candidate was passed over for its timeouts.total
+  // Input + output tokens of the attempt that answered and their cost (key
+  // rate limits and budgets).
   KeyStore::Charge used_;
   // The attempt that answered: deployment, provider and tokens (tracing).
   std::optional<AttemptRecord> answered_;
@@ -633,7 +631,7 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
     }
   }
   const auto recorded = in_flight.finish(rec, now);  // no longer in flight, recorded
-  metrics_.on_attempt(*model_, *pc.candidate.deployment, rec, req_.operation);
+  observers_.attempt_ended(view(*model_), AttemptEnded{pc, rec, branch, span, now});
   // What the outcome does to health is the failover policy's (merely slow,
   // the client's doing, a lost hedge: nothing).
   const failover::Effects fx = failover::effects_of(
@@ -650,8 +648,6 @@ void ChatProxy::finish_attempt(const routing::PlannedCandidate& pc, AttemptRecor
                                 std::chrono::duration_cast<std::chrono::milliseconds>(*ejected));
     }
   }
-  if (ctx_.request_trace && ctx_.request_trace->sampled())
-    record_attempt_span(pc, rec, branch, span, now);
   if (fx.cooldown) {
     rs_.health.on_retry_after(rec.deployment, std::chrono::seconds(*rec.retry_after_s), now);
     if (snapshot_.shared) {
@@ -827,12 +823,6 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   co_return r;
 }
 
-namespace {
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
-
 void ChatProxy::note_lesson(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
                             Clock::time_point end) {
   using Kind = routing::RoutingState::LessonKind;
@@ -874,91 +864,6 @@ void ChatProxy::note_lesson(const routing::PlannedCandidate& pc, const AttemptRe
     text += routing::to_string(rec.outcome);
     text += ')';
   }
-}
-
-void ChatProxy::record_attempt_span(const routing::PlannedCandidate& pc, const AttemptRecord& rec,
-                                    int branch, const SpanId& span, Clock::time_point end) const {
-  const RequestTrace& t = *ctx_.request_trace;
-  const routing::Candidate& c = pc.candidate;
-  const char* op = config::gen_ai_name(req_.operation);
-  SpanData s = t.client_span(span, std::string(op) + " " + c.deployment->model, rec.started, end);
-  s.set("gen_ai.operation.name", std::string(op));
-  s.set("gen_ai.provider.name", gen_ai_provider(*c.provider));
-  s.set("gen_ai.request.model", c.deployment->model);
-  s.set("server.address", c.provider->base_url.host);
-  s.set("server.port", std::int64_t{c.provider->base_url.port});
-  if (rec.http_status != 0) s.set("http.response.status_code", std::int64_t{rec.http_status});
-  if (rec.input_tokens) s.set("gen_ai.usage.input_tokens", *rec.input_tokens);
-  if (rec.output_tokens) s.set("gen_ai.usage.output_tokens", *rec.output_tokens);
-  // What the router expected of the prompt here, before the provider counted it.
-  s.set("llmgate.input_tokens_estimate", rec.input_tokens_est);
-  if (rec.cached_tokens_est > 0) s.set("llmgate.cached_tokens_estimate", rec.cached_tokens_est);
-  if (!rec.response_id.empty()) s.set("gen_ai.response.id", rec.response_id);
-  if (!rec.finish_reasons.empty()) s.set("gen_ai.response.finish_reasons", rec.finish_reasons);
-  s.set("llmgate.deployment", rec.deployment);
-  s.set("llmgate.attempt.outcome", std::string(routing::to_string(rec.outcome)));
-  const auto& plan = trace_.decision.candidates;
-  if (&pc >= plan.data() && &pc < plan.data() + plan.size())
-    s.set("llmgate.attempt.rank", static_cast<std::int64_t>(&pc - plan.data() + 1));
-  if (pc.probe) s.set("llmgate.attempt.probe", true);
-  if (auto ttft = rec.ttft()) s.set("llmgate.ttft_seconds", seconds(*ttft));
-  s.set("llmgate.ttft_deadline_seconds", seconds(c.timeouts.ttft));
-  if (trace_.race) {
-    s.set("llmgate.hedge.branch", std::string(branch == 0 ? "primary" : "hedge"));
-    const bool lost = rec.outcome == AttemptOutcome::kHedgeLost || trace_.race->lost(branch);
-    s.set("llmgate.hedge.result", std::string(lost ? "lost" : "won"));
-  }
-  if (rec.outcome != AttemptOutcome::kSuccess && rec.outcome != AttemptOutcome::kHedgeLost) {
-    s.error = true;
-    s.status_message = rec.detail.substr(0, 256);
-    s.set("error.type", std::string(routing::to_string(rec.outcome)));
-  }
-  snapshot_.tracer->record(std::move(s));
-}
-
-SpanData ChatProxy::server_span(const RequestTrace& t, Clock::time_point end) const {
-  const char* op = config::gen_ai_name(req_.operation);
-  SpanData s = t.server_span(std::string(op) + " " + req_.model, end);
-  s.set("gen_ai.operation.name", std::string(op));
-  s.set("gen_ai.request.model", req_.model);
-  s.set("http.request.method", std::string("POST"));
-  s.set("http.route", std::string(ctx_.api.route()));
-  if (!ctx_.api.api_label().empty()) s.set("llmgate.client_api", std::string(ctx_.api.api_label()));
-  s.set("llmgate.request_id", ctx_.rc.request_id);
-  s.set("llmgate.policy", std::string(config::to_string(trace_.decision.policy)));
-  s.set("llmgate.attempts", std::int64_t{trace_.attempts});
-  s.set("llmgate.outcome", std::string(to_string(outcome_)));
-  if (trace_.race || !trace_.hedged().empty()) s.set("llmgate.hedge", std::string(trace_.hedged()));
-  if (key_) s.set("llmgate.key", key_->name);
-  if (answered_ && answered_by_) {
-    s.set("gen_ai.provider.name", gen_ai_provider(*answered_by_->provider));
-    s.set("gen_ai.response.model", answered_by_->deployment->model);
-    s.set("llmgate.deployment", answered_->deployment);
-    if (answered_->input_tokens) s.set("gen_ai.usage.input_tokens", *answered_->input_tokens);
-    if (answered_->output_tokens) s.set("gen_ai.usage.output_tokens", *answered_->output_tokens);
-    if (!answered_->response_id.empty()) s.set("gen_ai.response.id", answered_->response_id);
-    if (!answered_->finish_reasons.empty())
-      s.set("gen_ai.response.finish_reasons", answered_->finish_reasons);
-    if (auto ttft = answered_->ttft()) s.set("llmgate.ttft_seconds", seconds(*ttft));
-  }
-  if (last_failed_) {
-    s.set("llmgate.failover_reason", std::string(routing::to_string(last_failed_->outcome)));
-  }
-  // A stream that broke after its first token (docs/failure-semantics.md,
-  // "Continuation"): where, after how much text, and who continued it.
-  if (continuation_ && continuation_->first_broken) {
-    const StreamContinuation& k = *continuation_;
-    s.set("llmgate.stream.broken_at", k.first_broken->id());
-    s.set("llmgate.stream.broken_after_chunks", k.broken_after);
-    if (!k.by.empty()) s.set("llmgate.stream.continued_by", k.by);
-    if (k.not_continuable) s.set("llmgate.stream.not_continuable", std::string(k.not_continuable));
-  }
-  if (outcome_ == RequestOutcome::kError || outcome_ == RequestOutcome::kRejected) {
-    s.error = true;
-    s.set("error.type", std::string(to_string(outcome_)));
-    if (last_failed_) s.status_message = last_failed_->detail.substr(0, 256);
-  }
-  return s;
 }
 
 void ChatProxy::on_attempt_failed(const AttemptRecord& rec) {
@@ -1061,104 +966,23 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
 }
 
 void ChatProxy::conclude(const AttemptRecord* rec) const {
-  log_request(rec);
-  if (continuation_ && continuation_->first_broken) {
-    const StreamContinuation& k = *continuation_;
-    metrics_.on_continuation(*model_, *k.first_broken,
-                             k.not_continuable && k.by.empty() ? Metrics::Continued::kNotContinuable
-                             : outcome_ == RequestOutcome::kSuccess ? Metrics::Continued::kContinued
-                                                                    : Metrics::Continued::kFailed);
-  }
-  RouteHistory* history = ctx_.worker.history;
-  // Answered: also a client error the deployment returned (the caller's
-  // fault, not a routing event unless it came after a failover or a hedge).
-  const bool answered = rec && (rec->outcome == AttemptOutcome::kSuccess ||
-                                rec->outcome == AttemptOutcome::kClientError);
-  if (!history || (trace_.failures.empty() && trace_.hedged().empty() && answered)) return;
-  RouteEvent e;
-  e.unix_ms = unix_now_ms();
-  e.request_id = ctx_.rc.request_id;
-  e.model = req_.model;
-  e.outcome = to_string(outcome_);
-  if (answered) {
-    e.deployment = rec->deployment;
-    if (auto t = rec->ttft()) e.ttft_ms = std::chrono::duration<double, std::milli>(*t).count();
-  }
-  if (!trace_.failures.empty()) e.failed = trace_.failures.header();
-  e.hedge = std::string(trace_.hedged());
-  if (!e.hedge.empty()) {
-    e.hedge_lost = trace_.race_lost;
-    e.recheck = trace_.race_learning;
-  }
-  e.lesson = trace_.lesson;
-  e.attempts = trace_.attempts;
-  history->record(std::move(e));
+  observers_.concluded(view(*model_), rec, ended_at_.value_or(Clock::now()));
 }
 
-// One line per request: ids, names from config, numbers and outcomes. Never
-// the prompt, the completion or a key.
-void ChatProxy::log_request(const AttemptRecord* rec) const {
-  if (!log_enabled(LogLevel::kInfo)) return;
-  auto ms = [](double v) { return format_decimal(v); };
-  std::vector<LogField> f;
-  f.reserve(24);  // every field below at most once: one allocation
-  f.insert(f.end(), {{"request_id", ctx_.rc.request_id},
-                     {"operation", config::gen_ai_name(req_.operation)},
-                     {"model", req_.model},
-                     {"stream", req_.stream ? "true" : "false", true},
-                     {"result", to_string(outcome_)},
-                     {"policy", config::to_string(trace_.decision.policy)},
-                     {"attempts", std::to_string(trace_.attempts), true}});
-  if (!ctx_.api.api_label().empty()) f.push_back({"api", ctx_.api.api_label()});
-  if (key_) f.push_back({"key", key_->name});
-  if (!req_.reasoning_effort.empty())
-    f.push_back(
-        {"reasoning_effort", req_.reasoning_effort});  // the key's name from config, never the key
-  if (rec) {
-    f.push_back({"deployment", rec->deployment});
-    f.push_back({"outcome", routing::to_string(rec->outcome)});
-    f.push_back({"status", std::to_string(rec->http_status), true});
-    if (auto t = rec->ttft()) {
-      f.push_back({"ttft_ms", ms(std::chrono::duration<double, std::milli>(*t).count()), true});
-    }
-    if (rec->input_tokens) f.push_back({"input_tokens", std::to_string(*rec->input_tokens), true});
-    if (rec->output_tokens)
-      f.push_back({"output_tokens", std::to_string(*rec->output_tokens), true});
-    if (rec->reasoning_tokens > 0)
-      f.push_back({"reasoning_tokens", std::to_string(rec->reasoning_tokens), true});
-    if (auto t = rec->answer_time()) {
-      f.push_back({"answer_ms", ms(std::chrono::duration<double, std::milli>(*t).count()), true});
-    }
-    if (rec->cached_input_tokens > 0)
-      f.push_back({"cached_input_tokens", std::to_string(rec->cached_input_tokens), true});
-    // What the router expected the prompt to be in this deployment's tokens
-    // (docs/routing.md, "Prompt size"), beside what the provider counted.
-    for (const auto& pc : trace_.decision.candidates) {
-      if (pc.candidate.deployment->id() != rec->deployment) continue;
-      f.push_back({"input_tokens_est", std::to_string(pc.input_tokens), true});
-      if (pc.cached_tokens > 0)
-        f.push_back({"cached_tokens_est", std::to_string(pc.cached_tokens), true});
-      break;
-    }
-    if (auto tps = rec->tps()) f.push_back({"tps", ms(*tps), true});
-  }
-  if (!trace_.failures.empty()) f.push_back({"failed", trace_.failures.log_field()});
-  if (continuation_ && continuation_->first_broken) {
-    const StreamContinuation& k = *continuation_;
-    if (!k.by.empty()) {
-      f.push_back({"continued", k.describe()});
-    } else {
-      f.push_back(
-          {"continued", std::string(k.not_continuable ? "no: " : "no; broken=") +
-                            (k.not_continuable ? k.not_continuable : k.first_broken->id())});
-    }
-  }
-  if (auto hedge = trace_.hedged(); !hedge.empty()) f.push_back({"hedged", std::string(hedge)});
-  if (!trace_.lesson.empty()) f.push_back({"lesson", trace_.lesson});
-  // Why this route: in the log always, whether or not the client may see it.
-  if (const std::string& route = trace_.route_text(); !route.empty()) f.push_back({"route", route});
-  f.push_back({"duration_ms", ms(ms_between(start_, ended_at_.value_or(Clock::now()))), true});
-  log_event(LogLevel::kInfo, "request", f);
+RequestView ChatProxy::view(const config::Model& model) const {
+  return RequestView{ctx_.rc,
+                     ctx_.api,
+                     req_,
+                     model,
+                     key_,
+                     trace_,
+                     outcome_,
+                     answered_ ? &*answered_ : nullptr,
+                     answered_by_,
+                     last_failed_ ? &*last_failed_ : nullptr,
+                     continuation_ ? &*continuation_ : nullptr,
+                     start_,
+                     ctx_.request_trace};
 }
 
 }  // namespace
@@ -1245,22 +1069,12 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
                   key, std::move(stored_at), request_trace ? &*request_trace : nullptr);
   snapshot->metrics->shared().request_started();
-  struct Count {
-    Metrics& m;
+  // Observed as ended on every path out of here, cancellation included.
+  struct Ended {
     const ChatProxy& proxy;
     const config::Model& model;
-    const Snapshot& snapshot;
-    const config::GatewayKey* key;
-    const ClientApi& api;
-    const std::optional<RequestTrace>& trace;
-    ~Count() {
-      m.on_request(model, proxy.outcome(), api.operation(), api.api_label());
-      m.shared().request_finished();
-      if (key) charge_key(snapshot.shared.get(), *snapshot.keys, *key, proxy.used());
-      if (trace && trace->sampled())
-        snapshot.tracer->record(proxy.server_span(*trace, Clock::now()));
-    }
-  } count{*snapshot->metrics, proxy, *model, *snapshot, key, api, request_trace};
+    ~Ended() { proxy.observe_end(model); }
+  } ended{proxy, *model};
   // Race the whole exchange against the client hanging up: a disconnect
   // cancels the attempt, which closes the upstream connection and records it.
   // And against the end of a graceful drain: at drain.timeout the worker's

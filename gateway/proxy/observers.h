@@ -1,0 +1,90 @@
+// Observation as one phase (observers.cpp), after Pingora's `logging` phase
+// and Envoy's access log: a routed request's lifecycle is told as events --
+// each attempt as it ends, the request as it concludes (its answer and what
+// a learning race taught) and as it ends -- and the observers make of them
+// what they keep: the attempt's metrics and CLIENT span, the log line, the
+// console's route event and the continuation metric, the request's metrics,
+// key charge and SERVER span. ChatProxy routes; it does not write any of
+// these itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "gateway/access/auth.h"
+#include "gateway/apis/chat_request.h"
+#include "gateway/apis/client_api.h"
+#include "gateway/observe/tracer.h"
+#include "gateway/observe/vocabulary.h"
+#include "gateway/proxy/attempt_context.h"
+#include "gateway/proxy/continuation.h"
+#include "gateway/proxy/snapshot.h"
+#include "routing/attempt_record.h"
+#include "routing/router.h"
+
+namespace llmgate::gateway {
+
+class RouteHistory;
+
+// An attempt is over (its statistics and health already updated).
+struct AttemptEnded {
+  const routing::PlannedCandidate& pc;
+  const routing::AttemptRecord& rec;
+  int branch;          // the side of a hedge race, else 0
+  const SpanId& span;  // its CLIENT span's id (tracing)
+  std::chrono::steady_clock::time_point end;
+};
+
+// The request as its observers see it: what was asked, how it was routed,
+// who answered, what failed. Views into the proxy, valid during the call.
+struct RequestView {
+  const RequestContext& rc;
+  const ClientApi& api;
+  const ChatRequest& req;
+  const config::Model& model;
+  const config::GatewayKey* key;
+  const RouteTrace& trace;
+  RequestOutcome outcome;
+  const routing::AttemptRecord* answered;     // the attempt that answered, if one did
+  const routing::Candidate* answered_by;      // ... and its candidate
+  const routing::AttemptRecord* last_failed;  // the last attempt that failed, if any
+  const StreamContinuation* continuation;     // when the stream may be continued
+  std::chrono::steady_clock::time_point start;
+  const RequestTrace* request_trace;  // traced: the request's trace
+};
+
+class RequestObservers {
+ public:
+  RequestObservers(const Snapshot& snapshot, RouteHistory* history)
+      : snapshot_(snapshot), history_(history) {}
+
+  // Every attempt, as it ends: its metrics; traced, its CLIENT span.
+  void attempt_ended(const RequestView& r, const AttemptEnded& a) const;
+  // The request's answer is settled (and what a learning race taught with
+  // it): the log line about `final` (the attempt the line describes, if
+  // any), the continuation metric, and for the console a route event when
+  // it failed over, was hedged or failed.
+  void concluded(const RequestView& r, const routing::AttemptRecord* final,
+                 std::chrono::steady_clock::time_point end) const;
+  // The request is over: its metrics, the key's charge (`used`: the tokens
+  // and cost of the attempt its client was given) and, traced, its SERVER
+  // span.
+  void ended(const RequestView& r, const KeyStore::Charge& used,
+             std::chrono::steady_clock::time_point end) const;
+
+  // The SERVER span (tests, and ended()).
+  static SpanData server_span(const RequestView& r, const RequestTrace& t,
+                              std::chrono::steady_clock::time_point end);
+
+ private:
+  void log_line(const RequestView& r, const routing::AttemptRecord* final,
+                std::chrono::steady_clock::time_point end) const;
+  void route_event(const RequestView& r, const routing::AttemptRecord* final) const;
+  void attempt_span(const RequestView& r, const AttemptEnded& a) const;
+
+  const Snapshot& snapshot_;
+  RouteHistory* history_;  // the console's (null: none)
+};
+
+}  // namespace llmgate::gateway
