@@ -610,8 +610,8 @@ describe("components/hpa-in-flight", { skip: SKIP }, () => {
     const hpa = all(objs, "HorizontalPodAutoscaler")[0];
     const pods = hpa.spec.metrics.filter((m) => m.type === "Pods").map((m) => m.pods.metric.name);
     assert.deepEqual(pods, ["llmgate_requests_in_flight"]);
-    const metricsSource = readFileSync(join(SRC, "gateway", "observe", "metrics.cpp"), "utf8");
-    assert.ok(metricsSource.includes(`"${pods[0]}"`), `gateway/observe/metrics.cpp does not define ${pods[0]}`);
+    const metricsSource = readFileSync(join(SRC, "gateway", "observe", "metrics_families.h"), "utf8");
+    assert.ok(metricsSource.includes(`"${pods[0]}"`), `gateway/observe/metrics_families.h does not define ${pods[0]}`);
   });
 });
 
