@@ -49,7 +49,8 @@ TEST(SharedWire, MalformedMessagesAreNoNews) {
   }
   EXPECT_FALSE(parse_usage_message("usage r1"));
   EXPECT_FALSE(parse_usage_message("eject r1 5 d"));
-  const auto u = parse_usage_message(usage_message("r1", "team-a"));
+  const std::string said = usage_message("r1", "team-a");  // the news views it
+  const auto u = parse_usage_message(said);
   ASSERT_TRUE(u);
   EXPECT_EQ(u->replica, "r1");
   EXPECT_EQ(u->key, "team-a");
