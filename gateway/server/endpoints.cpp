@@ -89,7 +89,8 @@ std::string models_body(const config::Config& cfg, const config::GatewayKey* key
 }  // namespace
 
 net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream& stream,
-                                             Request& req, RequestContext& rc, bool admin) {
+                                             Request& req, RequestContext& rc, const Route& route,
+                                             bool admin) {
   const std::string_view path = request_path(req.target()).value_or("");
   // The body is re-encoded upstream as plain JSON: a compressed one would be
   // parsed as garbage or forwarded under a wrong Content-Encoding.
@@ -103,7 +104,6 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
                      std::nullopt, "unsupported_content_encoding", std::nullopt});
     co_return co_await write_response(stream, res, kWriteTimeout);
   }
-  const Route route = route_of(path);
   if (!admin && req.method() == http::verb::post) {
     switch (route.endpoint) {
       case Endpoint::kApi:
@@ -118,9 +118,8 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
     }
   }
   if (!admin && route.endpoint == Endpoint::kResponse) {
-    // (A path response_path() reads: its part's methods are its own.)
-    const std::optional<ResponsePath> rp = response_path(path);
-    co_return co_await handle_response_resource(w.worker, stream, req, rc, *rp);
+    // (Its part's methods are its own.)
+    co_return co_await handle_response_resource(w.worker, stream, req, rc, *route.response);
   }
   // Every other answer is built first and written once. (No temporaries live
   // across a co_await: GCC 12 mis-destroys some of them in coroutines.)

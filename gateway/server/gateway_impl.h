@@ -175,8 +175,9 @@ struct Gateway::Impl {
                                                 const config::ServerLimits& limits,
                                                 const BodyLimit& body_limit);
   static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
+  // The request to what `route` (its path's, from the session) names.
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
-                                RequestContext& rc, bool admin);
+                                RequestContext& rc, const Route& route, bool admin);
   std::optional<ApiError> admin_refusal(const Snapshot& snap, const Request& req, bool admin) const;
   Response models_response(const Snapshot& snap, const Request& req, const RequestContext& rc,
                            const std::string* id = nullptr) const;
@@ -185,8 +186,8 @@ struct Gateway::Impl {
                            std::string_view path, const RequestContext& rc, bool admin) const;
   Response console_response(const RequestContext& rc) const;
   Response history_response(const Request& req, const RequestContext& rc) const;
-  std::optional<ApiError> rejected_before_body(const Snapshot& snap, const Request& head,
-                                               bool admin) const;
+  std::optional<ApiError> rejected_before_body(const Snapshot& snap, const Route& route,
+                                               const Request& head, bool admin) const;
 };
 
 }  // namespace llmgate::gateway

@@ -1,7 +1,6 @@
 #include "gateway/server/route_table.h"
 
 #include "gateway/http/headers.h"
-#include "gateway/proxy/response_owners.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -86,7 +85,7 @@ Route route_of(std::string_view path) {
     r.model_id = std::move(*id);
     return r;
   }
-  if (response_path(path)) {
+  if ((r.response = response_path(path))) {
     r.endpoint = Endpoint::kResponse;  // its methods are the resource's (response_resource.h)
     return r;
   }

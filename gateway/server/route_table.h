@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "config/config.h"
+#include "gateway/proxy/response_owners.h"
 
 namespace llmgate::gateway {
 
@@ -37,15 +38,19 @@ struct Route {
   // An operator's path (probes, scrapes, /admin/*): served on the admin
   // listener when there is one, needs no API key.
   bool admin = false;
-  // kApi: the operation; kModel: the model id, percent-decoded.
+  // kApi: the operation; kModel: the model id, percent-decoded; kResponse:
+  // the stored response and the part of it named.
   std::optional<config::Operation> operation;
   std::string model_id;
+  std::optional<ResponsePath> response;
 
   // Whether `method` ("GET", "POST", ...) is one it answers.
   bool allows(std::string_view method) const;
 };
 
-// The route of a request target's path (origin-form, no query).
+// The route of a request target's path (origin-form, no query). The
+// session asks once per request, after its head (endpoints.cpp dispatches
+// on what it found).
 Route route_of(std::string_view path);
 
 // The path of a POST's request line at the start of a raw request head,

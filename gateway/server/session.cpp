@@ -39,8 +39,7 @@ bool anthropic_api(const Route& r) {
 
 // Anthropic's clients: its paths, and GET /v1/models with anthropic-version
 // (their SDKs list models there too).
-ErrorShape error_shape_of(const Request& head) {
-  const Route r = route_of(request_path(head.target()).value_or(""));
+ErrorShape error_shape_of(const Route& r, const Request& head) {
   if (anthropic_api(r)) return ErrorShape::kAnthropic;
   const bool models = r.endpoint == Endpoint::kModels || r.endpoint == Endpoint::kModel;
   return models && head.find("anthropic-version") != head.end() ? ErrorShape::kAnthropic
@@ -329,7 +328,9 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   auto& head = parser.get();
   rc.version = head.version() == 10 ? 10 : 11;
-  rc.error_shape = error_shape_of(head);
+  // What the path names, once for the request (an invalid target: none).
+  const Route route = route_of(request_path(head.target()).value_or(""));
+  rc.error_shape = error_shape_of(route, head);
   // While draining, answer and close: clients reconnect to another replica.
   std::vector<std::string> connection;  // every Connection line counts
   for (const auto& f : head) {
@@ -344,13 +345,12 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
     co_await answer_and_close(stream, rc, *e);
     co_return false;
   }
-  if (auto e = rejected_before_body(*snap, head, admin)) {
+  if (auto e = rejected_before_body(*snap, route, head, admin)) {
     // A caller without a valid key cannot make the gateway read (or, with
     // Expect: 100-continue, ask for) a body. Its request line, and an API
     // call's outcome in llmgate_requests_total (docs/operations.md, "Refusals").
-    const std::string_view path = request_path(head.target()).value_or("");
     const std::optional<config::Operation> op =
-        head.method() == http::verb::post ? route_of(path).operation : std::nullopt;
+        head.method() == http::verb::post ? route.operation : std::nullopt;
     if (op) metrics->on_refused(*op, "", Refused::kUnauthenticated);
     log_refused_request(rc.request_id, op ? config::gen_ai_name(*op) : "", "", "",
                         to_string(Refused::kUnauthenticated), e->status);
@@ -375,7 +375,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   rc.received = std::chrono::steady_clock::now();
   if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
   Request req = parser.release();
-  const bool keep = co_await dispatch(w, stream, req, rc, admin);
+  const bool keep = co_await dispatch(w, stream, req, rc, route, admin);
   co_return keep&& rc.keep_alive;
 }
 
@@ -526,10 +526,10 @@ net::awaitable<void> Gateway::Impl::lingering_close(beast::tcp_stream& stream) {
 }
 
 std::optional<ApiError> Gateway::Impl::rejected_before_body(const Snapshot& snap,
-                                                            const Request& head, bool admin) const {
+                                                            const Route& route, const Request& head,
+                                                            bool admin) const {
   // Probes, scrapes and /admin/* (which has its own key) are not API calls.
-  const std::string_view path = request_path(head.target()).value_or("");
-  if (admin || route_of(path).admin || !snap.keys->enabled()) return std::nullopt;
+  if (admin || route.admin || !snap.keys->enabled()) return std::nullopt;
   auto a = snap.keys->authenticate(head[http::field::authorization], head["x-api-key"]);
   auto* e = std::get_if<ApiError>(&a);
   if (e == nullptr) return std::nullopt;

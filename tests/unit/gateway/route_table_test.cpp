@@ -51,6 +51,9 @@ TEST(RouteTable, OperatorPathsAreAdminOnesAndStoredResponsesAreForwarded) {
   const Route stored = route_of("/v1/responses/resp_1/input_items");
   EXPECT_EQ(stored.endpoint, Endpoint::kResponse);
   EXPECT_TRUE(stored.allows("DELETE"));  // its methods are the resource's own
+  ASSERT_TRUE(stored.response);
+  EXPECT_EQ(stored.response->id, "resp_1");
+  EXPECT_EQ(stored.response->part, ResponsePath::Part::kInputItems);
 }
 
 TEST(RouteTable, APostsPathIsReadFromTheRawRequestLine) {
