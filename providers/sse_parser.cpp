@@ -5,14 +5,14 @@
 namespace llmgate::providers {
 
 std::span<char> SseParser::prepare(std::size_t n) {
-  // Nothing buffered: only a finished line can be pending (line_start_ ==
-  // scan_ == the end), and no field refers to bytes.
-  const bool empty = buf_.buffered() == 0;
   std::size_t moved = 0;
   const std::span<char> space = buf_.prepare(n, moved);
-  // Field spans are relative to the event's start and stay valid.
-  line_start_ = empty ? 0 : line_start_ - moved;
-  scan_ = empty ? 0 : scan_ - moved;
+  // The line and the scan move with the event's bytes (with nothing
+  // buffered, only a finished line can be pending: both at the end, which
+  // moves to the front). Field spans are relative to the event's start and
+  // stay valid.
+  line_start_ -= moved;
+  scan_ -= moved;
   return space;
 }
 
