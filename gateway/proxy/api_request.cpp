@@ -91,7 +91,7 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   std::optional<RequestTrace> request_trace = begin_trace(*snapshot, request, rc);
   ChatProxy proxy(worker, *snapshot, client, request, rc, api, std::move(a.req), std::move(a.route),
                   key, std::move(stored_at), request_trace ? &*request_trace : nullptr);
-  snapshot->metrics->shared().request_started();
+  proxy.observe_start();
   // Observed as ended on every path out of here, cancellation included.
   struct Ended {
     const ChatProxy& proxy;

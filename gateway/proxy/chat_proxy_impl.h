@@ -106,8 +106,10 @@ class ChatProxy {
   }
 
   net::awaitable<bool> run(const config::Model& model);
-  // The request is over (on every path, cancellation included): its
-  // observers end it -- metrics, the key's charge, the SERVER span.
+  // The request begins and is over (on every path, cancellation included):
+  // its observers count it in flight, then end it -- metrics, the key's
+  // charge, the SERVER span.
+  void observe_start() const { observers_.started(); }
   void observe_end(const config::Model& model) const {
     observers_.ended(view(model), used_, Clock::now());
   }

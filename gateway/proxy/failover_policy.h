@@ -60,8 +60,9 @@ class Deadlines {
   const config::Timeouts& timeouts() const { return t_; }
   // Taking a connection (pooled or new: DNS, TCP, TLS), or a concurrency slot.
   Clock::time_point connect(Clock::time_point now) const { return cap(now + t_.connect); }
-  // Writing the request upstream.
-  Clock::time_point write(Clock::time_point now) const { return cap(now + t_.connect + t_.ttft); }
+  // Writing the request upstream: how long it may take, and until when.
+  Clock::duration write_timeout() const { return t_.connect + t_.ttft; }
+  Clock::time_point write(Clock::time_point now) const { return cap(now + write_timeout()); }
   // The response head and then the events, until the first output token.
   Clock::time_point first_token(Clock::time_point request_sent) const {
     return cap(request_sent + t_.ttft);

@@ -21,6 +21,8 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
+void RequestObservers::started() const { snapshot_.metrics->shared().request_started(); }
+
 void RequestObservers::attempt_ended(const RequestView& r, const AttemptEnded& a) const {
   snapshot_.metrics->on_attempt(r.model, *a.pc.candidate.deployment, a.rec, r.req.operation);
   if (r.request_trace && r.request_trace->sampled()) attempt_span(r, a);

@@ -59,6 +59,8 @@ class RequestObservers {
   RequestObservers(const Snapshot& snapshot, RouteHistory* history)
       : snapshot_(snapshot), history_(history) {}
 
+  // The request begins (after admission): it is in flight until ended().
+  void started() const;
   // Every attempt, as it ends: its metrics; traced, its CLIENT span.
   void attempt_ended(const RequestView& r, const AttemptEnded& a) const;
   // The request's answer is settled (and what a learning race taught with
@@ -67,7 +69,7 @@ class RequestObservers {
   // it failed over, was hedged or failed.
   void concluded(const RequestView& r, const routing::AttemptRecord* final,
                  std::chrono::steady_clock::time_point end) const;
-  // The request is over: its metrics, the key's charge (`used`: the tokens
+  // The request is over: no longer in flight; its metrics, the key's charge (`used`: the tokens
   // and cost of the attempt its client was given) and, traced, its SERVER
   // span.
   void ended(const RequestView& r, const KeyStore::Charge& used,

@@ -327,7 +327,7 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
       head.result() == http::status::ok;
   if (event_stream) co_return co_await relay_stream(lease, *parser, t, owner);
   std::string body;
-  lease->stream.tcp().expires_at(std::min(Clock::now() + t.total, times.by));
+  lease->stream.tcp().expires_at(times.by);  // the exchange's own end: start + timeouts.total
   const beast::error_code ec =
       co_await read_upstream_body(lease, *parser, body, kMaxJsonAnswer + 1);
   if (!parser->is_done()) {

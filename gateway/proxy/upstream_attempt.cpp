@@ -154,7 +154,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
     const Exchanged x = co_await exchange_head(pool, lease, parser, up, exchange_times());
     if (x.status == Exchanged::Status::kConnectError)
       co_return fail(rec_, AttemptOutcome::kConnectError, x.error);
-    rec_.reused_connection = x.reused;
+    rec_.reused_connection = lease.reused();  // (the last round's: a pooled one)
     if (x.status == Exchanged::Status::kWriteError)
       co_return fail(rec_, AttemptOutcome::kConnectError, "cannot send request: " + x.ec.message());
     rec_.request_sent = x.sent;
@@ -190,10 +190,11 @@ net::awaitable<AttemptResult> UpstreamAttempt::run() {
 }
 
 ExchangeTimes UpstreamAttempt::exchange_times() const {
-  // The candidate's timeouts as planned (its TTFT may be the live deadline).
-  const config::Timeouts& t = c_.timeouts;
-  ExchangeTimes times{t.connect, t.connect + t.ttft};
-  times.by = ctx_.total_deadline(c_);
+  // The candidate's deadlines as planned (its TTFT may be the live one).
+  const failover::Deadlines d = ctx_.deadlines(c_);
+  const config::Timeouts& t = d.timeouts();
+  ExchangeTimes times{t.connect, d.write_timeout()};
+  times.by = d.total();
   // A JSON answer comes whole: only the total deadline applies to its head
   // too. A deployment without a first-token deadline (a reasoning model)
   // must still answer with a response head within its provider's TTFT

@@ -49,7 +49,6 @@ net::awaitable<Exchanged> exchange_head(providers::ConnectionPool& pool, provide
       }
       lease = std::move(acq.lease);
     }
-    x.reused = lease.reused();
     const Clock::time_point writing = Clock::now();
     x.acquire_time = writing - acquire_start;
     // The first token is timed from the moment the request left. Written at

@@ -120,7 +120,6 @@ struct Exchanged {
   // first-token time measured from it).
   std::chrono::steady_clock::time_point sent{};
   std::chrono::steady_clock::duration acquire_time{};  // of the last round
-  bool reused = false;                                 // the connection was a pooled one
   bool head_timed_out() const {
     return status == Status::kHeadError && ec == beast::error::timeout;
   }
