@@ -80,17 +80,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   rs_.retries.deposit(now);
   if (trace_.decision.candidates.empty()) co_return co_await respond_no_route();
 
-  metrics_.on_route(model, *trace_.decision.candidates.front().candidate.deployment,
-                    trace_.decision.policy);
-  if (conversation()) {
-    const auto holds = [](const routing::PlannedCandidate& pc) { return pc.cache_held_tokens > 0; };
-    const auto& d = trace_.decision;
-    metrics_.on_affinity(model, holds(d.candidates.front()) ? Metrics::Affinity::kHit
-                                : std::any_of(d.candidates.begin(), d.candidates.end(), holds) ||
-                                        std::any_of(d.reserve.begin(), d.reserve.end(), holds)
-                                    ? Metrics::Affinity::kBroken
-                                    : Metrics::Affinity::kMiss);
-  }
+  observers_.routed(model, trace_.decision, conversation());
   ctx_.start = start_;
   commit_after_ = rq.policy.commit_after;
   if (wants_continuation()) ctx_.continuation = &continuation_.emplace();
@@ -154,7 +144,7 @@ net::awaitable<std::optional<bool>> ChatProxy::try_candidates(ProbeSlots& probes
       break;
     }
     if (!trace_.failures.outcomes().empty())
-      metrics_.shared().on_fallback(trace_.failures.outcomes().back());
+      observers_.failing_over(trace_.failures.outcomes().back());
     AttemptResult r;
     // A capped candidate (explored, re-checked, probed) is always hedged by
     // the next one: learning about it costs a client at most its hedge delay.
@@ -247,7 +237,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
           trace_.race_lost = (h == HedgeResult::kWon ? first : second).candidate.deployment->id();
           trace_.race_learning = kind == HedgeKind::kLearning;
         }
-        metrics_.shared().on_hedge(h);
+        observers_.hedged(h);
       });
   // Under e2e the client waits for the whole answer: a deployment being
   // learnt about whose first token comes first does not take the client if,
@@ -291,7 +281,7 @@ net::awaitable<AttemptResult> ChatProxy::hedged(const routing::PlannedCandidate&
     routing::RoutingState::Learning& learning = rs_.learning(req_.model);
     learning.extra_requests.fetch_add(1, std::memory_order_relaxed);
     learning.budget.try_spend(Clock::now());
-    metrics_.on_lesson_extra_request(*model_);
+    observers_.lesson_extra_request(*model_);
   }
   if (pending_conclusion_) {
     conclude(&*pending_conclusion_);

@@ -124,8 +124,8 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
           c.deployment->id(),
           "at its max_concurrent (" + std::to_string(it->second->in_use()) + " in flight), " +
               (full ? "wait queue full" : "no slot within the connect timeout"));
-      metrics_.on_saturated(*model_, *c.deployment,
-                            full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
+      observers_.saturated(*model_, *c.deployment,
+                           full ? Saturation::kQueueFull : Saturation::kQueueTimeout);
       co_return false;
     }
     slot = std::move(got.slot);
@@ -140,18 +140,18 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
           shared_slot = std::move(s.slot);
           break;
         case SharedLimits::Verdict::kUnavailable:
-          metrics_.shared().on_shared_fallback(SharedOp::kSlotAcquire, shared->fail_open());
+          observers_.shared_state_unreachable(SharedOp::kSlotAcquire, shared->fail_open());
           if (shared->fail_open()) break;
           if (LLMGATE_CANCELLED()) co_return false;
           trace_.failures.shared_state_unavailable(c.deployment->id());
-          metrics_.on_saturated(*model_, *c.deployment, Saturation::kSharedStateUnavailable);
+          observers_.saturated(*model_, *c.deployment, Saturation::kSharedStateUnavailable);
           co_return false;
         case SharedLimits::Verdict::kLimited:
           if (LLMGATE_CANCELLED()) co_return false;
           trace_.failures.saturated(c.deployment->id(),
                                     "at its max_concurrent across the gateway's replicas "
                                     "(shared_state), no slot within the connect timeout");
-          metrics_.on_saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
+          observers_.saturated(*model_, *c.deployment, Saturation::kQueueTimeout);
           co_return false;
       }
     }
@@ -168,7 +168,7 @@ net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, Concurrency
                             "this gateway's connection pool to provider \"" + c.provider->name +
                                 "\" is full (" + std::to_string(c.provider->pool.max_connections) +
                                 " connections per worker, pool.max_connections)");
-  metrics_.on_saturated(*model_, *c.deployment, Saturation::kPoolFull);
+  observers_.saturated(*model_, *c.deployment, Saturation::kPoolFull);
   co_return false;
 }
 
@@ -247,7 +247,7 @@ void ChatProxy::note_lesson(const routing::PlannedCandidate& pc, const AttemptRe
   rs_.learning(req_.model)
       .lessons[static_cast<std::size_t>(kind)][static_cast<std::size_t>(result)]
       .fetch_add(1, std::memory_order_relaxed);
-  metrics_.on_lesson(*model_, kind, result);
+  observers_.lesson(*model_, kind, result);
   // "recheck groq/llama (never answered): learnt 321ms", "... missed >450ms".
   static constexpr const char* kKinds[] = {"recheck", "explore", "explore-size"};
   std::string& text = trace_.lesson;

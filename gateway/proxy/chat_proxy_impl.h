@@ -94,7 +94,6 @@ class ChatProxy {
         observers_(snapshot, worker.history),
         cfg_(*snapshot.config),
         rs_(*snapshot.routing),
-        metrics_(*snapshot.metrics),
         key_(key),
         stored_at_(std::move(stored_at)),
         req_(std::move(req)),
@@ -200,7 +199,6 @@ class ChatProxy {
   const RequestObservers observers_;
   const config::Config& cfg_;
   routing::RoutingState& rs_;
-  Metrics& metrics_;
   const config::GatewayKey* key_;  // the caller's gateway key, if keys are configured
   // The provider that stored the response previous_response_id names, when
   // this gateway saw it created.

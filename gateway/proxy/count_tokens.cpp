@@ -8,9 +8,6 @@
 // usage (docs/routing.md, "Prompt size"). `x-llmgate-token-count` says
 // which. Not routed: a count is no generation, and teaches the router
 // nothing.
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/http/read.hpp>
 #include <nlohmann/json.hpp>
 
 #include "gateway/apis/messages_request.h"
@@ -18,13 +15,14 @@
 #include "gateway/observe/redact.h"
 #include "gateway/proxy/chat_proxy.h"
 #include "gateway/proxy/upstream_attempt.h"
+#include "gateway/proxy/upstream_body.h"
+#include "gateway/proxy/upstream_exchange.h"
 #include "routing/routing_state.h"
 
 namespace llmgate::gateway {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr std::size_t kMaxCountAnswer = 64 * 1024;
 
 // An upstream's whole answer, or why none came.
@@ -34,46 +32,25 @@ struct Counted {
   std::string error;
 };
 
-// One request to `p`, its answer read whole. A reused connection the peer
-// closed is tried once more on a fresh one, while no response byte came.
+// One request to `p` (the one upstream exchange: a stale reused connection
+// is tried once more on a fresh one), its answer read whole.
 net::awaitable<Counted> ask(Worker& worker, const Snapshot& snap, const config::Provider& p,
                             const UpstreamMessage& up) {
   const config::Timeouts t = snap.config->timeouts_for(p);
   auto& pool = worker.pools->get(p, snap.tls);
   const auto start = Clock::now();
-  for (int round = 0; round < 2; ++round) {
-    providers::AcquireResult acq = co_await pool.acquire(start + t.connect, round == 0);
-    if (!acq.lease) co_return Counted{0, {}, "cannot connect: " + acq.error};
-    providers::Lease& lease = acq.lease;
-    auto& tcp = lease->stream.tcp();
-    UpstreamWrite write(lease, up);
-    beast::error_code wec = write.error();
-    if (!write.done()) wec = co_await write.rest(Clock::now() + t.connect);
-    const bool stale_ok = lease.reused() && round == 0;
-    if (wec) {
-      if (stale_ok) continue;
-      co_return Counted{0, {}, "cannot send the request: " + wec.message()};
-    }
-    UpstreamParser parser;
-    parser.body_limit(boost::none);  // bounded below
-    parser.header_limit(kMaxUpstreamHeader);
-    tcp.expires_at(Clock::now() + t.ttft);
-    const std::size_t buffered_before = lease->buffer.size();
-    auto [hec, hn] =
-        co_await http::async_read_header(lease->stream, lease->buffer, parser, kUseTuple);
-    if (hec) {
-      if (stale_ok && buffered_before == 0 && hn == 0 && hec != beast::error::timeout) continue;
-      co_return Counted{0, {}, "no answer: " + hec.message()};
-    }
-    std::string body;
-    tcp.expires_at(Clock::now() + t.total);
-    const beast::error_code ec =
-        co_await read_upstream_body(lease, parser, body, kMaxCountAnswer + 1);
-    if (!parser.is_done()) co_return Counted{0, {}, "no whole answer: " + ec.message()};
-    if (parser.keep_alive()) lease.give_back();
-    co_return Counted{static_cast<int>(parser.get().result_int()), std::move(body), {}};
-  }
-  co_return Counted{0, {}, "connection closed"};
+  ExchangeTimes times{t.connect, t.connect, t.ttft};
+  times.by = start + t.total;
+  providers::Lease lease;
+  std::optional<UpstreamParser> parser;
+  const Exchanged x = co_await exchange_head(pool, lease, parser, up, times);
+  if (x.status != Exchanged::Status::kHead) co_return Counted{0, {}, x.why_no_head()};
+  std::string body;
+  const beast::error_code ec =
+      co_await read_whole(lease, *parser, body, kMaxCountAnswer + 1, times.by);
+  if (!parser->is_done()) co_return Counted{0, {}, "no whole answer: " + ec.message()};
+  if (parser->keep_alive()) lease.give_back();
+  co_return Counted{static_cast<int>(parser->get().result_int()), std::move(body), {}};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The observers of a routed request's lifecycle (observers.h).
 #include "gateway/proxy/observers.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,43 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 void RequestObservers::started() const { snapshot_.metrics->shared().request_started(); }
+
+void RequestObservers::routed(const config::Model& model, const routing::RouteDecision& d,
+                              bool conversation) const {
+  Metrics& m = *snapshot_.metrics;
+  m.on_route(model, *d.candidates.front().candidate.deployment, d.policy);
+  if (!conversation) return;
+  const auto holds = [](const routing::PlannedCandidate& pc) { return pc.cache_held_tokens > 0; };
+  m.on_affinity(model, holds(d.candidates.front()) ? Metrics::Affinity::kHit
+                       : std::any_of(d.candidates.begin(), d.candidates.end(), holds) ||
+                               std::any_of(d.reserve.begin(), d.reserve.end(), holds)
+                           ? Metrics::Affinity::kBroken
+                           : Metrics::Affinity::kMiss);
+}
+
+void RequestObservers::failing_over(AttemptOutcome after) const {
+  snapshot_.metrics->shared().on_fallback(after);
+}
+
+void RequestObservers::hedged(HedgeResult h) const { snapshot_.metrics->shared().on_hedge(h); }
+
+void RequestObservers::saturated(const config::Model& model, const config::Deployment& d,
+                                 Saturation why) const {
+  snapshot_.metrics->on_saturated(model, d, why);
+}
+
+void RequestObservers::shared_state_unreachable(SharedOp op, bool fail_open) const {
+  snapshot_.metrics->shared().on_shared_fallback(op, fail_open);
+}
+
+void RequestObservers::lesson(const config::Model& model, routing::RoutingState::LessonKind kind,
+                              routing::RoutingState::LessonResult result) const {
+  snapshot_.metrics->on_lesson(model, kind, result);
+}
+
+void RequestObservers::lesson_extra_request(const config::Model& model) const {
+  snapshot_.metrics->on_lesson_extra_request(model);
+}
 
 void RequestObservers::attempt_ended(const RequestView& r, const AttemptEnded& a) const {
   snapshot_.metrics->on_attempt(r.model, *a.pc.candidate.deployment, a.rec, r.req.operation);
@@ -235,6 +273,67 @@ void RequestObservers::ended(const RequestView& r, const KeyStore::Charge& used,
   if (r.key) charge_key(snapshot_.shared.get(), *snapshot_.keys, *r.key, used);
   if (r.request_trace && r.request_trace->sampled())
     snapshot_.tracer->record(server_span(r, *r.request_trace, end));
+}
+
+void RequestObservers::resource_ended(const ResourceView& r, Clock::time_point end) const {
+  if (log_enabled(LogLevel::kInfo)) {
+    std::vector<LogField> f{{"request_id", r.rc.request_id},
+                            {"operation", config::gen_ai_name(config::Operation::kResponses)},
+                            {"method", std::string(r.method)},
+                            {"response_id", r.path.id},
+                            {"part", r.path.part == ResponsePath::Part::kResponse
+                                         ? std::string("response")
+                                         : std::string(part_path(r.path.part).substr(1))},
+                            {"status", std::to_string(r.status), true}};
+    if (r.key) f.push_back({"key", r.key->name});
+    if (r.upstream) f.push_back({"provider", r.upstream->name});
+    f.push_back({"duration_ms",
+                 format_decimal(std::chrono::duration<double, std::milli>(end - r.start).count()),
+                 true});
+    log_event(LogLevel::kInfo, "request", f);
+  }
+  if (r.request_trace && r.request_trace->sampled()) resource_spans(r, end);
+}
+
+void RequestObservers::resource_spans(const ResourceView& r, Clock::time_point end) const {
+  const RequestTrace& t = *r.request_trace;
+  Tracer& tracer = *snapshot_.tracer;
+  const std::string method(r.method);
+  // Named by the route, not the id: "GET /v1/responses/{response_id}/input_items".
+  const std::string route = "/v1/responses/{response_id}" + std::string(part_path(r.path.part));
+  SpanData server = t.server_span(method + " " + route, end);
+  server.set("http.request.method", method);
+  server.set("http.route", route);
+  server.set("gen_ai.response.id", r.path.id);
+  server.set("llmgate.request_id", r.rc.request_id);
+  if (r.status != 0) server.set("http.response.status_code", std::int64_t{r.status});
+  if (r.key) server.set("llmgate.key", r.key->name);
+  if (r.upstream) server.set("llmgate.provider", r.upstream->name);
+  if (r.status == 0 || r.status >= 500) {
+    server.error = true;
+    server.set("error.type", r.status == 0 ? std::string("client_gone") : std::to_string(r.status));
+    if (r.status != 0) server.status_message = std::string(r.refusal.substr(0, 256));
+  }
+  tracer.record(std::move(server));
+  if (!r.upstream_start || !r.upstream) return;
+  const config::Provider& p = *r.upstream;
+  // The provider's own path: the route without "/v1" (its base_url has it).
+  SpanData client = t.client_span(r.upstream_span, method + " " + route.substr(3),
+                                  *r.upstream_start, r.upstream_end.value_or(end));
+  client.set("http.request.method", method);
+  client.set("gen_ai.provider.name", gen_ai_provider(p));
+  client.set("gen_ai.response.id", r.path.id);
+  client.set("server.address", p.base_url.host);
+  client.set("server.port", std::int64_t{p.base_url.port});
+  if (r.upstream_status != 0) {
+    client.set("http.response.status_code", std::int64_t{r.upstream_status});
+  }
+  if (r.upstream_status == 0 || r.upstream_status >= 500) {
+    client.error = true;
+    client.set("error.type", r.upstream_status == 0 ? std::string("no_answer")
+                                                    : std::to_string(r.upstream_status));
+  }
+  tracer.record(std::move(client));
 }
 
 }  // namespace llmgate::gateway

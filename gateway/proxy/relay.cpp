@@ -3,24 +3,17 @@
 // committed stream to the client as gathered writes.
 #include "gateway/proxy/relay.h"
 
-#include <array>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/http/read.hpp>
 #include <chrono>
-#include <cstdint>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
 
 #include "gateway/apis/client_api.h"
 #include "gateway/observe/redact.h"
 #include "gateway/proxy/client_stream.h"
 #include "gateway/proxy/relay_state.h"
+#include "gateway/proxy/upstream_body.h"
 #include "providers/framer.h"
 #include "providers/upstream_protocol.h"
 
@@ -29,77 +22,6 @@ namespace {
 
 using routing::AttemptOutcome;
 using Clock = std::chrono::steady_clock;
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-
-// Reads of a stream's body are sized by the upstream connection's buffer:
-// an open stream holds it and the framer's for as long as it lasts, and
-// a long stream's reads are one event each, a few hundred bytes. So once the
-// head is in, an empty buffer goes and reads start at Beast's minimum; a read
-// that fills what it was given doubles the buffer, up to kMaxRead (a burst,
-// a large event). The framer is offered as much per parse (the events
-// of a whole read go out in one write: half of the 4 KiB head buffer made
-// two of the head's first read), what does not fit stays for the next
-// parse. After kQuietReads reads in a row that each used under a quarter of
-// their room, both buffers shrink back (a stream that came with its head,
-// or that trickles after a burst; the bytes of the next chunk's header
-// kept): a handful of allocations per stream, none per event.
-constexpr std::size_t kMinRead = 512;  // as Beast's reads: at least this much
-constexpr std::size_t kMaxRead = 16 * 1024;
-constexpr int kQuietReads = 8;
-// What a quiet stream's buffer may hold when it shrinks: Beast's parser
-// leaves the CRLF that ends a chunk's data until the next chunk's header is
-// in (so between chunks the buffer is never empty), and a read may have
-// brought part of that header.
-constexpr std::size_t kCarry = 64;
-
-// Frees the buffer's storage for one of kMinRead free bytes, keeping what it
-// holds (at most kCarry bytes): one allocation, the room the next read asks
-// for.
-void shrink_keeping(beast::flat_buffer& raw) {
-  std::array<char, kCarry> keep;
-  const std::size_t n = net::buffer_copy(net::buffer(keep), raw.data());
-  raw.clear();
-  raw.shrink_to_fit();
-  if (n > 0) raw.commit(net::buffer_copy(raw.prepare(kMinRead + n), net::buffer(keep.data(), n)));
-}
-
-// The deadline of the upstream read in progress, kept by one timer per relay
-// (a Beast stream's timeout arms a timer for every read and cancels it when
-// the read completes). A read only moves the deadline; the timer, when it
-// fires before the deadline, waits again until it, and past it closes the
-// socket if a read is in progress (as Beast's timeout does: a TLS read may be
-// several socket reads, and a close fails every one of them; a cancel would
-// miss one that had not started). Between reads (the relay writing to a slow
-// client) a deadline passes harmlessly: the next read sets its own. Shared
-// with the timer's handler, which may run after the relay ends: `socket` is
-// null then, and a handler of an earlier wait (`generation`) does nothing.
-struct ReadDeadline {
-  explicit ReadDeadline(net::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
-  net::steady_timer timer;
-  Clock::time_point deadline = Clock::time_point::max();
-  Clock::time_point armed = Clock::time_point::max();  // the wait's expiry; max: none
-  net::ip::tcp::socket* socket;
-  std::uint64_t generation = 0;
-  bool reading = false;  // a read is in progress
-  bool expired = false;  // ... and the deadline closed its socket
-};
-
-void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
-  d->armed = d->deadline;
-  d->timer.expires_at(d->deadline);  // cancels an earlier wait, if any
-  d->timer.async_wait([d, generation = ++d->generation](boost::system::error_code ec) {
-    if (ec || !d->socket || generation != d->generation) return;
-    d->armed = Clock::time_point::max();
-    if (!d->reading) return;  // the next read sets its deadline and waits
-    if (Clock::now() < d->deadline) {
-      wait_for_deadline(d);  // reads moved it on
-      return;
-    }
-    d->expired = true;
-    beast::error_code ignored;
-    d->socket->close(ignored);  // the read completes with operation_aborted
-  });
-}
 
 constexpr auto kDrainForReuse = std::chrono::milliseconds(500);
 // How long a deferred side of a race reads on for its speed sample at most
@@ -114,11 +36,7 @@ class Relay {
         state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
         frames_(up.protocol.framing(), ctx.cfg.server.limits.max_event_bytes),
-        deadline_(std::make_shared<ReadDeadline>(up.lease->stream.tcp().socket())) {
-    // Nothing of the body came with the head (a stream that trickles): the
-    // head's buffer goes, and reads start small (kMinRead).
-    if (up_.lease->buffer.size() == 0) up_.lease->buffer.shrink_to_fit();
-    up_.lease->stream.tcp().expires_never();  // deadline_ times the reads
+        body_(up.lease, up.parser) {
     // A stream that may be continued keeps what its client is told; a
     // continuation's events are spliced into the stream it continues.
     if (StreamContinuation* k = ctx.continuation) {
@@ -128,7 +46,6 @@ class Relay {
         state_.keep_transcript();
     }
   }
-  ~Relay() { stop_deadline(); }
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
@@ -142,20 +59,7 @@ class Relay {
   std::optional<AttemptResult> on_read_error(beast::error_code ec);
   // One read, in the steps around run()'s socket read (see begin_read).
   bool begin_read(beast::error_code& ec, net::mutable_buffer& into);
-  beast::error_code end_read(beast::error_code ec, std::size_t got_raw);
   beast::error_code deliver(beast::error_code ec);
-  // Body bytes this read has put into the body space.
-  std::size_t delivered() const { return space_.size() - up_.parser.get().body().size; }
-  // No more reads are timed by deadline_ (its pending handler does nothing).
-  void stop_deadline() {
-    deadline_->socket = nullptr;
-    deadline_->timer.cancel();
-  }
-  // Parses what the connection's buffer holds into the body space (`space`
-  // bytes offered), without reading. See the definition.
-  beast::error_code parse_buffered(std::size_t space);
-  // Body bytes to offer the framer per read (see kMinRead).
-  std::size_t body_room() const { return std::max(kMinRead, up_.lease->buffer.capacity()); }
   // The client has seen nothing of this attempt, or what it saw another
   // deployment can continue: a stall is cut at the stall deadline, not the
   // idle one.
@@ -234,84 +138,38 @@ class Relay {
   bool deferred_ = false;             // declined the client; reads on, unclaimed
   bool speed_measured_ = false;       // the mid-stream speed sample went to the statistics
   bool first_token_relayed_ = false;  // for the gateway-overhead metric
-  int quiet_reads_ = 0;               // see kQuietReads
-  std::span<char> space_;             // this read's body space (the framer's)
-  std::size_t read_room_ = 0;         // what this read's socket read was offered
   Clock::time_point last_data_at_{};  // the last read with data, from the first token on
   Clock::duration longest_pause_{};   // the longest wait between two such reads
   int pauses_ = 0;                    // how many such waits
-  std::shared_ptr<ReadDeadline> deadline_;
+  UpstreamBody body_;                 // the reads of the body
 };
 
 // One read from the upstream into the framer, its frames fed to the
-// relay's state, in three steps around the socket read that run() makes
-// itself (a coroutine per read would cost a frame and a resumption per
-// event). begin_read: the read's deadline, the body space, and what the
-// connection's buffer already holds parsed into it; true when that gave
-// nothing and a read into `into` is due (then end_read after it).
+// relay's state, in the steps of UpstreamBody around the socket read that
+// run() makes itself (a coroutine per read would cost a frame and a
+// resumption per event). begin_read: the read's deadline, and the framer's
+// free space for the body's bytes; true when what the connection's buffer
+// held gave nothing and a socket read into `into` is due.
 bool Relay::begin_read(beast::error_code& ec, net::mutable_buffer& into) {
-  ReadDeadline& d = *deadline_;
-  d.deadline = ctx_.deadlines(up_.c).next_read(Clock::now(), up_.rec.request_sent,
-                                               up_.rec.first_token.has_value(), replaceable());
-  if (guarding()) d.deadline = std::min(d.deadline, guard_deadline());
-  d.expired = false;
-  if (d.deadline < d.armed) wait_for_deadline(deadline_);  // none pending, or a later one
+  Clock::time_point deadline = ctx_.deadlines(up_.c).next_read(
+      Clock::now(), up_.rec.request_sent, up_.rec.first_token.has_value(), replaceable());
+  if (guarding()) deadline = std::min(deadline, guard_deadline());
   state_.outbox().hold();  // views into the parser's buffer must not outlive the next prepare()
-  beast::flat_buffer& raw = up_.lease->buffer;
-  if (quiet_reads_ >= kQuietReads && raw.size() <= kCarry) {
-    quiet_reads_ = 0;
-    shrink_keeping(raw);
+  if (body_.settle()) {    // a quiet stream: its buffers shrink back
     frames_.shrink();
     state_.outbox().shrink();
   }
-  space_ = frames_.prepare(body_room());  // all the free space, at least this
-  up_.parser.get().body().data = space_.data();
-  up_.parser.get().body().size = space_.size();
-  ec = parse_buffered(space_.size());
-  if (ec || delivered() > 0 || up_.parser.is_done()) return false;
-  // Nothing (more) to relay in what was buffered: read, into the free
-  // space, at least kMinRead (as Beast's reads: beast::read_size) --
-  // straight from the socket (or TLS): Beast's read operation would only
-  // add a layer, and its stream a timer.
-  read_room_ = std::max(kMinRead, raw.capacity() - raw.size());
-  into = raw.prepare(read_room_);
-  d.reading = true;
-  return true;
-}
-
-// After the socket read: its bytes parsed into the body space, the buffers
-// sized for the next.
-beast::error_code Relay::end_read(beast::error_code ec, std::size_t got_raw) {
-  ReadDeadline& d = *deadline_;
-  beast::flat_buffer& raw = up_.lease->buffer;
-  d.reading = false;
-  raw.commit(got_raw);
-  if (d.expired) ec = beast::error::timeout;  // whatever the closed socket said
-  // A read that filled its room: the next gets twice as much.
-  const std::size_t room = read_room_;
-  if (got_raw >= room && raw.capacity() < kMaxRead)
-    raw.reserve(std::min(kMaxRead, 2 * std::max(kMinRead, raw.capacity())));
-  // (What a shrink leaves -- kMinRead and the bytes kept, and a framer buffer
-  // as large -- is not shrinkable again: a quiet stream settles.)
-  const bool shrinkable =
-      raw.capacity() > kMinRead + kCarry || frames_.capacity() > kMinRead + kCarry;
-  quiet_reads_ = got_raw < room / 4 && shrinkable ? quiet_reads_ + 1 : 0;
-  if (const bool eof = ec == net::error::eof; !ec || eof) {
-    ec = parse_buffered(space_.size());
-    // As Beast's read at the end of the connection, once what is buffered
-    // gives nothing more: the end of a body read to the end of the
-    // connection, or (framed and unfinished) partial_message. (A read after
-    // the end ends again.)
-    if (eof && !ec && delivered() == 0 && !up_.parser.is_done()) up_.parser.put_eof(ec);
-  }
-  return ec;
+  // All the framer's free space, at least a read's room. Before the commit
+  // the events go one chunk at a time: the first output is committed (and
+  // relayed) before what comes after it is looked at.
+  return body_.begin(deadline, frames_.prepare(body_.room()), ec, into,
+                     /*one_chunk=*/!state_.committed());
 }
 
 // What this read put into the body space, to the relay's state. Returns the
-// read's error (need_buffer cleared).
+// read's error.
 beast::error_code Relay::deliver(beast::error_code ec) {
-  if (ec == http::error::need_buffer) ec = {};
-  if (std::size_t got = delivered(); got > 0) {
+  if (std::size_t got = body_.delivered(); got > 0) {
     frames_.commit(got);
     const auto now = Clock::now();
     auto on_frame = [&](const providers::Frame& f) { state_.on_event(f, now); };
@@ -338,28 +196,6 @@ beast::error_code Relay::deliver(beast::error_code ec) {
       ctx_.snapshot.routing->stats.record_speed(up_.rec.stats_id(), *speed, now);
       speed_measured_ = true;
     }
-  }
-  return ec;
-}
-
-// Beast's parser (not eager) stops after each element of a chunked body: a
-// chunk's header, then its data. What the buffer already holds is parsed here
-// rather than by another read: until the space is full, the parser needs more
-// bytes or is done -- and, before the commit, until the first data arrived:
-// the events before the commit go one chunk at a time, so that the first
-// output is committed (and relayed) before what comes after it is looked at,
-// however the upstream's bytes were split into reads. (An eager parser would
-// not do: at the end of a chunk's data it waits for the next chunk's header.)
-beast::error_code Relay::parse_buffered(std::size_t space) {
-  beast::flat_buffer& raw = up_.lease->buffer;
-  beast::error_code ec;
-  auto& body = up_.parser.get().body();
-  while (raw.size() > 0 && !up_.parser.is_done() && body.size > 0 &&
-         (state_.committed() || body.size == space)) {
-    const std::size_t used = up_.parser.put(raw.data(), ec);
-    raw.consume(used);
-    if (ec == http::error::need_more) return {};
-    if (ec || used == 0) break;
   }
   return ec;
 }
@@ -438,14 +274,8 @@ net::awaitable<AttemptResult> Relay::run() {
     beast::error_code ec;
     net::mutable_buffer into;
     if (begin_read(ec, into)) {
-      std::size_t got = 0;
-      if (auto* tls = up_.lease->stream.tls()) {
-        std::tie(ec, got) = co_await tls->async_read_some(into, kUseTuple);
-      } else {
-        std::tie(ec, got) =
-            co_await up_.lease->stream.tcp().socket().async_read_some(into, kUseTuple);
-      }
-      ec = end_read(ec, got);
+      auto [rec, got] = co_await body_.read_socket(into);
+      ec = body_.end(rec, got, frames_.capacity());
     }
     ec = deliver(ec);
     // (A deferred side is cancelled when the race ends: not the client.)
@@ -524,7 +354,7 @@ bool Relay::may_continue() {
 }
 
 net::awaitable<AttemptResult> Relay::break_off(failover::FaultReport report) {
-  stop_deadline();
+  body_.stop();
   if (!state_.outbox().empty() && !co_await out_.write(state_.outbox().pieces()))
     co_return AttemptResult{true, false};
   state_.outbox().clear();
@@ -643,7 +473,6 @@ net::awaitable<AttemptResult> Relay::finish() {
     if (!ok) ok = co_await write_whole_rest(ctx_.client, w, up_.c.timeouts.idle);
     result.keep_alive = *ok && ctx_.rc.keep_alive;
   }
-  stop_deadline();  // the drain has a deadline of its own
   // Most responses are read to their end with [DONE]: no drain to wait for.
   if (!up_.parser.is_done()) co_await drain_for_reuse();
   if (up_.parser.is_done() && up_.parser.keep_alive()) {
@@ -656,14 +485,10 @@ net::awaitable<AttemptResult> Relay::finish() {
 // Reads what is left of the response after [DONE], for a short while: one
 // that ends promptly keeps its connection (finish() gives it back).
 net::awaitable<void> Relay::drain_for_reuse() {
-  up_.lease->stream.tcp().expires_after(kDrainForReuse);
+  const auto until = Clock::now() + kDrainForReuse;
   while (!up_.parser.is_done()) {
-    std::span<char> sink = frames_.prepare(body_room());  // discarded: after [DONE]
-    up_.parser.get().body().data = sink.data();
-    up_.parser.get().body().size = sink.size();
-    auto [ec, n] =
-        co_await http::async_read_some(up_.lease->stream, up_.lease->buffer, up_.parser, kUseTuple);
-    if (ec && ec != http::error::need_buffer) break;
+    // Discarded: after [DONE].
+    if (co_await body_.read(until, frames_.prepare(body_.room()))) break;
   }
 }
 

@@ -3,11 +3,7 @@
 #include "gateway/proxy/response_resource.h"
 
 #include <algorithm>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -15,18 +11,19 @@
 
 #include "gateway/apis/client_api.h"
 #include "gateway/http/headers.h"
-#include "gateway/observe/log.h"
 #include "gateway/observe/tracer.h"
 #include "gateway/proxy/client_stream.h"
+#include "gateway/proxy/observers.h"
 #include "gateway/proxy/relay_state.h"
+#include "gateway/proxy/upstream_body.h"
 #include "gateway/proxy/upstream_exchange.h"
 #include "gateway/shared/shared_limits.h"
+#include "providers/framer.h"
 
 namespace llmgate::gateway {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 // The methods each part answers, as its Allow header says them.
 std::string_view method_for(ResponsePath::Part part) {
@@ -89,11 +86,22 @@ class ResourceExchange {
         trace_(trace) {}
 
   net::awaitable<bool> run();
-  // One "request" log line, as for the other client APIs.
-  void log(Clock::time_point start) const;
-  // Traced: the SERVER span, and the CLIENT span of the upstream exchange
-  // when there was one.
-  void record_spans(Clock::time_point end) const;
+  // The exchange as its observers see it.
+  ResourceView view(Clock::time_point start) const {
+    return ResourceView{rc_,
+                        std::string_view(request_.method_string()),
+                        path_,
+                        key_,
+                        status_,
+                        error_.message,
+                        upstream_provider_,
+                        upstream_span_,
+                        upstream_start_,
+                        upstream_end_,
+                        upstream_status_,
+                        start,
+                        trace_};
+  }
 
  private:
   // The answer when no upstream exchange happens (or it failed before any
@@ -111,7 +119,8 @@ class ResourceExchange {
                                 const providers::UpstreamProtocol& protocol);
   // Relays an event stream (GET ?stream=true) as it comes.
   net::awaitable<bool> relay_stream(providers::Lease& lease, UpstreamParser& parser,
-                                    const config::Timeouts& t, const ResponseOwners::Owner& owner);
+                                    const config::Timeouts& t, Clock::time_point until,
+                                    providers::Framing framing, const ResponseOwners::Owner& owner);
   void add_route_headers(http::fields& h, const ResponseOwners::Owner& owner) const;
   // The upstream exchange is over (its span ends here).
   void upstream_done() {
@@ -130,7 +139,6 @@ class ResourceExchange {
   const config::GatewayKey* key_ = nullptr;
   ApiError error_;          // what refuse() answers
   std::string_view allow_;  // its Allow header (a 405)
-  std::string provider_;    // where it was forwarded
   int status_ = 0;          // what the client got (0: nothing, e.g. it hung up)
   // Traced requests: the request's trace and the upstream exchange's span.
   const RequestTrace* trace_;
@@ -139,66 +147,6 @@ class ResourceExchange {
   std::optional<Clock::time_point> upstream_start_, upstream_end_;
   int upstream_status_ = 0;  // the provider's answer (0: none)
 };
-
-void ResourceExchange::record_spans(Clock::time_point end) const {
-  if (!trace_ || !trace_->sampled()) return;
-  Tracer& tracer = *snap_->tracer;
-  const std::string method(request_.method_string());
-  // Named by the route, not the id: "GET /v1/responses/{response_id}/input_items".
-  const std::string route = "/v1/responses/{response_id}" + std::string(part_path(path_.part));
-  SpanData server = trace_->server_span(method + " " + route, end);
-  server.set("http.request.method", method);
-  server.set("http.route", route);
-  server.set("gen_ai.response.id", path_.id);
-  server.set("llmgate.request_id", rc_.request_id);
-  if (status_ != 0) server.set("http.response.status_code", std::int64_t{status_});
-  if (key_) server.set("llmgate.key", key_->name);
-  if (!provider_.empty()) server.set("llmgate.provider", provider_);
-  if (status_ == 0 || status_ >= 500) {
-    server.error = true;
-    server.set("error.type", status_ == 0 ? std::string("client_gone") : std::to_string(status_));
-    if (status_ != 0) server.status_message = error_.message.substr(0, 256);
-  }
-  tracer.record(std::move(server));
-  if (!upstream_start_ || !upstream_provider_) return;
-  const config::Provider& p = *upstream_provider_;
-  // The provider's own path: the route without "/v1" (its base_url has it).
-  SpanData client = trace_->client_span(upstream_span_, method + " " + route.substr(3),
-                                        *upstream_start_, upstream_end_.value_or(end));
-  client.set("http.request.method", method);
-  client.set("gen_ai.provider.name", gen_ai_provider(p));
-  client.set("gen_ai.response.id", path_.id);
-  client.set("server.address", p.base_url.host);
-  client.set("server.port", std::int64_t{p.base_url.port});
-  if (upstream_status_ != 0) {
-    client.set("http.response.status_code", std::int64_t{upstream_status_});
-  }
-  if (upstream_status_ == 0 || upstream_status_ >= 500) {
-    client.error = true;
-    client.set("error.type",
-               upstream_status_ == 0 ? std::string("no_answer") : std::to_string(upstream_status_));
-  }
-  tracer.record(std::move(client));
-}
-
-void ResourceExchange::log(Clock::time_point start) const {
-  if (!log_enabled(LogLevel::kInfo)) return;
-  std::vector<LogField> f{{"request_id", rc_.request_id},
-                          {"operation", config::gen_ai_name(config::Operation::kResponses)},
-                          {"method", std::string(request_.method_string())},
-                          {"response_id", path_.id},
-                          {"part", path_.part == ResponsePath::Part::kResponse
-                                       ? std::string("response")
-                                       : std::string(part_path(path_.part).substr(1))},
-                          {"status", std::to_string(status_), true}};
-  if (key_) f.push_back({"key", key_->name});
-  if (!provider_.empty()) f.push_back({"provider", provider_});
-  f.push_back(
-      {"duration_ms",
-       format_decimal(std::chrono::duration<double, std::milli>(Clock::now() - start).count()),
-       true});
-  log_event(LogLevel::kInfo, "request", f);
-}
 
 void ResourceExchange::add_route_headers(http::fields& h,
                                          const ResponseOwners::Owner& owner) const {
@@ -285,7 +233,6 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
       request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
       wants_stream, request_, rc_, worker_.via_name, p, protocol, traceparent,
       trace_ ? std::string_view(trace_->trace_state) : std::string_view());
-  provider_ = p.name;
   upstream_provider_ = &p;
   upstream_start_ = Clock::now();
   const config::Timeouts t = cfg_.timeouts_for(p);
@@ -297,27 +244,11 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   providers::Lease lease;
   std::optional<UpstreamParser> parser;
   const Exchanged x = co_await exchange_head(pool, lease, parser, up, times);
-  switch (x.status) {
-    case Exchanged::Status::kHead:
-      break;
-    case Exchanged::Status::kConnectError:
-      error_ =
-          upstream_error(502, "cannot reach provider " + p.name + ": " + x.error.substr(0, 200));
-      co_return co_await refuse();
-    case Exchanged::Status::kWriteError:
-      error_ = upstream_error(
-          502, "cannot send the request to provider " + p.name + ": " + x.ec.message());
-      co_return co_await refuse();
-    case Exchanged::Status::kCancelled:
-      co_return false;  // the client went away (run_watched)
-    case Exchanged::Status::kHeadError: {
-      const bool timeout = x.head_timed_out();
-      error_ = upstream_error(timeout ? 504 : 502,
-                              "provider " + p.name +
-                                  (timeout ? " did not answer in time" : " closed the connection") +
-                                  " (" + x.ec.message() + ")");
-      co_return co_await refuse();
-    }
+  if (x.status == Exchanged::Status::kCancelled) co_return false;  // the client went away
+  if (x.status != Exchanged::Status::kHead) {
+    error_ = upstream_error(x.head_timed_out() ? 504 : 502,
+                            "provider " + p.name + ": " + x.why_no_head());
+    co_return co_await refuse();
   }
   auto& head = parser->get();
   upstream_status_ = head.result_int();
@@ -325,11 +256,12 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
   const bool event_stream =
       providers::announces(head[http::field::content_type], protocol.framing()) &&
       head.result() == http::status::ok;
-  if (event_stream) co_return co_await relay_stream(lease, *parser, t, owner);
+  if (event_stream)
+    co_return co_await relay_stream(lease, *parser, t, times.by, protocol.framing(), owner);
   std::string body;
-  lease->stream.tcp().expires_at(times.by);  // the exchange's own end: start + timeouts.total
+  // Within the exchange's own end: start + timeouts.total.
   const beast::error_code ec =
-      co_await read_upstream_body(lease, *parser, body, kMaxJsonAnswer + 1);
+      co_await read_whole(lease, *parser, body, kMaxJsonAnswer + 1, times.by);
   if (!parser->is_done()) {
     error_ = upstream_error(
         ec == beast::error::timeout ? 504 : 502,
@@ -359,11 +291,15 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
 
 net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, UpstreamParser& parser,
                                                     const config::Timeouts& t,
+                                                    Clock::time_point until,
+                                                    providers::Framing framing,
                                                     const ResponseOwners::Owner& owner) {
-  // The response head goes with the first bytes; each read is passed on as
-  // it comes (whole events are the upstream's business here: nothing is
-  // parsed, nothing is held). A cut ends the stream with an error event, so
-  // a client never reads a cut stream as a finished one.
+  // The response head goes with the first events; each read's whole events
+  // are passed on as they come, verbatim (the relay's reads and framer,
+  // forwarded: nothing is translated, nothing is held past its event). A
+  // cut, a stall or a bad frame ends the stream with an error event after
+  // the last whole event, so a client never reads a cut stream as a
+  // finished one, nor half an event glued to the error.
   status_ = 200;
   http::response<http::empty_body> res{http::status::ok, rc_.version};
   res.set(http::field::content_type, "text/event-stream");
@@ -373,30 +309,41 @@ net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, Ups
   bool failed = false;
   ClientStream out(client_, rc_, t.idle, failed);
   out.set_head(res);
-  char buf[16 * 1024];
-  auto& tcp = lease->stream.tcp();
-  const auto until = Clock::now() + t.total;
-  SequenceFollower sequence;  // the error event's number, if the stream is cut
-  while (!parser.is_done()) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    tcp.expires_at(std::min(Clock::now() + t.idle, until));
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    const std::size_t got = sizeof buf - parser.get().body().size;
-    sequence.feed(std::string_view(buf, got));
-    if (got > 0 && !co_await out.write(std::string_view(buf, got))) co_return false;
-    if (ec && ec != http::error::need_buffer) {
-      upstream_done();
-      const std::string event =
-          client_api(config::Operation::kResponses)
-              .error_event(upstream_error(502, "the upstream stream ended early (" + ec.message() +
-                                                   "); the events above are partial"),
-                           sequence.next());
-      co_await out.write(event, /*last=*/true);
-      co_return false;
+  providers::Framer frames(framing, cfg_.server.limits.max_event_bytes);
+  UpstreamBody body(lease, parser);
+  SequenceFollower sequence;  // the error event's number, if the stream breaks
+  std::string events;         // this read's whole events
+  std::string broke;          // why the stream broke, if it did
+  while (broke.empty() && !parser.is_done()) {
+    const beast::error_code ec =
+        co_await body.read(std::min(Clock::now() + t.idle, until), frames.prepare(body.room()));
+    frames.commit(body.delivered());
+    events.clear();
+    const providers::FrameStatus framed =
+        frames.drain([&](const providers::Frame& f) { events.append(f.raw); });
+    sequence.feed(events);
+    if (!events.empty() && !co_await out.write(events)) co_return false;
+    if (framed == providers::FrameStatus::kTooLarge) {
+      broke = "an event over server.limits.max_event_size";
+    } else if (framed == providers::FrameStatus::kMalformed) {
+      broke = "a malformed frame: " + std::string(frames.error());
+    } else if (ec) {
+      broke = ec.message();
+    } else if (parser.is_done() && frames.has_partial_frame()) {
+      broke = "the body ended inside an event";
     }
   }
   upstream_done();
+  if (!broke.empty()) {
+    const std::string event =
+        client_api(config::Operation::kResponses)
+            .error_event(upstream_error(502, "the upstream stream ended early (" + broke +
+                                                 "); the events above are partial"),
+                         sequence.next());
+    co_await out.write(event, /*last=*/true);
+    co_return false;
+  }
+  body.stop();
   if (parser.keep_alive()) lease.give_back();
   const bool ok = co_await out.write(std::string_view(), /*last=*/true);
   co_return ok&& rc_.keep_alive&& out.chunked();
@@ -414,8 +361,7 @@ net::awaitable<bool> handle_response_resource(Worker& worker, beast::tcp_stream&
   // closes the upstream connection with it).
   net::awaitable<bool> run = exchange.run();
   const Watched r = co_await run_watched(worker, client, *rc.session_cancel, std::move(run));
-  exchange.log(start);
-  exchange.record_spans(Clock::now());
+  RequestObservers(*worker.snapshot, nullptr).resource_ended(exchange.view(start), Clock::now());
   co_return r.why == Interrupt::kNone&& r.result;
 }
 

@@ -17,6 +17,7 @@
 #include "gateway/observe/redact.h"
 #include "gateway/proxy/relay.h"
 #include "gateway/proxy/relay_state.h"
+#include "gateway/proxy/upstream_body.h"
 #include "gateway/proxy/upstream_exchange.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
@@ -245,9 +246,9 @@ net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
 net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lease,
                                                            UpstreamParser& parser) {
   std::string body;
-  lease->stream.tcp().expires_at(ctx_.total_deadline(c_));
   // One byte past the limit tells a body over it from one exactly at it.
-  const beast::error_code ec = co_await read_upstream_body(lease, parser, body, kMaxJsonAnswer + 1);
+  const beast::error_code ec =
+      co_await read_whole(lease, parser, body, kMaxJsonAnswer + 1, ctx_.total_deadline(c_));
   if (LLMGATE_CANCELLED()) co_return AttemptResult{true, false};
   if (!parser.is_done()) {
     const bool timeout = ec == beast::error::timeout;
@@ -314,8 +315,7 @@ net::awaitable<AttemptResult> UpstreamAttempt::pass_through_status(providers::Le
   }
   // Read the (small) error body so the message can be reported or returned.
   std::string body;
-  lease->stream.tcp().expires_at(deadline);
-  co_await read_upstream_body(lease, parser, body, kMaxErrorBody);
+  co_await read_whole(lease, parser, body, kMaxErrorBody, deadline);
   if (parser.is_done() && parser.keep_alive()) lease.give_back();
 
   // Whatever an upstream says is scrubbed of anything that looks like a key

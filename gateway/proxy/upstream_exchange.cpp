@@ -1,5 +1,5 @@
 // One exchange with a provider up to its response head (upstream_exchange.h),
-// the request as it goes on the wire, its write, a body read whole.
+// the request as it goes on the wire, and its write.
 #include "gateway/proxy/upstream_exchange.h"
 
 #include <algorithm>
@@ -29,6 +29,23 @@ Clock::time_point within(Clock::time_point now, Clock::duration d, Clock::time_p
 }
 
 }  // namespace
+
+std::string Exchanged::why_no_head() const {
+  switch (status) {
+    case Status::kHead:
+      return {};
+    case Status::kConnectError:
+      return "cannot connect: " + error.substr(0, 200);
+    case Status::kWriteError:
+      return "cannot send the request: " + ec.message();
+    case Status::kHeadError:
+      return head_timed_out() ? "no answer in time"
+                              : "the connection closed before an answer (" + ec.message() + ")";
+    case Status::kCancelled:
+      return "cancelled";
+  }
+  return {};
+}
 
 net::awaitable<Exchanged> exchange_head(providers::ConnectionPool& pool, providers::Lease& lease,
                                         std::optional<UpstreamParser>& parser,
@@ -144,20 +161,6 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
       target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);
   }
   return target;
-}
-
-net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
-                                                     UpstreamParser& parser, std::string& body,
-                                                     std::size_t limit) {
-  char buf[4096];
-  while (!parser.is_done() && body.size() < limit) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    auto [ec, n] = co_await http::async_read_some(lease->stream, lease->buffer, parser, kUseTuple);
-    body.append(buf, sizeof buf - parser.get().body().size);
-    if (ec && ec != http::error::need_buffer) co_return ec;
-  }
-  co_return beast::error_code{};
 }
 
 namespace {

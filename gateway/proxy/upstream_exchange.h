@@ -5,8 +5,8 @@
 // idle one first), write the request, read the response head; a reused
 // keep-alive connection that the peer had closed before any byte of an
 // answer is retried once on a fresh one (the one stale-connection rule).
-// And the pieces of it: the request as it goes on the wire, its write, a
-// body read whole.
+// And the pieces of it: the request as it goes on the wire, and its write.
+// (The body's reads: upstream_body.h.)
 // Includes Beast: include only from gateway .cpp files.
 #pragma once
 
@@ -86,13 +86,6 @@ class UpstreamWrite {
   beast::error_code ec_;
 };
 
-// Reads the rest of a response body into `body` while it holds fewer than
-// `limit` bytes, under the deadline already set on the connection. Returns
-// the read's error, if one ended it.
-net::awaitable<beast::error_code> read_upstream_body(providers::Lease& lease,
-                                                     UpstreamParser& parser, std::string& body,
-                                                     std::size_t limit);
-
 // How long each step of an exchange may take; none ends after `by`.
 struct ExchangeTimes {
   std::chrono::steady_clock::duration connect;  // taking a connection (DNS, TCP, TLS, a slot)
@@ -123,6 +116,10 @@ struct Exchanged {
   bool head_timed_out() const {
     return status == Status::kHeadError && ec == beast::error::timeout;
   }
+  // Why no head came (not kHead), in words for an error message: "cannot
+  // connect: ...", "cannot send the request: ...", "no answer in time",
+  // "the connection closed before an answer (...)", "cancelled".
+  std::string why_no_head() const;
 };
 
 // Sends `m` to `pool`'s provider and reads the response head into

@@ -796,6 +796,99 @@ TEST_P(ResponsesFault, BehavesAsDocumented) {
 INSTANTIATE_TEST_SUITE_P(Responses, ResponsesFault, ::testing::ValuesIn(responses_rows()),
                          row_name);
 
+// A stored response's events again (GET /v1/responses/{id}?stream=true),
+// forwarded from the provider that created it as they come: a cut or a
+// stall there ends the client's stream with an error event (numbered after
+// the last one forwarded), never a clean end, and nothing is held back.
+struct StoredStreamRow {
+  std::string id;
+  Script replay;     // bad/m's answer to the GET
+  bool completed;    // ends with response.completed; else with an error event
+  std::string says;  // in the error event's message
+};
+
+void PrintTo(const StoredStreamRow& row, std::ostream* os) { *os << row.id; }
+
+std::vector<StoredStreamRow> stored_stream_rows() {
+  using testing::chunk;
+  const std::string h = responses_head();
+  const std::string one = responses_opening() + responses_delta(0);
+  return {
+      {"stored-stream-complete",
+       {{K::kSend, h + chunk(one + responses_completed()) + testing::last_chunk()}, {K::kClose}},
+       true,
+       ""},
+      {"stored-stream-cut",
+       {{K::kSend, h + chunk(one) + cut(chunk(responses_delta(1)))}, {K::kClose}},
+       false,
+       "ended early"},
+      {"stored-stream-reset",
+       {{K::kSend, h + chunk(one)}, {K::kSleep, "", 50ms}, {K::kReset}},
+       false,
+       "ended early"},
+      // The idle deadline (600 ms here) between two reads.
+      {"stored-stream-stall", {{K::kSend, h + chunk(one)}, {K::kHold}}, false, "timeout"},
+      // Half an event, then a clean end of the body: the half is not passed on.
+      {"stored-stream-ends-inside-an-event",
+       {{K::kSend, h + chunk(one) + chunk(cut(responses_delta(1))) + testing::last_chunk()},
+        {K::kClose}},
+       false,
+       "inside an event"},
+  };
+}
+
+class StoredStreamFault : public ::testing::TestWithParam<StoredStreamRow> {};
+
+TEST_P(StoredStreamFault, EndsAsTheUpstreamDid) {
+  const StoredStreamRow& row = GetParam();
+  using testing::chunk;
+  // The first request creates resp_bad at bad/m; the second reads it again.
+  Script script = {
+      {K::kSend, responses_head() +
+                     chunk(responses_opening() + responses_delta(0) + responses_completed()) +
+                     testing::last_chunk()},
+      {K::kClose},
+      {K::kNext}};
+  script.insert(script.end(), row.replay.begin(), row.replay.end());
+  Harness h(Target::kScript, script, "", "", kResponsesModel);
+  auto c = std::make_unique<HttpClient>(h.port());
+  auto created = c->request("POST", "/v1/responses", R"({"model":"resp","input":"hi"})");
+  ASSERT_EQ(created.status, 200) << created.body;
+  ASSERT_EQ(created.header("x-llmgate-deployment"), "bad/m");
+  auto head = c->start("GET", "/v1/responses/resp_bad?stream=true", "");
+  ASSERT_EQ(head.status, 200) << head.body;
+  EXPECT_NE(h.upstream()->last_request().find("GET /v1/responses/resp_bad?stream=true"),
+            std::string::npos)
+      << h.upstream()->last_request();
+  std::vector<std::string> types;
+  json last;
+  std::int64_t sequence = -1;
+  for (const auto& e : c->rest_of_events()) {
+    auto j = json::parse(e, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << e;  // whole events only
+    types.push_back(j.value("type", "?"));
+    ASSERT_TRUE(j.contains("sequence_number")) << e;
+    EXPECT_GT(j["sequence_number"].get<std::int64_t>(), sequence) << e;
+    sequence = j["sequence_number"].get<std::int64_t>();
+    last = j;
+  }
+  ASSERT_GE(types.size(), 4u);
+  EXPECT_EQ(types.front(), "response.created");
+  EXPECT_EQ(types[3], "response.output_text.delta");  // forwarded before the break
+  if (row.completed) {
+    EXPECT_EQ(types.back(), "response.completed");
+  } else {
+    EXPECT_EQ(types.back(), "error") << last;
+    EXPECT_NE(last["message"].get<std::string>().find(row.says), std::string::npos) << last;
+    EXPECT_EQ(std::count(types.begin(), types.end(), "response.completed"), 0);
+  }
+  c.reset();  // (a completed stream keeps its connection)
+  h.expect_quiescent();
+}
+
+INSTANTIATE_TEST_SUITE_P(Responses, StoredStreamFault, ::testing::ValuesIn(stored_stream_rows()),
+                         row_name);
+
 // ---- Legacy completions -------------------------------------------------------
 //
 // Chat's failure semantics with `choices[].text` as the output: a non-streaming
