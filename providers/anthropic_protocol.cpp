@@ -51,6 +51,7 @@
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
+#include "providers/translation.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers {
@@ -61,7 +62,7 @@ using Refused = std::optional<Untranslatable>;
 
 // Anthropic's smallest thinking budget.
 constexpr std::int64_t kMinThinkingBudget = 1024;
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+using translation::dump;
 
 // A member that is present and not null.
 constexpr auto get = member;
@@ -573,9 +574,7 @@ std::variant<std::string, Untranslatable> build_body(const json& in, const Upstr
 using anthropic::Counts;
 using anthropic::finish_reason;
 
-std::int64_t created_of(const UpstreamRequest& r) {
-  return r.created != 0 ? r.created : static_cast<std::int64_t>(std::time(nullptr));
-}
+using translation::created_of;
 
 struct Message {
   std::string text, thinking;

@@ -47,6 +47,7 @@
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
+#include "providers/translation.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers {
@@ -60,28 +61,10 @@ Untranslatable unsupported(const std::string& param) {
   return {param + " is not supported by the Gemini protocol", param};
 }
 
-Untranslatable invalid(const std::string& param, std::string_view why) {
-  return {param + " " + std::string(why), param};
-}
-
-// (member(): present and not null -- null means "not set" in OpenAI's API.)
-
-const std::string* string_member(const json& obj, std::string_view key) {
-  const json* v = member(obj, key);
-  return v && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
-}
-
-// Strings from either side may hold invalid UTF-8 (a model name from the
-// config); dump() would throw on it.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// A JSON document inside a string (tool arguments, a tool's result); null
-// when it is not JSON or nests too deep for the recursive parser.
-json parse_embedded(const std::string& text) {
-  if (json_too_deep(text)) return nullptr;
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return j.is_discarded() ? json(nullptr) : j;
-}
+using translation::dump;
+using translation::invalid;
+using translation::parse_embedded;
+using translation::string_member;
 
 // ---------------------------------------------------------------------------
 // The request.
@@ -320,11 +303,9 @@ Refusal integer_to(const json& v, const char* param, const char* key, GeminiRequ
 }
 
 Refusal stop(const json& v, GeminiRequest& out) {
-  json seqs = v.is_string() ? json::array({v}) : v;
-  if (!seqs.is_array() ||
-      !std::all_of(seqs.begin(), seqs.end(), [](const json& s) { return s.is_string(); }))
-    return invalid("stop", "must be a string or an array of strings");
-  if (!seqs.empty()) out.config["stopSequences"] = std::move(seqs);
+  std::optional<json> seqs = translation::stop_sequences(v);
+  if (!seqs) return invalid("stop", "must be a string or an array of strings");
+  if (!seqs->empty()) out.config["stopSequences"] = std::move(*seqs);
   return std::nullopt;
 }
 
@@ -615,9 +596,7 @@ std::string response_model(const json& response, std::string_view fallback) {
   return model && !model->empty() ? *model : std::string(fallback);
 }
 
-std::int64_t created_of(const UpstreamRequest& r) {
-  return r.created != 0 ? r.created : static_cast<std::int64_t>(std::time(nullptr));
-}
+using translation::created_of;
 
 // "<status>: <message>" of a Google error object (either may be missing).
 std::string error_text(const json& error) {

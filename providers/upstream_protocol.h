@@ -202,6 +202,9 @@ const UpstreamProtocol& anthropic_protocol();
 const UpstreamProtocol& anthropic_messages_protocol();
 // Google Gemini (models/{model}:streamGenerateContent?alt=sse, :generateContent).
 const UpstreamProtocol& gemini_protocol();
+// Amazon Bedrock Converse (model/{id}/converse-stream: AWS event-stream
+// framing; /converse). Requests are signed with SigV4 by the gateway.
+const UpstreamProtocol& bedrock_protocol();
 // The OpenAI API beyond chat (openai_api_protocols.cpp): the Responses API,
 // embeddings and legacy completions, passed through byte for byte.
 const UpstreamProtocol& openai_responses_protocol();
