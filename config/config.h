@@ -133,8 +133,8 @@ struct Pool {
   bool operator==(const Pool&) const = default;
 };
 
-enum class Protocol { kOpenAi, kAnthropic, kGemini };
-const char* to_string(Protocol p);  // "openai", "anthropic", "gemini"
+enum class Protocol { kOpenAi, kAnthropic, kGemini, kBedrock };
+const char* to_string(Protocol p);  // "openai", "anthropic", "gemini", "bedrock"
 
 // How a deployment is asked to continue an assistant message: the request
 // ends with the text already sent as an assistant message, and
@@ -188,6 +188,14 @@ struct Provider {
   Protocol protocol = Protocol::kOpenAi;
   // Anthropic: the anthropic-version header.
   std::string anthropic_version = kDefaultAnthropicVersion;
+  // Bedrock: the AWS region its requests are signed for (from base_url's
+  // host, bedrock-runtime.REGION.amazonaws.com, when not set), and the
+  // profile of the shared credentials file ("" = AWS_PROFILE, else
+  // "default"). Without api_key (an Amazon Bedrock API key, sent as a
+  // bearer token) requests are signed with AWS Signature Version 4 from the
+  // AWS SDKs' credential chain.
+  std::string aws_region;
+  std::string aws_profile;
   // Anthropic requires max_tokens: sent when a request names no limit.
   std::int64_t default_max_tokens = kDefaultMaxTokens;
   // A request's reasoning_effort as a thinking budget in tokens (Anthropic

@@ -273,12 +273,26 @@ std::string read_query(const ConfigNode& node) {
   return query;
 }
 
+// The region of a Bedrock endpoint's host: bedrock-runtime.REGION.amazonaws.com
+// (also -fips, and .com.cn in China); "" if it names none.
+std::string aws_region_of(std::string_view host) {
+  for (std::string_view prefix : {"bedrock-runtime.", "bedrock-runtime-fips."}) {
+    if (!host.starts_with(prefix)) continue;
+    host.remove_prefix(prefix.size());
+    const std::size_t dot = host.find('.');
+    if (dot == std::string_view::npos || !host.substr(dot).starts_with(".amazonaws.com")) break;
+    return std::string(host.substr(0, dot));
+  }
+  return {};
+}
+
 Protocol read_protocol(const ConfigNode& node) {
   const std::string& name = node.string();
-  for (Protocol p : {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini}) {
+  for (Protocol p :
+       {Protocol::kOpenAi, Protocol::kAnthropic, Protocol::kGemini, Protocol::kBedrock}) {
     if (name == to_string(p)) return p;
   }
-  node.fail("expected one of openai, anthropic, gemini, got " + quote(name));
+  node.fail("expected one of openai, anthropic, gemini, bedrock, got " + quote(name));
 }
 
 // A value sent as a header as it is: printable ASCII, no spaces.
@@ -351,6 +365,20 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
     m.read("anthropic_version", provider.anthropic_version, read_header_token);
     m.read("max_tokens", provider.default_max_tokens, integer_in<std::int64_t>(1, 10'000'000));
     m.read("thinking_budgets", provider.thinking_budgets, read_thinking_budgets);
+    const auto region = m.optional("aws_region");
+    const auto profile = m.optional("aws_profile");
+    if (region) provider.aws_region = read_label_value(*region);
+    if (profile) provider.aws_profile = read_label_value(*profile);
+    if (provider.protocol != Protocol::kBedrock) {
+      if (region) region->fail("aws_region is for protocol: bedrock");
+      if (profile) profile->fail("aws_profile is for protocol: bedrock");
+    } else if (provider.aws_region.empty()) {
+      provider.aws_region = aws_region_of(provider.base_url.host);
+      if (provider.aws_region.empty()) {
+        m.required("base_url")
+            .fail("names no AWS region (bedrock-runtime.REGION.amazonaws.com): set aws_region");
+      }
+    }
   });
   return provider;
 }
@@ -365,6 +393,8 @@ const char* to_string(Protocol p) {
       return "anthropic";
     case Protocol::kGemini:
       return "gemini";
+    case Protocol::kBedrock:
+      return "bedrock";
   }
   return "unknown";
 }

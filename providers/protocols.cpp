@@ -9,6 +9,8 @@ const UpstreamProtocol& protocol_for(const config::Provider& p) {
       return anthropic_protocol();
     case config::Protocol::kGemini:
       return gemini_protocol();
+    case config::Protocol::kBedrock:
+      return bedrock_protocol();
     case config::Protocol::kOpenAi:
       break;
   }

@@ -57,6 +57,8 @@ std::string gen_ai_provider(const config::Provider& p) {
       return "anthropic";
     case config::Protocol::kGemini:
       return "gcp.gemini";
+    case config::Protocol::kBedrock:
+      return "aws.bedrock";
     case config::Protocol::kOpenAi:
       break;
   }

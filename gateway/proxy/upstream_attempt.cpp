@@ -115,7 +115,8 @@ class UpstreamAttempt {
   const providers::UpstreamProtocol& protocol_;
   providers::UpstreamRequest request_;  // stream and stream_options as sent
   std::string body_;  // the upstream body for request_ (moved into the message it is sent in)
-  std::string_view traceparent_;  // the attempt span's, "" when not traced
+  std::string_view traceparent_;                           // the attempt span's, "" when not traced
+  const providers::cloud::AwsCredentials* aws_ = nullptr;  // Bedrock: signs with these
   // What the upstream just refused (stream_options, or streaming): the
   // same request once more without it.
   std::optional<providers::Quirk> retry_without_;
@@ -145,6 +146,17 @@ void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std
 }
 
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
+  // A Bedrock provider without an API key signs each request: with no
+  // credentials it cannot be reached (and fails over at once).
+  if (c_.provider->protocol == config::Protocol::kBedrock && c_.provider->api_key.empty()) {
+    const auto it = ctx_.snapshot.aws.find(c_.provider->name);
+    if (it == ctx_.snapshot.aws.end() || !it->second.found) {
+      co_return fail(
+          rec_, AttemptOutcome::kConnectError,
+          it == ctx_.snapshot.aws.end() ? std::string("no AWS credentials") : it->second.error);
+    }
+    aws_ = &it->second.found->credentials;
+  }
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
   auto up = upstream_request();
   // A 400 refusing stream_options (or streaming) is tried once more
@@ -432,7 +444,7 @@ UpstreamMessage UpstreamAttempt::upstream_request() {
                       protocol_.target(c_.deployment->model, request_.stream)),
       std::move(body_), request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name,
       *c_.provider, protocol_, traceparent_,
-      ctx_.request_trace ? ctx_.request_trace->trace_state : "");
+      ctx_.request_trace ? ctx_.request_trace->trace_state : "", aws_);
 }
 
 }  // namespace

@@ -218,7 +218,8 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,
                                       const providers::UpstreamProtocol& protocol,
-                                      std::string_view traceparent, std::string_view tracestate) {
+                                      std::string_view traceparent, std::string_view tracestate,
+                                      const providers::cloud::AwsCredentials* aws) {
   const auto& url = provider.base_url;
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
@@ -266,6 +267,28 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
       protocol.headers(own_key_header ? std::string() : provider.api_key, provider);
   for (const auto& [name, value] : protocol_headers) set.set(name, value);
   for (const auto& [name, value] : provider.headers) set.set(name, value);
+  // Signed last, over what is sent: the method, the target, the Host, the
+  // Content-Type and the body (the other headers are not signed, as AWS's
+  // SDKs sign them not either).
+  providers::cloud::SigV4Headers signed_with;
+  if (aws) {
+    const std::string_view t = target;
+    const std::size_t q = t.find('?');
+    providers::cloud::SigV4Request r;
+    r.method = http::to_string(method);
+    r.host = host;
+    r.path = t.substr(0, q);
+    r.query = q == std::string_view::npos ? std::string_view() : t.substr(q + 1);
+    if (!body.empty()) r.headers.emplace_back("content-type", "application/json");
+    r.payload = body;
+    signed_with = providers::cloud::sigv4_sign(r, *aws, provider.aws_region, "bedrock",
+                                               std::chrono::system_clock::now());
+    set.set("x-amz-date", signed_with.amz_date);
+    set.set("x-amz-content-sha256", signed_with.content_sha256);
+    if (!signed_with.security_token.empty())
+      set.set("x-amz-security-token", signed_with.security_token);
+    set.set("Authorization", signed_with.authorization);
+  }
 
   UpstreamMessage m;
   std::string& h = m.head;

@@ -20,6 +20,7 @@
 
 #include "gateway/proxy/attempt_context.h"
 #include "gateway/proxy/upstream_parser.h"
+#include "providers/cloud/sigv4.h"
 #include "providers/upstream_pool.h"
 #include "providers/upstream_protocol.h"
 
@@ -54,14 +55,16 @@ struct UpstreamMessage {
 // `body` as JSON when not empty, with its Content-Length (as Beast's
 // prepare_payload would set it). `traceparent` (traced requests): the
 // attempt span's context replaces the client's, and `tracestate` its
-// tracestate (dropped when empty).
+// tracestate (dropped when empty). `aws`: the request is signed with them
+// (AWS Signature Version 4, for the provider's aws_region; Bedrock).
 UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
                                       bool stream, const Request& client_request,
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,
                                       const providers::UpstreamProtocol& protocol,
                                       std::string_view traceparent = {},
-                                      std::string_view tracestate = {});
+                                      std::string_view tracestate = {},
+                                      const providers::cloud::AwsCredentials* aws = nullptr);
 
 // The request's trace when tracing is on (snapshot.tracer): the client's
 // traceparent and tracestate (several tracestate lines are one list, W3C

@@ -376,7 +376,9 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
        "good/m",
        End::kDone,
        "",
-       "truncated"},
+       // SSE: no event ever completes, the body ends (a cut); event-stream:
+       // the bytes are no message (a prelude whose CRC does not match).
+       f.protocol() == Protocol::kBedrock ? "malformed" : "truncated"},
       {"status-500",
        Target::kScript,
        {{K::kSend, f.status_response(500)}, {K::kClose}},
@@ -478,7 +480,7 @@ std::vector<UpstreamRow> upstream_rows(Protocol p = Protocol::kOpenAi) {
       {"trickle-after-first-token",
        Target::kScript,
        {{K::kSend, head_role_tokens(f, 1)},
-        {K::kTrickle, chunk(std::string(200, ' ')), 100ms},
+        {K::kTrickle, chunk(f.incomplete_bytes(200)), 100ms},
         {K::kHold}},
        true,
        200,
@@ -594,6 +596,8 @@ INSTANTIATE_TEST_SUITE_P(Anthropic, UpstreamFault,
                          ::testing::ValuesIn(upstream_rows(Protocol::kAnthropic)), row_name);
 INSTANTIATE_TEST_SUITE_P(Gemini, UpstreamFault,
                          ::testing::ValuesIn(upstream_rows(Protocol::kGemini)), row_name);
+INSTANTIATE_TEST_SUITE_P(Bedrock, UpstreamFault,
+                         ::testing::ValuesIn(upstream_rows(Protocol::kBedrock)), row_name);
 
 // ---- The Responses API stream ----------------------------------------------------
 //
@@ -1116,6 +1120,8 @@ INSTANTIATE_TEST_SUITE_P(Anthropic, ContinuationFault,
                          ::testing::ValuesIn(continuation_rows(Protocol::kAnthropic)), row_name);
 INSTANTIATE_TEST_SUITE_P(Gemini, ContinuationFault,
                          ::testing::ValuesIn(continuation_rows(Protocol::kGemini)), row_name);
+INSTANTIATE_TEST_SUITE_P(Bedrock, ContinuationFault,
+                         ::testing::ValuesIn(continuation_rows(Protocol::kBedrock)), row_name);
 
 // ---- Anthropic's Messages API in ----------------------------------------------------
 //
@@ -1260,6 +1266,8 @@ INSTANTIATE_TEST_SUITE_P(Openai, MessagesFault,
                          ::testing::ValuesIn(messages_rows(Protocol::kOpenAi)), row_name);
 INSTANTIATE_TEST_SUITE_P(Gemini, MessagesFault,
                          ::testing::ValuesIn(messages_rows(Protocol::kGemini)), row_name);
+INSTANTIATE_TEST_SUITE_P(Bedrock, MessagesFault,
+                         ::testing::ValuesIn(messages_rows(Protocol::kBedrock)), row_name);
 
 TEST(ResponsesPinning, AContinuedConversationGoesOnlyToTheProviderThatStoredIt) {
   // bad/m fails before its first delta: good/m stores the response. The

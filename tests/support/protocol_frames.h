@@ -13,6 +13,9 @@
 //              message_stop; an in-band `event: error`
 //   Gemini     data: <GenerateContentResponse>\r\n\r\n, one per token, the
 //              last with finishReason; no end sentinel: the body just ends
+//   Bedrock    AWS event-stream messages (binary: prelude, headers, payload,
+//              CRCs): messageStart, contentBlockDelta..., contentBlockStop,
+//              messageStop, metadata; an exception message in-band
 //
 // Header-only, as gateway_harness.h: the conformance suite includes it.
 #pragma once
@@ -21,6 +24,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "providers/event_stream.h"
 #include "tests/support/scripted_upstream.h"
 
 namespace llmgate::testing {
@@ -35,6 +39,7 @@ class ProtocolFrames {
 
   // Keys for the bad provider's config (Harness's bad_provider_extra).
   std::string provider_keys() const {
+    if (p_ == Protocol::kBedrock) return ", protocol: bedrock, aws_region: us-east-1";
     return p_ == Protocol::kOpenAi ? std::string() : std::string(", protocol: ") + name();
   }
 
@@ -47,6 +52,8 @@ class ProtocolFrames {
         return "POST /v1/messages HTTP/1.1\r\n";
       case Protocol::kGemini:
         return "POST /v1/models/m:streamGenerateContent?alt=sse HTTP/1.1\r\n";
+      case Protocol::kBedrock:
+        return "POST /v1/model/m/converse-stream HTTP/1.1\r\n";
       case Protocol::kOpenAi:
         break;
     }
@@ -55,6 +62,7 @@ class ProtocolFrames {
 
   // A 200 event-stream response head (chunked), as the protocol's servers send it.
   std::string head() const {
+    if (p_ == Protocol::kBedrock) return sse_head("application/vnd.amazon.eventstream");
     return sse_head(p_ == Protocol::kAnthropic ? "text/event-stream; charset=utf-8"
                                                : "text/event-stream");
   }
@@ -66,6 +74,8 @@ class ProtocolFrames {
         return message_start();
       case Protocol::kGemini:
         return token_event(0);  // Gemini's first response carries the first token
+      case Protocol::kBedrock:
+        return message_start_bedrock();
       case Protocol::kOpenAi:
         break;
     }
@@ -91,6 +101,8 @@ class ProtocolFrames {
                    R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})");
       case Protocol::kGemini:
         return gemini(gemini_response(R"({"text":""})", "", 0));
+      case Protocol::kBedrock:
+        return message_start_bedrock();
       case Protocol::kOpenAi:
         break;
     }
@@ -115,6 +127,9 @@ class ProtocolFrames {
                 quoted + "}}");
       case Protocol::kGemini:
         return gemini(gemini_response(R"({"text":)" + quoted + "}", "", i + 1));
+      case Protocol::kBedrock:
+        return bedrock("contentBlockDelta",
+                       R"({"contentBlockIndex":0,"delta":{"text":)" + quoted + "}}");
       case Protocol::kOpenAi:
         break;
     }
@@ -139,10 +154,25 @@ class ProtocolFrames {
                anthropic("message_stop", R"({"type":"message_stop"})");
       case Protocol::kGemini:
         return gemini(gemini_response(R"({"text":""})", "STOP", tokens));
+      case Protocol::kBedrock:
+        return bedrock("contentBlockStop", R"({"contentBlockIndex":0})") +
+               bedrock("messageStop", R"({"stopReason":"end_turn"})") +
+               bedrock("metadata", R"({"usage":{"inputTokens":3,"outputTokens":)" +
+                                       std::to_string(tokens) + R"(,"totalTokens":)" +
+                                       std::to_string(3 + tokens) +
+                                       R"(},"metrics":{"latencyMs":5}})");
       case Protocol::kOpenAi:
         break;
     }
     return finish_event() + done_event();
+  }
+
+  // `n` bytes that keep a stream busy without completing an event: SSE's
+  // spaces on a line that never ends; the first `n` bytes of an
+  // event-stream message (its prelude says more are to come).
+  std::string incomplete_bytes(std::size_t n) const {
+    if (p_ == Protocol::kBedrock) return text_event(std::string(n, 'a')).substr(0, n);
+    return std::string(n, ' ');
   }
 
   // An event whose JSON does not parse, in the protocol's framing.
@@ -152,6 +182,8 @@ class ProtocolFrames {
         return "event: content_block_delta\ndata: {not json\n\n";
       case Protocol::kGemini:
         return "data: {not json\r\n\r\n";
+      case Protocol::kBedrock:
+        return bedrock("contentBlockDelta", "{not json");
       case Protocol::kOpenAi:
         break;
     }
@@ -170,6 +202,14 @@ class ProtocolFrames {
       case Protocol::kGemini:
         return gemini(
             R"({"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}})");
+      case Protocol::kBedrock: {
+        const providers::EventStreamHeader h[] = {
+            {":exception-type", "serviceUnavailableException"},
+            {":content-type", "application/json"},
+            {":message-type", "exception"}};
+        return providers::encode_event_stream_message(
+            h, R"({"message":"Bedrock is unable to process your request."})");
+      }
       case Protocol::kOpenAi:
         break;
     }
@@ -186,6 +226,8 @@ class ProtocolFrames {
         return R"({"id":"msg_1","type":"message","role":"assistant","model":"m","stop_reason":null})";
       case Protocol::kGemini:
         return R"({"candidates":[],"modelVersion":"m","responseId":"r1"})";
+      case Protocol::kBedrock:
+        return R"({"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":0}})";
       case Protocol::kOpenAi:
         break;
     }
@@ -223,6 +265,14 @@ class ProtocolFrames {
   static std::string gemini(const std::string& response) {
     return "data: " + response + "\r\n\r\n";
   }
+  static std::string bedrock(std::string_view type, std::string_view payload) {
+    const providers::EventStreamHeader h[] = {
+        {":event-type", type}, {":content-type", "application/json"}, {":message-type", "event"}};
+    return providers::encode_event_stream_message(h, payload);
+  }
+  static std::string message_start_bedrock() {
+    return bedrock("messageStart", R"({"role":"assistant"})");
+  }
   static std::string message_start() {
     return anthropic(
         "message_start",
@@ -249,6 +299,8 @@ class ProtocolFrames {
       case Protocol::kGemini:
         return R"({"error":{"code":)" + std::to_string(status) + R"(,"message":)" + quoted +
                R"(,"status":")" + google_status(status) + "\"}}";
+      case Protocol::kBedrock:
+        return R"({"message":)" + quoted + "}";
       case Protocol::kOpenAi:
         break;
     }

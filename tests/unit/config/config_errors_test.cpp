@@ -245,8 +245,8 @@ const ErrorCase kCases[] = {
      deployment_with("        model: x\n        ttft_timeout: never\n"),
      R"(cfg.yaml: models[0].deployments[0].ttft_timeout: expected a duration (250ms, 2s, 1m) or none, got "never")"},
 
-    {"RejectsAnUnknownProtocol", provider_with("    protocol: bedrock\n"),
-     R"(cfg.yaml: providers[0].protocol: expected one of openai, anthropic, gemini, got "bedrock")"},
+    {"RejectsAnUnknownProtocol", provider_with("    protocol: vertex\n"),
+     R"(cfg.yaml: providers[0].protocol: expected one of openai, anthropic, gemini, bedrock, got "vertex")"},
     {"RejectsANegativeThinkingBudget", provider_with("    thinking_budgets: {high: -1}\n"),
      R"(cfg.yaml: providers[0].thinking_budgets.high: must be between 0 and 10000000, got -1)"},
 

@@ -241,6 +241,40 @@ providers:
   EXPECT_STREQ(to_string(Protocol::kGemini), "gemini");
 }
 
+TEST_F(ConfigTest, ABedrockProviderSignsForTheRegionItsEndpointNames) {
+  const auto config = parse(R"yaml(
+providers:
+  - name: bedrock
+    base_url: https://bedrock-runtime.eu-central-1.amazonaws.com
+    protocol: bedrock
+  - name: fips
+    base_url: https://bedrock-runtime-fips.us-gov-west-1.amazonaws.com
+    protocol: bedrock
+    aws_profile: prod
+  - name: proxied
+    base_url: http://127.0.0.1:9000
+    protocol: bedrock
+    aws_region: us-east-1
+)yaml");
+  EXPECT_EQ(config->providers.at(0).protocol, Protocol::kBedrock);
+  EXPECT_EQ(config->providers.at(0).aws_region, "eu-central-1");
+  EXPECT_EQ(config->providers.at(0).aws_profile, "");
+  EXPECT_EQ(config->providers.at(1).aws_region, "us-gov-west-1");
+  EXPECT_EQ(config->providers.at(1).aws_profile, "prod");
+  EXPECT_EQ(config->providers.at(2).aws_region, "us-east-1");
+  EXPECT_STREQ(to_string(Protocol::kBedrock), "bedrock");
+  EXPECT_THAT(testing::config_error(R"yaml(
+providers:
+  - {name: b, base_url: "http://127.0.0.1:9000", protocol: bedrock}
+)yaml"),
+              ::testing::HasSubstr("names no AWS region"));
+  EXPECT_THAT(testing::config_error(R"yaml(
+providers:
+  - {name: o, base_url: "https://api.openai.com/v1", aws_region: us-east-1}
+)yaml"),
+              ::testing::HasSubstr("aws_region is for protocol: bedrock"));
+}
+
 TEST(Price, ChargesCachedInputAtItsOwnPrice) {
   Price p{2.0, 10.0, std::nullopt};
   EXPECT_DOUBLE_EQ(p.cost_usd(1'000'000, 400'000, 100'000), 2.0 + 1.0);  // no cached price: full
