@@ -100,6 +100,28 @@ std::chrono::system_clock::time_point amz_time(const std::string& d) {
   return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
+// The gateway: "bedrock" (protocol: bedrock, signing for us-east-1) at
+// `bedrock_port` serving `model`, before "good" (an OpenAI-compatible
+// simulator) at `good_port`.
+std::unique_ptr<gateway::Gateway> gateway_for(std::uint16_t bedrock_port, std::uint16_t good_port,
+                                              const std::string& model) {
+  const std::string yaml = R"(
+routing: {exploration: 0, defaults: {policy: ordered}}
+server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
+timeouts: {connect: 1s, ttft: 1s, idle: 1s, total: 10s}
+providers:
+  - {name: bedrock, protocol: bedrock, aws_region: us-east-1, base_url: "http://127.0.0.1:)" +
+                           std::to_string(bedrock_port) + R"("}
+  - {name: good, base_url: "http://127.0.0.1:)" +
+                           std::to_string(good_port) + R"(/v1"}
+models:
+  - name: chat
+    deployments: [{provider: bedrock, model: ")" +
+                           model + R"("}, {provider: good, model: m}]
+)";
+  return std::make_unique<gateway::Gateway>(config::parse_config(yaml, "bedrock.yaml"));
+}
+
 class BedrockTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,24 +146,7 @@ class BedrockTest : public ::testing::Test {
     o.profiles["m"] = testing::quick_profile();
     good_ = std::make_unique<sim::SimServer>(o);
     const auto good_port = good_->start();
-    const std::string yaml = R"(
-routing: {exploration: 0, defaults: {policy: ordered}}
-server: {listeners: [{address: 127.0.0.1, port: 0}], workers: 1}
-timeouts: {connect: 1s, ttft: 1s, idle: 1s, total: 10s}
-providers:
-  - {name: bedrock, protocol: bedrock, aws_region: us-east-1,
-     base_url: "http://127.0.0.1:)" +
-                             std::to_string(port) +
-                             R"("}
-  - {name: good, base_url: "http://127.0.0.1:)" +
-                             std::to_string(good_port) + R"(/v1"}
-models:
-  - name: chat
-    deployments:
-      - {provider: bedrock, model: "anthropic.claude-3-5-sonnet-20240620-v1:0"}
-      - {provider: good, model: m}
-)";
-    gw_ = std::make_unique<gateway::Gateway>(config::parse_config(yaml, "bedrock.yaml"));
+    gw_ = gateway_for(port, good_port, "anthropic.claude-3-5-sonnet-20240620-v1:0");
     port_ = gw_->start().at(0);
   }
 
@@ -255,6 +260,98 @@ TEST_F(BedrockTest, ThrottlingBeforeTheFirstTokenFailsOverAfterItIsAnErrorEvent)
   ASSERT_TRUE(error.is_object());
   // The upstream's own words stay in the gateway's log, as for every protocol.
   EXPECT_EQ(error["code"], "upstream_stream_error") << error.dump();
+}
+
+// The simulator's Bedrock mode: it checks each request's signature against
+// its --aws-key and answers in event-stream frames.
+class BedrockSimTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    gw_.reset();
+    sim_.reset();
+    good_.reset();
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+  }
+
+  // "bedrock" signs with `secret`; the simulator accepts only the right one.
+  void start(const std::string& secret, const sim::Profile& profile) {
+    setenv("AWS_ACCESS_KEY_ID", "AKIDSIM", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1);
+    sim::SimOptions o;
+    o.aws_access_key_id = "AKIDSIM";
+    o.aws_secret_access_key = "sim/secret";
+    o.profiles["claude"] = profile;
+    sim_ = std::make_unique<sim::SimServer>(o);
+    const auto port = sim_->start();
+    sim::SimOptions g;
+    g.profiles["m"] = testing::quick_profile();
+    good_ = std::make_unique<sim::SimServer>(g);
+    const auto good_port = good_->start();
+    gw_ = gateway_for(port, good_port, "claude");
+    port_ = gw_->start().at(0);
+  }
+
+  std::unique_ptr<sim::SimServer> sim_, good_;
+  std::unique_ptr<gateway::Gateway> gw_;
+  std::uint16_t port_ = 0;
+};
+
+TEST_F(BedrockSimTest, SignedRequestsAreAnsweredStreamedAndWhole) {
+  start("sim/secret", testing::quick_profile(6));
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", kChat);
+  ASSERT_EQ(head.status, 200) << head.body;
+  EXPECT_EQ(head.header("x-llmgate-deployment"), "bedrock/claude");
+  std::string streamed;
+  bool done = false;
+  for (const auto& e : c.rest_of_events()) {
+    if (e == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const json j = json::parse(e);
+    if (!j["choices"].empty()) streamed += j["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_TRUE(done);
+  EXPECT_FALSE(streamed.empty());
+  auto whole = c.request("POST", "/v1/chat/completions",
+                         R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json answer = json::parse(whole.body);
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], streamed);  // the same words
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop");
+  EXPECT_GT(answer["usage"]["completion_tokens"].get<int>(), 0);
+  EXPECT_EQ(sim_->stats().signatures_refused, 0u);
+  EXPECT_EQ(sim_->stats().requests, 2u);
+}
+
+TEST_F(BedrockSimTest, AWrongSecretIsRefusedByTheServiceAndFailsOver) {
+  start("not/the/secret", testing::quick_profile());
+  HttpClient c(port_);
+  auto r = c.request("POST", "/v1/chat/completions",
+                     R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-llmgate-deployment"), "good/m");
+  EXPECT_EQ(sim_->stats().signatures_refused, 1u);
+}
+
+TEST_F(BedrockSimTest, AModelStreamErrorAfterTheFirstTokenEndsWithAnErrorEvent) {
+  sim::Profile p = testing::quick_profile(6);
+  p.error_after_tokens = 2;
+  start("sim/secret", p);
+  HttpClient c(port_);
+  auto head = c.start("POST", "/v1/chat/completions", kChat);
+  ASSERT_EQ(head.status, 200);
+  bool done = false, error = false;
+  for (const auto& e : c.rest_of_events()) {
+    if (e == "[DONE]")
+      done = true;
+    else if (json::parse(e).contains("error"))
+      error = true;
+  }
+  EXPECT_TRUE(error);
+  EXPECT_FALSE(done);
 }
 
 }  // namespace

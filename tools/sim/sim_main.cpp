@@ -29,8 +29,10 @@ using nlohmann::json;
 constexpr std::string_view kUsage = R"(usage: llmgate-sim [options]
 
 A simulated LLM provider: OpenAI chat completions (.../chat/completions),
-Anthropic Messages (.../messages) and Gemini (.../models/M:generateContent,
-:streamGenerateContent[?alt=sse]), with scripted latency, speed and faults.
+Anthropic Messages (.../messages), Gemini (.../models/M:generateContent,
+:streamGenerateContent[?alt=sse]) and Amazon Bedrock's Converse API
+(/model/M/converse[-stream], AWS event-stream framing), with scripted latency,
+speed and faults.
 
 options:
   --listen ADDR:PORT     address to listen on (default 127.0.0.1:0, 0 = any free port)
@@ -41,6 +43,8 @@ options:
                          x-api-key (Anthropic), x-goog-api-key or ?key= (Gemini)
   --azure API_VERSION    behave like Azure OpenAI: /openai/deployments/{name}/chat/completions
                          ?api-version=API_VERSION, the key (if any) in an api-key header
+  --aws-key ID:SECRET    Bedrock requests must be signed (AWS Signature Version 4) with this
+                         access key and secret: a wrong signature is AWS's 403
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
@@ -193,9 +197,9 @@ Cli parse_cli(int argc, char** argv) {
       cli.options.stamp_events = true;
       continue;
     }
-    static constexpr std::string_view kFlags[] = {"--listen", "--threads",   "--seed",
-                                                  "--region", "--api-key",   "--profiles",
-                                                  "--model",  "--port-file", "--azure"};
+    static constexpr std::string_view kFlags[] = {
+        "--listen",   "--threads", "--seed",      "--region", "--api-key",
+        "--profiles", "--model",   "--port-file", "--azure",  "--aws-key"};
     const std::string_view name = arg.substr(0, arg.find('='));
     if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
       throw UsageError("unknown option " + std::string(name));
@@ -228,6 +232,12 @@ Cli parse_cli(int argc, char** argv) {
     } else if (arg == "--azure") {
       if (value.empty()) throw UsageError("--azure: expected an api-version, e.g. 2024-10-21");
       cli.options.azure_api_version = std::string(value);
+    } else if (arg == "--aws-key") {
+      const auto colon = value.find(':');
+      if (colon == std::string_view::npos || colon == 0 || colon + 1 == value.size())
+        throw UsageError("--aws-key: expected ACCESS_KEY_ID:SECRET_ACCESS_KEY");
+      cli.options.aws_access_key_id = std::string(value.substr(0, colon));
+      cli.options.aws_secret_access_key = std::string(value.substr(colon + 1));
     } else if (arg == "--port-file") {
       cli.port_file = std::string(value);
     }

@@ -599,6 +599,9 @@ ApiError midstream_error(Protocol protocol) {
       return anthropic_injected_error(529);
     case Protocol::kGemini:
       return gemini_injected_error(503);
+    case Protocol::kBedrock:
+      return ApiError{424, "The model stopped generating (simulated).", "ModelStreamErrorException",
+                      std::nullopt, std::nullopt};
     case Protocol::kOpenAI:
       break;
   }
@@ -1365,6 +1368,11 @@ ApiError prefill_refused(Protocol protocol) {
       return gemini_invalid(
           "Please ensure that the conversation ends with a user turn: this model does not "
           "continue a model turn. (simulated)");
+    case Protocol::kBedrock:
+      return ApiError{400,
+                      "This model doesn't support conversations that end with an assistant "
+                      "message. (simulated)",
+                      "ValidationException", std::nullopt, std::nullopt};
     case Protocol::kOpenAI:
       break;
   }

@@ -19,7 +19,7 @@
 namespace llmgate::sim {
 
 // The wire format of one request, chosen by its path.
-enum class Protocol { kOpenAI, kAnthropic, kGemini };
+enum class Protocol { kOpenAI, kAnthropic, kGemini, kBedrock };
 
 // An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}};
 // with an empty type, in Azure's: {"error": {"code", "message"}}.

@@ -36,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "tools/sim/sim_bedrock.h"
 #include "tools/sim/sim_openai_apis.h"
 #include "tools/sim/sim_protocol.h"
 
@@ -196,6 +197,12 @@ Response make_protocol_error(unsigned version, bool keep_alive, Protocol protoco
     case Protocol::kGemini:
       return make_response(version, keep_alive, e.status, gemini_error_body(e, retry_after_s),
                            kGoogleJson);
+    case Protocol::kBedrock:
+      // The type in a header (restJson1), the body only {"message"}; no Retry-After.
+      res = make_response(version, keep_alive, e.status, bedrock_error_body(e), "application/json");
+      res.set("x-amzn-ErrorType", e.type);
+      if (!request_id.empty()) res.set("x-amzn-RequestId", request_id);
+      return res;
     case Protocol::kOpenAI:
       res = make_response(version, keep_alive, e.status, error_body(e), "application/json");
       if (!request_id.empty()) res.set("x-request-id", request_id);
@@ -383,6 +390,7 @@ struct SimServer::Impl {
     s.streams_cut = streams_cut.load();
     s.streams_errored = streams_errored.load();
     s.connections_accepted = connections_accepted.load();
+    s.signatures_refused = signatures_refused.load();
     return s;
   }
 
@@ -448,6 +456,9 @@ struct SimServer::Impl {
                                        beast::flat_buffer& buffer, const Request& req);
   // POST …/messages/count_tokens: the prompt's tokens as the sim counts them.
   Response count_tokens(const Request& req);
+  net::awaitable<bool> handle_converse(Shard& shard, beast::tcp_stream& stream,
+                                       beast::flat_buffer& buffer, const Request& req,
+                                       ConverseTarget target);
   net::awaitable<bool> handle_generate(Shard& shard, beast::tcp_stream& stream,
                                        beast::flat_buffer& buffer, const Request& req,
                                        GeminiTarget target);
@@ -486,6 +497,7 @@ struct SimServer::Impl {
   std::atomic<std::uint64_t> in_flight{0};
   std::atomic<std::uint64_t> max_in_flight{0};
   std::atomic<std::uint64_t> errors_injected{0};
+  std::atomic<std::uint64_t> signatures_refused{0};
   std::atomic<std::uint64_t> connections_accepted{0};
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::uint16_t> bound_port{0};
@@ -632,6 +644,9 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
   }
   if (auto gemini = parse_gemini_target(target); gemini && post) {
     co_return co_await handle_generate(shard, stream, buffer, req, std::move(*gemini));
+  }
+  if (auto converse = converse_target(path); converse && post) {
+    co_return co_await handle_converse(shard, stream, buffer, req, std::move(*converse));
   }
   if (is_messages_path(path) && post) {
     co_return co_await handle_messages(shard, stream, buffer, req);
@@ -818,6 +833,35 @@ net::awaitable<bool> SimServer::Impl::handle_generate(Shard& shard, beast::tcp_s
   co_return co_await serve(shard, stream, buffer, req, ex);
 }
 
+net::awaitable<bool> SimServer::Impl::handle_converse(Shard& shard, beast::tcp_stream& stream,
+                                                      beast::flat_buffer& buffer,
+                                                      const Request& req, ConverseTarget target) {
+  Exchange ex;
+  ex.received = Clock::now();
+  ex.protocol = Protocol::kBedrock;
+  requests.fetch_add(1);
+  record(req);
+  std::optional<ApiError> refused;
+  if (!options.aws_access_key_id.empty()) {
+    refused = check_sigv4(
+        std::string_view(req.method_string()), req.target(), req.body(),
+        [&](std::string_view name) { return std::string(req[name]); },
+        AwsKey{options.aws_access_key_id, options.aws_secret_access_key});
+    if (refused) signatures_refused.fetch_add(1);
+  }
+  auto parsed = parse_converse_request(req.body(), target);
+  if (!refused) {
+    if (auto* e = std::get_if<ApiError>(&parsed)) refused = *e;
+  }
+  if (refused) {
+    Response res = make_protocol_error(req, Protocol::kBedrock, *refused);
+    co_return co_await write_response(stream, std::move(res));
+  }
+  ex.chat = std::move(std::get<ChatRequest>(parsed));
+  ex.profile = profile_for(ex.chat.model);
+  co_return co_await serve(shard, stream, buffer, req, ex);
+}
+
 net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& stream,
                                             beast::flat_buffer& buffer, const Request& req,
                                             Exchange& ex) {
@@ -857,6 +901,10 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
       ex.id = "resp-sim-" + n;
       ex.call_id = "call_sim_" + n;
       break;
+    case Protocol::kBedrock:
+      ex.id = "bedrock-sim-" + n;
+      ex.call_id = "tooluse_sim_" + n;
+      break;
   }
   ex.request_id = "req_sim_" + n;
   ex.created = unix_now();
@@ -868,7 +916,14 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
     const int kind = ex.protocol == Protocol::kAnthropic ? 1
                      : ex.protocol == Protocol::kGemini  ? 2
                                                          : 0;
-    const ApiError e = context_length_error(kind, ex.chat.prompt_tokens, ex.profile.context_window);
+    const ApiError e =
+        ex.protocol == Protocol::kBedrock
+            ? ApiError{400,
+                       "Input is too long for requested model: " +
+                           std::to_string(ex.chat.prompt_tokens) + " tokens > " +
+                           std::to_string(ex.profile.context_window) + ". (simulated)",
+                       "ValidationException", std::nullopt, std::nullopt}
+            : context_length_error(kind, ex.chat.prompt_tokens, ex.profile.context_window);
     Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol, e, ex.request_id);
     co_return co_await write_response(stream, std::move(res));
   }
@@ -882,6 +937,7 @@ net::awaitable<bool> SimServer::Impl::serve(Shard& shard, beast::tcp_stream& str
     const ApiError e =
         ex.protocol == Protocol::kAnthropic ? anthropic_injected_error(ex.profile.error_status)
         : ex.protocol == Protocol::kGemini  ? gemini_injected_error(ex.profile.error_status)
+        : ex.protocol == Protocol::kBedrock ? bedrock_injected_error(ex.profile.error_status)
                                             : injected_error(ex.profile.error_status);
     Response res = make_protocol_error(ex.version, ex.keep_alive, ex.protocol, e, ex.request_id,
                                        ex.profile.retry_after_s);
@@ -976,6 +1032,11 @@ void set_answer_headers(Fields& res, const Exchange& ex, bool streamed) {
       res.set(http::field::content_type, streamed && ex.sse ? "text/event-stream" : kGoogleJson);
       if (streamed && ex.sse) res.set(http::field::content_disposition, "attachment");
       break;
+    case Protocol::kBedrock:
+      res.set(http::field::content_type,
+              streamed ? "application/vnd.amazon.eventstream" : "application/json");
+      res.set("x-amzn-RequestId", ex.request_id);
+      break;
   }
   if (!ex.region.empty()) res.set("x-sim-region", ex.region);
 }
@@ -991,6 +1052,9 @@ std::unique_ptr<EventStream> make_event_stream(const Exchange& ex) {
       return std::make_unique<GeminiFormatter>(ex.id, ex.chat.model, std::move(answer),
                                                ex.plan.capped, ex.chat.prompt_tokens,
                                                ex.plan.cached_tokens, ex.sse);
+    case Protocol::kBedrock:
+      return std::make_unique<BedrockFormatter>(std::move(answer), ex.plan.capped,
+                                                ex.chat.prompt_tokens, ex.plan.cached_tokens);
     case Protocol::kOpenAI:
       break;
   }
@@ -1026,6 +1090,9 @@ std::string answer_body(const Exchange& ex) {
       }
       return gemini_response_body(ex.id, ex.chat.model, answer, ex.plan.capped,
                                   ex.chat.prompt_tokens, ex.plan.cached_tokens);
+    case Protocol::kBedrock:
+      return converse_response_body(answer, ex.plan.capped, ex.chat.prompt_tokens,
+                                    ex.plan.cached_tokens);
     case Protocol::kOpenAI:
       break;
   }
@@ -1282,7 +1349,8 @@ Response SimServer::Impl::handle_admin(const Request& req, std::string_view path
                                {"in_flight", s.in_flight},
                                {"max_in_flight", s.max_in_flight},
                                {"errors_injected", s.errors_injected},
-                               {"connections_accepted", s.connections_accepted}}));
+                               {"connections_accepted", s.connections_accepted},
+                               {"signatures_refused", s.signatures_refused}}));
   }
   if (path == "/admin/last-request") {
     if (verb != http::verb::get) return make_error(req, method_not_allowed(req));

@@ -42,6 +42,10 @@ struct SimOptions {
   // (ns) it was written at, last in its object, so that a client on the
   // same host can tell how long the event took to reach it (bench/trickle).
   bool stamp_events = false;
+  // Set: Bedrock requests (POST /model/{id}/converse[-stream]) must be signed
+  // with AWS Signature Version 4 by this access key and secret (a wrong
+  // signature is AWS's 403); unset, they are not checked.
+  std::string aws_access_key_id, aws_secret_access_key;
   Profile default_profile;                  // for models with no profile of their own
   std::map<std::string, Profile> profiles;  // by upstream model name
 };
@@ -56,6 +60,7 @@ struct SimStats {
   std::uint64_t streams_cut = 0;           // closed mid-event by cut_after_tokens
   std::uint64_t streams_errored = 0;       // ended by error_after_tokens' in-band error
   std::uint64_t connections_accepted = 0;  // TCP connections (shows keep-alive reuse)
+  std::uint64_t signatures_refused = 0;    // Bedrock requests whose SigV4 did not check out
 };
 
 struct RecordedRequest {
