@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 ALL_TARGETS=(fuzz_chat_request fuzz_sse_parser fuzz_route_override fuzz_redact fuzz_config
              fuzz_anthropic_stream fuzz_gemini_stream fuzz_response_path fuzz_resp
              fuzz_trace_context fuzz_http_auth fuzz_upstream_parser fuzz_chunked_request
-             fuzz_continuation fuzz_messages fuzz_event_stream fuzz_bedrock_stream)
+             fuzz_continuation fuzz_messages fuzz_event_stream fuzz_bedrock_stream fuzz_oauth)
 # Largest input per target: requests and configs of realistic size, an SSE
 # stretch of a few events; small enough to keep executions fast.
 declare -A MAX_LEN=(
@@ -41,6 +41,7 @@ declare -A MAX_LEN=(
   [fuzz_anthropic_stream]=8192
   [fuzz_gemini_stream]=8192
   [fuzz_bedrock_stream]=4096
+  [fuzz_oauth]=4096
   [fuzz_response_path]=1024
   [fuzz_resp]=4096
   [fuzz_trace_context]=1024
@@ -65,6 +66,7 @@ declare -A TIMEOUT=(
   [fuzz_anthropic_stream]=10
   [fuzz_gemini_stream]=10
   [fuzz_bedrock_stream]=10
+  [fuzz_oauth]=10
   [fuzz_response_path]=10
   [fuzz_resp]=10
   [fuzz_trace_context]=10

@@ -156,7 +156,9 @@ std::optional<ApiError> check_sigv4(std::string_view method, std::string_view ta
                                          header("x-amz-security-token")};
   const std::string amz_date = header("x-amz-date");
   std::tm tm{};
-  if (amz_date.size() != 16 || !strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm)) {
+  // (Years a nanosecond clock holds: from_time_t overflows past 2262.)
+  if (amz_date.size() != 16 || !strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm) ||
+      tm.tm_year < 70 || tm.tm_year > 250) {
     return ApiError{403,
                     "Authorization header requires existence of either a 'X-Amz-Date' or "
                     "a 'Date' header.",
