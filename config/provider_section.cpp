@@ -11,6 +11,7 @@
 
 #include "config/ascii.h"
 #include "config/missing_secrets.h"
+#include "config/percent.h"
 #include "config/quoting.h"
 #include "config/read_file.h"
 #include "config/sections.h"
@@ -242,22 +243,6 @@ std::string read_chat_path(const ConfigNode& node) {
       });
   if (!ok) node.fail("expected a path starting with '/' (no query, no spaces), got " + quote(path));
   return path;
-}
-
-// RFC 3986 unreserved characters stay; everything else is %-encoded.
-std::string percent_encode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (is_ascii_alnum(static_cast<char>(c)) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
 }
 
 // {name: value, ...} in document order, encoded once: "a=b&c=d".

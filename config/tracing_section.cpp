@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "config/ascii.h"
+#include "config/percent.h"
 #include "config/quoting.h"
 #include "config/sections.h"
 
@@ -42,22 +43,6 @@ std::optional<std::pair<std::string, std::string>> first_env(
     }
   }
   return std::nullopt;
-}
-
-// "%2C" and friends in OTEL_*_HEADERS / OTEL_RESOURCE_ATTRIBUTES values.
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    unsigned v = 0;
-    if (s[i] == '%' && i + 2 < s.size() &&
-        std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
-      out.push_back(static_cast<char>(v));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
 }
 
 // "k1=v1,k2=v2" (the W3C Baggage form the OTEL variables use).

@@ -74,10 +74,7 @@ bool has_text(const json* v) {
 
 using anthropic::integer;
 
-// "<param> <why>": "temperature must be a number".
-Untranslatable refuse(std::string param, std::string_view why) {
-  return {param + " " + std::string(why), std::move(param)};
-}
+using translation::invalid;  // "<param> <why>": "temperature must be a number"
 
 Untranslatable unsupported(std::string param, std::string_view what) {
   return {std::string(what) + " is not supported by the Anthropic Messages API", std::move(param)};
@@ -169,7 +166,7 @@ std::string message_at(std::size_t i) { return "messages[" + std::to_string(i) +
 Refused copy_cache_control(const json& from, json& block, const std::string& where) {
   const json* cc = get(from, "cache_control");
   if (!cc) return std::nullopt;
-  if (!cc->is_object()) return refuse(where + ".cache_control", "must be an object");
+  if (!cc->is_object()) return invalid(where + ".cache_control", "must be an object");
   block["cache_control"] = *cc;
   return std::nullopt;
 }
@@ -178,7 +175,7 @@ Refused copy_cache_control(const json& from, json& block, const std::string& whe
 Refused image_source(const json& part, json& block, const std::string& where) {
   const json* image = get(part, "image_url");
   const json* url = image && image->is_object() ? get(*image, "url") : image;
-  if (!url || !url->is_string()) return refuse(where + ".image_url", "needs a url");
+  if (!url || !url->is_string()) return invalid(where + ".image_url", "needs a url");
   const auto& u = url->get_ref<const std::string&>();
   if (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0) {
     block = {{"type", "image"}, {"source", {{"type", "url"}, {"url", u}}}};
@@ -200,10 +197,10 @@ Refused image_source(const json& part, json& block, const std::string& where) {
 // user turns only (Anthropic takes none from the assistant or the system).
 Refused part_block(const json& part, bool images, json& block, const std::string& where) {
   const json* type = get(part, "type");
-  if (!type || !type->is_string()) return refuse(where, "a content part needs a type");
+  if (!type || !type->is_string()) return invalid(where, "a content part needs a type");
   if (*type == "text") {
     const json* text = get(part, "text");
-    if (!text || !text->is_string()) return refuse(where + ".text", "must be a string");
+    if (!text || !text->is_string()) return invalid(where + ".text", "must be a string");
     block = {{"type", "text"}, {"text", *text}};
   } else if (*type == "image_url" && images) {
     if (auto r = image_source(part, block, where)) return r;
@@ -224,7 +221,7 @@ Refused content_of(const json* content, bool images, json& out, const std::strin
     out = *content;
     return std::nullopt;
   }
-  if (!content->is_array()) return refuse(where + ".content", "must be a string or an array");
+  if (!content->is_array()) return invalid(where + ".content", "must be a string or an array");
   out = json::array();
   for (std::size_t j = 0; j < content->size(); ++j) {
     json block;
@@ -252,7 +249,7 @@ Refused message_cache_control(const json& m, json& content, const std::string& w
   if (content.is_string()) {
     content = json::array({{{"type", "text"}, {"text", content}}});
   }
-  if (content.empty()) return refuse(where + ".cache_control", "needs content to mark");
+  if (content.empty()) return invalid(where + ".cache_control", "needs content to mark");
   return copy_cache_control(m, content.back(), where);
 }
 
@@ -285,7 +282,7 @@ Refused add_system(const json& m, const std::string& where, Conversation& c) {
 
 Refused add_user(const json& m, const std::string& where, Conversation& c) {
   const json* content = get(m, "content");
-  if (!content) return refuse(where + ".content", "is required");
+  if (!content) return invalid(where + ".content", "is required");
   json out;
   if (auto r = content_of(content, true, out, where)) return r;
   if (auto r = message_cache_control(m, out, where)) return r;
@@ -297,7 +294,7 @@ Refused add_user(const json& m, const std::string& where, Conversation& c) {
 Refused tool_input(const json& call, json& input, const std::string& where) {
   const json* fn = get(call, "function");
   const json* args = fn ? get(*fn, "arguments") : nullptr;
-  if (!args || !args->is_string()) return refuse(where + ".function.arguments", "is required");
+  if (!args || !args->is_string()) return invalid(where + ".function.arguments", "is required");
   const auto& text = args->get_ref<const std::string&>();
   // Some servers write a call without parameters as "": it means {}.
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
@@ -306,7 +303,7 @@ Refused tool_input(const json& call, json& input, const std::string& where) {
   }
   if (!json_too_deep(text)) input = json::parse(text, nullptr, false);
   if (!input.is_object())
-    return refuse(where + ".function.arguments", "must be a JSON object for Anthropic tool_use");
+    return invalid(where + ".function.arguments", "must be a JSON object for Anthropic tool_use");
   return std::nullopt;
 }
 
@@ -316,8 +313,8 @@ Refused tool_use_block(const json& call, json& block, const std::string& where) 
   const json* id = get(call, "id");
   const json* fn = get(call, "function");
   const json* name = fn ? get(*fn, "name") : nullptr;
-  if (!id || !id->is_string()) return refuse(where + ".id", "must be a string");
-  if (!name || !name->is_string()) return refuse(where + ".function.name", "must be a string");
+  if (!id || !id->is_string()) return invalid(where + ".id", "must be a string");
+  if (!name || !name->is_string()) return invalid(where + ".function.name", "must be a string");
   json input;
   if (auto r = tool_input(call, input, where)) return r;
   block = {{"type", "tool_use"}, {"id", *id}, {"name", *name}, {"input", std::move(input)}};
@@ -329,7 +326,7 @@ Refused add_assistant(const json& m, const std::string& where, Conversation& c) 
   json content;
   if (auto r = content_of(get(m, "content"), false, content, where)) return r;
   if (const json* calls = get(m, "tool_calls")) {
-    if (!calls->is_array()) return refuse(where + ".tool_calls", "must be an array");
+    if (!calls->is_array()) return invalid(where + ".tool_calls", "must be an array");
     content = as_blocks(std::move(content));
     for (std::size_t k = 0; k < calls->size(); ++k) {
       json block;
@@ -345,7 +342,7 @@ Refused add_assistant(const json& m, const std::string& where, Conversation& c) 
 
 Refused add_tool_result(const json& m, const std::string& where, Conversation& c) {
   const json* id = get(m, "tool_call_id");
-  if (!id || !id->is_string()) return refuse(where + ".tool_call_id", "must be a string");
+  if (!id || !id->is_string()) return invalid(where + ".tool_call_id", "must be a string");
   json content;
   if (auto r = content_of(get(m, "content"), false, content, where)) return r;
   json block = {{"type", "tool_result"}, {"tool_use_id", *id}, {"content", std::move(content)}};
@@ -356,7 +353,7 @@ Refused add_tool_result(const json& m, const std::string& where, Conversation& c
 
 Refused add_message(const json& m, std::size_t i, Conversation& c) {
   const std::string where = message_at(i);
-  if (!m.is_object()) return refuse(where, "must be an object");
+  if (!m.is_object()) return invalid(where, "must be an object");
   const std::string role = string_or(m, "role");
   if (role == "system" || role == "developer") return add_system(m, where, c);
   if (role == "user") return add_user(m, where, c);
@@ -378,7 +375,7 @@ json system_of(const Conversation& c) {
 
 Refused translate_messages(const json& in, json& out) {
   const json* messages = get(in, "messages");
-  if (!messages || !messages->is_array()) return refuse("messages", "must be an array");
+  if (!messages || !messages->is_array()) return invalid("messages", "must be an array");
   Conversation c;
   for (std::size_t i = 0; i < messages->size(); ++i) {
     if (auto r = add_message((*messages)[i], i, c)) return r;
@@ -401,7 +398,7 @@ Refused translate_max_tokens(const json& in, const config::Provider& p, json& ou
     const json* v = get(in, key);
     if (!v) continue;
     const auto n = integer(*v);
-    if (!n || *n < 1) return refuse(key, "must be a positive integer");
+    if (!n || *n < 1) return invalid(key, "must be a positive integer");
     limit = {*n, key};
     break;
   }
@@ -411,17 +408,17 @@ Refused translate_max_tokens(const json& in, const config::Provider& p, json& ou
 
 Refused translate_sampling(const json& in, json& out) {
   if (const json* t = get(in, "temperature")) {
-    if (!t->is_number()) return refuse("temperature", "must be a number");
+    if (!t->is_number()) return invalid("temperature", "must be a number");
     if (*t < 0 || *t > 1)
-      return refuse("temperature", "must be between 0 and 1 for the Anthropic Messages API");
+      return invalid("temperature", "must be between 0 and 1 for the Anthropic Messages API");
     out["temperature"] = *t;
   }
   if (const json* v = get(in, "top_p")) {
-    if (!v->is_number()) return refuse("top_p", "must be a number");
+    if (!v->is_number()) return invalid("top_p", "must be a number");
     out["top_p"] = *v;
   }
   if (const json* v = get(in, "top_k")) {
-    if (!integer(*v)) return refuse("top_k", "must be an integer");
+    if (!integer(*v)) return invalid("top_k", "must be an integer");
     out["top_k"] = *v;
   }
   return std::nullopt;
@@ -433,7 +430,7 @@ Refused translate_stop(const json& in, json& out) {
   const json sequences = stop->is_string() ? json::array({*stop}) : *stop;
   if (!sequences.is_array() ||
       !std::all_of(sequences.begin(), sequences.end(), [](const json& s) { return s.is_string(); }))
-    return refuse("stop", "must be a string or an array of strings");
+    return invalid("stop", "must be a string or an array of strings");
   if (!sequences.empty()) out["stop_sequences"] = sequences;
   return std::nullopt;
 }
@@ -443,7 +440,7 @@ Refused tool_of(const json& tool, json& out, const std::string& where) {
   if (!type || *type != "function") return unsupported(where, "a tool type other than function");
   const json* fn = get(tool, "function");
   const json* name = fn ? get(*fn, "name") : nullptr;
-  if (!name || !name->is_string()) return refuse(where + ".function.name", "must be a string");
+  if (!name || !name->is_string()) return invalid(where + ".function.name", "must be a string");
   out = {{"name", *name}};
   if (const json* d = get(*fn, "description")) out["description"] = *d;
   // OpenAI's `strict` (arguments guaranteed to match the schema) is dropped,
@@ -457,7 +454,7 @@ Refused tool_of(const json& tool, json& out, const std::string& where) {
 Refused translate_tools(const json& in, json& out) {
   const json* tools = get(in, "tools");
   if (!tools) return std::nullopt;
-  if (!tools->is_array()) return refuse("tools", "must be an array");
+  if (!tools->is_array()) return invalid("tools", "must be an array");
   json list = json::array();
   for (std::size_t i = 0; i < tools->size(); ++i) {
     json t;
@@ -486,7 +483,7 @@ Refused translate_tool_choice(const json& in, json& out) {
   if (choice && tc.is_null()) return unsupported("tool_choice", "this tool_choice");
   const json* parallel = get(in, "parallel_tool_calls");
   if (parallel && !parallel->is_boolean())
-    return refuse("parallel_tool_calls", "must be a boolean");
+    return invalid("parallel_tool_calls", "must be a boolean");
   if (parallel && *parallel == false) {
     if (tc.is_null()) tc = {{"type", "auto"}};
     // {"type": "none"} takes no options: no tool, nothing in parallel either.
@@ -500,14 +497,14 @@ Refused translate_tool_choice(const json& in, json& out) {
 // no temperature or top_k changes, top_p only in 0.95..1, no forced tool).
 Refused check_thinking_compatible(const json& out) {
   if (const json* t = get(out, "temperature"); t && *t != 1)
-    return refuse("temperature", "must be 1 (or unset) with reasoning on Anthropic");
+    return invalid("temperature", "must be 1 (or unset) with reasoning on Anthropic");
   if (const json* p = get(out, "top_p"); p && (*p < 0.95 || *p > 1))
-    return refuse("top_p", "must be between 0.95 and 1 (or unset) with reasoning on Anthropic");
-  if (get(out, "top_k")) return refuse("top_k", "cannot be set with reasoning on Anthropic");
+    return invalid("top_p", "must be between 0.95 and 1 (or unset) with reasoning on Anthropic");
+  if (get(out, "top_k")) return invalid("top_k", "cannot be set with reasoning on Anthropic");
   const json* tc = get(out, "tool_choice");
   const std::string choice = tc ? string_or(*tc, "type") : "";
   if (choice == "any" || choice == "tool")
-    return refuse("tool_choice", "cannot force a tool with reasoning on Anthropic");
+    return invalid("tool_choice", "cannot force a tool with reasoning on Anthropic");
   return std::nullopt;
 }
 
@@ -517,25 +514,25 @@ Refused translate_reasoning(const json& in, const config::Provider& p, const Lim
   const json* effort = get(in, "reasoning_effort");
   if (!effort) {
     const json* reasoning = get(in, "reasoning");
-    if (reasoning && !reasoning->is_object()) return refuse("reasoning", "must be an object");
+    if (reasoning && !reasoning->is_object()) return invalid("reasoning", "must be an object");
     effort = reasoning ? get(*reasoning, "effort") : nullptr;
     param = "reasoning.effort";
   }
   if (!effort) return std::nullopt;
-  if (!effort->is_string()) return refuse(param, "must be a string");
+  if (!effort->is_string()) return invalid(param, "must be a string");
   const auto& name = effort->get_ref<const std::string&>();
   if (name == "none") return std::nullopt;
   const auto budget = p.thinking_budgets.find(name);
   if (budget == p.thinking_budgets.end())
-    return refuse(param, "\"" + name + "\" has no thinking budget for this provider");
+    return invalid(param, "\"" + name + "\" has no thinking budget for this provider");
   // Anthropic wants the budget below max_tokens and at least 1024.
   const std::int64_t tokens = std::min(budget->second, limit.tokens - 1);
   if (tokens < kMinThinkingBudget)
-    return refuse(limit.param, "must be at least " + std::to_string(kMinThinkingBudget + 1) +
-                                   " with reasoning on Anthropic: its thinking budget is at "
-                                   "least " +
-                                   std::to_string(kMinThinkingBudget) +
-                                   " tokens and below max_tokens");
+    return invalid(limit.param, "must be at least " + std::to_string(kMinThinkingBudget + 1) +
+                                    " with reasoning on Anthropic: its thinking budget is at "
+                                    "least " +
+                                    std::to_string(kMinThinkingBudget) +
+                                    " tokens and below max_tokens");
   out["thinking"] = {{"type", "enabled"}, {"budget_tokens", tokens}};
   return check_thinking_compatible(out);
 }
@@ -544,7 +541,7 @@ Refused translate_user(const json& in, json& out) {
   for (const char* key : {"user", "safety_identifier"}) {
     const json* v = get(in, key);
     if (!v) continue;
-    if (!v->is_string()) return refuse(key, "must be a string");
+    if (!v->is_string()) return invalid(key, "must be a string");
     out["metadata"] = {{"user_id", *v}};
     return std::nullopt;
   }
@@ -552,8 +549,8 @@ Refused translate_user(const json& in, json& out) {
 }
 
 std::variant<std::string, Untranslatable> build_body(const json& in, const UpstreamRequest& r) {
-  if (!in.is_object()) return refuse("body", "must be a JSON object");
-  if (!r.provider) return refuse("model", "no provider settings");
+  if (!in.is_object()) return invalid("body", "must be a JSON object");
+  if (!r.provider) return invalid("model", "no provider settings");
   json out = {{"model", r.upstream_model}, {"stream", r.stream}};
   Limit limit;
   Refused refused = check_fields(in);

@@ -33,6 +33,7 @@
 #include <map>
 #include <string_view>
 
+#include "config/percent.h"
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
@@ -476,21 +477,8 @@ class Bedrock final : public UpstreamProtocol {
   // The model id (or inference profile id or ARN) is one path segment:
   // ':' and '/' in it are encoded ("anthropic.claude-3-5-sonnet-20240620-v1%3A0").
   std::string target(const std::string& upstream_model, bool stream) const override {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out = "/model/";
-    for (const char ch : upstream_model) {
-      const auto c = static_cast<unsigned char>(ch);
-      const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                         (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
-      if (plain) {
-        out += ch;
-      } else {
-        out += '%';
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-      }
-    }
-    return out + (stream ? "/converse-stream" : "/converse");
+    return "/model/" + config::percent_encode(upstream_model) +
+           (stream ? "/converse-stream" : "/converse");
   }
 
   std::variant<std::string, Untranslatable> body(RequestBody& body,

@@ -1,12 +1,11 @@
 #include "gateway/access/auth.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "gateway/access/http_auth.h"
+#include "providers/cloud/sigv4.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -88,19 +87,7 @@ void KeyStore::Spend::roll(const SpendPeriods& p) {
   }
 }
 
-std::string sha256_hex(std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
-}
+std::string sha256_hex(std::string_view text) { return providers::cloud::sha256_hex(text); }
 
 void KeyStore::Bucket::refill(Clock::time_point now) {
   if (capacity <= 0) return;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "config/percent.h"
+
 namespace llmgate::providers::cloud {
 namespace {
 
@@ -114,7 +116,7 @@ std::string base64url(std::string_view bytes) {
   return out;
 }
 
-std::string form_encode(std::string_view s) { return sigv4_uri_encode(s, false); }
+std::string form_encode(std::string_view s) { return config::percent_encode(s); }
 
 std::variant<ServiceAccount, std::string> parse_service_account(std::string_view json_text) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);

@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "config/ascii.h"
+#include "config/percent.h"
 
 namespace llmgate::providers::cloud {
 namespace {
@@ -37,31 +38,6 @@ Mac hmac(std::string_view key, std::string_view data) {
 
 std::string_view view(const Mac& m) {
   return std::string_view(reinterpret_cast<const char*>(m.data()), m.size());
-}
-
-int unhex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoded (a '%' not followed by two hex digits stays as it is).
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      const int h = unhex(s[i + 1]), l = unhex(s[i + 2]);
-      if (h >= 0 && l >= 0) {
-        out += static_cast<char>(h << 4 | l);
-        i += 2;
-        continue;
-      }
-    }
-    out += s[i];
-  }
-  return out;
 }
 
 // A header value as SigV4 signs it: no leading or trailing spaces, runs of
@@ -95,8 +71,8 @@ std::string canonical_query(std::string_view query) {
     const std::string_view name = param.substr(0, eq);
     const std::string_view value =
         eq == std::string_view::npos ? std::string_view() : param.substr(eq + 1);
-    params.emplace_back(sigv4_uri_encode(percent_decode(name), false),
-                        sigv4_uri_encode(percent_decode(value), false));
+    params.emplace_back(sigv4_uri_encode(config::percent_decode(name), false),
+                        sigv4_uri_encode(config::percent_decode(value), false));
   }
   std::sort(params.begin(), params.end());
   std::string out;
@@ -125,23 +101,17 @@ std::string sigv4_amz_date(std::chrono::system_clock::time_point t) {
   return std::string(buf, n);
 }
 
+std::optional<std::chrono::system_clock::time_point> sigv4_parse_amz_date(std::string_view s) {
+  if (s.size() != 16) return std::nullopt;
+  const std::string text(s);
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y%m%dT%H%M%SZ", &tm);
+  if (end != text.c_str() + text.size() || tm.tm_year < 70 || tm.tm_year > 250) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 std::string sigv4_uri_encode(std::string_view s, bool keep_slash) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                            (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
-                            c == '~' || (keep_slash && c == '/');
-    if (unreserved) {
-      out += ch;
-    } else {
-      out += '%';
-      out += static_cast<char>("0123456789ABCDEF"[c >> 4]);
-      out += static_cast<char>("0123456789ABCDEF"[c & 0xf]);
-    }
-  }
-  return out;
+  return config::percent_encode(s, keep_slash ? "/" : "");
 }
 
 std::string sigv4_canonical_request(const SigV4Request& r, std::string_view amz_date,

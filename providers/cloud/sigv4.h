@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,9 @@ struct SigV4Headers {
 // The steps, exposed for tests and for a server that checks signatures (the
 // simulator's Bedrock mode).
 std::string sigv4_amz_date(std::chrono::system_clock::time_point t);  // "YYYYMMDDTHHMMSSZ"
+// The time an x-amz-date value names; nullopt when it is not one (or a year
+// outside 1970..2150, which a nanosecond clock could not hold).
+std::optional<std::chrono::system_clock::time_point> sigv4_parse_amz_date(std::string_view s);
 // Percent-encoding as SigV4 wants it: every byte but A-Z a-z 0-9 - _ . ~
 // as %XX (upper-case hex); with `keep_slash`, '/' stays.
 std::string sigv4_uri_encode(std::string_view s, bool keep_slash);

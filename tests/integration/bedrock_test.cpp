@@ -88,18 +88,6 @@ SeenRequest parse_request(const std::string& raw) {
   return r;
 }
 
-// The time an x-amz-date value names.
-std::chrono::system_clock::time_point amz_time(const std::string& d) {
-  std::tm tm{};
-  tm.tm_year = std::stoi(d.substr(0, 4)) - 1900;
-  tm.tm_mon = std::stoi(d.substr(4, 2)) - 1;
-  tm.tm_mday = std::stoi(d.substr(6, 2));
-  tm.tm_hour = std::stoi(d.substr(9, 2));
-  tm.tm_min = std::stoi(d.substr(11, 2));
-  tm.tm_sec = std::stoi(d.substr(13, 2));
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
-}
-
 // The gateway: "bedrock" (protocol: bedrock, signing for us-east-1) at
 // `bedrock_port` serving `model`, before "good" (an OpenAI-compatible
 // simulator) at `good_port`.
@@ -200,8 +188,9 @@ TEST_F(BedrockTest, ASignedConverseStreamBecomesChatChunks) {
   again.payload = r.body;
   const providers::cloud::AwsCredentials creds{
       "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "SESSIONTOKEN"};
-  const auto expected = providers::cloud::sigv4_sign(again, creds, "us-east-1", "bedrock",
-                                                     amz_time(r.fields.at("x-amz-date")));
+  const auto expected = providers::cloud::sigv4_sign(
+      again, creds, "us-east-1", "bedrock",
+      *providers::cloud::sigv4_parse_amz_date(r.fields.at("x-amz-date")));
   EXPECT_EQ(r.fields.at("authorization"), expected.authorization);
   EXPECT_NE(r.fields.at("authorization").find("Credential=AKIDEXAMPLE/"), std::string::npos);
   // The secret itself never goes anywhere.

@@ -154,19 +154,15 @@ std::optional<ApiError> check_sigv4(std::string_view method, std::string_view ta
   }
   providers::cloud::AwsCredentials creds{key.access_key_id, key.secret_access_key,
                                          header("x-amz-security-token")};
-  const std::string amz_date = header("x-amz-date");
-  std::tm tm{};
-  // (Years a nanosecond clock holds: from_time_t overflows past 2262.)
-  if (amz_date.size() != 16 || !strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm) ||
-      tm.tm_year < 70 || tm.tm_year > 250) {
+  const auto when = providers::cloud::sigv4_parse_amz_date(header("x-amz-date"));
+  if (!when) {
     return ApiError{403,
                     "Authorization header requires existence of either a 'X-Amz-Date' or "
                     "a 'Date' header.",
                     "IncompleteSignatureException", std::nullopt, std::nullopt};
   }
-  const auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
   const auto expected =
-      providers::cloud::sigv4_sign(r, creds, std::string(m[3]), std::string(m[4]), when);
+      providers::cloud::sigv4_sign(r, creds, std::string(m[3]), std::string(m[4]), *when);
   if (expected.authorization != auth) {
     return ApiError{403,
                     "The request signature we calculated does not match the signature you "

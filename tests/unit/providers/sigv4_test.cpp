@@ -21,6 +21,10 @@ constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 
 TEST(SigV4, AmzDateIsTheUtcBasicFormat) {
   EXPECT_EQ(sigv4_amz_date(suite_time()), "20150830T123600Z");
+  EXPECT_EQ(sigv4_parse_amz_date("20150830T123600Z"), suite_time());
+  EXPECT_FALSE(sigv4_parse_amz_date("20150830T123600"));
+  EXPECT_FALSE(sigv4_parse_amz_date("20150830T1236000"));
+  EXPECT_FALSE(sigv4_parse_amz_date("99990830T123600Z"));  // beyond a nanosecond clock
 }
 
 // AWS's Signature Version 4 test suite (2011 edition, "get-vanilla-query"
