@@ -154,6 +154,44 @@ inline std::map<std::string, std::int64_t> kDefaultThinkingBudgets() {
   return {{"minimal", 1024}, {"low", 2048}, {"medium", 8192}, {"high", 24576}, {"xhigh", 32768}};
 }
 
+// Short-lived credentials a provider's requests carry, fetched from a token
+// endpoint and refreshed ahead of expiry by the gateway (providers[].auth;
+// docs/providers.md: Vertex AI, Azure OpenAI with Entra ID). Values the
+// environment supplies (GOOGLE_APPLICATION_CREDENTIALS, GCE_METADATA_HOST,
+// AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_FEDERATED_TOKEN_FILE,
+// AZURE_AUTHORITY_HOST) are resolved when the config is read.
+struct ProviderAuth {
+  enum class Kind {
+    kNone,
+    // A Google service account's key file: a signed JWT exchanged for an
+    // access token (google_service_account_file, or `google: default`
+    // with GOOGLE_APPLICATION_CREDENTIALS).
+    kGoogleServiceAccount,
+    // The GCE/GKE metadata server's token for the instance's (or the
+    // workload's) service account (`google: metadata`, or `google:
+    // default` without GOOGLE_APPLICATION_CREDENTIALS).
+    kGoogleMetadata,
+    // Microsoft Entra ID: client credentials with a secret, or workload
+    // identity (a federated token file as the client assertion).
+    kEntra,
+  };
+  Kind kind = Kind::kNone;
+  std::string file;  // the service account key file, or the federated token file
+  std::string tenant_id;
+  std::string client_id;
+  std::string client_secret;         // resolved secret (Entra client credentials)
+  std::string client_secret_source;  // "env:NAME" / "file:/path": for logs, never the secret
+  // The token endpoint ("" = the flow's own: the key file's token_uri,
+  // the authority's /{tenant}/oauth2/v2.0/token, the metadata server's).
+  std::string token_url;
+  std::string authority;  // Entra: https://login.microsoftonline.com
+  std::string scope;      // "" = the flow's (cloud-platform; cognitiveservices .default)
+  std::string source;     // how it was configured, for logs ("google_service_account_file")
+  bool enabled() const { return kind != Kind::kNone; }
+  bool operator==(const ProviderAuth&) const = default;
+};
+const char* to_string(ProviderAuth::Kind k);
+
 struct Provider {
   std::string name;
   UpstreamUrl base_url;
@@ -196,6 +234,8 @@ struct Provider {
   // AWS SDKs' credential chain.
   std::string aws_region;
   std::string aws_profile;
+  // Short-lived credentials fetched by the gateway (instead of api_key).
+  ProviderAuth auth;
   // Anthropic requires max_tokens: sent when a request names no limit.
   std::int64_t default_max_tokens = kDefaultMaxTokens;
   // A request's reasoning_effort as a thinking budget in tokens (Anthropic

@@ -318,6 +318,13 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
       provider.api_key_source = std::move(key->source);
     }
 
+    if (auto auth = m.optional("auth")) {
+      recover([&] {
+        provider.auth = read_provider_auth(*auth, env);
+        if (!provider.api_key_source.empty())
+          auth->fail("set either api_key_env/api_key_file or auth, not both");
+      });
+    }
     m.read("region", provider.region, read_label_value);
     m.read("pool", provider.pool, read_pool);
     m.read("timeouts", provider.timeouts, read_timeout_overrides);
@@ -337,6 +344,9 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
         check_header_name(*header, name);
         provider.api_key_header = name;
       }
+      if (provider.auth.enabled())
+        header->fail(
+            "auth sends its token as Authorization: Bearer; api_key_header is for api_key");
       for (const auto& [other, value] : provider.headers) {
         if (ascii_lowercase(other) == lower)
           header->fail("header " + quote(name) + " is also set in headers");
@@ -357,6 +367,9 @@ Provider read_provider(const ConfigNode& node, EnvLookup env,
     if (provider.protocol != Protocol::kBedrock) {
       if (region) region->fail("aws_region is for protocol: bedrock");
       if (profile) profile->fail("aws_profile is for protocol: bedrock");
+    } else if (provider.auth.enabled()) {
+      m.required("auth").fail(
+          "protocol: bedrock signs with AWS credentials (the SDKs' chain, aws_profile), not auth");
     } else if (provider.aws_region.empty()) {
       provider.aws_region = aws_region_of(provider.base_url.host);
       if (provider.aws_region.empty()) {

@@ -58,6 +58,9 @@ struct ApiKey {
 // either is set; both is an error.
 std::optional<ApiKey> read_secret(ConfigMap& m, const ConfigNode& node, const std::string& name,
                                   EnvLookup env);
+// providers[].auth: a Google service account, the metadata server or Entra
+// ID, with what the environment supplies resolved.
+ProviderAuth read_provider_auth(const ConfigNode& node, EnvLookup env);
 // tls: {verify, ca_file, sni}
 Tls read_tls(const ConfigNode& node);
 

@@ -6,7 +6,7 @@ namespace llmgate::providers {
 const UpstreamProtocol& protocol_for(const config::Provider& p) {
   switch (p.protocol) {
     case config::Protocol::kAnthropic:
-      return anthropic_protocol();
+      return anthropic_on_vertex(p) ? anthropic_vertex_protocol() : anthropic_protocol();
     case config::Protocol::kGemini:
       return gemini_protocol();
     case config::Protocol::kBedrock:

@@ -200,6 +200,14 @@ const UpstreamProtocol& anthropic_protocol();
 // Anthropic Messages spoken by the client itself (POST /v1/messages in):
 // the client's document with the deployment's model, events as they came.
 const UpstreamProtocol& anthropic_messages_protocol();
+// Both on Google Vertex AI (anthropic_vertex_protocol.cpp): the model in the
+// path (models/{model}:streamRawPredict, :rawPredict), the version in the
+// body. A provider speaks them when it is protocol: anthropic with a Google
+// auth: (a service account, the metadata server).
+inline constexpr std::string_view kVertexAnthropicVersion = "vertex-2023-10-16";
+bool anthropic_on_vertex(const config::Provider& p);
+const UpstreamProtocol& anthropic_vertex_protocol();
+const UpstreamProtocol& anthropic_messages_vertex_protocol();
 // Google Gemini (models/{model}:streamGenerateContent?alt=sse, :generateContent).
 const UpstreamProtocol& gemini_protocol();
 // Amazon Bedrock Converse (model/{id}/converse-stream: AWS event-stream

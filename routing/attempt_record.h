@@ -31,6 +31,9 @@ enum class AttemptOutcome {
   kClientGone,      // the client disconnected: the attempt was abandoned
   kTotalTimeout,    // the request's overall deadline expired
   kHedgeLost,       // cancelled before its first token: a hedge raced it and won
+  // No credential to send: a token not fetched (yet), expired or refused
+  // (auth:, Bedrock's AWS credentials). Never sent; fails over.
+  kCredentialError,
 };
 
 const char* to_string(AttemptOutcome o);

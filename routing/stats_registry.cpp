@@ -30,6 +30,8 @@ const char* to_string(AttemptOutcome o) {
       return "total_timeout";
     case AttemptOutcome::kHedgeLost:
       return "hedge_lost";
+    case AttemptOutcome::kCredentialError:
+      return "credential_error";
   }
   return "unknown";
 }

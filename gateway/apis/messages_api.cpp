@@ -35,7 +35,8 @@ std::string dump(const ordered_json& j) {
 }
 
 bool native(const providers::UpstreamProtocol& p) {
-  return &p == &providers::anthropic_messages_protocol();
+  return &p == &providers::anthropic_messages_protocol() ||
+         &p == &providers::anthropic_messages_vertex_protocol();
 }
 
 using providers::member;
@@ -449,7 +450,8 @@ class Messages final : public ClientApi {
 
   const providers::UpstreamProtocol* protocol_for(const config::Provider& p) const override {
     if (p.protocol == config::Protocol::kAnthropic)
-      return &providers::anthropic_messages_protocol();
+      return providers::anthropic_on_vertex(p) ? &providers::anthropic_messages_vertex_protocol()
+                                               : &providers::anthropic_messages_protocol();
     return &providers::protocol_for(p);
   }
 

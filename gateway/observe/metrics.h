@@ -58,6 +58,9 @@ class MetricsRegistry {
   void on_reload(ReloadResult result, double unix_seconds);
   void set_draining(bool draining);
   void on_auth_rejected(AuthRejection reason);
+  // A provider's upstream credential fetched (`ok`: until `expires_unix`)
+  // or not (gateway/proxy/credential_refresher.h).
+  void on_credential_refresh(std::string_view provider, bool ok, double expires_unix);
   // A request refused before any upstream attempt: llmgate_requests_total
   // with the reason as its outcome, for the model it named when known (else
   // model=""). Not per snapshot: refusals come before a model is resolved.

@@ -62,7 +62,7 @@ inline constexpr std::array kOutcomes = {
     routing::AttemptOutcome::kTtftTimeout,    routing::AttemptOutcome::kIdleTimeout,
     routing::AttemptOutcome::kTruncated,      routing::AttemptOutcome::kMalformed,
     routing::AttemptOutcome::kClientGone,     routing::AttemptOutcome::kTotalTimeout,
-    routing::AttemptOutcome::kHedgeLost};
+    routing::AttemptOutcome::kHedgeLost,      routing::AttemptOutcome::kCredentialError};
 inline constexpr std::array kStates = {
     routing::HealthState::kHealthy, routing::HealthState::kEjected, routing::HealthState::kProbing,
     routing::HealthState::kCoolingDown};
@@ -78,7 +78,7 @@ constexpr bool in_declaration_order(const std::array<Enum, N>& all) {
   return true;
 }
 static_assert(in_declaration_order(kOutcomes) &&
-              kOutcomes.back() == routing::AttemptOutcome::kHedgeLost);
+              kOutcomes.back() == routing::AttemptOutcome::kCredentialError);
 static_assert(in_declaration_order(kSharedOps) && kSharedOps.back() == SharedOp::kAffinityWrite);
 static_assert(in_declaration_order(kSharedResults) &&
               kSharedResults.back() == SharedResult::kUnavailable);
@@ -197,6 +197,13 @@ struct MetricsRegistry::Impl {
   Family<Gauge>& reload_time = family<Gauge>(
       prometheus::BuildGauge(), registry, "llmgate_config_last_reload_success_timestamp_seconds",
       "Unix time of the config now in force (start-up or last successful reload)");
+  Family<Counter>& credential_refreshes = family<Counter>(
+      prometheus::BuildCounter(), registry, "llmgate_credential_refreshes_total",
+      "Upstream credentials fetched from token endpoints (Google, Entra ID, AWS STS) by provider "
+      "and result (success, failure)");
+  Family<Gauge>& credential_expiry = family<Gauge>(
+      prometheus::BuildGauge(), registry, "llmgate_credential_expiry_timestamp_seconds",
+      "Unix time the provider's current upstream credential expires");
   Family<Counter>& auth_rejections = family<Counter>(
       prometheus::BuildCounter(), registry, "llmgate_auth_rejections_total",
       "Requests refused by gateway-key auth, by reason (unauthenticated, admin_unauthenticated, "

@@ -41,6 +41,14 @@ void MetricsRegistry::on_reload(ReloadResult result, double unix_seconds) {
   if (ok) impl_->reload_time.Add({}).Set(unix_seconds);
 }
 
+void MetricsRegistry::on_credential_refresh(std::string_view provider, bool ok,
+                                            double expires_unix) {
+  const std::string name(provider);
+  impl_->credential_refreshes.Add({{"provider", name}, {"result", ok ? "success" : "failure"}})
+      .Increment();
+  if (ok) impl_->credential_expiry.Add({{"provider", name}}).Set(expires_unix);
+}
+
 void MetricsRegistry::enable_shared_state() {
   if (impl_->shared_series.load()) return;
   static const Histogram::BucketBoundaries kSharedBuckets = {

@@ -15,7 +15,6 @@
 #include "gateway/observe/redact.h"
 #include "gateway/proxy/chat_proxy.h"
 #include "gateway/proxy/upstream_attempt.h"
-#include "gateway/proxy/upstream_body.h"
 #include "gateway/proxy/upstream_exchange.h"
 #include "routing/routing_state.h"
 
@@ -25,32 +24,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxCountAnswer = 64 * 1024;
 
-// An upstream's whole answer, or why none came.
-struct Counted {
-  int status = 0;  // 0: no answer
-  std::string body;
-  std::string error;
-};
-
 // One request to `p` (the one upstream exchange: a stale reused connection
 // is tried once more on a fresh one), its answer read whole.
-net::awaitable<Counted> ask(Worker& worker, const Snapshot& snap, const config::Provider& p,
-                            const UpstreamMessage& up) {
+net::awaitable<WholeAnswer> ask(Worker& worker, const Snapshot& snap, const config::Provider& p,
+                                const UpstreamMessage& up) {
   const config::Timeouts t = snap.config->timeouts_for(p);
-  auto& pool = worker.pools->get(p, snap.tls);
-  const auto start = Clock::now();
   ExchangeTimes times{t.connect, t.connect, t.ttft};
-  times.by = start + t.total;
-  providers::Lease lease;
-  std::optional<UpstreamParser> parser;
-  const Exchanged x = co_await exchange_head(pool, lease, parser, up, times);
-  if (x.status != Exchanged::Status::kHead) co_return Counted{0, {}, x.why_no_head()};
-  std::string body;
-  const beast::error_code ec =
-      co_await read_whole(lease, *parser, body, kMaxCountAnswer + 1, times.by);
-  if (!parser->is_done()) co_return Counted{0, {}, "no whole answer: " + ec.message()};
-  if (parser->keep_alive()) lease.give_back();
-  co_return Counted{static_cast<int>(parser->get().result_int()), std::move(body), {}};
+  times.by = Clock::now() + t.total;
+  co_return co_await exchange_whole(worker.pools->get(p, snap.tls), up, times, kMaxCountAnswer);
 }
 
 }  // namespace
@@ -83,15 +64,23 @@ net::awaitable<bool> handle_count_tokens(Worker& worker, beast::tcp_stream& clie
   // that speaks its protocol.
   for (const auto& d : a.model->deployments) {
     const config::Provider* p = cfg.find_provider(d.provider);
-    if (!p || p->protocol != config::Protocol::kAnthropic) continue;
+    // (On Vertex AI, counting is another endpoint: the estimate serves.)
+    if (!p || p->protocol != config::Protocol::kAnthropic || providers::anthropic_on_vertex(*p))
+      continue;
     if (added_max_tokens) a.req.native->erase("max_tokens");
     std::string sent =
         a.req.native->spliced({{"model", providers::RequestBody::SpliceValue::string(d.model)}});
-    const UpstreamMessage up = make_upstream_request(
-        http::verb::post, upstream_target(*p, d.model, "/messages/count_tokens"), std::move(sent),
-        /*stream=*/false, request, rc, worker.via_name, *p,
-        providers::anthropic_messages_protocol());
-    Counted counted = co_await ask(worker, *snapshot, *p, up);
+    auto credential = credential_for(snapshot->credentials, *p, std::chrono::system_clock::now());
+    WholeAnswer counted;
+    if (auto* why = std::get_if<std::string>(&credential)) {
+      counted.error = *why;
+    } else {
+      const UpstreamMessage up = make_upstream_request(
+          http::verb::post, upstream_target(*p, d.model, "/messages/count_tokens"), std::move(sent),
+          /*stream=*/false, request, rc, worker.via_name, *p,
+          providers::anthropic_messages_protocol(), {}, {}, std::get<0>(credential).get());
+      counted = co_await ask(worker, *snapshot, *p, up);
+    }
     const bool whole = counted.status >= 200 && counted.status < 300;
     // The request's own fault is the client's answer; anything else (the
     // operator's key, a limit, an outage) leaves the estimate.

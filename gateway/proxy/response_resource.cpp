@@ -229,10 +229,16 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     upstream_span_ = snap_->tracer->new_span_id();
     traceparent = trace_->child_traceparent(upstream_span_);
   }
+  auto credential = credential_for(snap_->credentials, p, std::chrono::system_clock::now());
+  if (auto* why = std::get_if<std::string>(&credential)) {
+    error_ = upstream_error(502, "provider " + p.name + ": " + *why);
+    co_return co_await refuse();
+  }
   const auto up = make_upstream_request(
       request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
       wants_stream, request_, rc_, worker_.via_name, p, protocol, traceparent,
-      trace_ ? std::string_view(trace_->trace_state) : std::string_view());
+      trace_ ? std::string_view(trace_->trace_state) : std::string_view(),
+      std::get<0>(credential).get());
   upstream_provider_ = &p;
   upstream_start_ = Clock::now();
   const config::Timeouts t = cfg_.timeouts_for(p);

@@ -17,7 +17,7 @@
 #include "gateway/access/auth.h"
 #include "gateway/observe/metrics.h"
 #include "gateway/proxy/concurrency_limiter.h"
-#include "providers/cloud/aws_credentials.h"
+#include "gateway/proxy/upstream_credentials.h"
 #include "providers/upstream_pool.h"
 #include "routing/routing_state.h"
 
@@ -47,10 +47,10 @@ struct Snapshot {
   std::shared_ptr<SharedLimits> shared;
   // tracing: (nullptr when not configured); the same object in every snapshot.
   std::shared_ptr<Tracer> tracer;
-  // Bedrock providers that sign their requests (no api_key), by name: the
-  // credentials found for each, or why there are none (their attempts then
-  // fail before connecting).
-  std::map<std::string, providers::cloud::ResolvedCredentials, std::less<>> aws;
+  // Providers whose requests carry a credential of their own (auth:, and
+  // Bedrock without api_key), by name: refreshed ones are shared with the
+  // previous snapshot when their source is unchanged.
+  UpstreamCredentials credentials;
   std::uint64_t generation = 0;  // 1 at start-up, +1 per successful reload
 };
 

@@ -115,8 +115,9 @@ class UpstreamAttempt {
   const providers::UpstreamProtocol& protocol_;
   providers::UpstreamRequest request_;  // stream and stream_options as sent
   std::string body_;  // the upstream body for request_ (moved into the message it is sent in)
-  std::string_view traceparent_;                           // the attempt span's, "" when not traced
-  const providers::cloud::AwsCredentials* aws_ = nullptr;  // Bedrock: signs with these
+  std::string_view traceparent_;  // the attempt span's, "" when not traced
+  // What the request authenticates with (auth:, Bedrock's SigV4), if its provider has one.
+  std::shared_ptr<const providers::cloud::Credential> credential_;
   // What the upstream just refused (stream_options, or streaming): the
   // same request once more without it.
   std::optional<providers::Quirk> retry_without_;
@@ -146,16 +147,15 @@ void UpstreamAttempt::learn(providers::Quirk q, std::string_view what, const std
 }
 
 net::awaitable<AttemptResult> UpstreamAttempt::run() {
-  // A Bedrock provider without an API key signs each request: with no
-  // credentials it cannot be reached (and fails over at once).
-  if (c_.provider->protocol == config::Protocol::kBedrock && c_.provider->api_key.empty()) {
-    const auto it = ctx_.snapshot.aws.find(c_.provider->name);
-    if (it == ctx_.snapshot.aws.end() || !it->second.found) {
-      co_return fail(
-          rec_, AttemptOutcome::kConnectError,
-          it == ctx_.snapshot.aws.end() ? std::string("no AWS credentials") : it->second.error);
-    }
-    aws_ = &it->second.found->credentials;
+  // A provider with a credential of its own (a token the gateway refreshes,
+  // AWS credentials a Bedrock request is signed with) cannot be reached
+  // without one: that deployment fails over at once.
+  {
+    auto credential =
+        credential_for(ctx_.snapshot.credentials, *c_.provider, std::chrono::system_clock::now());
+    if (auto* why = std::get_if<std::string>(&credential))
+      co_return fail(rec_, AttemptOutcome::kCredentialError, std::move(*why));
+    credential_ = std::get<0>(std::move(credential));
   }
   auto& pool = ctx_.worker.pools->get(*c_.provider, ctx_.snapshot.tls);
   auto up = upstream_request();
@@ -444,7 +444,7 @@ UpstreamMessage UpstreamAttempt::upstream_request() {
                       protocol_.target(c_.deployment->model, request_.stream)),
       std::move(body_), request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name,
       *c_.provider, protocol_, traceparent_,
-      ctx_.request_trace ? ctx_.request_trace->trace_state : "", aws_);
+      ctx_.request_trace ? ctx_.request_trace->trace_state : "", credential_.get());
 }
 
 }  // namespace

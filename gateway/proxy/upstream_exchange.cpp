@@ -16,6 +16,7 @@
 
 #include "gateway/http/headers.h"
 #include "gateway/proxy/attempt_result.h"
+#include "gateway/proxy/upstream_body.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -219,7 +220,7 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
                                       const config::Provider& provider,
                                       const providers::UpstreamProtocol& protocol,
                                       std::string_view traceparent, std::string_view tracestate,
-                                      const providers::cloud::AwsCredentials* aws) {
+                                      const providers::cloud::Credential* credential) {
   const auto& url = provider.base_url;
   // End-to-end client headers pass through (RFC 9110 §7.6); hop-by-hop ones,
   // those the Connection header names, and the client's credentials do not.
@@ -267,6 +268,12 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
       protocol.headers(own_key_header ? std::string() : provider.api_key, provider);
   for (const auto& [name, value] : protocol_headers) set.set(name, value);
   for (const auto& [name, value] : provider.headers) set.set(name, value);
+  if (credential && !credential->bearer.empty()) {
+    bearer = "Bearer " + credential->bearer;
+    set.set("Authorization", bearer);
+  }
+  const providers::cloud::AwsCredentials* aws =
+      credential && credential->aws ? &*credential->aws : nullptr;
   // Signed last, over what is sent: the method, the target, the Host, the
   // Content-Type and the body (the other headers are not signed, as AWS's
   // SDKs sign them not either).
@@ -332,6 +339,21 @@ net::awaitable<beast::error_code> UpstreamWrite::rest(Clock::time_point deadline
   auto [ec, n] = co_await net::async_write(lease_->stream, w_.rest, kUseTuple);
   ec_ = ec;
   co_return ec;
+}
+
+net::awaitable<WholeAnswer> exchange_whole(providers::ConnectionPool& pool,
+                                           const UpstreamMessage& m, const ExchangeTimes& times,
+                                           std::size_t limit) {
+  providers::Lease lease;
+  std::optional<UpstreamParser> parser;
+  const Exchanged x = co_await exchange_head(pool, lease, parser, m, times);
+  if (x.status != Exchanged::Status::kHead) co_return WholeAnswer{0, {}, x.why_no_head()};
+  std::string body;
+  const beast::error_code ec = co_await read_whole(lease, *parser, body, limit + 1, times.by);
+  if (!parser->is_done() || body.size() > limit)
+    co_return WholeAnswer{0, {}, "no whole answer: " + (ec ? ec.message() : "too large")};
+  if (parser->keep_alive()) lease.give_back();
+  co_return WholeAnswer{static_cast<int>(parser->get().result_int()), std::move(body), {}};
 }
 
 }  // namespace llmgate::gateway

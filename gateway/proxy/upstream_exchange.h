@@ -20,7 +20,7 @@
 
 #include "gateway/proxy/attempt_context.h"
 #include "gateway/proxy/upstream_parser.h"
-#include "providers/cloud/sigv4.h"
+#include "providers/cloud/token_source.h"
 #include "providers/upstream_pool.h"
 #include "providers/upstream_protocol.h"
 
@@ -55,7 +55,8 @@ struct UpstreamMessage {
 // `body` as JSON when not empty, with its Content-Length (as Beast's
 // prepare_payload would set it). `traceparent` (traced requests): the
 // attempt span's context replaces the client's, and `tracestate` its
-// tracestate (dropped when empty). `aws`: the request is signed with them
+// tracestate (dropped when empty). `credential`: its bearer token goes in
+// Authorization (auth:), or the request is signed with its AWS credentials
 // (AWS Signature Version 4, for the provider's aws_region; Bedrock).
 UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
                                       bool stream, const Request& client_request,
@@ -64,7 +65,7 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
                                       const providers::UpstreamProtocol& protocol,
                                       std::string_view traceparent = {},
                                       std::string_view tracestate = {},
-                                      const providers::cloud::AwsCredentials* aws = nullptr);
+                                      const providers::cloud::Credential* credential = nullptr);
 
 // The request's trace when tracing is on (snapshot.tracer): the client's
 // traceparent and tracestate (several tracestate lines are one list, W3C
@@ -132,5 +133,19 @@ net::awaitable<Exchanged> exchange_head(providers::ConnectionPool& pool, provide
                                         std::optional<UpstreamParser>& parser,
                                         const UpstreamMessage& m, const ExchangeTimes& times,
                                         bool may_retry_stale = true);
+
+// An answer read whole (a token count, a token endpoint's answer), or why
+// none came (status 0).
+struct WholeAnswer {
+  int status = 0;
+  std::string body;
+  std::string error;
+};
+// exchange_head(), then the body read whole while it is under `limit`
+// bytes (beyond: no answer), all by `times.by`; the connection goes back to
+// `pool` when the answer keeps it alive.
+net::awaitable<WholeAnswer> exchange_whole(providers::ConnectionPool& pool,
+                                           const UpstreamMessage& m, const ExchangeTimes& times,
+                                           std::size_t limit);
 
 }  // namespace llmgate::gateway

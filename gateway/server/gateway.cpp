@@ -33,28 +33,6 @@ providers::TlsContexts tls_contexts(const config::Config& cfg, const Snapshot* p
 
 // One limiter per deployment id with max_concurrent (the smallest limit when
 // several models list it); an existing one is kept, with its new limits.
-// The AWS credentials of the Bedrock providers that sign their requests
-// (Snapshot::aws), from the SDKs' chain; each one missing is a warning (its
-// deployments fail over until a reload finds some).
-std::map<std::string, providers::cloud::ResolvedCredentials, std::less<>> aws_credentials(
-    const config::Config& cfg) {
-  std::map<std::string, providers::cloud::ResolvedCredentials, std::less<>> out;
-  for (const auto& p : cfg.providers) {
-    if (p.protocol != config::Protocol::kBedrock || !p.api_key.empty()) continue;
-    auto resolved = providers::cloud::resolve_aws_credentials(
-        p.aws_profile, providers::cloud::process_environment(),
-        providers::cloud::read_small_file());
-    if (resolved.found) {
-      log_line(LogLevel::kInfo, "provider " + p.name + ": AWS credentials from " +
-                                    resolved.found->source + " (region " + p.aws_region + ")");
-    } else {
-      log_line(LogLevel::kWarn, "provider " + p.name + ": " + resolved.error);
-    }
-    out.emplace(p.name, std::move(resolved));
-  }
-  return out;
-}
-
 std::map<std::string, std::shared_ptr<ConcurrencyLimiter>> limiters(const config::Config& cfg,
                                                                     const Snapshot* previous) {
   std::map<std::string, std::pair<unsigned, unsigned>> limits;
@@ -118,7 +96,9 @@ Gateway::Gateway(std::shared_ptr<const config::Config> config) : impl_(std::make
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *config);
   snap->tls = tls_contexts(*config, nullptr);
   snap->limiters = limiters(*config, nullptr);
-  snap->aws = aws_credentials(*config);
+  snap->credentials =
+      upstream_credentials(*config, nullptr, providers::cloud::process_environment(),
+                           providers::cloud::read_small_file());
   snap->keys = std::make_shared<KeyStore>(config->auth);
   snap->keys->set_shared(config->shared_state.enabled());
   if (config->tracing.enabled())
@@ -220,6 +200,12 @@ std::vector<std::uint16_t> Gateway::start() {
   }
   net::co_spawn(impl_->workers.front()->io, impl_->sample_history(*impl_->workers.front()),
                 net::detached);
+  {
+    // Upstream credentials are fetched and refreshed on the first worker.
+    auto& first = *impl_->workers.front();
+    first.refresher = std::make_unique<CredentialRefresher>(first.io, *impl_->metrics);
+    net::co_spawn(first.io, first.refresher->run(first.worker), net::detached);
+  }
   for (auto& w : impl_->workers) {
     for (auto& a : w->acceptors) {
       net::co_spawn(w->io, impl_->accept_loop(*w, *a.acceptor, a.admin), net::detached);
@@ -365,7 +351,9 @@ bool Gateway::reload(std::shared_ptr<const config::Config> cfg, std::string* err
   snap->routing = std::make_shared<routing::RoutingState>(*cfg, *old->config, *old->routing);
   snap->metrics = std::make_shared<Metrics>(*impl_->metrics, *cfg);
   snap->limiters = limiters(*cfg, old.get());
-  snap->aws = aws_credentials(*cfg);
+  snap->credentials =
+      upstream_credentials(*cfg, &old->credentials, providers::cloud::process_environment(),
+                           providers::cloud::read_small_file());
   snap->keys = std::make_shared<KeyStore>(cfg->auth, old->keys.get());
   if (!(cfg->shared_state == old->config->shared_state)) {
     log_line(LogLevel::kWarn,

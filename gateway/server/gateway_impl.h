@@ -39,6 +39,7 @@
 #include "gateway/observe/tracer.h"
 #include "gateway/proxy/chat_proxy.h"
 #include "gateway/proxy/client_stream.h"
+#include "gateway/proxy/credential_refresher.h"
 #include "gateway/proxy/response_resource.h"
 #include "gateway/server/chunked_request.h"
 #include "gateway/server/gateway.h"
@@ -79,7 +80,8 @@ struct Gateway::Impl {
     // So do the sessions list and the worker, which session frames use as
     // they are destroyed.
     std::unique_ptr<providers::UpstreamPools> pools;
-    std::list<Session> sessions;  // API sessions; this worker's thread only
+    std::unique_ptr<CredentialRefresher> refresher;  // the first worker's: its own pools
+    std::list<Session> sessions;                     // API sessions; this worker's thread only
     Worker worker;
     RequestWatches watches;  // before io: frames destroyed with it remove their requests
     net::io_context io{1};
@@ -88,6 +90,7 @@ struct Gateway::Impl {
 
     ~WorkerThread() {
       if (pools) pools->shutdown();
+      if (refresher) refresher->shutdown();
     }
   };
 

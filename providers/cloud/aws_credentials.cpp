@@ -157,11 +157,6 @@ ResolvedCredentials resolve_aws_credentials(std::string_view configured_profile,
   } else {
     tried += (tried.empty() ? "" : "; ") + path + " cannot be read";
   }
-  if (web_identity_from_environment(env)) {
-    tried +=
-        "; AWS_WEB_IDENTITY_TOKEN_FILE is set, but web identity (STS "
-        "AssumeRoleWithWebIdentity) is not supported yet";
-  }
   out.error = "no AWS credentials: " + tried;
   return out;
 }

@@ -64,9 +64,11 @@ std::optional<WebIdentity> web_identity_from_environment(const Getenv& env);
 using ReadFile = std::function<std::optional<std::string>(const std::string& path)>;
 ReadFile read_small_file();
 
-// The credentials a Bedrock provider signs with, or why there are none: the
-// environment, then the shared credentials file under the profile (a
-// provider's aws_profile reads the file only, as the SDKs' fromIni does).
+// The fixed credentials a Bedrock provider signs with, or why there are
+// none: the environment, then the shared credentials file under the
+// profile (a provider's aws_profile reads the file only, as the SDKs'
+// fromIni does). Web identity, the chain's next link, is fetched and
+// refreshed by the gateway (gateway/proxy/upstream_credentials.h).
 struct ResolvedCredentials {
   std::optional<FoundCredentials> found;
   std::string error;  // when none: what was tried, and why each failed

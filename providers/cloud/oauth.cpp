@@ -116,7 +116,78 @@ std::string base64url(std::string_view bytes) {
   return out;
 }
 
+std::optional<std::string> base64url_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  unsigned acc = 0;
+  int bits = 0;
+  for (const char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '-') {
+      v = 62;
+    } else if (c == '_') {
+      v = 63;
+    } else {
+      return std::nullopt;
+    }
+    acc = (acc << 6 | static_cast<unsigned>(v)) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>(acc >> bits & 0xff);
+    }
+  }
+  // A length no encoding has, or bits left over that are not zero (a
+  // second spelling of the same bytes: only the canonical one is read).
+  if (bits >= 6 || (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
+  return out;
+}
+
 std::string form_encode(std::string_view s) { return config::percent_encode(s); }
+
+std::vector<std::pair<std::string, std::string>> form_decode(std::string_view body) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto decode = [](std::string_view part) {
+    std::string spaced(part);
+    for (char& c : spaced) {
+      if (c == '+') c = ' ';
+    }
+    return config::percent_decode(spaced);
+  };
+  while (!body.empty()) {
+    const std::size_t amp = body.find('&');
+    const std::string_view field = body.substr(0, amp);
+    body = amp == std::string_view::npos ? std::string_view() : body.substr(amp + 1);
+    if (field.empty()) continue;
+    const std::size_t eq = field.find('=');
+    out.emplace_back(decode(field.substr(0, eq)),
+                     eq == std::string_view::npos ? std::string() : decode(field.substr(eq + 1)));
+  }
+  return out;
+}
+
+bool rs256_verify(std::string_view pem, std::string_view data, std::string_view signature) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
+  if (!bio) return false;
+  EVP_PKEY* raw = pem.find("PRIVATE KEY") != std::string_view::npos
+                      ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
+                      : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(raw, EVP_PKEY_free);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!key || !ctx ||
+      EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1)
+    return false;
+  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                          signature.size(), reinterpret_cast<const unsigned char*>(data.data()),
+                          data.size()) == 1;
+}
 
 std::variant<ServiceAccount, std::string> parse_service_account(std::string_view json_text) {
   const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);

@@ -12,7 +12,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "providers/cloud/sigv4.h"
 
@@ -20,10 +22,20 @@ namespace llmgate::providers::cloud {
 
 using SystemClock = std::chrono::system_clock;
 
-// base64url without padding (RFC 4648 §5), as JWTs use it.
+// base64url without padding (RFC 4648 §5), as JWTs use it, and back
+// (nullopt: not base64url).
 std::string base64url(std::string_view bytes);
+std::optional<std::string> base64url_decode(std::string_view text);
 // application/x-www-form-urlencoded: every byte but unreserved ones as %XX.
 std::string form_encode(std::string_view s);
+// A form body's fields ('+' is a space), in order; a name without '=' has
+// an empty value.
+std::vector<std::pair<std::string, std::string>> form_decode(std::string_view body);
+
+// Whether `signature` is the RS256 signature (RSASSA-PKCS1-v1_5, SHA-256)
+// of `data` by the PEM key (a private key, or a public one) -- how a token
+// endpoint checks a service account's JWT.
+bool rs256_verify(std::string_view pem, std::string_view data, std::string_view signature);
 
 // A POST to a token endpoint: its URL and form body (Content-Type
 // application/x-www-form-urlencoded).

@@ -1,6 +1,8 @@
 // Fuzzes what token endpoints answer (providers/cloud/oauth.cpp) and a
 // service account key file: parse_token_response (OAuth 2: Google, Entra),
-// parse_sts_response (AWS STS's XML), parse_service_account. Each either
+// parse_sts_response (AWS STS's XML), parse_service_account, and the
+// encodings a token endpoint reads (base64url both ways, form bodies:
+// round trips). Each either
 // gives a complete result or says why not; nothing throws, hangs or reads
 // out of bounds.
 //
@@ -8,6 +10,7 @@
 // 500) given to the response parsers, the rest is the body.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <variant>
 
@@ -46,5 +49,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                c == '-' || c == '_' || c == '.' || c == '~' || c == '%');
   }
   FUZZ_CHECK(base64url(body).size() == (body.size() * 4 + 2) / 3);
+  // And back: base64url round-trips; whatever decodes, encodes to itself.
+  FUZZ_CHECK(base64url_decode(base64url(body)) == std::string(body));
+  if (const auto decoded = base64url_decode(body)) FUZZ_CHECK(base64url(*decoded) == body);
+  // A form's fields, encoded again field by field, decode to the same.
+  std::string again;
+  const auto fields = form_decode(body);
+  for (const auto& [name, value] : fields) {
+    if (!again.empty()) again += '&';
+    again += form_encode(name) + "=" + form_encode(value);
+  }
+  FUZZ_CHECK(form_decode(again) == fields);
   return 0;
 }

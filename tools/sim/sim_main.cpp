@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -45,6 +46,17 @@ options:
                          ?api-version=API_VERSION, the key (if any) in an api-key header
   --aws-key ID:SECRET    Bedrock requests must be signed (AWS Signature Version 4) with this
                          access key and secret: a wrong signature is AWS's 403
+  --require-token        model requests need a live token from the token endpoints below
+                         (Authorization: Bearer; Vertex AI, Azure OpenAI with Entra ID)
+  --token-lifetime S     tokens (and STS credentials) live S seconds (default 3600)
+  --google-service-account FILE
+                         POST /token accepts JWTs signed by this key file's account only
+  --entra-secret S       POST /{tenant}/oauth2/v2.0/token accepts this client secret
+  --entra-federated-token T
+                         ... and this federated token as the client assertion
+  --aws-web-identity-token T
+                         POST / (STS AssumeRoleWithWebIdentity) accepts this token; Bedrock
+                         requests may be signed with the temporary credentials it issues
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
@@ -197,9 +209,25 @@ Cli parse_cli(int argc, char** argv) {
       cli.options.stamp_events = true;
       continue;
     }
-    static constexpr std::string_view kFlags[] = {
-        "--listen",   "--threads", "--seed",      "--region", "--api-key",
-        "--profiles", "--model",   "--port-file", "--azure",  "--aws-key"};
+    if (arg == "--require-token") {
+      cli.options.tokens.require = true;
+      continue;
+    }
+    static constexpr std::string_view kFlags[] = {"--listen",
+                                                  "--threads",
+                                                  "--seed",
+                                                  "--region",
+                                                  "--api-key",
+                                                  "--profiles",
+                                                  "--model",
+                                                  "--port-file",
+                                                  "--azure",
+                                                  "--aws-key",
+                                                  "--token-lifetime",
+                                                  "--google-service-account",
+                                                  "--entra-secret",
+                                                  "--entra-federated-token",
+                                                  "--aws-web-identity-token"};
     const std::string_view name = arg.substr(0, arg.find('='));
     if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
       throw UsageError("unknown option " + std::string(name));
@@ -238,6 +266,22 @@ Cli parse_cli(int argc, char** argv) {
         throw UsageError("--aws-key: expected ACCESS_KEY_ID:SECRET_ACCESS_KEY");
       cli.options.aws_access_key_id = std::string(value.substr(0, colon));
       cli.options.aws_secret_access_key = std::string(value.substr(colon + 1));
+    } else if (arg == "--token-lifetime") {
+      const auto seconds = parse_number<unsigned>(arg, value);
+      if (seconds == 0 || seconds > 86400) throw UsageError("--token-lifetime: expected 1..86400");
+      cli.options.tokens.lifetime = std::chrono::seconds(seconds);
+    } else if (arg == "--google-service-account") {
+      std::ifstream in{std::string(value)};
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) throw UsageError("--google-service-account: cannot read " + std::string(value));
+      cli.options.tokens.google_service_account_json = text.str();
+    } else if (arg == "--entra-secret") {
+      cli.options.tokens.entra_client_secret = std::string(value);
+    } else if (arg == "--entra-federated-token") {
+      cli.options.tokens.entra_federated_token = std::string(value);
+    } else if (arg == "--aws-web-identity-token") {
+      cli.options.tokens.aws_web_identity_token = std::string(value);
     } else if (arg == "--port-file") {
       cli.port_file = std::string(value);
     }

@@ -217,6 +217,20 @@ Response make_protocol_error(const Request& req, Protocol protocol, const ApiErr
   return make_protocol_error(req.version(), req.keep_alive(), protocol, e, request_id);
 }
 
+// Anthropic on Vertex AI: .../publishers/anthropic/models/{model}:rawPredict
+// or :streamRawPredict; the model.
+std::optional<std::string> vertex_anthropic_model(std::string_view path) {
+  constexpr std::string_view kModels = "/publishers/anthropic/models/";
+  const std::size_t at = path.find(kModels);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = path.substr(at + kModels.size());
+  for (std::string_view verb : {":streamRawPredict", ":rawPredict"}) {
+    if (rest.ends_with(verb) && rest.size() > verb.size())
+      return std::string(rest.substr(0, rest.size() - verb.size()));
+  }
+  return std::nullopt;
+}
+
 ApiError not_found(const Request& req) {
   return ApiError{
       404,
@@ -329,6 +343,7 @@ std::optional<std::pair<std::string, std::string>> stored_response_path(std::str
 struct SimServer::Impl {
   explicit Impl(SimOptions o)
       : options(std::move(o)),
+        tokens(options.tokens),
         default_profile(options.default_profile),
         profiles(options.profiles.begin(), options.profiles.end()) {
     options.profiles.clear();
@@ -391,6 +406,7 @@ struct SimServer::Impl {
     s.streams_errored = streams_errored.load();
     s.connections_accepted = connections_accepted.load();
     s.signatures_refused = signatures_refused.load();
+    s.tokens = tokens.stats();
     return s;
   }
 
@@ -452,8 +468,13 @@ struct SimServer::Impl {
   net::awaitable<bool> handle_openai_api(Shard& shard, beast::tcp_stream& stream,
                                          beast::flat_buffer& buffer, const Request& req,
                                          OpenAiApi api);
+  // `vertex_model`: Anthropic on Vertex AI (.../publishers/anthropic/models/
+  // {model}:rawPredict, :streamRawPredict): the model from the path, the
+  // version in the body ("anthropic_version": "vertex-2023-10-16"), no
+  // "model" member.
   net::awaitable<bool> handle_messages(Shard& shard, beast::tcp_stream& stream,
-                                       beast::flat_buffer& buffer, const Request& req);
+                                       beast::flat_buffer& buffer, const Request& req,
+                                       std::optional<std::string> vertex_model = std::nullopt);
   // POST …/messages/count_tokens: the prompt's tokens as the sim counts them.
   Response count_tokens(const Request& req);
   net::awaitable<bool> handle_converse(Shard& shard, beast::tcp_stream& stream,
@@ -481,6 +502,7 @@ struct SimServer::Impl {
   void launch();  // bind, listen, start the acceptor (lifecycle_mu held)
 
   SimOptions options;  // profiles moved out below
+  TokenIssuer tokens;
 
   mutable std::mutex profiles_mu;
   Profile default_profile;
@@ -638,6 +660,33 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
       co_return co_await write_response(stream, std::move(missing));
     }
   }
+  const auto header = [&](std::string_view name) { return std::string(req[name]); };
+  if (auto token = tokens.handle(req.method_string(), target, header, req.body(),
+                                 std::chrono::system_clock::now())) {
+    Response res = make_response(req.version(), req.keep_alive(), token->status,
+                                 std::move(token->body), token->content_type);
+    co_return co_await write_response(stream, std::move(res));
+  }
+  // Tokens required: every model request carries a live one (Bedrock's are
+  // signed instead).
+  if (tokens.required() && path != "/healthz" && !path.starts_with("/admin/") &&
+      !converse_target(path)) {
+    if (auto why = tokens.check_bearer(req[http::field::authorization],
+                                       std::chrono::system_clock::now())) {
+      requests.fetch_add(1);
+      // (Vertex AI answers in Google's shape whatever the publisher.)
+      const Protocol shape =
+          parse_gemini_target(target) || vertex_anthropic_model(path) ? Protocol::kGemini
+          : is_messages_path(path) || is_count_tokens_path(path)      ? Protocol::kAnthropic
+                                                                      : Protocol::kOpenAI;
+      ApiError e = shape == Protocol::kGemini
+                       ? gemini_error(401, *why)
+                       : ApiError{401, *why, "authentication_error", std::nullopt, std::nullopt};
+      if (shape == Protocol::kGemini) e.type = "UNAUTHENTICATED";
+      Response refused = make_protocol_error(req, shape, e);
+      co_return co_await write_response(stream, std::move(refused));
+    }
+  }
   const bool post = req.method() == http::verb::post;
   if (is_chat_path(path) && post) {
     co_return co_await handle_chat(shard, stream, buffer, req);
@@ -650,6 +699,9 @@ net::awaitable<bool> SimServer::Impl::handle(Shard& shard, beast::tcp_stream& st
   }
   if (is_messages_path(path) && post) {
     co_return co_await handle_messages(shard, stream, buffer, req);
+  }
+  if (auto model = vertex_anthropic_model(path); model && post) {
+    co_return co_await handle_messages(shard, stream, buffer, req, std::move(*model));
   }
   if (is_count_tokens_path(path) && post) {
     Response res = count_tokens(req);
@@ -758,7 +810,8 @@ net::awaitable<bool> SimServer::Impl::handle_openai_api(Shard& shard, beast::tcp
 
 net::awaitable<bool> SimServer::Impl::handle_messages(Shard& shard, beast::tcp_stream& stream,
                                                       beast::flat_buffer& buffer,
-                                                      const Request& req) {
+                                                      const Request& req,
+                                                      std::optional<std::string> vertex_model) {
   Exchange ex;
   ex.received = Clock::now();
   ex.protocol = Protocol::kAnthropic;
@@ -767,12 +820,30 @@ net::awaitable<bool> SimServer::Impl::handle_messages(Shard& shard, beast::tcp_s
   // Anthropic puts a request id in every answer, errors included.
   ex.number = next_id.fetch_add(1) + 1;
   ex.request_id = "req_sim_" + std::to_string(ex.number);
-  std::optional<ApiError> refused = check_anthropic_auth(req);
-  if (!refused && req.find("anthropic-version") == req.end()) {
-    refused = ApiError{400, "anthropic-version: header is required", "invalid_request_error",
-                       std::nullopt, std::nullopt};
+  std::optional<ApiError> refused;
+  std::string vertex_body;
+  if (vertex_model) {
+    // Vertex AI: the version in the body, the model only in the path.
+    json doc = json::parse(req.body(), nullptr, false);
+    if (!doc.is_object() || doc.value("anthropic_version", "") != "vertex-2023-10-16") {
+      refused = ApiError{400, "anthropic_version: Input should be 'vertex-2023-10-16'",
+                         "invalid_request_error", std::nullopt, std::nullopt};
+    } else if (doc.contains("model")) {
+      refused = ApiError{400, "model: Extra inputs are not permitted", "invalid_request_error",
+                         std::nullopt, std::nullopt};
+    } else {
+      doc.erase("anthropic_version");
+      doc["model"] = *vertex_model;
+      vertex_body = doc.dump();
+    }
+  } else {
+    refused = check_anthropic_auth(req);
+    if (!refused && req.find("anthropic-version") == req.end()) {
+      refused = ApiError{400, "anthropic-version: header is required", "invalid_request_error",
+                         std::nullopt, std::nullopt};
+    }
   }
-  auto parsed = parse_messages_request(req.body());
+  auto parsed = parse_messages_request(vertex_model ? vertex_body : req.body());
   if (!refused) {
     if (auto* e = std::get_if<ApiError>(&parsed)) refused = *e;
   }
@@ -842,7 +913,26 @@ net::awaitable<bool> SimServer::Impl::handle_converse(Shard& shard, beast::tcp_s
   requests.fetch_add(1);
   record(req);
   std::optional<ApiError> refused;
-  if (!options.aws_access_key_id.empty()) {
+  // Signed with temporary credentials STS issued here (web identity), with
+  // their session token; else with --aws-key's.
+  const std::string_view authorization = req[http::field::authorization];
+  const std::size_t cred = authorization.find("Credential=");
+  const std::string_view key_id =
+      cred == std::string_view::npos
+          ? std::string_view()
+          : authorization.substr(cred + 11, authorization.find('/', cred) - cred - 11);
+  if (auto temporary = tokens.aws_temporary(key_id, std::chrono::system_clock::now())) {
+    if (req["x-amz-security-token"] != temporary->session_token) {
+      refused = ApiError{403, "The security token included in the request is invalid.",
+                         "UnrecognizedClientException", std::nullopt, std::nullopt};
+    } else {
+      refused = check_sigv4(
+          std::string_view(req.method_string()), req.target(), req.body(),
+          [&](std::string_view name) { return std::string(req[name]); },
+          AwsKey{std::string(key_id), temporary->secret});
+    }
+    if (refused) signatures_refused.fetch_add(1);
+  } else if (!options.aws_access_key_id.empty()) {
     refused = check_sigv4(
         std::string_view(req.method_string()), req.target(), req.body(),
         [&](std::string_view name) { return std::string(req[name]); },
@@ -1350,7 +1440,11 @@ Response SimServer::Impl::handle_admin(const Request& req, std::string_view path
                                {"max_in_flight", s.max_in_flight},
                                {"errors_injected", s.errors_injected},
                                {"connections_accepted", s.connections_accepted},
-                               {"signatures_refused", s.signatures_refused}}));
+                               {"signatures_refused", s.signatures_refused},
+                               {"tokens_issued", s.tokens.issued},
+                               {"tokens_refused", s.tokens.refused},
+                               {"expired_tokens_seen", s.tokens.expired_seen},
+                               {"missing_tokens_seen", s.tokens.missing_seen}}));
   }
   if (path == "/admin/last-request") {
     if (verb != http::verb::get) return make_error(req, method_not_allowed(req));

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "tools/sim/sim_oauth.h"
 #include "tools/sim/sim_profile.h"
 
 namespace llmgate::sim {
@@ -46,6 +47,9 @@ struct SimOptions {
   // with AWS Signature Version 4 by this access key and secret (a wrong
   // signature is AWS's 403); unset, they are not checked.
   std::string aws_access_key_id, aws_secret_access_key;
+  // The token endpoints (sim_oauth.h: Google, the metadata server, Entra
+  // ID, AWS STS) and whether model requests need one of their tokens.
+  TokenOptions tokens;
   Profile default_profile;                  // for models with no profile of their own
   std::map<std::string, Profile> profiles;  // by upstream model name
 };
@@ -61,6 +65,7 @@ struct SimStats {
   std::uint64_t streams_errored = 0;       // ended by error_after_tokens' in-band error
   std::uint64_t connections_accepted = 0;  // TCP connections (shows keep-alive reuse)
   std::uint64_t signatures_refused = 0;    // Bedrock requests whose SigV4 did not check out
+  TokenStats tokens;                       // the token endpoints' (sim_oauth.h)
 };
 
 struct RecordedRequest {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace llmgate::providers::cloud {
 namespace {
@@ -21,7 +23,8 @@ using json = nlohmann::json;
 
 const SystemClock::time_point kNow = SystemClock::time_point(std::chrono::seconds(1764480000));
 
-std::string base64url_decode(std::string s) {
+// OpenSSL's base64 decoder, as an oracle independent of ours.
+std::string openssl_base64url_decode(std::string s) {
   for (char& c : s) c = c == '-' ? '+' : c == '_' ? '/' : c;
   while (s.size() % 4 != 0) s += '=';
   std::string out(s.size() / 4 * 3, '\0');
@@ -39,6 +42,13 @@ struct TestKey {
   std::string pem() const {
     std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
     PEM_write_bio_PrivateKey(bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio.get(), &data);
+    return std::string(data, static_cast<std::size_t>(n));
+  }
+  std::string public_pem() const {
+    std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
+    PEM_write_bio_PUBKEY(bio.get(), key.get());
     char* data = nullptr;
     const long n = BIO_get_mem_data(bio.get(), &data);
     return std::string(data, static_cast<std::size_t>(n));
@@ -62,6 +72,34 @@ TEST(OAuth, Base64UrlAndFormEncoding) {
   EXPECT_EQ(form_encode("a b&c=d/\xc3\xa9~"), "a%20b%26c%3Dd%2F%C3%A9~");
 }
 
+TEST(OAuth, Base64UrlAndFormsDecodeAsOpenSslAndBrowsersDo) {
+  for (const std::string s : {"", "f", "fo", "foo", "foob", "\xfb\xff", "any bytes \x01\x80"}) {
+    EXPECT_EQ(base64url_decode(base64url(s)), s);
+    EXPECT_EQ(base64url_decode(base64url(s)), openssl_base64url_decode(base64url(s)));
+  }
+  EXPECT_EQ(base64url_decode("Zm9v="), std::nullopt);  // no padding in base64url
+  EXPECT_EQ(base64url_decode("Zm9+"), std::nullopt);   // '+' is base64's, not base64url's
+  EXPECT_EQ(base64url_decode("Z"), std::nullopt);      // no encoding is that long
+  EXPECT_EQ(base64url_decode("Zh"), std::nullopt);     // "f" is "Zg": non-zero left-over bits
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(form_decode("a=1&b=x+y%26z&&c&d="),
+            (Fields{{"a", "1"}, {"b", "x y&z"}, {"c", ""}, {"d", ""}}));
+  EXPECT_EQ(form_decode(""), Fields{});
+}
+
+TEST(OAuth, Rs256VerifiesWithThePrivateOrThePublicKey) {
+  const TestKey k;
+  const ServiceAccount sa{"gw@p.iam.gserviceaccount.com", k.pem(), "", "https://t/token", ""};
+  const std::string jwt = google_jwt_assertion(sa, "s", kNow);
+  const std::size_t dot = jwt.rfind('.');
+  const std::string sig = *base64url_decode(jwt.substr(dot + 1));
+  EXPECT_TRUE(rs256_verify(k.pem(), jwt.substr(0, dot), sig));
+  EXPECT_TRUE(rs256_verify(k.public_pem(), jwt.substr(0, dot), sig));
+  EXPECT_FALSE(rs256_verify(k.pem(), jwt.substr(0, dot) + "x", sig));
+  EXPECT_FALSE(rs256_verify(TestKey().pem(), jwt.substr(0, dot), sig));
+  EXPECT_FALSE(rs256_verify("not a key", jwt.substr(0, dot), sig));
+}
+
 TEST(OAuth, AServiceAccountSignsAJwtItsPublicKeyVerifies) {
   const TestKey k;
   const json file = {{"type", "service_account"},
@@ -78,8 +116,8 @@ TEST(OAuth, AServiceAccountSignsAJwtItsPublicKeyVerifies) {
   ASSERT_FALSE(jwt.empty()) << error;
   const std::size_t dot1 = jwt.find('.'), dot2 = jwt.rfind('.');
   ASSERT_NE(dot1, dot2);
-  const json header = json::parse(base64url_decode(jwt.substr(0, dot1)));
-  const json claims = json::parse(base64url_decode(jwt.substr(dot1 + 1, dot2 - dot1 - 1)));
+  const json header = json::parse(openssl_base64url_decode(jwt.substr(0, dot1)));
+  const json claims = json::parse(openssl_base64url_decode(jwt.substr(dot1 + 1, dot2 - dot1 - 1)));
   EXPECT_EQ(header, json::parse(R"({"alg":"RS256","typ":"JWT","kid":"kid1"})"));
   EXPECT_EQ(claims["iss"], "gw@proj.iam.gserviceaccount.com");
   EXPECT_EQ(claims["aud"], "https://oauth2.googleapis.com/token");
@@ -87,7 +125,7 @@ TEST(OAuth, AServiceAccountSignsAJwtItsPublicKeyVerifies) {
   EXPECT_EQ(claims["iat"], 1764480000);
   EXPECT_EQ(claims["exp"], 1764480000 + 3600);
   const std::string signed_part = jwt.substr(0, dot2);
-  const std::string sig = base64url_decode(jwt.substr(dot2 + 1));
+  const std::string sig = openssl_base64url_decode(jwt.substr(dot2 + 1));
   EXPECT_TRUE(k.verifies(signed_part, sig));
   // Another key, or other claims, do not verify: the check can fail.
   EXPECT_FALSE(TestKey().verifies(signed_part, sig));

@@ -1,0 +1,177 @@
+// Token sources: the flows' requests and answers (token_source.h).
+#include "providers/cloud/token_source.h"
+
+#include <algorithm>
+
+#include "providers/cloud/oauth.h"
+
+namespace llmgate::providers::cloud {
+namespace {
+
+constexpr std::size_t kMaxTokenFileBytes = 64 * 1024;
+
+std::string trimmed(std::string s) {
+  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!s.empty() && space(s.back())) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && space(s[i])) ++i;
+  return s.substr(i);
+}
+
+// A file's contents, trimmed; why not when it cannot be read or is empty.
+std::variant<std::string, std::string> read_token_file(const ReadFile& read,
+                                                       const std::string& path,
+                                                       std::string_view what) {
+  std::optional<std::string> text = read(path);
+  if (!text)
+    return std::variant<std::string, std::string>(
+        std::in_place_index<1>, "cannot read the " + std::string(what) + " " + path);
+  std::string t = trimmed(std::move(*text));
+  if (t.empty() || t.size() > kMaxTokenFileBytes) {
+    return std::variant<std::string, std::string>(
+        std::in_place_index<1>, "the " + std::string(what) + " " + path + " is empty or too large");
+  }
+  return std::variant<std::string, std::string>(std::in_place_index<0>, std::move(t));
+}
+
+TokenFetch post(TokenRequest r) {
+  TokenFetch f;
+  f.url = std::move(r.url);
+  f.body = std::move(r.body);
+  f.headers.emplace_back("Content-Type", "application/x-www-form-urlencoded");
+  f.headers.emplace_back("Accept", "application/json");
+  return f;
+}
+
+}  // namespace
+
+std::optional<TokenSource> token_source(const config::Provider& p) {
+  using K = config::ProviderAuth::Kind;
+  const config::ProviderAuth& a = p.auth;
+  TokenSource s;
+  s.token_url = a.token_url;
+  s.scope = a.scope;
+  s.description = a.source;
+  switch (a.kind) {
+    case K::kNone:
+      return std::nullopt;
+    case K::kGoogleServiceAccount:
+      s.kind = TokenSource::Kind::kGoogleServiceAccount;
+      s.file = a.file;
+      if (s.scope.empty()) s.scope = kGoogleCloudScope;
+      return s;
+    case K::kGoogleMetadata:
+      s.kind = TokenSource::Kind::kGoogleMetadata;
+      return s;
+    case K::kEntra:
+      s.kind = a.client_secret.empty() ? TokenSource::Kind::kEntraFederated
+                                       : TokenSource::Kind::kEntraSecret;
+      s.file = a.file;
+      s.tenant_id = a.tenant_id;
+      s.client_id = a.client_id;
+      s.client_secret = a.client_secret;
+      s.authority = a.authority;
+      if (s.scope.empty()) s.scope = kCognitiveServicesScope;
+      return s;
+  }
+  return std::nullopt;
+}
+
+TokenSource aws_web_identity_source(const WebIdentity& w, std::string_view region,
+                                    std::string_view sts_endpoint) {
+  TokenSource s;
+  s.kind = TokenSource::Kind::kAwsWebIdentity;
+  s.file = w.token_file;
+  s.role_arn = w.role_arn;
+  s.session_name = w.session_name;
+  s.region = std::string(region);
+  s.token_url = std::string(sts_endpoint);
+  s.description = "AWS web identity (role " + w.role_arn + ", token file " + w.token_file + ")";
+  return s;
+}
+
+std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
+                                                    SystemClock::time_point now,
+                                                    const ReadFile& read) {
+  using K = TokenSource::Kind;
+  switch (s.kind) {
+    case K::kGoogleServiceAccount: {
+      auto file = read_token_file(read, s.file, "service account key file");
+      if (file.index() == 1) return std::get<1>(std::move(file));
+      auto parsed = parse_service_account(std::get<0>(file));
+      if (auto* why = std::get_if<std::string>(&parsed)) return s.file + ": " + *why;
+      ServiceAccount sa = std::get<ServiceAccount>(std::move(parsed));
+      // The JWT's audience is the endpoint it is exchanged at.
+      if (!s.token_url.empty()) sa.token_uri = s.token_url;
+      std::string error;
+      const std::string jwt = google_jwt_assertion(sa, s.scope, now, &error);
+      if (jwt.empty()) return s.file + ": " + error;
+      return post(google_token_request(sa, jwt));
+    }
+    case K::kGoogleMetadata: {
+      TokenFetch f;
+      f.method = "GET";
+      f.url = s.token_url;
+      if (!s.scope.empty()) f.url += "?scopes=" + form_encode(s.scope);
+      f.headers.emplace_back("Metadata-Flavor", "Google");
+      f.headers.emplace_back("Accept", "application/json");
+      return f;
+    }
+    case K::kEntraSecret:
+    case K::kEntraFederated: {
+      TokenRequest r;
+      if (s.kind == K::kEntraSecret) {
+        r = entra_client_secret_request(s.authority, s.tenant_id, s.client_id, s.client_secret,
+                                        s.scope);
+      } else {
+        auto token = read_token_file(read, s.file, "federated token file");
+        if (token.index() == 1) return std::get<1>(std::move(token));
+        r = entra_federated_request(s.authority, s.tenant_id, s.client_id, std::get<0>(token),
+                                    s.scope);
+      }
+      if (!s.token_url.empty()) r.url = s.token_url;
+      return post(std::move(r));
+    }
+    case K::kAwsWebIdentity: {
+      auto token = read_token_file(read, s.file, "web identity token file");
+      if (token.index() == 1) return std::get<1>(std::move(token));
+      TokenRequest r =
+          sts_web_identity_request(s.region, s.role_arn, s.session_name, std::get<0>(token));
+      if (!s.token_url.empty()) r.url = s.token_url + "/";
+      TokenFetch f = post(std::move(r));
+      f.headers.back().second = "application/xml";
+      return f;
+    }
+  }
+  return std::string("unknown token source");
+}
+
+std::variant<Credential, std::string> token_answer(const TokenSource& s, int status,
+                                                   std::string_view body,
+                                                   SystemClock::time_point now) {
+  if (s.kind == TokenSource::Kind::kAwsWebIdentity) {
+    auto sts = parse_sts_response(status, body);
+    if (auto* why = std::get_if<std::string>(&sts)) return std::move(*why);
+    Credential c;
+    c.aws = std::get<AwsCredentials>(std::move(sts));
+    c.expires = c.aws->expires;
+    return c;
+  }
+  auto token = parse_token_response(status, body, now);
+  if (auto* why = std::get_if<std::string>(&token)) return std::move(*why);
+  AccessToken& t = std::get<AccessToken>(token);
+  Credential c;
+  c.bearer = std::move(t.token);
+  c.expires = t.expires;
+  return c;
+}
+
+SystemClock::time_point refresh_time(SystemClock::time_point obtained,
+                                     SystemClock::time_point expires) {
+  if (expires == SystemClock::time_point::max()) return expires;
+  if (expires <= obtained) return obtained;
+  const auto halfway = obtained + (expires - obtained) / 2;
+  return std::max(halfway, expires - std::chrono::minutes(5));
+}
+
+}  // namespace llmgate::providers::cloud
