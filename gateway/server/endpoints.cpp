@@ -230,11 +230,22 @@ Response Gateway::Impl::simple_response(const Snapshot& snap, const Request& req
       // Liveness: this process answers. Never depends on upstreams.
       return make_json_response(rc, http::status::ok, R"({"status":"ok"})");
     case Endpoint::kReadyz: {
-      const bool ok = ready.load();
+      // Ready once serving and every credential the gateway fetches itself
+      // has had its first answer (either way: a refused one fails its
+      // deployments over, as an outage does, and never holds readiness).
+      std::string fetching;
+      for (const auto& [name, cell] : snap.credentials) {
+        if (!cell->settled()) fetching += (fetching.empty() ? "" : ", ") + name;
+      }
+      const bool ok = ready.load() && fetching.empty();
+      const std::string body =
+          ok                ? R"({"status":"ready"})"
+          : draining.load() ? R"({"status":"draining"})"
+          : ready.load()
+              ? nlohmann::json{{"status", "starting"}, {"fetching_credentials", fetching}}.dump()
+              : R"({"status":"not ready"})";
       return make_json_response(rc, ok ? http::status::ok : http::status::service_unavailable,
-                                ok                ? R"({"status":"ready"})"
-                                : draining.load() ? R"({"status":"draining"})"
-                                                  : R"({"status":"not ready"})");
+                                body);
     }
     case Endpoint::kConsole:
       return console_response(rc);

@@ -6,7 +6,9 @@
 // ConverseStream in frames encoded by AWS's event-stream codec
 // (@aws-sdk/eventstream-codec). The client is the OpenAI SDK: it must get
 // the answer; a request signed with a secret the server does not accept is
-// refused with AWS's 403 and fails over to the next deployment.
+// refused with AWS's 403 and fails over to the next deployment. And the
+// other way round: the simulator's Bedrock mode (llmgate's event-stream
+// encoder, its signature check) against AWS's signer and codec.
 // Run by run.sh (through ctest as e2e.bedrock).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -168,3 +170,58 @@ test("a signature AWS refuses fails over to the next deployment", async () => {
   assert.equal(seen.refused, 1);
   assert.deepEqual(seen.models.slice(-2), ["wrong-secret", "us.amazon.nova-pro-v1:0"]);
 });
+
+// The other direction: llmgate-sim's Bedrock mode (the frames llmgate's
+// event-stream encoder writes, the signature check llmgate's SigV4 code
+// makes) against AWS's libraries -- a request signed by AWS's signer is
+// accepted, and every frame of the answer decodes with AWS's codec (which
+// checks both CRCs).
+test("AWS's codec decodes the simulator's frames, and the simulator accepts AWS's signature", async () => {
+  const portFile = join(dir, "bedrock-sim.port");
+  const simPort = await startBinary(children, BIN, "llmgate-sim", [
+    "--listen", "127.0.0.1:0", "--port-file", portFile,
+    "--aws-key", `${CREDS.accessKeyId}:${CREDS.secretAccessKey}`,
+    "--model", 'nova={"ttft_ms":1,"tps":5000,"output_tokens":4}',
+  ], portFile);
+  const body = JSON.stringify({ messages: [{ role: "user", content: [{ text: "Say hello" }] }] });
+  const signer = new SignatureV4({ credentials: CREDS, region: "us-east-1", service: "bedrock", sha256: Sha256 });
+  const signed = await signer.sign({
+    method: "POST", protocol: "http:", hostname: "127.0.0.1", port: simPort,
+    path: "/model/nova/converse-stream", query: {},
+    headers: { host: `127.0.0.1:${simPort}`, "content-type": "application/json" }, body,
+  });
+  const res = await fetch(`http://127.0.0.1:${simPort}/model/nova/converse-stream`, {
+    method: "POST", headers: signed.headers, body,
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.equal(res.headers.get("content-type"), "application/vnd.amazon.eventstream");
+  let bytes = new Uint8Array(await res.arrayBuffer());
+  const types = [];
+  let text = "";
+  while (bytes.length > 0) {
+    const length = new DataView(bytes.buffer, bytes.byteOffset).getUint32(0);
+    const message = codec.decode(bytes.subarray(0, length));  // throws on a bad CRC
+    types.push(message.headers[":event-type"].value);
+    const payload = JSON.parse(toUtf8(message.body));
+    if (payload.delta?.text) text += payload.delta.text;
+    bytes = bytes.subarray(length);
+  }
+  assert.equal(types[0], "messageStart");
+  assert.ok(types.includes("contentBlockDelta"));
+  assert.deepEqual(types.slice(-2), ["messageStop", "metadata"]);
+  assert.ok(text.length > 0);
+  // A signature by another secret is AWS's 403.
+  const forged = await new SignatureV4({
+    credentials: { ...CREDS, secretAccessKey: "not-the-secret" }, region: "us-east-1", service: "bedrock", sha256: Sha256,
+  }).sign({
+    method: "POST", protocol: "http:", hostname: "127.0.0.1", port: simPort,
+    path: "/model/nova/converse-stream", query: {},
+    headers: { host: `127.0.0.1:${simPort}`, "content-type": "application/json" }, body,
+  });
+  const refused = await fetch(`http://127.0.0.1:${simPort}/model/nova/converse-stream`, {
+    method: "POST", headers: forged.headers, body,
+  });
+  assert.equal(refused.status, 403);
+  assert.equal(refused.headers.get("x-amzn-errortype"), "InvalidSignatureException");
+});
+

@@ -24,6 +24,7 @@
 #include "gateway/server/gateway.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
+#include "tests/support/scripted_upstream.h"
 #include "tests/support/sim_profiles.h"
 #include "tools/sim/sim_server.h"
 
@@ -103,9 +104,13 @@ providers:
     port_ = gw_->start().at(0);
   }
 
-  // The first token was fetched.
+  // The first token was fetched: the gateway says it is ready.
   void wait_for_token() {
-    ASSERT_TRUE(testing::eventually([&] { return sim_->stats().tokens.issued >= 1; }));
+    ASSERT_TRUE(testing::eventually([&] {
+      HttpClient c(port_);
+      return c.request("GET", "/readyz").status == 200;
+    }));
+    ASSERT_GE(sim_->stats().tokens.issued, 1u);
   }
 
   testing::HttpResponse chat(HttpClient& c) {
@@ -128,7 +133,7 @@ TEST_F(CloudAuthTest, ServiceAccountTokensAreRefreshedAheadOfExpiryUnderContinuo
   const std::string key = new_private_key();
   sim::TokenOptions tokens;
   tokens.require = true;
-  tokens.lifetime = std::chrono::seconds(2);
+  tokens.lifetime = std::chrono::seconds(3);  // renewed every 1.5 s
   json sa = {{"type", "service_account"},
              {"project_id", "p"},
              {"private_key_id", "k1"},
@@ -144,10 +149,10 @@ TEST_F(CloudAuthTest, ServiceAccountTokensAreRefreshedAheadOfExpiryUnderContinuo
       R"(/v1/projects/p/locations/us-central1/publishers/google", auth: {google_service_account_file: ")" +
       file + R"("}})");
   wait_for_token();
-  // Continuous traffic for three token lifetimes.
+  // Continuous traffic for two token lifetimes.
   HttpClient c(port_);
   int requests = 0;
-  const auto end = std::chrono::steady_clock::now() + 3 * tokens.lifetime;
+  const auto end = std::chrono::steady_clock::now() + 2 * tokens.lifetime;
   while (std::chrono::steady_clock::now() < end) {
     auto r = chat(c);
     ASSERT_EQ(r.status, 200) << r.body;
@@ -157,8 +162,8 @@ TEST_F(CloudAuthTest, ServiceAccountTokensAreRefreshedAheadOfExpiryUnderContinuo
   EXPECT_EQ(s.tokens.expired_seen, 0u);
   EXPECT_EQ(s.tokens.missing_seen, 0u);
   EXPECT_EQ(s.tokens.refused, 0u);
-  // Renewed before each expiry: at least one new token per lifetime.
-  EXPECT_GE(s.tokens.issued, 3u);
+  // Renewed before each expiry: the first token, and one each half lifetime.
+  EXPECT_GE(s.tokens.issued, 4u);
   EXPECT_GT(requests, 10);
   const auto seen = sim_->last_request();
   ASSERT_TRUE(seen);
@@ -198,6 +203,24 @@ TEST_F(CloudAuthTest, AJwtSignedByAnotherKeyIsRefusedAndTheDeploymentFailsOver) 
             1);
   // Never sent without a credential.
   EXPECT_EQ(sim_->stats().requests, 0u);
+}
+
+TEST_F(CloudAuthTest, ReadinessWaitsForTheFirstAnswerOfATokenEndpoint) {
+  // A metadata server that takes the request and says nothing.
+  testing::ScriptedUpstream silent(testing::Script{{testing::Step::Kind::kHold}});
+  setenv("GCE_METADATA_HOST", ("127.0.0.1:" + std::to_string(silent.start())).c_str(), 1);
+  start_gateway(
+      R"({name: cloud, protocol: gemini, base_url: "http://127.0.0.1:9/v1", auth: {google: metadata}})");
+  ASSERT_TRUE(testing::eventually([&] { return silent.stats().requests >= 1; }));
+  HttpClient c(port_);
+  auto r = c.request("GET", "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body),
+            json::parse(R"({"status":"starting","fetching_credentials":"cloud"})"));
+  // A request meanwhile fails over at once (here: nothing left), never waits.
+  auto answer = chat(c);
+  EXPECT_EQ(answer.status, 502) << answer.body;
+  EXPECT_NE(answer.body.find("cloud/m=credential_error"), std::string::npos) << answer.body;
 }
 
 TEST_F(CloudAuthTest, TheMetadataServerGivesTheToken) {
