@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The llmgate demo: installs what is missing, builds, starts five simulated
-# providers (three OpenAI-compatible, one Anthropic-style, one Gemini-style)
-# and the gateway in front of them, sends a few requests, and prints how to
+# The llmgate demo: installs what is missing, builds, starts six simulated
+# providers (three OpenAI-compatible, one Anthropic-style, one Gemini-style,
+# one playing Amazon Bedrock and Vertex AI) and the gateway in front of them, sends a few requests, and prints how to
 # call it with curl and the OpenAI SDK. Ctrl-C stops everything.
 #   tools/demo.sh              # runs until Ctrl-C, the gateway on 127.0.0.1:8080
 #   tools/demo.sh --port 9000  # on another port (LLMGATE_DEMO_PORT too); 0: any free one.
@@ -41,9 +41,11 @@ export DEMO_GROQ_KEY=demo-key-groq DEMO_TOGETHER_KEY=demo-key-together DEMO_EURO
 # deploy/demo/llmgate.yaml says), else on free ports, written into a copy of
 # the config.
 declare -A SIM_PORT
-start_sim() {  # name port key seed
-  "$BIN/llmgate-sim" --listen "127.0.0.1:$2" --api-key "$3" --profiles "deploy/demo/$1.yaml" \
-    --seed "$4" --port-file "$RUN/$1.port" >"$RUN/$1.log" 2>&1 &
+start_sim() {  # name port seed sim-options...
+  local name=$1 port=$2 seed=$3
+  shift 3
+  "$BIN/llmgate-sim" --listen "127.0.0.1:$port" "$@" --profiles "deploy/demo/$name.yaml" \
+    --seed "$seed" --port-file "$RUN/$name.port" >"$RUN/$name.log" 2>&1 &
   pids+=($!)
 }
 port_of() {  # port-file: waits for it (10 s)
@@ -54,14 +56,26 @@ port_of() {  # port-file: waits for it (10 s)
   echo "demo: nothing listening ($1)" >&2
   exit 1
 }
-sims=(groq-sim together-sim euro-sim anthropic-sim gemini-sim)
+sims=(groq-sim together-sim euro-sim anthropic-sim gemini-sim cloud-sim)
 keys=("$DEMO_GROQ_KEY" "$DEMO_TOGETHER_KEY" "$DEMO_EURO_KEY" "$DEMO_ANTHROPIC_KEY" "$DEMO_GEMINI_KEY")
-# Each sim speaks all three protocols; anthropic-sim and gemini-sim are
-# reached as Anthropic (…/v1/messages) and as Gemini
-# (…/v1beta/models/M:streamGenerateContent).
+# The Bedrock side of cloud-sim checks every request's signature against
+# these; the gateway finds them where AWS's SDKs look first.
+export AWS_ACCESS_KEY_ID=AKIDDEMOEXAMPLE AWS_SECRET_ACCESS_KEY=demo/bedrock/secret/key
+unset AWS_SESSION_TOKEN AWS_PROFILE
+# Each sim speaks every protocol; anthropic-sim and gemini-sim are reached
+# as Anthropic (…/v1/messages) and as Gemini
+# (…/v1beta/models/M:streamGenerateContent); cloud-sim as Bedrock
+# (/model/M/converse-stream, signed) and as Vertex AI (a publisher path,
+# with tokens from its metadata-server endpoint, which it requires).
 for i in "${!sims[@]}"; do
   fixed=$((9101 + i))
-  start_sim "${sims[$i]}" "$([ "$PORT" = 8080 ] && echo "$fixed" || echo 0)" "${keys[$i]}" "$fixed"
+  port=$([ "$PORT" = 8080 ] && echo "$fixed" || echo 0)
+  if [ "${sims[$i]}" = cloud-sim ]; then
+    start_sim cloud-sim "$port" "$fixed" --require-token \
+      --aws-key "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
+  else
+    start_sim "${sims[$i]}" "$port" "$fixed" --api-key "${keys[$i]}"
+  fi
 done
 CONFIG=$RUN/llmgate.yaml
 subst=(-e "s/^\(      port: \)8080/\1$PORT/")
@@ -70,6 +84,8 @@ for i in "${!sims[@]}"; do
   subst+=(-e "s#127.0.0.1:$((9101 + i))/#127.0.0.1:${SIM_PORT[${sims[$i]}]}/#")
 done
 sed "${subst[@]}" deploy/demo/llmgate.yaml >"$CONFIG"
+# Vertex AI's tokens: from cloud-sim's metadata-server endpoint.
+export GCE_METADATA_HOST=127.0.0.1:${SIM_PORT[cloud-sim]}
 
 "$BIN/llmgate" --check-config "$CONFIG" >/dev/null
 "$BIN/llmgate" --config "$CONFIG" --log-level info --port-file "$RUN/llmgate.port" \
@@ -86,17 +102,20 @@ curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null || { cat "$RUN/llmgate.log"
 
 cat <<MSG
 
-llmgate is listening on http://127.0.0.1:$PORT in front of five simulated providers:
+llmgate is listening on http://127.0.0.1:$PORT in front of six simulated providers:
   groq-sim       OpenAI     us-east     TTFT ~180 ms  ~280 tok/s  \$0.79/1M out  (5% answered 429)
   together-sim   OpenAI     us-west     TTFT ~450 ms  ~110 tok/s  \$0.88/1M out
   euro-sim       OpenAI     eu-west     TTFT ~1.1 s   ~45 tok/s   \$0.30/1M out
   anthropic-sim  Anthropic  us-east     TTFT ~650 ms  ~75 tok/s   \$15.00/1M out (2% answered 529)
   gemini-sim     Gemini     us-central  TTFT ~320 ms  ~170 tok/s  \$2.50/1M out
+  cloud-sim      as bedrock-sim (Converse, SigV4, AWS event stream)  TTFT ~420 ms  \$4.00/1M out
+             and as vertex-sim (Gemini on Vertex AI, a token the gateway renews)  TTFT ~360 ms
 Public models: fast-chat (the three OpenAI-style ones, latency policy with hedging),
 cheap-chat (cost policy, p95 TTFT under 1.5 s), eu-chat (euro-sim only), reasoning-chat
 (together-sim playing a reasoning model: reasoning first, then the answer), mixed-chat
 (groq-sim, anthropic-sim as "claude-sonnet-4-5" and gemini-sim as "gemini-2.5-flash":
-one OpenAI API in front of three wire protocols, ranked by the latency policy).
+one OpenAI API in front of three wire protocols, ranked by the latency policy), cloud-chat
+(bedrock-sim and vertex-sim: cloud accounts with their own credentials).
 
 == A streamed request (response headers show the deployment, attempts and TTFT) ==
 MSG
@@ -119,6 +138,15 @@ curl -sS -N -D - "http://127.0.0.1:$PORT/v1/chat/completions" \
 echo "== mixed-chat from the Gemini-style provider: a generateContent answer as a chat.completion =="
 curl -sS -D - "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"mixed-chat","max_tokens":12,"route":{"order":["gemini-sim"],"hedge":false},"messages":[{"role":"user","content":"Say hello"}]}' \
+  | grep -i -E '^x-llmgate-(deployment|attempts|ttft-ms)|^\{'
+echo
+echo "== cloud-chat from Bedrock: a signed Converse request, its event stream as a chat.completion =="
+curl -sS -D - "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"cloud-chat","max_tokens":12,"route":{"order":["bedrock-sim"],"hedge":false},"messages":[{"role":"user","content":"Say hello"}]}' \
+  | grep -i -E '^x-llmgate-(deployment|attempts|ttft-ms)|^\{'
+echo "== cloud-chat from Vertex AI: Gemini with the OAuth token the gateway fetched (and renews) =="
+curl -sS -D - "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"cloud-chat","max_tokens":12,"route":{"order":["vertex-sim"],"hedge":false},"messages":[{"role":"user","content":"Say hello"}]}' \
   | grep -i -E '^x-llmgate-(deployment|attempts|ttft-ms)|^\{'
 echo
 echo "== Twelve requests to fast-chat, nine to mixed-chat (three led by each deployment, so each has"
@@ -213,6 +241,10 @@ if [ "$SMOKE" = 1 ]; then
     grep -q "operation=$operation .*outcome=success" "$RUN/llmgate.log"
   done
   grep -q "model=mixed-chat .*api=messages .*outcome=success" "$RUN/llmgate.log"
+  # Bedrock answered a signed request, Vertex AI one with a token the gateway fetched.
+  for provider in bedrock-sim vertex-sim; do
+    grep -q "model=cloud-chat .*deployment=$provider/.*outcome=success" "$RUN/llmgate.log"
+  done
   # mixed-chat was served through the Anthropic and the Gemini protocol (the
   # first request each of those sims gets, pinned and unhedged: no draw of
   # chance decides it; groq-sim's 429s could keep it off mixed-chat for a while).

@@ -108,7 +108,9 @@ UpstreamCredentials upstream_credentials(const config::Config& cfg,
                   std::make_shared<CredentialCell>(p.name, std::move(c), resolved.found->source));
       continue;
     }
-    // The chain's last link: web identity (EKS IRSA, pod identity) through STS.
+    // The chain's next links: web identity (EKS IRSA) through STS, then the
+    // container credentials endpoint (ECS task roles, EKS Pod Identity).
+    std::string why = resolved.error;
     if (p.aws_profile.empty()) {
       if (auto w = providers::cloud::web_identity_from_environment(env)) {
         out.emplace(p.name, refreshed(p.name, providers::cloud::aws_web_identity_source(
@@ -116,9 +118,15 @@ UpstreamCredentials upstream_credentials(const config::Config& cfg,
                                                   env("AWS_ENDPOINT_URL_STS").value_or(""))));
         continue;
       }
+      std::string error;
+      if (auto c = providers::cloud::container_credentials_from_environment(env, &error)) {
+        out.emplace(p.name, refreshed(p.name, providers::cloud::aws_container_source(*c)));
+        continue;
+      }
+      if (!error.empty()) why += "; " + error;
     }
-    log_line(LogLevel::kWarn, "provider " + p.name + ": " + resolved.error);
-    out.emplace(p.name, CredentialCell::unavailable(p.name, resolved.error));
+    log_line(LogLevel::kWarn, "provider " + p.name + ": " + why);
+    out.emplace(p.name, CredentialCell::unavailable(p.name, why));
   }
   return out;
 }

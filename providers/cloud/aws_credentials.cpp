@@ -126,6 +126,46 @@ std::optional<WebIdentity> web_identity_from_environment(const Getenv& env) {
   return WebIdentity{*file, *role, set(env, "AWS_ROLE_SESSION_NAME").value_or("llmgate")};
 }
 
+std::optional<ContainerCredentials> container_credentials_from_environment(const Getenv& env,
+                                                                           std::string* error) {
+  ContainerCredentials c;
+  if (auto relative = set(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+    c.url = "http://169.254.170.2" + *relative;
+  } else if (auto full = set(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+    c.url = *full;
+    // Plain http only to this host or the ECS/EKS agents' addresses: the
+    // token and the credentials must not cross a network in the clear.
+    const bool https = c.url.starts_with("https://");
+    std::string_view host = std::string_view(c.url).substr(
+        c.url.find("://") == std::string::npos ? 0 : c.url.find("://") + 3);
+    host = host.substr(0, host.find('/'));
+    if (host.starts_with('[')) {
+      host = host.substr(1, host.find(']') == std::string_view::npos ? 0 : host.find(']') - 1);
+    } else {
+      host = host.substr(0, host.find(':'));
+    }
+    const bool allowed = host == "localhost" || host.starts_with("127.") || host == "::1" ||
+                         host == "169.254.170.2" || host == "169.254.170.23" ||
+                         host == "fd00:ec2::23";
+    if (!c.url.starts_with("http://") && !https) {
+      if (error) *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is not an http(s) URL";
+      return std::nullopt;
+    }
+    if (!https && !allowed) {
+      if (error) {
+        *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is plain http to " + std::string(host) +
+                 ", which is not a loopback or ECS/EKS agent address";
+      }
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  c.token_file = set(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+  if (c.token_file.empty()) c.token = set(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+  return c;
+}
+
 ReadFile read_small_file() {
   return [](const std::string& path) -> std::optional<std::string> {
     try {

@@ -60,6 +60,22 @@ struct WebIdentity {
 };
 std::optional<WebIdentity> web_identity_from_environment(const Getenv& env);
 
+// The container credentials endpoint the environment configures (ECS task
+// roles, EKS Pod Identity): AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (below
+// http://169.254.170.2), else AWS_CONTAINER_CREDENTIALS_FULL_URI (https, or
+// http to a loopback address or the ECS/EKS link-local endpoints only, as
+// the SDKs allow), with the authorization token
+// AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE names (read at each request: EKS
+// rotates it), else AWS_CONTAINER_AUTHORIZATION_TOKEN. nullopt when none is
+// configured, or `error` says why the one configured cannot be used.
+struct ContainerCredentials {
+  std::string url;
+  std::string token;       // the Authorization header's value, when given inline
+  std::string token_file;  // ... or the file to read it from
+};
+std::optional<ContainerCredentials> container_credentials_from_environment(const Getenv& env,
+                                                                           std::string* error);
+
 // Reads a file whole; nullopt when it cannot be read (tests pass their own).
 using ReadFile = std::function<std::optional<std::string>(const std::string& path)>;
 ReadFile read_small_file();

@@ -318,4 +318,28 @@ std::variant<AwsCredentials, std::string> parse_sts_response(int status, std::st
   return c;
 }
 
+std::variant<AwsCredentials, std::string> parse_container_credentials(int status,
+                                                                      std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (status != 200) {
+    std::string why = "the container credentials endpoint answered " + std::to_string(status);
+    if (j.is_object()) {
+      const std::string message = text(j, "message");
+      if (!message.empty()) why += ": " + message.substr(0, 300);
+    }
+    return why;
+  }
+  if (!j.is_object())
+    return std::string("the container credentials endpoint's answer is no JSON object");
+  AwsCredentials c;
+  c.access_key_id = text(j, "AccessKeyId");
+  c.secret_access_key = text(j, "SecretAccessKey");
+  c.session_token = text(j, "Token");
+  const auto expires = iso8601(text(j, "Expiration"));
+  if (!c.valid() || !expires)
+    return std::string("the container credentials endpoint's answer has no complete credentials");
+  c.expires = *expires;
+  return c;
+}
+
 }  // namespace llmgate::providers::cloud

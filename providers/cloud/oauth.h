@@ -109,4 +109,12 @@ TokenRequest sts_web_identity_request(std::string_view region, std::string_view 
 // Expiration), or why there are none (an <Error><Message>, or no answer).
 std::variant<AwsCredentials, std::string> parse_sts_response(int status, std::string_view body);
 
+// --- AWS container credentials (ECS, EKS Pod Identity) ------------------------
+
+// The endpoint's JSON answer ({"AccessKeyId", "SecretAccessKey", "Token",
+// "Expiration"}), or why it is none (an error answer's "message", or no
+// complete credentials).
+std::variant<AwsCredentials, std::string> parse_container_credentials(int status,
+                                                                      std::string_view body);
+
 }  // namespace llmgate::providers::cloud

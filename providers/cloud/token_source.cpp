@@ -90,6 +90,16 @@ TokenSource aws_web_identity_source(const WebIdentity& w, std::string_view regio
   return s;
 }
 
+TokenSource aws_container_source(const ContainerCredentials& c) {
+  TokenSource s;
+  s.kind = TokenSource::Kind::kAwsContainer;
+  s.token_url = c.url;
+  s.file = c.token_file;
+  s.authorization = c.token;
+  s.description = "AWS container credentials (" + c.url + ")";
+  return s;
+}
+
 std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
                                                     SystemClock::time_point now,
                                                     const ReadFile& read) {
@@ -132,6 +142,20 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
       if (!s.token_url.empty()) r.url = s.token_url;
       return post(std::move(r));
     }
+    case K::kAwsContainer: {
+      TokenFetch f;
+      f.method = "GET";
+      f.url = s.token_url;
+      std::string authorization = s.authorization;
+      if (!s.file.empty()) {
+        auto token = read_token_file(read, s.file, "container authorization token file");
+        if (token.index() == 1) return std::get<1>(std::move(token));
+        authorization = std::get<0>(std::move(token));
+      }
+      if (!authorization.empty()) f.headers.emplace_back("Authorization", authorization);
+      f.headers.emplace_back("Accept", "application/json");
+      return f;
+    }
     case K::kAwsWebIdentity: {
       auto token = read_token_file(read, s.file, "web identity token file");
       if (token.index() == 1) return std::get<1>(std::move(token));
@@ -149,6 +173,14 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
 std::variant<Credential, std::string> token_answer(const TokenSource& s, int status,
                                                    std::string_view body,
                                                    SystemClock::time_point now) {
+  if (s.kind == TokenSource::Kind::kAwsContainer) {
+    auto answer = parse_container_credentials(status, body);
+    if (auto* why = std::get_if<std::string>(&answer)) return std::move(*why);
+    Credential c;
+    c.aws = std::get<AwsCredentials>(std::move(answer));
+    c.expires = c.aws->expires;
+    return c;
+  }
   if (s.kind == TokenSource::Kind::kAwsWebIdentity) {
     auto sts = parse_sts_response(status, body);
     if (auto* why = std::get_if<std::string>(&sts)) return std::move(*why);

@@ -49,12 +49,14 @@ struct TokenSource {
     kEntraSecret,           // client credentials with a secret
     kEntraFederated,        // workload identity: a federated token file as the assertion
     kAwsWebIdentity,        // STS AssumeRoleWithWebIdentity with a token file
+    kAwsContainer,          // the ECS / EKS Pod Identity container credentials endpoint
   };
   Kind kind = Kind::kGoogleServiceAccount;
   std::string token_url;  // "" = the key file's token_uri (Google), STS's regional endpoint
   std::string file;       // the key file, the federated or web identity token file
   std::string tenant_id, client_id, client_secret, authority, scope;
   std::string role_arn, session_name, region;  // AWS
+  std::string authorization;                   // the container endpoint's token, inline
   std::string description;                     // for logs and errors: never a secret
   bool operator==(const TokenSource&) const = default;
 };
@@ -65,6 +67,9 @@ std::optional<TokenSource> token_source(const config::Provider& p);
 // when set) assumes the role with the token file's token.
 TokenSource aws_web_identity_source(const WebIdentity& w, std::string_view region,
                                     std::string_view sts_endpoint);
+
+// AWS container credentials (ECS task roles, EKS Pod Identity).
+TokenSource aws_container_source(const ContainerCredentials& c);
 
 // The request for a new credential at `now`: files (the key, the federated
 // or web identity token, which Kubernetes rotates) are read each time.

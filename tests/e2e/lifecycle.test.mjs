@@ -227,7 +227,7 @@ test("--check-config validates a file without its secrets; --require-env wants t
   } catch (e) {
     assert.fail(`exit ${e.status}: ${e.stdout}${e.stderr}`);
   }
-  assert.match(out, /: OK \(5 providers/);
+  assert.match(out, /: OK \(7 providers/);
   const r = spawnSync(join(BIN, "llmgate"), ["--check-config", file], { env, encoding: "utf8" });
   assert.equal(r.status, 0);
   assert.match(r.stderr, /warning: environment variable "DEMO_GROQ_KEY" is not set/);

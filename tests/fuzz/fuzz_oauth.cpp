@@ -1,6 +1,7 @@
 // Fuzzes what token endpoints answer (providers/cloud/oauth.cpp) and a
 // service account key file: parse_token_response (OAuth 2: Google, Entra),
-// parse_sts_response (AWS STS's XML), parse_service_account, and the
+// parse_sts_response (AWS STS's XML), parse_container_credentials (ECS,
+// EKS Pod Identity), parse_service_account, and the
 // encodings a token endpoint reads (base64url both ways, form bodies:
 // round trips). Each either
 // gives a complete result or says why not; nothing throws, hangs or reads
@@ -36,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(status == 200 && c->valid() && !c->session_token.empty());
   } else {
     FUZZ_CHECK(!std::get<std::string>(sts).empty());
+  }
+  const auto container = parse_container_credentials(status, body);
+  if (const auto* c = std::get_if<AwsCredentials>(&container)) {
+    FUZZ_CHECK(status == 200 && c->valid());
+  } else {
+    FUZZ_CHECK(!std::get<std::string>(container).empty());
   }
   const auto sa = parse_service_account(body);
   if (const auto* s = std::get_if<ServiceAccount>(&sa)) {

@@ -59,8 +59,10 @@ class CloudAuthTest : public ::testing::Test {
     gw_.reset();
     sim_.reset();
     good_.reset();
-    for (const char* name : {"SIM_ENTRA_SECRET", "GCE_METADATA_HOST", "AWS_WEB_IDENTITY_TOKEN_FILE",
-                             "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS", "AWS_SHARED_CREDENTIALS_FILE"})
+    for (const char* name :
+         {"SIM_ENTRA_SECRET", "GCE_METADATA_HOST", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+          "AWS_ENDPOINT_URL_STS", "AWS_SHARED_CREDENTIALS_FILE",
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"})
       unsetenv(name);
     std::filesystem::remove_all(dir_);
   }
@@ -116,6 +118,25 @@ providers:
   testing::HttpResponse chat(HttpClient& c) {
     return c.request("POST", "/v1/chat/completions",
                      R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})");
+  }
+
+  // Bedrock at the simulator, with no AWS credentials but the temporary ones
+  // the environment leads to: one chat request answered, signed with them.
+  sim::RecordedRequest signed_bedrock_request(std::uint16_t sim_port) {
+    setenv("AWS_SHARED_CREDENTIALS_FILE", (dir_ / "absent").c_str(), 1);
+    start_gateway(
+        R"({name: cloud, protocol: bedrock, aws_region: us-east-1, base_url: "http://127.0.0.1:)" +
+        std::to_string(sim_port) + R"("})");
+    wait_for_token();
+    HttpClient c(port_);
+    auto r = chat(c);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(sim_->stats().signatures_refused, 0u);
+    const auto seen = sim_->last_request();
+    if (!seen) ADD_FAILURE() << "no request reached the simulator";
+    sim::RecordedRequest out = seen.value_or(sim::RecordedRequest{});
+    EXPECT_TRUE(out.headers["authorization"].starts_with("AWS4-HMAC-SHA256 Credential=ASIASIM"));
+    return out;
   }
 
   double metric(const std::string& name, const std::string& labels) {
@@ -350,19 +371,19 @@ TEST_F(CloudAuthTest, BedrockSignsWithWebIdentityCredentialsFromSts) {
   setenv("AWS_WEB_IDENTITY_TOKEN_FILE", write("token", "eks-projected-token").c_str(), 1);
   setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/llmgate", 1);
   setenv("AWS_ENDPOINT_URL_STS", ("http://127.0.0.1:" + std::to_string(sim_port)).c_str(), 1);
-  setenv("AWS_SHARED_CREDENTIALS_FILE", (dir_ / "absent").c_str(), 1);
-  start_gateway(
-      R"({name: cloud, protocol: bedrock, aws_region: us-east-1, base_url: "http://127.0.0.1:)" +
-      std::to_string(sim_port) + R"("})");
-  wait_for_token();
-  HttpClient c(port_);
-  auto r = chat(c);
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(sim_->stats().signatures_refused, 0u);
-  const auto seen = sim_->last_request();
-  ASSERT_TRUE(seen);
-  EXPECT_TRUE(seen->headers.at("authorization").starts_with("AWS4-HMAC-SHA256 Credential=ASIASIM"));
-  EXPECT_TRUE(seen->headers.at("x-amz-security-token").starts_with("FwoGZXIvYXdzSim"));
+  const auto seen = signed_bedrock_request(sim_port);
+  EXPECT_TRUE(seen.headers.at("x-amz-security-token").starts_with("FwoGZXIvYXdzSim"));
+}
+
+TEST_F(CloudAuthTest, BedrockSignsWithPodIdentityContainerCredentials) {
+  sim::TokenOptions tokens;
+  tokens.aws_container_token = "eks-pod-identity-token";
+  const auto sim_port = start_sim(tokens);
+  setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
+         ("http://127.0.0.1:" + std::to_string(sim_port) + "/v1/credentials").c_str(), 1);
+  setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", write("token", "eks-pod-identity-token").c_str(),
+         1);
+  const auto seen = signed_bedrock_request(sim_port);
 }
 
 }  // namespace

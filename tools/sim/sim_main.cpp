@@ -57,6 +57,9 @@ options:
   --aws-web-identity-token T
                          POST / (STS AssumeRoleWithWebIdentity) accepts this token; Bedrock
                          requests may be signed with the temporary credentials it issues
+  --aws-container-token T
+                         serve GET /v1/credentials (the ECS / EKS Pod Identity container
+                         credentials endpoint) to requests whose Authorization is T
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
@@ -227,7 +230,8 @@ Cli parse_cli(int argc, char** argv) {
                                                   "--google-service-account",
                                                   "--entra-secret",
                                                   "--entra-federated-token",
-                                                  "--aws-web-identity-token"};
+                                                  "--aws-web-identity-token",
+                                                  "--aws-container-token"};
     const std::string_view name = arg.substr(0, arg.find('='));
     if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
       throw UsageError("unknown option " + std::string(name));
@@ -282,6 +286,8 @@ Cli parse_cli(int argc, char** argv) {
       cli.options.tokens.entra_federated_token = std::string(value);
     } else if (arg == "--aws-web-identity-token") {
       cli.options.tokens.aws_web_identity_token = std::string(value);
+    } else if (arg == "--aws-container-token") {
+      cli.options.tokens.aws_container_token = std::string(value);
     } else if (arg == "--port-file") {
       cli.port_file = std::string(value);
     }

@@ -58,6 +58,8 @@ std::optional<TokenIssuer::Answer> TokenIssuer::handle(
   if (method == "GET" && path == "/computeMetadata/v1/instance/service-accounts/default/token") {
     return metadata(header, now);
   }
+  if (method == "GET" && path == "/v1/credentials" && !options_.aws_container_token.empty())
+    return container(header, now);
   if (method != "POST") return std::nullopt;
   if (path == "/token") return google(body, now);
   if (path.ends_with("/oauth2/v2.0/token")) return entra(body, now);
@@ -185,15 +187,8 @@ TokenIssuer::Answer TokenIssuer::sts(std::string_view body, Clock::time_point no
             "<RequestId>sim</RequestId></ErrorResponse>"};
   }
   std::lock_guard lock(mu_);
-  for (auto it = aws_.begin(); it != aws_.end();) {
-    it = it->second.second <= now ? aws_.erase(it) : std::next(it);
-  }
-  const std::string key_id = "ASIASIM" + random_text(13);
-  AwsTemporary t{random_text(40), "FwoGZXIvYXdzSim" + random_text(48)};
-  // STS's Expiration has whole seconds.
-  const auto expires = Clock::from_time_t(Clock::to_time_t(now + options_.lifetime));
-  aws_.emplace(key_id, std::make_pair(t, expires));
-  ++stats_.issued;
+  AwsTemporary t;
+  const auto [key_id, expires] = issue_aws(now, t);
   return {200, "text/xml",
           "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
           "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>" +
@@ -203,6 +198,38 @@ TokenIssuer::Answer TokenIssuer::sts(std::string_view body, Clock::time_point no
               "</Expiration></Credentials><Audience>sts.amazonaws.com</Audience>"
               "</AssumeRoleWithWebIdentityResult><ResponseMetadata><RequestId>sim</RequestId>"
               "</ResponseMetadata></AssumeRoleWithWebIdentityResponse>"};
+}
+
+std::pair<std::string, TokenIssuer::Clock::time_point> TokenIssuer::issue_aws(Clock::time_point now,
+                                                                              AwsTemporary& t) {
+  for (auto it = aws_.begin(); it != aws_.end();) {
+    it = it->second.second <= now ? aws_.erase(it) : std::next(it);
+  }
+  std::string key_id = "ASIASIM" + random_text(13);
+  t = AwsTemporary{random_text(40), "FwoGZXIvYXdzSim" + random_text(48)};
+  // AWS's expirations have whole seconds.
+  const auto expires = Clock::from_time_t(Clock::to_time_t(now + options_.lifetime));
+  aws_.emplace(key_id, std::make_pair(t, expires));
+  ++stats_.issued;
+  return {std::move(key_id), expires};
+}
+
+TokenIssuer::Answer TokenIssuer::container(
+    const std::function<std::string(std::string_view)>& header, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (header("authorization") != options_.aws_container_token) {
+    ++stats_.refused;
+    return {401, "application/json",
+            json_body({{"code", "AccessDenied"}, {"message", "Unauthorized"}})};
+  }
+  AwsTemporary t;
+  const auto [key_id, expires] = issue_aws(now, t);
+  return {200, "application/json",
+          json_body({{"RoleArn", "arn:aws:iam::123456789012:role/sim"},
+                     {"AccessKeyId", key_id},
+                     {"SecretAccessKey", t.secret},
+                     {"Token", t.session_token},
+                     {"Expiration", iso8601(expires)}})};
 }
 
 std::optional<std::string> TokenIssuer::check_bearer(std::string_view authorization,

@@ -10,6 +10,8 @@
 //        credentials: a client secret, or a federated token as the assertion)
 //   POST /  Action=AssumeRoleWithWebIdentity      AWS STS (temporary keys
 //        that Bedrock requests may then be signed with)
+//   GET  /v1/credentials                           the ECS / EKS Pod Identity
+//        container credentials endpoint (Authorization: the agent's token)
 // Tokens live --token-lifetime seconds; model requests must carry a live one
 // (Authorization: Bearer) when tokens are required. Counts what it issued
 // and refused. Thread-safe. Beast-free.
@@ -36,6 +38,9 @@ struct TokenOptions {
   std::string entra_client_secret;     // "" = none accepted that way
   std::string entra_federated_token;   // the federated token accepted as an assertion
   std::string aws_web_identity_token;  // the web identity token STS accepts
+  // The container credentials endpoint's (GET /v1/credentials) authorization
+  // token ("" = the endpoint is not served).
+  std::string aws_container_token;
 };
 
 struct TokenStats {
@@ -79,6 +84,10 @@ class TokenIssuer {
                   Clock::time_point now);
   Answer entra(std::string_view body, Clock::time_point now);
   Answer sts(std::string_view body, Clock::time_point now);
+  Answer container(const std::function<std::string(std::string_view)>& header,
+                   Clock::time_point now);
+  // New temporary AWS credentials (mu_ held): the key id, and when they expire.
+  std::pair<std::string, Clock::time_point> issue_aws(Clock::time_point now, AwsTemporary& t);
   Answer google_token(Clock::time_point now);  // Google's answer (and the metadata server's)
   Answer oauth_error(int status, std::string_view error, std::string_view description);
   std::string issue(Clock::time_point now);  // a new token (mu_ held)

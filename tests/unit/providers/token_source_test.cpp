@@ -117,6 +117,58 @@ TEST(TokenSource, StsWebIdentityAtTheConfiguredEndpoint) {
   EXPECT_TRUE(c.bearer.empty());
 }
 
+TEST(TokenSource, ContainerCredentialsWithTheAgentsTokenFile) {
+  std::map<std::string, std::string> vars = {
+      {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://169.254.170.23/v1/credentials"},
+      {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+       "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token"}};
+  const Getenv env = [&](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+  std::string error;
+  auto c = container_credentials_from_environment(env, &error);
+  ASSERT_TRUE(c) << error;
+  const TokenSource s = aws_container_source(*c);
+  auto f = std::get<TokenFetch>(token_request(
+      s, kNow, files({{vars["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"], "eks-token\n"}})));
+  EXPECT_EQ(f.method, "GET");
+  EXPECT_EQ(f.url, "http://169.254.170.23/v1/credentials");
+  EXPECT_EQ(f.headers.at(0),
+            std::make_pair(std::string("Authorization"), std::string("eks-token")));
+  const auto got = std::get<Credential>(token_answer(
+      s, 200,
+      R"({"AccessKeyId":"ASIA2","SecretAccessKey":"sk","Token":"st","Expiration":"2025-11-30T06:00:00Z"})",
+      kNow));
+  EXPECT_EQ(got.aws->session_token, "st");
+  EXPECT_EQ(std::get<std::string>(token_answer(s, 401, R"({"message":"Unauthorized"})", kNow)),
+            "the container credentials endpoint answered 401: Unauthorized");
+  EXPECT_EQ(std::get<std::string>(token_answer(s, 200, R"({"AccessKeyId":"A"})", kNow)),
+            "the container credentials endpoint's answer has no complete credentials");
+
+  // ECS: below 169.254.170.2, the token inline.
+  vars = {{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/abc"},
+          {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "inline"}};
+  c = container_credentials_from_environment(env, &error);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->url, "http://169.254.170.2/v2/credentials/abc");
+  f = std::get<TokenFetch>(token_request(aws_container_source(*c), kNow, files({})));
+  EXPECT_EQ(f.headers.at(0).second, "inline");
+  // Plain http elsewhere would send the token across a network: refused.
+  vars = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.0.0.5/creds"}};
+  EXPECT_FALSE(container_credentials_from_environment(env, &error));
+  EXPECT_EQ(error,
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI is plain http to 10.0.0.5, which is not a "
+            "loopback or ECS/EKS agent address");
+  vars = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:8080/creds"}};
+  EXPECT_TRUE(container_credentials_from_environment(env, &error));
+  vars = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "https://creds.internal/x"}};
+  EXPECT_TRUE(container_credentials_from_environment(env, &error));
+  vars = {};
+  EXPECT_FALSE(container_credentials_from_environment(env, &error));
+}
+
 TEST(TokenSource, AnOAuthAnswerIsABearerToken) {
   config::Provider p;
   p.auth.kind = config::ProviderAuth::Kind::kGoogleMetadata;
