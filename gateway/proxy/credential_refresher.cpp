@@ -71,51 +71,60 @@ struct CredentialRefresher::Impl : std::enable_shared_from_this<Impl> {
     return {e.pool.get(), std::move(target)};
   }
 
+  // One request to a token endpoint, its answer read whole (status 0: none).
+  net::awaitable<WholeAnswer> ask(const providers::cloud::TokenFetch& f, std::string& authority,
+                                  Steady::duration connect_timeout) {
+    config::UpstreamUrl url;
+    providers::ConnectionPool* pool = nullptr;
+    std::string target;
+    try {
+      std::tie(pool, target) = endpoint(f.url, url);
+    } catch (const std::exception& e) {
+      co_return WholeAnswer{0, {}, "bad token endpoint URL: " + std::string(e.what())};
+    }
+    authority = url.authority();
+    UpstreamMessage m;
+    m.head.append(f.method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ");
+    m.head.append(authority).append("\r\nUser-Agent: llmgate/0.1\r\n");
+    for (const auto& [name, value] : f.headers)
+      m.head.append(name).append(": ").append(value).append("\r\n");
+    if (f.method != "GET")
+      m.head.append("Content-Length: ").append(std::to_string(f.body.size())).append("\r\n");
+    m.head.append("\r\n");
+    m.body = f.body;
+    ExchangeTimes times{connect_timeout, kConnectTimeout};
+    times.by = Steady::now() + kFetchTimeout;
+    co_return co_await exchange_whole(*pool, m, times, kMaxTokenAnswer);
+  }
+
   net::awaitable<void> refresh(std::shared_ptr<CredentialCell> cell) {
     auto self = shared_from_this();
     const providers::cloud::TokenSource& source = *cell->source();
-    const auto started = SystemClock::now();
     std::string why;
     std::optional<providers::cloud::Credential> got;
-    auto fetch =
-        providers::cloud::token_request(source, started, providers::cloud::read_small_file());
-    if (auto* no = std::get_if<std::string>(&fetch)) {
-      why = std::move(*no);
-    } else {
+    auto fetch = providers::cloud::token_request(source, SystemClock::now(),
+                                                 providers::cloud::read_small_file());
+    if (auto* no = std::get_if<std::string>(&fetch)) why = std::move(*no);
+    // A flow of several requests (IMDSv2) asks again; the others answer at once.
+    for (int step = 0; step < 4 && fetch.index() == 0; ++step) {
       const auto& f = std::get<providers::cloud::TokenFetch>(fetch);
-      config::UpstreamUrl url;
-      providers::ConnectionPool* pool = nullptr;
-      std::string target;
-      try {
-        std::tie(pool, target) = endpoint(f.url, url);
-      } catch (const std::exception& e) {
-        why = "bad token endpoint URL: " + std::string(e.what());
+      std::string authority;
+      const WholeAnswer a = co_await ask(f, authority, providers::cloud::connect_timeout(source));
+      if (a.status == 0) {
+        why = "token endpoint " + authority + ": " + a.error;
+        break;
       }
-      if (pool) {
-        UpstreamMessage m;
-        m.head.append(f.method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ");
-        m.head.append(url.authority()).append("\r\nUser-Agent: llmgate/0.1\r\n");
-        for (const auto& [name, value] : f.headers)
-          m.head.append(name).append(": ").append(value).append("\r\n");
-        if (f.method != "GET")
-          m.head.append("Content-Length: ").append(std::to_string(f.body.size())).append("\r\n");
-        m.head.append("\r\n");
-        m.body = f.body;
-        ExchangeTimes times{kConnectTimeout, kConnectTimeout};
-        times.by = Steady::now() + kFetchTimeout;
-        const WholeAnswer a = co_await exchange_whole(*pool, m, times, kMaxTokenAnswer);
-        if (a.status == 0) {
-          why = "token endpoint " + url.authority() + ": " + a.error;
-        } else {
-          auto answer =
-              providers::cloud::token_answer(source, a.status, a.body, SystemClock::now());
-          if (auto* no = std::get_if<std::string>(&answer)) {
-            why = "token endpoint " + url.authority() + ": " + *no;
-          } else {
-            got = std::get<providers::cloud::Credential>(std::move(answer));
-          }
-        }
+      if (auto next = providers::cloud::token_next(source, f, a.status, a.body)) {
+        fetch = std::move(*next);
+        continue;
       }
+      auto answer = providers::cloud::token_answer(source, a.status, a.body, SystemClock::now());
+      if (auto* no = std::get_if<std::string>(&answer)) {
+        why = "token endpoint " + authority + ": " + *no;
+      } else {
+        got = std::get<providers::cloud::Credential>(std::move(answer));
+      }
+      break;
     }
     if (stopped) co_return;
     auto& s = cell->schedule;

@@ -124,6 +124,14 @@ UpstreamCredentials upstream_credentials(const config::Config& cfg,
         continue;
       }
       if (!error.empty()) why += "; " + error;
+      // The last link: the EC2 instance profile, from instance metadata
+      // (unless AWS_EC2_METADATA_DISABLED says there is none to ask).
+      if (error.empty() && env("AWS_EC2_METADATA_DISABLED").value_or("") != "true") {
+        out.emplace(p.name, refreshed(p.name, providers::cloud::aws_instance_source(
+                                                  env("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+                                                      .value_or("http://169.254.169.254"))));
+        continue;
+      }
     }
     log_line(LogLevel::kWarn, "provider " + p.name + ": " + why);
     out.emplace(p.name, CredentialCell::unavailable(p.name, why));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "config/percent.h"
 #include "providers/cloud/oauth.h"
 
 namespace llmgate::providers::cloud {
@@ -100,6 +101,53 @@ TokenSource aws_container_source(const ContainerCredentials& c) {
   return s;
 }
 
+TokenSource aws_instance_source(std::string_view endpoint) {
+  TokenSource s;
+  s.kind = TokenSource::Kind::kAwsInstance;
+  s.token_url = std::string(endpoint);
+  while (!s.token_url.empty() && s.token_url.back() == '/') s.token_url.pop_back();
+  s.description = "AWS instance metadata (" + s.token_url + ")";
+  return s;
+}
+
+namespace {
+
+constexpr std::string_view kImdsRoles = "/latest/meta-data/iam/security-credentials/";
+
+// An IMDSv2 GET with the session token.
+TokenFetch imds_get(std::string url, std::string_view session) {
+  TokenFetch f;
+  f.method = "GET";
+  f.url = std::move(url);
+  f.headers.emplace_back("X-aws-ec2-metadata-token", std::string(session));
+  return f;
+}
+
+}  // namespace
+
+std::optional<TokenFetch> token_next(const TokenSource& s, const TokenFetch& asked, int status,
+                                     std::string_view body) {
+  if (s.kind != TokenSource::Kind::kAwsInstance || status != 200) return std::nullopt;
+  if (asked.method == "PUT") {
+    // The session token: then the instance profile's role.
+    const std::string session = trimmed(std::string(body));
+    if (session.empty()) return std::nullopt;
+    return imds_get(s.token_url + std::string(kImdsRoles), session);
+  }
+  if (asked.url.ends_with(kImdsRoles)) {
+    // The roles, one a line (an instance profile has one): its credentials.
+    std::string role = trimmed(std::string(body.substr(0, body.find('\n'))));
+    if (role.empty() || role.find('/') != std::string::npos) return std::nullopt;
+    return imds_get(asked.url + config::percent_encode(role), asked.headers.at(0).second);
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds connect_timeout(const TokenSource& s) {
+  return s.kind == TokenSource::Kind::kAwsInstance ? std::chrono::seconds(1)
+                                                   : std::chrono::seconds(5);
+}
+
 std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
                                                     SystemClock::time_point now,
                                                     const ReadFile& read) {
@@ -156,6 +204,14 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
       f.headers.emplace_back("Accept", "application/json");
       return f;
     }
+    case K::kAwsInstance: {
+      // IMDSv2: a session token first (token_next goes on from its answer).
+      TokenFetch f;
+      f.method = "PUT";
+      f.url = s.token_url + "/latest/api/token";
+      f.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
+      return f;
+    }
     case K::kAwsWebIdentity: {
       auto token = read_token_file(read, s.file, "web identity token file");
       if (token.index() == 1) return std::get<1>(std::move(token));
@@ -173,7 +229,11 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
 std::variant<Credential, std::string> token_answer(const TokenSource& s, int status,
                                                    std::string_view body,
                                                    SystemClock::time_point now) {
-  if (s.kind == TokenSource::Kind::kAwsContainer) {
+  if (s.kind == TokenSource::Kind::kAwsInstance && status != 200) {
+    return "the instance metadata service answered " + std::to_string(status) +
+           (status == 404 ? " (no instance profile role)" : "");
+  }
+  if (s.kind == TokenSource::Kind::kAwsContainer || s.kind == TokenSource::Kind::kAwsInstance) {
     auto answer = parse_container_credentials(status, body);
     if (auto* why = std::get_if<std::string>(&answer)) return std::move(*why);
     Credential c;

@@ -50,6 +50,7 @@ struct TokenSource {
     kEntraFederated,        // workload identity: a federated token file as the assertion
     kAwsWebIdentity,        // STS AssumeRoleWithWebIdentity with a token file
     kAwsContainer,          // the ECS / EKS Pod Identity container credentials endpoint
+    kAwsInstance,           // EC2 instance metadata (IMDSv2): session token, role, credentials
   };
   Kind kind = Kind::kGoogleServiceAccount;
   std::string token_url;  // "" = the key file's token_uri (Google), STS's regional endpoint
@@ -71,12 +72,25 @@ TokenSource aws_web_identity_source(const WebIdentity& w, std::string_view regio
 // AWS container credentials (ECS task roles, EKS Pod Identity).
 TokenSource aws_container_source(const ContainerCredentials& c);
 
+// AWS EC2 instance metadata (IMDSv2) at `endpoint` (AWS_EC2_METADATA_SERVICE_ENDPOINT,
+// else http://169.254.169.254): the instance profile's role credentials.
+TokenSource aws_instance_source(std::string_view endpoint);
+
 // The request for a new credential at `now`: files (the key, the federated
 // or web identity token, which Kubernetes rotates) are read each time.
 // Why not, when a file cannot be read or is not what it should be.
 std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
                                                     SystemClock::time_point now,
                                                     const ReadFile& read);
+// For a flow of several requests (IMDSv2: a session token, the role's name,
+// its credentials): the request after `asked` was answered `status`,
+// `body`; nullopt when that answer is the last one (token_answer reads it).
+std::optional<TokenFetch> token_next(const TokenSource& s, const TokenFetch& asked, int status,
+                                     std::string_view body);
+// How long connecting to the source's endpoint may take: 1 s for the
+// instance metadata service (not there off EC2: the SDKs wait as long), else 5 s.
+std::chrono::milliseconds connect_timeout(const TokenSource& s);
+
 // The token endpoint's answer as a credential, or why it is none.
 std::variant<Credential, std::string> token_answer(const TokenSource& s, int status,
                                                    std::string_view body,

@@ -62,7 +62,8 @@ class CloudAuthTest : public ::testing::Test {
     for (const char* name :
          {"SIM_ENTRA_SECRET", "GCE_METADATA_HOST", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
           "AWS_ENDPOINT_URL_STS", "AWS_SHARED_CREDENTIALS_FILE",
-          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"})
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+          "AWS_EC2_METADATA_SERVICE_ENDPOINT"})
       unsetenv(name);
     std::filesystem::remove_all(dir_);
   }
@@ -384,6 +385,16 @@ TEST_F(CloudAuthTest, BedrockSignsWithPodIdentityContainerCredentials) {
   setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", write("token", "eks-pod-identity-token").c_str(),
          1);
   const auto seen = signed_bedrock_request(sim_port);
+}
+
+TEST_F(CloudAuthTest, BedrockSignsWithTheInstanceProfileFromInstanceMetadata) {
+  sim::TokenOptions tokens;
+  tokens.aws_instance_role = "llmgate-instance-role";
+  const auto sim_port = start_sim(tokens);
+  setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT",
+         ("http://127.0.0.1:" + std::to_string(sim_port)).c_str(), 1);
+  signed_bedrock_request(sim_port);
+  EXPECT_GE(sim_->stats().tokens.issued, 1u);
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ options:
   --aws-container-token T
                          serve GET /v1/credentials (the ECS / EKS Pod Identity container
                          credentials endpoint) to requests whose Authorization is T
+  --aws-instance-role R  serve EC2 instance metadata (IMDSv2: PUT /latest/api/token, then
+                         /latest/meta-data/iam/security-credentials/R) with R's credentials
   --profiles FILE        YAML or JSON: {default: {...}, models: {NAME: {...}}}
   --model NAME=JSON      profile for one model, merged over the default (repeatable)
   --port-file PATH       write the bound port to PATH (atomically) once listening
@@ -231,7 +233,8 @@ Cli parse_cli(int argc, char** argv) {
                                                   "--entra-secret",
                                                   "--entra-federated-token",
                                                   "--aws-web-identity-token",
-                                                  "--aws-container-token"};
+                                                  "--aws-container-token",
+                                                  "--aws-instance-role"};
     const std::string_view name = arg.substr(0, arg.find('='));
     if (std::find(std::begin(kFlags), std::end(kFlags), name) == std::end(kFlags)) {
       throw UsageError("unknown option " + std::string(name));
@@ -288,6 +291,8 @@ Cli parse_cli(int argc, char** argv) {
       cli.options.tokens.aws_web_identity_token = std::string(value);
     } else if (arg == "--aws-container-token") {
       cli.options.tokens.aws_container_token = std::string(value);
+    } else if (arg == "--aws-instance-role") {
+      cli.options.tokens.aws_instance_role = std::string(value);
     } else if (arg == "--port-file") {
       cli.port_file = std::string(value);
     }

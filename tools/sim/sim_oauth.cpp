@@ -1,6 +1,7 @@
 // The simulator's token endpoints (sim_oauth.h).
 #include "tools/sim/sim_oauth.h"
 
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -60,6 +61,10 @@ std::optional<TokenIssuer::Answer> TokenIssuer::handle(
   }
   if (method == "GET" && path == "/v1/credentials" && !options_.aws_container_token.empty())
     return container(header, now);
+  if (!options_.aws_instance_role.empty() &&
+      ((method == "PUT" && path == "/latest/api/token") ||
+       (method == "GET" && path.starts_with("/latest/meta-data/iam/security-credentials/"))))
+    return instance(method, path, header, now);
   if (method != "POST") return std::nullopt;
   if (path == "/token") return google(body, now);
   if (path.ends_with("/oauth2/v2.0/token")) return entra(body, now);
@@ -226,6 +231,40 @@ TokenIssuer::Answer TokenIssuer::container(
   const auto [key_id, expires] = issue_aws(now, t);
   return {200, "application/json",
           json_body({{"RoleArn", "arn:aws:iam::123456789012:role/sim"},
+                     {"AccessKeyId", key_id},
+                     {"SecretAccessKey", t.secret},
+                     {"Token", t.session_token},
+                     {"Expiration", iso8601(expires)}})};
+}
+
+TokenIssuer::Answer TokenIssuer::instance(
+    std::string_view method, std::string_view path,
+    const std::function<std::string(std::string_view)>& header, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (method == "PUT") {
+    // IMDSv2's session token, for the seconds the request asks (1..21600).
+    const std::string ttl = header("x-aws-ec2-metadata-token-ttl-seconds");
+    const int seconds = std::atoi(ttl.c_str());
+    if (seconds < 1 || seconds > 21600) return {400, "text/plain", ""};
+    std::string session = "AQAEAsim" + random_text(32);
+    imds_sessions_.emplace(session, now + std::chrono::seconds(seconds));
+    return {200, "text/plain", session};
+  }
+  const auto it = imds_sessions_.find(header("x-aws-ec2-metadata-token"));
+  if (it == imds_sessions_.end() || it->second <= now) {
+    ++stats_.refused;
+    return {401, "text/plain", ""};
+  }
+  constexpr std::string_view kRoles = "/latest/meta-data/iam/security-credentials/";
+  const std::string_view role = path.substr(kRoles.size());
+  if (role.empty()) return {200, "text/plain", options_.aws_instance_role};
+  if (role != options_.aws_instance_role) return {404, "text/plain", ""};
+  AwsTemporary t;
+  const auto [key_id, expires] = issue_aws(now, t);
+  return {200, "text/plain",
+          json_body({{"Code", "Success"},
+                     {"LastUpdated", iso8601(now)},
+                     {"Type", "AWS-HMAC"},
                      {"AccessKeyId", key_id},
                      {"SecretAccessKey", t.secret},
                      {"Token", t.session_token},

@@ -12,6 +12,8 @@
 //        that Bedrock requests may then be signed with)
 //   GET  /v1/credentials                           the ECS / EKS Pod Identity
 //        container credentials endpoint (Authorization: the agent's token)
+//   PUT  /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
+//        EC2 instance metadata, IMDSv2 (a session token, then the role's keys)
 // Tokens live --token-lifetime seconds; model requests must carry a live one
 // (Authorization: Bearer) when tokens are required. Counts what it issued
 // and refused. Thread-safe. Beast-free.
@@ -41,6 +43,9 @@ struct TokenOptions {
   // The container credentials endpoint's (GET /v1/credentials) authorization
   // token ("" = the endpoint is not served).
   std::string aws_container_token;
+  // The EC2 instance profile's role the instance metadata endpoints (IMDSv2)
+  // serve credentials for ("" = not served).
+  std::string aws_instance_role;
 };
 
 struct TokenStats {
@@ -86,6 +91,9 @@ class TokenIssuer {
   Answer sts(std::string_view body, Clock::time_point now);
   Answer container(const std::function<std::string(std::string_view)>& header,
                    Clock::time_point now);
+  Answer instance(std::string_view method, std::string_view path,
+                  const std::function<std::string(std::string_view)>& header,
+                  Clock::time_point now);
   // New temporary AWS credentials (mu_ held): the key id, and when they expire.
   std::pair<std::string, Clock::time_point> issue_aws(Clock::time_point now, AwsTemporary& t);
   Answer google_token(Clock::time_point now);  // Google's answer (and the metadata server's)
@@ -97,6 +105,7 @@ class TokenIssuer {
   std::uint64_t next_ = 0;
   std::map<std::string, Clock::time_point, std::less<>> tokens_;  // token -> expiry
   std::map<std::string, std::pair<AwsTemporary, Clock::time_point>, std::less<>> aws_;
+  std::map<std::string, Clock::time_point, std::less<>> imds_sessions_;  // token -> expiry
   TokenStats stats_;
 };
 

@@ -102,7 +102,14 @@ TEST(UpstreamCredentials, WhoHasOneAndReloadsKeepIt) {
   ASSERT_TRUE(irsa.at("bedrock")->source());
   EXPECT_EQ(irsa.at("bedrock")->source()->kind,
             providers::cloud::TokenSource::Kind::kAwsWebIdentity);
+  // Else the instance profile, from EC2's instance metadata...
   env.clear();
+  const UpstreamCredentials ec2 = upstream_credentials(cfg, nullptr, getenv, none);
+  ASSERT_TRUE(ec2.at("bedrock")->source());
+  EXPECT_EQ(ec2.at("bedrock")->source()->kind, providers::cloud::TokenSource::Kind::kAwsInstance);
+  EXPECT_EQ(ec2.at("bedrock")->source()->token_url, "http://169.254.169.254");
+  // ...unless there is none to ask.
+  env["AWS_EC2_METADATA_DISABLED"] = "true";
   const UpstreamCredentials nothing = upstream_credentials(cfg, nullptr, getenv, none);
   EXPECT_TRUE(nothing.at("bedrock")->settled());
   EXPECT_TRUE(

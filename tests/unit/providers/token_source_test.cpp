@@ -169,6 +169,40 @@ TEST(TokenSource, ContainerCredentialsWithTheAgentsTokenFile) {
   EXPECT_FALSE(container_credentials_from_environment(env, &error));
 }
 
+TEST(TokenSource, InstanceMetadataIsASessionTokenThenTheRoleThenItsCredentials) {
+  const TokenSource s = aws_instance_source("http://169.254.169.254/");
+  auto f = std::get<TokenFetch>(token_request(s, kNow, files({})));
+  EXPECT_EQ(f.method, "PUT");
+  EXPECT_EQ(f.url, "http://169.254.169.254/latest/api/token");
+  EXPECT_EQ(f.headers.at(0).first, "X-aws-ec2-metadata-token-ttl-seconds");
+  auto roles = token_next(s, f, 200, "AQAEsession\n");
+  ASSERT_TRUE(roles);
+  EXPECT_EQ(roles->url, "http://169.254.169.254/latest/meta-data/iam/security-credentials/");
+  EXPECT_EQ(roles->headers.at(0),
+            std::make_pair(std::string("X-aws-ec2-metadata-token"), std::string("AQAEsession")));
+  auto creds = token_next(s, *roles, 200, "gateway-role\n");
+  ASSERT_TRUE(creds);
+  EXPECT_EQ(creds->url,
+            "http://169.254.169.254/latest/meta-data/iam/security-credentials/gateway-role");
+  EXPECT_EQ(creds->headers.at(0).second, "AQAEsession");
+  // The last answer is read as the credentials.
+  EXPECT_FALSE(token_next(s, *creds, 200, "{}"));
+  const auto c = std::get<Credential>(token_answer(
+      s, 200,
+      R"({"Code":"Success","AccessKeyId":"ASIA3","SecretAccessKey":"sk","Token":"st","Expiration":"2025-11-30T07:00:00Z"})",
+      kNow));
+  EXPECT_EQ(c.aws->access_key_id, "ASIA3");
+  // A refusal at any step ends the flow with what it said.
+  EXPECT_FALSE(token_next(s, f, 403, ""));
+  EXPECT_EQ(std::get<std::string>(token_answer(s, 404, "", kNow)),
+            "the instance metadata service answered 404 (no instance profile role)");
+  EXPECT_EQ(connect_timeout(s), std::chrono::seconds(1));
+  // Other flows are one request.
+  config::Provider p;
+  p.auth.kind = config::ProviderAuth::Kind::kGoogleMetadata;
+  EXPECT_FALSE(token_next(*token_source(p), f, 200, "x"));
+}
+
 TEST(TokenSource, AnOAuthAnswerIsABearerToken) {
   config::Provider p;
   p.auth.kind = config::ProviderAuth::Kind::kGoogleMetadata;
