@@ -1,24 +1,10 @@
 // Upstream credentials per provider (upstream_credentials.h).
 #include "gateway/proxy/upstream_credentials.h"
 
-#include <ctime>
-
+#include "config/rfc3339.h"
 #include "gateway/observe/log.h"
 
 namespace llmgate::gateway {
-namespace {
-
-std::string utc(SystemClock::time_point t) {
-  const std::time_t s = SystemClock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-}  // namespace
-
 CredentialCell::CredentialCell(std::string provider,
                                std::optional<providers::cloud::TokenSource> source)
     : provider_(std::move(provider)), source_(std::move(source)) {
@@ -49,7 +35,8 @@ CredentialCell::Current CredentialCell::current(SystemClock::time_point now) con
   std::lock_guard lock(mu_);
   if (current_ && now < current_->expires) return current_;
   if (current_) {
-    return "the credential from " + description_ + " expired at " + utc(current_->expires) +
+    return "the credential from " + description_ + " expired at " +
+           config::format_rfc3339_utc(current_->expires) +
            (error_.empty() ? std::string(" and is being refreshed")
                            : "; refreshing it failed: " + error_);
   }

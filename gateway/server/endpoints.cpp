@@ -6,6 +6,7 @@
 #include <charconv>
 #include <ctime>
 
+#include "config/rfc3339.h"
 #include "gateway/server/gateway_impl.h"
 #include "gateway/server/route_table.h"
 
@@ -55,11 +56,8 @@ nlohmann::json model_object(const config::Model& m, bool explain) {
 
 // A model as Anthropic lists it (GET /v1/models with anthropic-version).
 nlohmann::ordered_json anthropic_model_object(const config::Model& m) {
-  char created[32];
-  const std::time_t t = static_cast<std::time_t>(process_start_unix());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string created = config::format_rfc3339_utc(
+      std::chrono::system_clock::from_time_t(static_cast<std::time_t>(process_start_unix())));
   return {{"type", "model"}, {"id", m.name}, {"display_name", m.name}, {"created_at", created}};
 }
 

@@ -3,8 +3,10 @@
 
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 
 #include "config/ascii.h"
+#include "config/config.h"
 #include "config/read_file.h"
 
 namespace llmgate::providers::cloud {
@@ -135,25 +137,20 @@ std::optional<ContainerCredentials> container_credentials_from_environment(const
     c.url = *full;
     // Plain http only to this host or the ECS/EKS agents' addresses: the
     // token and the credentials must not cross a network in the clear.
-    const bool https = c.url.starts_with("https://");
-    std::string_view host = std::string_view(c.url).substr(
-        c.url.find("://") == std::string::npos ? 0 : c.url.find("://") + 3);
-    host = host.substr(0, host.find('/'));
-    if (host.starts_with('[')) {
-      host = host.substr(1, host.find(']') == std::string_view::npos ? 0 : host.find(']') - 1);
-    } else {
-      host = host.substr(0, host.find(':'));
-    }
-    const bool allowed = host == "localhost" || host.starts_with("127.") || host == "::1" ||
-                         host == "169.254.170.2" || host == "169.254.170.23" ||
-                         host == "fd00:ec2::23";
-    if (!c.url.starts_with("http://") && !https) {
+    config::UpstreamUrl url;
+    try {
+      url = config::parse_upstream_url(c.url.substr(0, c.url.find('?')));
+    } catch (const std::invalid_argument&) {
       if (error) *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is not an http(s) URL";
       return std::nullopt;
     }
-    if (!https && !allowed) {
+    const std::string& host = url.host;
+    const bool allowed = host == "localhost" || host.starts_with("127.") || host == "::1" ||
+                         host == "169.254.170.2" || host == "169.254.170.23" ||
+                         host == "fd00:ec2::23";
+    if (!url.tls && !allowed) {
       if (error) {
-        *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is plain http to " + std::string(host) +
+        *error = "AWS_CONTAINER_CREDENTIALS_FULL_URI is plain http to " + host +
                  ", which is not a loopback or ECS/EKS agent address";
       }
       return std::nullopt;

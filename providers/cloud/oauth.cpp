@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/percent.h"
+#include "config/rfc3339.h"
 
 namespace llmgate::providers::cloud {
 namespace {
@@ -29,12 +30,24 @@ std::int64_t unix_seconds(SystemClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
-// RSASSA-PKCS1-v1_5 with SHA-256 of `data` by the PEM key; empty on failure.
-std::string rs256(std::string_view pem, std::string_view data, std::string* error) {
+using PemKey = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+// The key a PEM text holds: its private key, or (`or_public`) a public one.
+PemKey read_pem_key(std::string_view pem, bool or_public) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(
       BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr, EVP_PKEY_free);
+  EVP_PKEY* key = nullptr;
+  if (bio) {
+    key = !or_public || pem.find("PRIVATE KEY") != std::string_view::npos
+              ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
+              : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
+  }
+  return PemKey(key, EVP_PKEY_free);
+}
+
+// RSASSA-PKCS1-v1_5 with SHA-256 of `data` by the PEM key; empty on failure.
+std::string rs256(std::string_view pem, std::string_view data, std::string* error) {
+  const PemKey key = read_pem_key(pem, /*or_public=*/false);
   if (!key) {
     if (error) *error = "the service account's private_key is not a PEM private key";
     return {};
@@ -68,15 +81,6 @@ std::optional<std::string> xml_text(std::string_view xml, std::string_view name)
   const std::size_t to = xml.find(close, from);
   if (to == std::string_view::npos) return std::nullopt;
   return std::string(xml.substr(from, to - from));
-}
-
-// "2026-11-30T06:00:00Z" (STS's Expiration), or nullopt.
-std::optional<SystemClock::time_point> iso8601(const std::string& s) {
-  std::tm tm{};
-  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  // Years a nanosecond clock holds (to 2262): beyond them is no expiry.
-  if (end == nullptr || tm.tm_year < 70 || tm.tm_year > 250) return std::nullopt;
-  return SystemClock::from_time_t(timegm(&tm));
 }
 
 std::string form(std::initializer_list<std::pair<std::string_view, std::string_view>> fields) {
@@ -173,13 +177,7 @@ std::vector<std::pair<std::string, std::string>> form_decode(std::string_view bo
 }
 
 bool rs256_verify(std::string_view pem, std::string_view data, std::string_view signature) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
-  if (!bio) return false;
-  EVP_PKEY* raw = pem.find("PRIVATE KEY") != std::string_view::npos
-                      ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
-                      : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(raw, EVP_PKEY_free);
+  const PemKey key = read_pem_key(pem, /*or_public=*/true);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!key || !ctx ||
       EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1)
@@ -311,7 +309,7 @@ std::variant<AwsCredentials, std::string> parse_sts_response(int status, std::st
   c.secret_access_key = xml_text(body, "SecretAccessKey").value_or("");
   c.session_token = xml_text(body, "SessionToken").value_or("");
   const auto expiration = xml_text(body, "Expiration");
-  const auto expires = expiration ? iso8601(*expiration) : std::nullopt;
+  const auto expires = expiration ? config::parse_rfc3339_utc(*expiration) : std::nullopt;
   if (!c.valid() || c.session_token.empty() || !expires)
     return std::string("STS's answer has no complete credentials");
   c.expires = *expires;
@@ -335,7 +333,7 @@ std::variant<AwsCredentials, std::string> parse_container_credentials(int status
   c.access_key_id = text(j, "AccessKeyId");
   c.secret_access_key = text(j, "SecretAccessKey");
   c.session_token = text(j, "Token");
-  const auto expires = iso8601(text(j, "Expiration"));
+  const auto expires = config::parse_rfc3339_utc(text(j, "Expiration"));
   if (!c.valid() || !expires)
     return std::string("the container credentials endpoint's answer has no complete credentials");
   c.expires = *expires;

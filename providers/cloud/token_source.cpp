@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "config/ascii.h"
 #include "config/percent.h"
 #include "providers/cloud/oauth.h"
 
@@ -11,28 +12,20 @@ namespace {
 
 constexpr std::size_t kMaxTokenFileBytes = 64 * 1024;
 
-std::string trimmed(std::string s) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
-  while (!s.empty() && space(s.back())) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && space(s[i])) ++i;
-  return s.substr(i);
-}
-
-// A file's contents, trimmed; why not when it cannot be read or is empty.
-std::variant<std::string, std::string> read_token_file(const ReadFile& read,
-                                                       const std::string& path,
-                                                       std::string_view what) {
-  std::optional<std::string> text = read(path);
-  if (!text)
-    return std::variant<std::string, std::string>(
-        std::in_place_index<1>, "cannot read the " + std::string(what) + " " + path);
-  std::string t = trimmed(std::move(*text));
-  if (t.empty() || t.size() > kMaxTokenFileBytes) {
-    return std::variant<std::string, std::string>(
-        std::in_place_index<1>, "the " + std::string(what) + " " + path + " is empty or too large");
+// A file's contents, trimmed; nullopt (and `why`) when it cannot be read or is empty.
+std::optional<std::string> read_token_file(const ReadFile& read, const std::string& path,
+                                           std::string_view what, std::string& why) {
+  const std::optional<std::string> text = read(path);
+  if (!text) {
+    why = "cannot read the " + std::string(what) + " " + path;
+    return std::nullopt;
   }
-  return std::variant<std::string, std::string>(std::in_place_index<0>, std::move(t));
+  const std::string_view t = config::trim_whitespace(*text);
+  if (t.empty() || t.size() > kMaxTokenFileBytes) {
+    why = "the " + std::string(what) + " " + path + " is empty or too large";
+    return std::nullopt;
+  }
+  return std::string(t);
 }
 
 TokenFetch post(TokenRequest r) {
@@ -130,13 +123,13 @@ std::optional<TokenFetch> token_next(const TokenSource& s, const TokenFetch& ask
   if (s.kind != TokenSource::Kind::kAwsInstance || status != 200) return std::nullopt;
   if (asked.method == "PUT") {
     // The session token: then the instance profile's role.
-    const std::string session = trimmed(std::string(body));
+    const std::string session(config::trim_whitespace(body));
     if (session.empty()) return std::nullopt;
     return imds_get(s.token_url + std::string(kImdsRoles), session);
   }
   if (asked.url.ends_with(kImdsRoles)) {
     // The roles, one a line (an instance profile has one): its credentials.
-    std::string role = trimmed(std::string(body.substr(0, body.find('\n'))));
+    const std::string role(config::trim_whitespace(body.substr(0, body.find('\n'))));
     if (role.empty() || role.find('/') != std::string::npos) return std::nullopt;
     return imds_get(asked.url + config::percent_encode(role), asked.headers.at(0).second);
   }
@@ -154,9 +147,10 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
   using K = TokenSource::Kind;
   switch (s.kind) {
     case K::kGoogleServiceAccount: {
-      auto file = read_token_file(read, s.file, "service account key file");
-      if (file.index() == 1) return std::get<1>(std::move(file));
-      auto parsed = parse_service_account(std::get<0>(file));
+      std::string why;
+      const auto file = read_token_file(read, s.file, "service account key file", why);
+      if (!file) return why;
+      auto parsed = parse_service_account(*file);
       if (auto* why = std::get_if<std::string>(&parsed)) return s.file + ": " + *why;
       ServiceAccount sa = std::get<ServiceAccount>(std::move(parsed));
       // The JWT's audience is the endpoint it is exchanged at.
@@ -182,10 +176,10 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
         r = entra_client_secret_request(s.authority, s.tenant_id, s.client_id, s.client_secret,
                                         s.scope);
       } else {
-        auto token = read_token_file(read, s.file, "federated token file");
-        if (token.index() == 1) return std::get<1>(std::move(token));
-        r = entra_federated_request(s.authority, s.tenant_id, s.client_id, std::get<0>(token),
-                                    s.scope);
+        std::string why;
+        const auto token = read_token_file(read, s.file, "federated token file", why);
+        if (!token) return why;
+        r = entra_federated_request(s.authority, s.tenant_id, s.client_id, *token, s.scope);
       }
       if (!s.token_url.empty()) r.url = s.token_url;
       return post(std::move(r));
@@ -196,9 +190,10 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
       f.url = s.token_url;
       std::string authorization = s.authorization;
       if (!s.file.empty()) {
-        auto token = read_token_file(read, s.file, "container authorization token file");
-        if (token.index() == 1) return std::get<1>(std::move(token));
-        authorization = std::get<0>(std::move(token));
+        std::string why;
+        auto token = read_token_file(read, s.file, "container authorization token file", why);
+        if (!token) return why;
+        authorization = std::move(*token);
       }
       if (!authorization.empty()) f.headers.emplace_back("Authorization", authorization);
       f.headers.emplace_back("Accept", "application/json");
@@ -213,10 +208,10 @@ std::variant<TokenFetch, std::string> token_request(const TokenSource& s,
       return f;
     }
     case K::kAwsWebIdentity: {
-      auto token = read_token_file(read, s.file, "web identity token file");
-      if (token.index() == 1) return std::get<1>(std::move(token));
-      TokenRequest r =
-          sts_web_identity_request(s.region, s.role_arn, s.session_name, std::get<0>(token));
+      std::string why;
+      const auto token = read_token_file(read, s.file, "web identity token file", why);
+      if (!token) return why;
+      TokenRequest r = sts_web_identity_request(s.region, s.role_arn, s.session_name, *token);
       if (!s.token_url.empty()) r.url = s.token_url + "/";
       TokenFetch f = post(std::move(r));
       f.headers.back().second = "application/xml";
@@ -233,19 +228,14 @@ std::variant<Credential, std::string> token_answer(const TokenSource& s, int sta
     return "the instance metadata service answered " + std::to_string(status) +
            (status == 404 ? " (no instance profile role)" : "");
   }
-  if (s.kind == TokenSource::Kind::kAwsContainer || s.kind == TokenSource::Kind::kAwsInstance) {
-    auto answer = parse_container_credentials(status, body);
-    if (auto* why = std::get_if<std::string>(&answer)) return std::move(*why);
+  if (s.kind == TokenSource::Kind::kAwsContainer || s.kind == TokenSource::Kind::kAwsInstance ||
+      s.kind == TokenSource::Kind::kAwsWebIdentity) {
+    auto aws = s.kind == TokenSource::Kind::kAwsWebIdentity
+                   ? parse_sts_response(status, body)
+                   : parse_container_credentials(status, body);
+    if (auto* why = std::get_if<std::string>(&aws)) return std::move(*why);
     Credential c;
-    c.aws = std::get<AwsCredentials>(std::move(answer));
-    c.expires = c.aws->expires;
-    return c;
-  }
-  if (s.kind == TokenSource::Kind::kAwsWebIdentity) {
-    auto sts = parse_sts_response(status, body);
-    if (auto* why = std::get_if<std::string>(&sts)) return std::move(*why);
-    Credential c;
-    c.aws = std::get<AwsCredentials>(std::move(sts));
+    c.aws = std::get<AwsCredentials>(std::move(aws));
     c.expires = c.aws->expires;
     return c;
   }

@@ -128,7 +128,8 @@ std::optional<ApiError> check_sigv4(std::string_view method, std::string_view ta
     return ApiError{403, "Missing Authentication Token", "MissingAuthenticationTokenException",
                     std::nullopt, std::nullopt};
   }
-  if (m[1] != key.access_key_id) {
+  if (m[1] != key.access_key_id ||
+      (!key.session_token.empty() && header("x-amz-security-token") != key.session_token)) {
     return ApiError{403, "The security token included in the request is invalid.",
                     "UnrecognizedClientException", std::nullopt, std::nullopt};
   }

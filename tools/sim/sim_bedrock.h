@@ -37,6 +37,9 @@ std::variant<ChatRequest, ApiError> parse_converse_request(std::string_view body
 struct AwsKey {
   std::string access_key_id;
   std::string secret_access_key;
+  // Temporary credentials (STS's, the container's, the instance's): the
+  // x-amz-security-token they must come with ("" = none checked).
+  std::string session_token;
 };
 // Checks a request's SigV4 signature as AWS does (signed again over the
 // headers it lists); nullopt when it holds, else AWS's 403 (type

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "config/rfc3339.h"
 #include "providers/cloud/oauth.h"
 
 namespace llmgate::sim {
@@ -24,15 +25,6 @@ std::string field(const std::vector<std::pair<std::string, std::string>>& form,
     if (k == name) return v;
   }
   return {};
-}
-
-std::string iso8601(TokenIssuer::Clock::time_point t) {
-  const std::time_t s = TokenIssuer::Clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string random_text(std::size_t n) {
@@ -199,7 +191,7 @@ TokenIssuer::Answer TokenIssuer::sts(std::string_view body, Clock::time_point no
           "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>" +
               key_id + "</AccessKeyId><SecretAccessKey>" + t.secret +
               "</SecretAccessKey><SessionToken>" + t.session_token + "</SessionToken><Expiration>" +
-              iso8601(expires) +
+              config::format_rfc3339_utc(expires) +
               "</Expiration></Credentials><Audience>sts.amazonaws.com</Audience>"
               "</AssumeRoleWithWebIdentityResult><ResponseMetadata><RequestId>sim</RequestId>"
               "</ResponseMetadata></AssumeRoleWithWebIdentityResponse>"};
@@ -234,7 +226,7 @@ TokenIssuer::Answer TokenIssuer::container(
                      {"AccessKeyId", key_id},
                      {"SecretAccessKey", t.secret},
                      {"Token", t.session_token},
-                     {"Expiration", iso8601(expires)}})};
+                     {"Expiration", config::format_rfc3339_utc(expires)}})};
 }
 
 TokenIssuer::Answer TokenIssuer::instance(
@@ -263,12 +255,12 @@ TokenIssuer::Answer TokenIssuer::instance(
   const auto [key_id, expires] = issue_aws(now, t);
   return {200, "text/plain",
           json_body({{"Code", "Success"},
-                     {"LastUpdated", iso8601(now)},
+                     {"LastUpdated", config::format_rfc3339_utc(now)},
                      {"Type", "AWS-HMAC"},
                      {"AccessKeyId", key_id},
                      {"SecretAccessKey", t.secret},
                      {"Token", t.session_token},
-                     {"Expiration", iso8601(expires)}})};
+                     {"Expiration", config::format_rfc3339_utc(expires)}})};
 }
 
 std::optional<std::string> TokenIssuer::check_bearer(std::string_view authorization,

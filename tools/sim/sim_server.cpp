@@ -36,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "config/rfc3339.h"
 #include "tools/sim/sim_bedrock.h"
 #include "tools/sim/sim_openai_apis.h"
 #include "tools/sim/sim_protocol.h"
@@ -129,16 +130,6 @@ bool is_messages_path(std::string_view path) {
 
 bool is_count_tokens_path(std::string_view path) {
   return ends_with(path, "/messages/count_tokens");  // Anthropic's token counting
-}
-
-// RFC 3339 UTC, second precision: how Anthropic writes its rate limit resets.
-std::string rfc3339_utc(std::chrono::system_clock::time_point t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buf, n);
 }
 
 std::string dump(const json& j) {
@@ -921,22 +912,16 @@ net::awaitable<bool> SimServer::Impl::handle_converse(Shard& shard, beast::tcp_s
       cred == std::string_view::npos
           ? std::string_view()
           : authorization.substr(cred + 11, authorization.find('/', cred) - cred - 11);
+  std::optional<AwsKey> key;
   if (auto temporary = tokens.aws_temporary(key_id, std::chrono::system_clock::now())) {
-    if (req["x-amz-security-token"] != temporary->session_token) {
-      refused = ApiError{403, "The security token included in the request is invalid.",
-                         "UnrecognizedClientException", std::nullopt, std::nullopt};
-    } else {
-      refused = check_sigv4(
-          std::string_view(req.method_string()), req.target(), req.body(),
-          [&](std::string_view name) { return std::string(req[name]); },
-          AwsKey{std::string(key_id), temporary->secret});
-    }
-    if (refused) signatures_refused.fetch_add(1);
+    key = AwsKey{std::string(key_id), temporary->secret, temporary->session_token};
   } else if (!options.aws_access_key_id.empty()) {
+    key = AwsKey{options.aws_access_key_id, options.aws_secret_access_key, {}};
+  }
+  if (key) {
     refused = check_sigv4(
         std::string_view(req.method_string()), req.target(), req.body(),
-        [&](std::string_view name) { return std::string(req[name]); },
-        AwsKey{options.aws_access_key_id, options.aws_secret_access_key});
+        [&](std::string_view name) { return std::string(req[name]); }, *key);
     if (refused) signatures_refused.fetch_add(1);
   }
   auto parsed = parse_converse_request(req.body(), target);
@@ -1086,7 +1071,7 @@ void set_ratelimit_headers(Fields& res, double processing_ms) {
 // and when it is back in full, as RFC 3339.
 template <class Fields>
 void set_anthropic_ratelimit_headers(Fields& res) {
-  const std::string reset = rfc3339_utc(std::chrono::system_clock::now() + 1s);
+  const std::string reset = config::format_rfc3339_utc(std::chrono::system_clock::now() + 1s);
   for (const auto& [kind, limit, remaining] :
        {std::tuple{"requests", "4000", "3999"}, std::tuple{"tokens", "400000", "399000"},
         std::tuple{"input-tokens", "200000", "199000"},
