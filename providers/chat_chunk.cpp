@@ -24,6 +24,17 @@ std::size_t text_size(const nlohmann::json& delta, const char* key) {
   return it->get_ref<const std::string&>().size();
 }
 
+constexpr std::string_view kChoicesKey = "\"choices\":";
+
+// A string of a "choices" member read as the stream's template (`choice`:
+// where its '[' is; `after`: past the content's closing quote).
+std::string_view choice_view(const ChunkPrefix& t, const ChunkPrefix::Span& s, const char* choice,
+                             const char* after) {
+  if (!s.set) return {};
+  const char* d = s.offset < t.choice_head ? choice + s.offset : after + (s.offset - t.choice_head);
+  return std::string_view(d, s.size);
+}
+
 // ---------------------------------------------------------------------------
 // inspect_chunk's scanner (json_scan.h: one pass, no allocation, exactly the
 // documents nlohmann accepts) reading only what ChatChunk reports. It gives
@@ -54,16 +65,15 @@ class ChunkScanner : public JsonScanner {
   bool like_last_choice(std::size_t& count, ChatChunk& c);
   // Remembers the "choices" member [at, p_) as that template.
   void learn_choice(const char* at);
-  // The whole chunk (p_ at the resume point) when it is the prefix's
-  // "choices" template and then ChunkPrefix::after; else false, nothing
-  // changed.
-  bool like_last_chunk(unsigned& seen, ChatChunk& c);
+  // The whole chunk when it is ChunkPrefix::lead, a string, the rest of the
+  // choice template and ChunkPrefix::after: `c` filled as scan() would;
+  // else false, `c` unchanged.
+  bool like_last_chunk(ChatChunk& c);
   // Remembers what followed "choices" as ChunkPrefix::after.
-  void learn_after(unsigned seen);
+  void learn_after();
   // The state right after the top-level "choices" member.
-  void note_choices_end(unsigned seen) {
+  void note_choices_end() {
     choices_end_ = p_;
-    seen_at_choices_end_ = seen;
     meta_at_choices_end_ = meta_;
     plain_at_choices_end_ = plain_;
   }
@@ -84,7 +94,7 @@ class ChunkScanner : public JsonScanner {
   unsigned meta_ = 0;
   ChunkPrefix* prefix_ = nullptr;      // the stream's, if any
   const char* choices_end_ = nullptr;  // see note_choices_end()
-  unsigned seen_at_choices_end_ = 0, meta_at_choices_end_ = 0;
+  unsigned meta_at_choices_end_ = 0;
   bool plain_at_choices_end_ = false;
   // After "choices": the number and string values of members that show in
   // nothing but `plain` (ChunkPrefix::holes), [begin, end) each.
@@ -271,6 +281,8 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   unsigned seen = 0;
   const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
   prefix_ = prefix;
+  // The stream's usual chunk: nothing to scan but its content.
+  if (prefix && !prefix->lead.empty() && like_last_chunk(c)) return true;
   const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
   if (resume) {
     // The state the prefix left (see the resume point below).
@@ -280,11 +292,6 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
     plain_ = prefix->plain;
     for (std::size_t i = 0; i < meta_text_.size(); ++i)
       meta_text_[i] = text.substr(prefix->meta[i].first, prefix->meta[i].second);
-    // The stream's usual chunk: nothing else to scan, the prefix stays.
-    if (prefix->after_set && like_last_chunk(seen, c)) {
-      Usage none;
-      return finish(c, seen, 1, none, false);
-    }
   } else {
     skip_bom();
     ws();
@@ -320,10 +327,10 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
     // What followed "choices", if it came right at the resume point and
     // what followed changed nothing but `seen` (see like_last_chunk()).
     constexpr std::size_t kMaxAfter = 128;
-    prefix->after_set = at != 0 && choices_end_ && key_at(begin_ + at, "\"choices\":") &&
+    prefix->after_set = at != 0 && choices_end_ && key_at(begin_ + at, kChoicesKey) &&
                         plain_at_choices_end_ && meta_ == meta_at_choices_end_ && !has_usage &&
                         static_cast<std::size_t>(end_ - choices_end_) <= kMaxAfter;
-    if (prefix->after_set) learn_after(seen);
+    if (prefix->after_set) learn_after();
     if (at == 0) {
       prefix->text.clear();
     } else if (!resume || at != prefix->text.size()) {
@@ -338,6 +345,13 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
                                                 static_cast<std::uint32_t>(m.size())};
       }
     }
+    prefix->lead.clear();
+    if (prefix->after_set && prefix->choice_head != 0 && !prefix->text.empty()) {
+      prefix->lead.reserve(prefix->text.size() + kChoicesKey.size() + prefix->choice_head);
+      prefix->lead.append(prefix->text)
+          .append(kChoicesKey)
+          .append(prefix->choice, 0, prefix->choice_head);
+    }
   }
   return true;
 }
@@ -347,7 +361,7 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
   if (is(key, "choices")) {
     if (!once(seen, 1)) return false;
     if (prefix_ && like_last_choice(choice_count, c)) {
-      note_choices_end(seen);
+      note_choices_end();
       return true;
     }
     const char* const at = p_;
@@ -355,7 +369,7 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
     if (!eat('[') || !choices(2, choice_count, c)) return false;
     // A plain choice with a content string: nothing else in it shows in `c`.
     if (prefix_ && plain_before && plain_ && choice_count == 1 && content_) learn_choice(at);
-    note_choices_end(seen);
+    note_choices_end();
     return true;
   }
   if (is(key, "usage")) {
@@ -427,9 +441,7 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
   p_ += tail.size();
   auto view = [&](const ChunkPrefix::Span& s) -> std::optional<std::string_view> {
     if (!s.set) return std::nullopt;
-    const char* d =
-        s.offset < t.choice_head ? start + s.offset : after + (s.offset - t.choice_head);
-    return std::string_view(d, s.size);
+    return choice_view(t, s, start, after);
   };
   content_ = std::string_view(content, static_cast<std::size_t>(after - 1 - content));
   role_ = view(t.role);
@@ -442,50 +454,71 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
   return true;
 }
 
-bool ChunkScanner::like_last_chunk(unsigned& seen, ChatChunk& c) {
+bool ChunkScanner::like_last_chunk(ChatChunk& c) {
   const ChunkPrefix& t = *prefix_;
-  constexpr std::string_view kKey = "\"choices\":";
-  const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
+  const std::string_view lead(t.lead);
+  const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
   const std::string_view after(t.after);
   const std::size_t last = t.hole_count ? t.holes[t.hole_count - 1].at : 0;
+  const auto size = static_cast<std::size_t>(end_ - begin_);
   // (The ending first: a stream whose chunks end differently each time
   // pays for one comparison.)
-  if (!text.ends_with(after.substr(last)) || !key_at(p_, kKey)) return false;
-  const char* const start = p_;
-  p_ += kKey.size();
-  const std::size_t chars = c.output_chars;
-  const bool output = c.has_output, finish = c.has_finish;
-  std::size_t count = 0;
-  if (!like_last_choice(count, c)) {
-    p_ = start;
+  if (size < lead.size() + 1 + tail.size() + after.size() - last ||
+      std::memcmp(end_ - (after.size() - last), after.data() + last, after.size() - last) != 0 ||
+      std::memcmp(begin_, lead.data(), lead.size()) != 0) {
     return false;
   }
+  p_ = begin_ + lead.size();
+  const char* const content = p_;
+  std::size_t chars = 0;
+  if (!string<false>(chars, nullptr, nullptr) ||
+      static_cast<std::size_t>(end_ - p_) < tail.size() ||
+      std::memcmp(p_, tail.data(), tail.size()) != 0) {
+    return false;
+  }
+  const char* const after_content = p_;  // past the content's closing quote
+  p_ += tail.size();
   // The text between the holes as learnt, a value of the same kind in each.
-  bool same = true;
   std::size_t from = 0;
-  for (std::size_t i = 0; same && i < t.hole_count; ++i) {
+  for (std::size_t i = 0; i < t.hole_count; ++i) {
     const std::string_view piece = after.substr(from, t.holes[i].at - from);
     from = t.holes[i].at;
-    same = key_at(p_, piece);
-    if (!same) break;
+    if (!key_at(p_, piece)) return false;
     p_ += piece.size();
     Value v;
-    same =
-        value(1, v) && v.type == (t.holes[i].number ? Value::Type::kNumber : Value::Type::kString);
+    if (!value(1, v) ||
+        v.type != (t.holes[i].number ? Value::Type::kNumber : Value::Type::kString)) {
+      return false;
+    }
   }
-  if (!same || std::string_view(p_, static_cast<std::size_t>(end_ - p_)) != after.substr(from)) {
-    p_ = start;
-    c.output_chars = chars, c.has_output = output, c.has_finish = finish;
-    content_.reset(), role_.reset(), finish_.reset();
-    return false;
+  // What is left is the ending compared above (a hole's value may not run
+  // into it).
+  if (static_cast<std::size_t>(end_ - p_) != after.size() - from) return false;
+  // What scan() and finish() make of it: the prefix's members, the choice
+  // as the template's with this content, what followed as learnt.
+  const char* const choice = begin_ + t.text.size() + kChoicesKey.size();
+  c.kind = ChatChunk::Kind::kChunk;
+  c.output_chars += chars;
+  if (chars > 0) c.has_output = true;
+  if (t.finish_reason.set) c.has_finish = true;
+  if (t.after_plain) {
+    c.plain = true;
+    c.plain_choice = true;
+    c.has_role = t.role.set;
+    c.has_content = true;
+    c.has_finish_reason = t.finish_reason.set;
+    c.role = choice_view(t, t.role, choice, after_content);
+    c.content = std::string_view(content, static_cast<std::size_t>(after_content - 1 - content));
+    c.finish_reason = choice_view(t, t.finish_reason, choice, after_content);
+    c.meta_keys = t.meta_keys;
+    for (std::size_t i = 0; i < c.meta.size(); ++i)
+      c.meta[i] = std::string_view(begin_ + t.meta[i].first, t.meta[i].second);
   }
   p_ = end_;
-  seen |= 1 | t.after_seen;
-  plain_ = t.after_plain;
   return true;
 }
 
-void ChunkScanner::learn_after(unsigned seen) {
+void ChunkScanner::learn_after() {
   ChunkPrefix& t = *prefix_;
   t.after.clear();
   const char* from = choices_end_;
@@ -496,12 +529,12 @@ void ChunkScanner::learn_after(unsigned seen) {
   }
   t.after.append(from, end_);
   t.hole_count = static_cast<std::uint8_t>(hole_count_);
-  t.after_seen = seen & ~seen_at_choices_end_;
   t.after_plain = plain_;
 }
 
 void ChunkScanner::learn_choice(const char* at) {
   ChunkPrefix& t = *prefix_;
+  t.lead.clear();  // set again at the end of a scan that succeeds
   const char* const content = content_->data();
   const char* const after = content + content_->size() + 1;
   const auto head = static_cast<std::uint32_t>(content - at);

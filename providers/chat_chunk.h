@@ -124,13 +124,13 @@ struct ChunkPrefix {
 
   // What followed the "choices" member, to the end of the text, when the
   // "choices" key came right after `text` and what followed showed in
-  // nothing but `seen` and `plain` (",\"usage\":null}"): its text with the
-  // values of up to kHoles other members cut out (`holes`: where each was,
-  // and whether a number or a string) -- values that change from chunk to
-  // chunk (OpenAI's "obfuscation" string, a benchmark's time stamp) --, the
-  // bits it set in `seen` and `plain` after it. A chunk that has `text`,
-  // then "choices": as `choice` with another content string, then this,
-  // needs no other scan (after_set).
+  // nothing but `plain` (",\"usage\":null}"): its text with the values of
+  // up to kHoles other members cut out (`holes`: where each was, and
+  // whether a number or a string) -- values that change from chunk to chunk
+  // (OpenAI's "obfuscation" string, a benchmark's time stamp) --, and
+  // `plain` after it. A chunk that has `text`, then "choices": as `choice`
+  // with another content string, then this, needs no other scan
+  // (after_set, `lead`).
   static constexpr std::size_t kHoles = 2;
   struct Hole {
     std::uint16_t at = 0;  // offset in `after`
@@ -139,9 +139,15 @@ struct ChunkPrefix {
   std::string after;
   std::array<Hole, kHoles> holes{};
   std::uint8_t hole_count = 0;
-  unsigned after_seen = 0;
   bool after_plain = true;
   bool after_set = false;
+
+  // The stream's usual chunk, as one text before its content string:
+  // `text`, "\"choices\":" and the choice's text before the content (set
+  // with after_set when a choice is known; empty otherwise). A chunk that
+  // starts with it, then a valid string, the rest of `choice` and `after`
+  // is read with one comparison of each side, without scanning any member.
+  std::string lead;
 };
 // inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
 // remembering this chunk's prefix for the next.

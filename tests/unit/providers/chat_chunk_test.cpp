@@ -566,16 +566,26 @@ TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
 // What follows "choices" in most streams (",\"usage\":null}") is learnt
 // with the choice template: a chunk that ends the same way is classified
 // from its content string alone, with the same answer as a whole scan.
-TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
+// A stream's usual content chunk: head + like + content + rest + usual.
+struct UsualChunk {
   const std::string head = R"({"id":"c","object":"chat.completion.chunk","created":1,)";
   const std::string like = R"("choices":[{"index":0,"delta":{"content":")";
   const std::string rest = R"("},"logprobs":null,"finish_reason":null}])";
   const std::string usual = R"(,"usage":null})";
-  ChunkPrefix prefix;
-  for (const std::string content : {"Hel", "lo"}) {
-    const std::string data = head + like + content + rest + usual;
-    ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+  // Two of them through `prefix`, each as a whole scan reads it.
+  void learn(ChunkPrefix& prefix) const {
+    for (const std::string content : {"Hel", "lo"}) {
+      const std::string data = head + like + content + rest + usual;
+      ExpectSameChunk(Resumed(data, prefix), inspect_chunk(data));
+    }
   }
+};
+
+TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
+  const UsualChunk u;
+  const std::string &head = u.head, &like = u.like, &rest = u.rest, &usual = u.usual;
+  ChunkPrefix prefix;
+  u.learn(prefix);
   EXPECT_TRUE(prefix.after_set);
   EXPECT_EQ(prefix.after, usual);
   for (const std::string content : {"", " world", R"(\",\"usage\":null})", R"(\u00e9)"}) {
@@ -606,6 +616,33 @@ TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
     const std::string next = head + like + "x" + rest + usual;
     ExpectSameChunk(Resumed(next, prefix), inspect_chunk(next));
     EXPECT_TRUE(prefix.after_set);
+  }
+}
+
+// The usual chunk is one text before its content (ChunkPrefix::lead), made
+// at the end of a scan that read a chunk whole: a choice learnt by a chunk
+// whose scan then gave up (a repeated key, trailing bytes) leaves none, and
+// the chunks after it are read as a whole scan reads them.
+TEST(ChatChunkPrefix, AChoiceLearntByAChunkNotReadToItsEndLeavesNoLead) {
+  const UsualChunk u;
+  const std::string &head = u.head, &like = u.like, &rest = u.rest, &usual = u.usual;
+  const std::string other = R"("choices":[{"index":0,"delta":{"role":"assistant","content":")";
+  ChunkPrefix prefix;
+  u.learn(prefix);
+  ASSERT_FALSE(prefix.lead.empty());
+  EXPECT_EQ(prefix.lead, head + like);
+  for (const std::string& broken : {
+           head + other + "x" + rest + R"(,"usage":null,"usage":null})",
+           head + other + "x" + rest + usual + " x",
+       }) {
+    ExpectSameChunk(Resumed(broken, prefix), inspect_chunk(broken));
+    EXPECT_TRUE(prefix.lead.empty()) << broken;
+    for (const std::string& next :
+         {head + like + "a" + rest + usual, head + other + "b" + rest + usual,
+          head + like + "c" + rest + usual}) {
+      ExpectSameChunk(Resumed(next, prefix), inspect_chunk(next));
+    }
+    EXPECT_EQ(prefix.lead, head + like);
   }
 }
 
