@@ -25,8 +25,16 @@ struct Working {
 // provider, region, price and order filters, then what health allows. Every
 // other deployment is in out.skipped with why; none left sets out's error
 // (429 when only Retry-After cooldowns stand in the way, else 503).
-std::vector<Working> eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
-                              Clock::time_point now, RouteDecision& out);
+// Into `hard_ok` (cleared first: decide() hands in a vector it reuses).
+void eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
+              Clock::time_point now, RouteDecision& out, std::vector<Working>& hard_ok);
+inline std::vector<Working> eligible(const RouteRequest& request,
+                                     const std::vector<DeploymentView>& views,
+                                     Clock::time_point now, RouteDecision& out) {
+  std::vector<Working> hard_ok;
+  eligible(request, views, now, out, hard_ok);
+  return hard_ok;
+}
 
 // 2. Estimates: each candidate's expected TTFT (estimate, lower bound from
 // attempts in flight, load), speed, TTFT deadline and hedge delay.
@@ -62,8 +70,11 @@ struct Measure {
   config::Policy policy = config::Policy::kLatency;
   double expected_tokens = 0;  // e2e: the answer length it scores
 };
+// `cands`: the vector SoftResult::cands becomes (cleared first; decide()
+// reuses one).
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out, const Measure& measure = {});
+                            Clock::time_point now, RouteDecision& out, const Measure& measure = {},
+                            std::vector<Working> cands = {});
 
 // The answer length the e2e policy scores a request by: its max_tokens,
 // capped at 4x the policy's typical_output_tokens, else the typical length.

@@ -168,12 +168,12 @@ namespace stages {
 // provider, region, price and order filters, then what health allows. Every
 // other deployment is in out.skipped with why; none left sets out's error
 // (429 when only Retry-After cooldowns stand in the way, else 503).
-std::vector<Working> eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
-                              Clock::time_point now, RouteDecision& out) {
+void eligible(const RouteRequest& request, const std::vector<DeploymentView>& views,
+              Clock::time_point now, RouteDecision& out, std::vector<Working>& hard_ok) {
   const config::Model& model = *request.model;
   const config::RoutingPolicy& policy = request.policy;
   const config::Constraints& cons = policy.constraints;
-  std::vector<Working> hard_ok;
+  hard_ok.clear();
   hard_ok.reserve(model.deployments.size());
   std::optional<Clock::time_point> earliest_cooldown_end;
   bool only_cooling = true;  // among those the request's filters allow
@@ -302,9 +302,7 @@ std::vector<Working> eligible(const RouteRequest& request, const std::vector<Dep
       out.error_message = "no deployment of model \"" + model.name +
                           "\" can serve this request under its routing constraints: " + why;
     }
-    return {};
   }
-  return hard_ok;
 }
 
 // Stage 2, estimates: each candidate's expected TTFT (estimate, lower bound
@@ -504,10 +502,13 @@ std::optional<double> measure_window(const Working& w, const Measure& m) {
 }  // namespace
 
 SoftResult soft_constraints(std::vector<Working>& hard_ok, const config::Constraints& cons,
-                            Clock::time_point now, RouteDecision& out, const Measure& measure) {
+                            Clock::time_point now, RouteDecision& out, const Measure& measure,
+                            std::vector<Working> cands_space) {
   const bool measured_policy = measure.measured;
   SoftResult r;
   std::vector<Working>& cands = r.cands;
+  cands = std::move(cands_space);
+  cands.clear();
   cands.reserve(hard_ok.size());
   std::optional<Working>& recheck = r.recheck;
   std::optional<Skipped>& recheck_skip = r.recheck_skip;
@@ -904,17 +905,21 @@ RouteDecision decide(const RouteRequest& request, const std::vector<DeploymentVi
                      std::mt19937_64& rng) {
   RouteDecision out;
   out.policy = request.policy.policy;
-  std::vector<Working> hard_ok = stages::eligible(request, views, now, out);
+  // The stages' working vectors, kept per thread: a decision (never
+  // suspended, never re-entered) allocates only what it returns.
+  thread_local std::vector<Working> hard_ok, cands_space;
+  stages::eligible(request, views, now, out, hard_ok);
   if (hard_ok.empty()) return out;
   stages::estimate(hard_ok, request.policy, options);
   stages::charge_timeouts(hard_ok);
   const stages::Measure measure{data_driven(request.policy.policy), request.policy.policy,
                                 stages::expected_output_tokens(request)};
-  SoftResult soft =
-      stages::soft_constraints(hard_ok, request.policy.constraints, now, out, measure);
+  SoftResult soft = stages::soft_constraints(hard_ok, request.policy.constraints, now, out, measure,
+                                             std::move(cands_space));
   stages::score(soft.cands, request, rr_counter, rng, out);
   stages::order(soft.cands, std::move(soft.recheck), soft.recheck_skip,
                 std::move(soft.recheck_next), request, options, rng, out);
+  cands_space = std::move(soft.cands);
   return out;
 }
 

@@ -56,8 +56,10 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   }
   auto health = rs_.health.check_model(model, now);
   {
-    // Only for the decision: not held for as long as the answer streams.
-    std::vector<routing::DeploymentView> views;
+    // Only for the decision: not held for as long as the answer streams,
+    // and the thread's (nothing between here and decide() suspends).
+    thread_local std::vector<routing::DeploymentView> views;
+    views.clear();
     views.reserve(model.deployments.size());
     for (std::size_t i = 0; i < model.deployments.size(); ++i) {
       // Measured as this request's kind of traffic (its reasoning effort;
