@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "gateway/http/api_error.h"
+#include "gateway/http/head_arena.h"
 
 namespace llmgate::gateway {
 
@@ -41,7 +42,9 @@ struct RequestContext {
   ErrorShape error_shape = ErrorShape::kOpenAi;
 };
 
-using Request = http::request<http::string_body>;
+// A client's request: its head's fields from the request's HeadArena.
+using RequestFields = http::basic_fields<HeadAllocator<char>>;
+using Request = http::request<http::string_body, RequestFields>;
 using Response = http::response<http::string_body>;
 
 // A JSON response carrying x-request-id; keep-alive as the request allows.

@@ -28,8 +28,8 @@ ChunkedOverrun chunked_overrun(std::string_view pending, std::size_t max_chunk_l
   return pending.size() - line > max_trailers ? ChunkedOverrun::kTrailers : ChunkedOverrun::kNone;
 }
 
-ChunkedBodyReader::ChunkedBodyReader(http::request_parser<http::string_body>& parser,
-                                     std::size_t max_trailers, std::size_t max_chunk_line)
+ChunkedBodyReader::ChunkedBodyReader(RequestParser& parser, std::size_t max_trailers,
+                                     std::size_t max_chunk_line)
     : parser_(parser), max_trailers_(max_trailers), max_chunk_line_(max_chunk_line) {
   parser_.on_chunk_header(*this);
   parser_.eager(true);
@@ -61,7 +61,7 @@ void ChunkedBodyReader::operator()(std::uint64_t size, beast::string_view extens
     ec = http::error::header_limit;
     return;
   }
-  head_fields_.emplace(std::move(static_cast<http::fields&>(parser_.get())));
+  head_fields_.emplace(std::move(static_cast<HeadFields&>(parser_.get())));
 }
 
 ChunkedBodyReader::Status ChunkedBodyReader::put(beast::flat_buffer& buffer,
@@ -69,7 +69,7 @@ ChunkedBodyReader::Status ChunkedBodyReader::put(beast::flat_buffer& buffer,
   ec = {};
   const auto put_back_head_fields = [&] {
     if (!head_fields_) return;
-    static_cast<http::fields&>(parser_.get()) = std::move(*head_fields_);
+    static_cast<HeadFields&>(parser_.get()) = std::move(*head_fields_);
     head_fields_.reset();
   };
   while (buffer.size() > 0 && !parser_.is_done()) {

@@ -18,10 +18,16 @@
 #include <optional>
 #include <string_view>
 
+#include "gateway/http/head_arena.h"
+
 namespace llmgate::gateway {
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
+
+// A client request's parser: its head's fields from the request's
+// HeadArena (gateway/http/head_arena.h).
+using RequestParser = http::request_parser<http::string_body, HeadAllocator<char>>;
 
 // The longest chunk line a request may send: size, extensions and CRLF
 // (extensions are read and ignored; the chunk size alone takes 16 digits).
@@ -50,7 +56,7 @@ class ChunkedBodyReader {
     kTrailers,   // the trailer section is larger than the limit
   };
 
-  ChunkedBodyReader(http::request_parser<http::string_body>& parser, std::size_t max_trailers,
+  ChunkedBodyReader(RequestParser& parser, std::size_t max_trailers,
                     std::size_t max_chunk_line = kMaxChunkLineBytes);
   ChunkedBodyReader(const ChunkedBodyReader&) = delete;
   ChunkedBodyReader& operator=(const ChunkedBodyReader&) = delete;
@@ -64,7 +70,7 @@ class ChunkedBodyReader {
   void operator()(std::uint64_t size, beast::string_view extensions, beast::error_code& ec);
 
  private:
-  http::request_parser<http::string_body>& parser_;
+  RequestParser& parser_;
   std::size_t max_trailers_, max_chunk_line_;
   // The bytes being put (what the callback's views point into).
   const char* put_begin_ = nullptr;
@@ -73,7 +79,8 @@ class ChunkedBodyReader {
   Status overrun_ = Status::kError;
   // The head's fields while the trailer section's are parsed into an empty
   // set (the last chunk's line is seen just before them), put back after.
-  std::optional<http::fields> head_fields_;
+  using HeadFields = RequestParser::value_type::fields_type;
+  std::optional<HeadFields> head_fields_;
 };
 
 }  // namespace llmgate::gateway

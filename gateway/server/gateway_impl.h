@@ -138,15 +138,16 @@ struct Gateway::Impl {
   net::awaitable<void> session(WorkerThread& w, net::ip::tcp::socket socket, bool admin,
                                net::cancellation_signal& cancel);
   bool over_connection_limit(WorkerThread& w);
-  // Reads and answers one request: whether the connection goes on.
+  // Reads and answers one request: whether the connection goes on. The
+  // request's head takes its memory from `arena` (the connection's).
   net::awaitable<bool> serve_request(WorkerThread& w, beast::tcp_stream& stream,
-                                     beast::flat_buffer& buffer, SessionTracker& tracked,
-                                     bool first, bool admin, net::cancellation_signal& cancel);
+                                     beast::flat_buffer& buffer, HeadArena& arena,
+                                     SessionTracker& tracked, bool first, bool admin,
+                                     net::cancellation_signal& cancel);
   // The head (or the body) read whole, else answered when the client is
   // still there, and false: the connection closes.
   static net::awaitable<bool> read_request_head(beast::tcp_stream& stream,
-                                                beast::flat_buffer& buffer,
-                                                http::request_parser<http::string_body>& parser,
+                                                beast::flat_buffer& buffer, RequestParser& parser,
                                                 RequestContext& rc,
                                                 const config::ServerLimits& limits,
                                                 BodyLimit& body_limit);
@@ -154,26 +155,21 @@ struct Gateway::Impl {
   // what the buffer already holds whole (most requests: head and body came
   // with the read that began the request, or behind the previous one).
   enum class Buffered { kDone, kError, kRead };
-  static Buffered parse_buffered_head(beast::flat_buffer& buffer,
-                                      http::request_parser<http::string_body>& parser,
+  static Buffered parse_buffered_head(beast::flat_buffer& buffer, RequestParser& parser,
                                       const config::ServerLimits& limits, BodyLimit& body_limit,
                                       beast::error_code& ec);
   // Both: the path's body limit, from the request line at the start of
   // `head` (embeddings batches have their own), set before Beast parses the
   // head; then the head, whole in `buffer`, parsed in place (kRead: Beast
   // wants more).
-  static void use_path_body_limit(std::string_view head,
-                                  http::request_parser<http::string_body>& parser,
+  static void use_path_body_limit(std::string_view head, RequestParser& parser,
                                   const config::ServerLimits& limits, BodyLimit& body_limit);
-  static Buffered put_whole_head(beast::flat_buffer& buffer,
-                                 http::request_parser<http::string_body>& parser,
+  static Buffered put_whole_head(beast::flat_buffer& buffer, RequestParser& parser,
                                  beast::error_code& ec);
   static Buffered parse_buffered_body(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                      http::request_parser<http::string_body>& parser,
-                                      beast::error_code& ec);
+                                      RequestParser& parser, beast::error_code& ec);
   static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,
-                                                beast::flat_buffer& buffer,
-                                                http::request_parser<http::string_body>& parser,
+                                                beast::flat_buffer& buffer, RequestParser& parser,
                                                 const RequestContext& rc,
                                                 const config::ServerLimits& limits,
                                                 const BodyLimit& body_limit);

@@ -9,6 +9,7 @@
 #include "gateway/server/route_table.h"
 
 namespace llmgate::gateway {
+static_assert(std::is_same_v<RequestParser::value_type, Request>);
 namespace {
 
 using tcp = net::ip::tcp;
@@ -199,10 +200,11 @@ std::optional<ApiError> body_error(beast::error_code ec, const BodyLimit& body_l
 // answer to a body past either limit, as soon as it is, else nullopt with
 // `ec` set as the read left it. The buffer holds at most a limit's worth of
 // unparsed bytes and a read.
-net::awaitable<std::optional<ApiError>> read_chunked_body(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer,
-    http::request_parser<http::string_body>& parser, const config::ServerLimits& limits,
-    beast::error_code& ec) {
+net::awaitable<std::optional<ApiError>> read_chunked_body(beast::tcp_stream& stream,
+                                                          beast::flat_buffer& buffer,
+                                                          RequestParser& parser,
+                                                          const config::ServerLimits& limits,
+                                                          beast::error_code& ec) {
   ChunkedBodyReader reader(parser, limits.max_header_bytes);
   for (;;) {
     switch (reader.put(buffer, ec)) {
@@ -248,6 +250,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
                                             net::cancellation_signal& cancel) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
+  HeadArena head_arena;  // each request's head fields (outlives them: serve_request's)
   SessionTracker tracked(*this, w, &stream, admin);
   if (!admin && over_connection_limit(w)) {
     // Shed load with an answer, not a silent close: the client can retry.
@@ -269,7 +272,8 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // drain's cancellation of idle sessions cannot miss this one.)
       if (!admin && closing.load()) break;
       tracked.busy(false);
-      const bool more = co_await serve_request(w, stream, buffer, tracked, first, admin, cancel);
+      const bool more =
+          co_await serve_request(w, stream, buffer, head_arena, tracked, first, admin, cancel);
       if (!more) break;
     }
   } catch (const boost::system::system_error& e) {
@@ -289,7 +293,7 @@ bool Gateway::Impl::over_connection_limit(WorkerThread& w) {
 }
 
 net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_stream& stream,
-                                                  beast::flat_buffer& buffer,
+                                                  beast::flat_buffer& buffer, HeadArena& arena,
                                                   SessionTracker& tracked, bool first, bool admin,
                                                   net::cancellation_signal& cancel) {
   // Limits as the current config has them (a reload may change them).
@@ -297,7 +301,8 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   const auto& limits = snap->config->server.limits;
   // The path's: embeddings batches have their own (use_path_body_limit).
   BodyLimit body_limit{limits.max_body_bytes, "server.limits.max_body_size"};
-  http::request_parser<http::string_body> parser;
+  RequestParser parser(std::piecewise_construct, std::make_tuple(),
+                       std::make_tuple(HeadAllocator<char>(&arena)));
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
   if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
@@ -379,10 +384,11 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   co_return keep&& rc.keep_alive;
 }
 
-net::awaitable<bool> Gateway::Impl::read_request_head(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer,
-    http::request_parser<http::string_body>& parser, RequestContext& rc,
-    const config::ServerLimits& limits, BodyLimit& body_limit) {
+net::awaitable<bool> Gateway::Impl::read_request_head(beast::tcp_stream& stream,
+                                                      beast::flat_buffer& buffer,
+                                                      RequestParser& parser, RequestContext& rc,
+                                                      const config::ServerLimits& limits,
+                                                      BodyLimit& body_limit) {
   stream.expires_after(limits.client_header_timeout);  // the slowloris guard
   // The whole head is in the buffer before Beast parses it, so that what
   // Beast would quietly normalise (obs-fold) can be refused first.
@@ -419,9 +425,11 @@ net::awaitable<bool> Gateway::Impl::read_request_head(
   co_return false;
 }
 
-Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
-    beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
-    const config::ServerLimits& limits, BodyLimit& body_limit, beast::error_code& ec) {
+Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(beast::flat_buffer& buffer,
+                                                           RequestParser& parser,
+                                                           const config::ServerLimits& limits,
+                                                           BodyLimit& body_limit,
+                                                           beast::error_code& ec) {
   const std::string_view have = buffered(buffer);
   // What read_request_head answers itself (a version, a fold) goes there.
   const std::size_t head_end = request_head_end(have);
@@ -433,8 +441,7 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(
   return put_whole_head(buffer, parser, ec);
 }
 
-void Gateway::Impl::use_path_body_limit(std::string_view head,
-                                        http::request_parser<http::string_body>& parser,
+void Gateway::Impl::use_path_body_limit(std::string_view head, RequestParser& parser,
                                         const config::ServerLimits& limits, BodyLimit& body_limit) {
   const std::optional<std::string_view> path = post_path(head);
   if (!path) return;
@@ -447,9 +454,9 @@ void Gateway::Impl::use_path_body_limit(std::string_view head,
   parser.body_limit(body_limit.bytes);
 }
 
-Gateway::Impl::Buffered Gateway::Impl::put_whole_head(
-    beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
-    beast::error_code& ec) {
+Gateway::Impl::Buffered Gateway::Impl::put_whole_head(beast::flat_buffer& buffer,
+                                                      RequestParser& parser,
+                                                      beast::error_code& ec) {
   // Beast parses a head only once all of it is there; need_more is rare (a
   // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
   // and the read path goes on from where the parser is, as after a read.
@@ -463,9 +470,10 @@ Gateway::Impl::Buffered Gateway::Impl::put_whole_head(
   return parser.is_header_done() ? Buffered::kDone : Buffered::kRead;
 }
 
-Gateway::Impl::Buffered Gateway::Impl::parse_buffered_body(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer,
-    http::request_parser<http::string_body>& parser, beast::error_code& ec) {
+Gateway::Impl::Buffered Gateway::Impl::parse_buffered_body(beast::tcp_stream& stream,
+                                                           beast::flat_buffer& buffer,
+                                                           RequestParser& parser,
+                                                           beast::error_code& ec) {
   // No 100-continue to send, and a body of a known length that is all here.
   if (parser.get().find(http::field::expect) != parser.get().end()) return Buffered::kRead;
   if (!parser.is_done()) {
@@ -483,9 +491,8 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_body(
 }
 
 net::awaitable<bool> Gateway::Impl::read_request_body(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer,
-    http::request_parser<http::string_body>& parser, const RequestContext& rc,
-    const config::ServerLimits& limits, const BodyLimit& body_limit) {
+    beast::tcp_stream& stream, beast::flat_buffer& buffer, RequestParser& parser,
+    const RequestContext& rc, const config::ServerLimits& limits, const BodyLimit& body_limit) {
   if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
     http::response<http::empty_body> cont{http::status::continue_, rc.version};
     stream.expires_after(kWriteTimeout);

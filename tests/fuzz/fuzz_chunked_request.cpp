@@ -24,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace net = boost::asio;
 using llmgate::gateway::ChunkedBodyReader;
+using llmgate::gateway::RequestParser;
 using Status = ChunkedBodyReader::Status;
 
 namespace {
@@ -45,7 +47,7 @@ constexpr std::string_view kHead =
 constexpr std::uint64_t kBodyLimit = 64 * 1024;
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
-Fields fields_of(const http::request<http::string_body>& m) {
+Fields fields_of(const RequestParser::value_type& m) {
   Fields out;
   for (const auto& f : m) {
     out.emplace_back(std::string(f.name_string().data(), f.name_string().size()),
@@ -54,7 +56,7 @@ Fields fields_of(const http::request<http::string_body>& m) {
   return out;
 }
 
-void put_head(http::request_parser<http::string_body>& parser) {
+void put_head(RequestParser& parser) {
   parser.body_limit(kBodyLimit);
   beast::error_code ec;
   parser.put(net::buffer(kHead.data(), kHead.size()), ec);
@@ -70,7 +72,7 @@ struct Reference {
   std::size_t trailers = 0;      // the trailer section, its blank line included
 };
 Reference reference(std::string_view body) {
-  http::request_parser<http::string_body> parser;
+  RequestParser parser;
   put_head(parser);
   parser.eager(true);
   Reference out;
@@ -111,11 +113,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     max_trailers = 2 + data[2] % 128;
   const std::string_view body(reinterpret_cast<const char*>(data) + 3, size - 3);
 
-  http::request_parser<http::string_body> head_only;
+  RequestParser head_only;
   put_head(head_only);
   const Fields head_fields = fields_of(head_only.get());
 
-  http::request_parser<http::string_body> parser;
+  // As a session has it: the head's fields in the request's arena (and the
+  // trailer section's, which the reader swaps in and drops).
+  llmgate::gateway::HeadArena arena;
+  RequestParser parser(std::piecewise_construct, std::make_tuple(),
+                       std::make_tuple(llmgate::gateway::HeadAllocator<char>(&arena)));
   put_head(parser);
   Status status = Status::kNeedMore;
   beast::error_code ec;

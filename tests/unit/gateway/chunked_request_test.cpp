@@ -26,8 +26,8 @@ struct Read {
 
 // Parses kHead, then gives the reader `body` `piece` bytes at a time, as
 // reads would add them to the buffer.
-Read read_body(http::request_parser<http::string_body>& parser, std::string_view body,
-               std::size_t piece, std::size_t max_trailers, std::size_t max_line) {
+Read read_body(RequestParser& parser, std::string_view body, std::size_t piece,
+               std::size_t max_trailers, std::size_t max_line) {
   beast::error_code ec;
   parser.put(net::buffer(kHead.data(), kHead.size()), ec);
   EXPECT_FALSE(ec);
@@ -69,7 +69,7 @@ TEST(ChunkedBodyReader, ABodyWithExtensionsAndTrailersWithinTheLimitsIsReadWhole
       "5;name=value;q=\"quoted\"\r\nhello\r\n6;x\r\n world\r\n0;last\r\nX-Trailer: t\r\n"
       "X-Head: 2\r\n\r\n";
   for (std::size_t piece : {1u, 2u, 3u, 7u, 4096u}) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     const Read r = read_body(parser, body, piece, 64, 64);
     ASSERT_EQ(r.status, Status::kDone) << "piece " << piece << ": " << r.ec.message();
     EXPECT_EQ(parser.get().body(), "hello world");
@@ -87,13 +87,13 @@ TEST(ChunkedBodyReader, ALineOrTrailerSectionExactlyAtItsLimitIsRead) {
   // "5;" + 8 + CRLF = 12; "X-T: " + 5 + CRLF + CRLF = 14.
   const std::string body = "5;abcdefgh\r\nhello\r\n0\r\nX-T: abcde\r\n\r\n";
   for (std::size_t piece : {1u, 4096u}) {  // arriving bit by bit, and whole
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     const Read r = read_body(parser, body, piece, 14, 12);
     EXPECT_EQ(r.status, Status::kDone) << "piece " << piece << ": " << r.ec.message();
     EXPECT_EQ(parser.get().body(), "hello");
-    http::request_parser<http::string_body> one_less;
+    RequestParser one_less;
     EXPECT_EQ(read_body(one_less, body, piece, 13, 12).status, Status::kTrailers);
-    http::request_parser<http::string_body> line_one_less;
+    RequestParser line_one_less;
     EXPECT_EQ(read_body(line_one_less, body, piece, 14, 11).status, Status::kChunkLine);
   }
 }
@@ -101,7 +101,7 @@ TEST(ChunkedBodyReader, ALineOrTrailerSectionExactlyAtItsLimitIsRead) {
 TEST(ChunkedBodyReader, ALongChunkLineIsRefusedAsSoonAsItPassesTheLimit) {
   const std::string body = "5;" + std::string(100'000, 'a') + "\r\nhello\r\n0\r\n\r\n";
   for (std::size_t piece : {1u, 100u, 4096u}) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     const Read r = read_body(parser, body, piece, 64, 64);
     EXPECT_EQ(r.status, Status::kChunkLine) << "piece " << piece;
     EXPECT_LE(r.most_pending, 64 + piece) << "piece " << piece;
@@ -109,10 +109,10 @@ TEST(ChunkedBodyReader, ALongChunkLineIsRefusedAsSoonAsItPassesTheLimit) {
   // A whole line in one read, and the last chunk's line.
   for (std::string body : {"5;" + std::string(100, 'a') + "\r\nhello\r\n0\r\n\r\n",
                            "5\r\nhello\r\n0;" + std::string(100, 'a') + "\r\n\r\n"}) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     EXPECT_EQ(read_body(parser, body, 4096, 64, 64).status, Status::kChunkLine) << body;
   }
-  http::request_parser<http::string_body> parser;
+  RequestParser parser;
   EXPECT_EQ(read_body(parser, "0;" + std::string(1000, 'a') + "\r\n\r\n", 10, 64, 64).status,
             Status::kChunkLine);
 }
@@ -120,7 +120,7 @@ TEST(ChunkedBodyReader, ALongChunkLineIsRefusedAsSoonAsItPassesTheLimit) {
 TEST(ChunkedBodyReader, ALargeTrailerSectionIsRefusedAsSoonAsItPassesTheLimit) {
   const std::string body = "5\r\nhello\r\n0\r\nX-T: " + std::string(100'000, 'a') + "\r\n\r\n";
   for (std::size_t piece : {1u, 100u, 4096u}) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     const Read r = read_body(parser, body, piece, 64, 64);
     EXPECT_EQ(r.status, Status::kTrailers) << "piece " << piece;
     EXPECT_LE(r.most_pending, 2 + 3 + 64 + piece) << "piece " << piece;
@@ -128,7 +128,7 @@ TEST(ChunkedBodyReader, ALargeTrailerSectionIsRefusedAsSoonAsItPassesTheLimit) {
   // Many small fields as well as one large one, arriving with the rest.
   std::string fields;
   for (int i = 0; i < 100; ++i) fields += "X-" + std::to_string(i) + ": y\r\n";
-  http::request_parser<http::string_body> parser;
+  RequestParser parser;
   EXPECT_EQ(read_body(parser, "0\r\n" + fields + "\r\n", 4096, 64, 64).status, Status::kTrailers);
 }
 
@@ -137,7 +137,7 @@ TEST(ChunkedBodyReader, ALargeTrailerSectionIsRefusedAsSoonAsItPassesTheLimit) {
 // one-worker gateway). A max_header_size over 64 KiB lets one through.
 TEST(ChunkedBodyReader, ATrailerFieldBeastCannotHoldIsPastTheLimitNotAnException) {
   const std::string body = "5\r\nhello\r\n0\r\nX-T: " + std::string(70'000, 'a') + "\r\n\r\n";
-  http::request_parser<http::string_body> parser;
+  RequestParser parser;
   Read r;
   EXPECT_NO_THROW(r = read_body(parser, body, 4096, 1024 * 1024, 64));
   EXPECT_EQ(r.status, Status::kTrailers);
@@ -146,7 +146,7 @@ TEST(ChunkedBodyReader, ATrailerFieldBeastCannotHoldIsPastTheLimitNotAnException
 TEST(ChunkedBodyReader, WhatBeastRefusesIsAnError) {
   for (std::string body : {"zz\r\nhello\r\n0\r\n\r\n", "5;=\r\nhello\r\n0\r\n\r\n",
                            "5\r\nhello\r\n0\r\nbad trailer\r\n\r\n"}) {
-    http::request_parser<http::string_body> parser;
+    RequestParser parser;
     const Read r = read_body(parser, body, 4096, 64, 64);
     EXPECT_EQ(r.status, Status::kError) << body;
     EXPECT_TRUE(r.ec) << body;
