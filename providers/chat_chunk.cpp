@@ -65,9 +65,8 @@ class ChunkScanner : public JsonScanner {
   bool like_last_choice(std::size_t& count, ChatChunk& c);
   // Remembers the "choices" member [at, p_) as that template.
   void learn_choice(const char* at);
-  // The whole chunk when it is ChunkPrefix::lead, a string, the rest of the
-  // choice template and ChunkPrefix::after: `c` filled as scan() would;
-  // else false, `c` unchanged.
+  // The whole chunk when it is the stream's usual one (ChunkPrefix::usual):
+  // `c` filled as scan() would; else false, `c` unchanged.
   bool like_last_chunk(ChatChunk& c);
   // Remembers what followed "choices" as ChunkPrefix::after.
   void learn_after();
@@ -282,7 +281,7 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
   prefix_ = prefix;
   // The stream's usual chunk: nothing to scan but its content.
-  if (prefix && !prefix->lead.empty() && like_last_chunk(c)) return true;
+  if (prefix && prefix->usual && like_last_chunk(c)) return true;
   const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
   if (resume) {
     // The state the prefix left (see the resume point below).
@@ -345,13 +344,7 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
                                                 static_cast<std::uint32_t>(m.size())};
       }
     }
-    prefix->lead.clear();
-    if (prefix->after_set && prefix->choice_head != 0 && !prefix->text.empty()) {
-      prefix->lead.reserve(prefix->text.size() + kChoicesKey.size() + prefix->choice_head);
-      prefix->lead.append(prefix->text)
-          .append(kChoicesKey)
-          .append(prefix->choice, 0, prefix->choice_head);
-    }
+    prefix->usual = prefix->after_set && prefix->choice_head != 0 && !prefix->text.empty();
   }
   return true;
 }
@@ -456,19 +449,23 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
 
 bool ChunkScanner::like_last_chunk(ChatChunk& c) {
   const ChunkPrefix& t = *prefix_;
-  const std::string_view lead(t.lead);
+  const std::string_view text(t.text);
+  const std::string_view head = std::string_view(t.choice).substr(0, t.choice_head);
   const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
   const std::string_view after(t.after);
   const std::size_t last = t.hole_count ? t.holes[t.hole_count - 1].at : 0;
+  const std::size_t lead = text.size() + kChoicesKey.size() + head.size();
   const auto size = static_cast<std::size_t>(end_ - begin_);
   // (The ending first: a stream whose chunks end differently each time
   // pays for one comparison.)
-  if (size < lead.size() + 1 + tail.size() + after.size() - last ||
+  if (size < lead + 1 + tail.size() + after.size() - last ||
       std::memcmp(end_ - (after.size() - last), after.data() + last, after.size() - last) != 0 ||
-      std::memcmp(begin_, lead.data(), lead.size()) != 0) {
+      std::memcmp(begin_, text.data(), text.size()) != 0 ||
+      std::memcmp(begin_ + text.size(), kChoicesKey.data(), kChoicesKey.size()) != 0 ||
+      std::memcmp(begin_ + text.size() + kChoicesKey.size(), head.data(), head.size()) != 0) {
     return false;
   }
-  p_ = begin_ + lead.size();
+  p_ = begin_ + lead;
   const char* const content = p_;
   std::size_t chars = 0;
   if (!string<false>(chars, nullptr, nullptr) ||
@@ -534,7 +531,7 @@ void ChunkScanner::learn_after() {
 
 void ChunkScanner::learn_choice(const char* at) {
   ChunkPrefix& t = *prefix_;
-  t.lead.clear();  // set again at the end of a scan that succeeds
+  t.usual = false;  // set again at the end of a scan that succeeds
   const char* const content = content_->data();
   const char* const after = content + content_->size() + 1;
   const auto head = static_cast<std::uint32_t>(content - at);

@@ -130,7 +130,7 @@ struct ChunkPrefix {
   // (OpenAI's "obfuscation" string, a benchmark's time stamp) --, and
   // `plain` after it. A chunk that has `text`, then "choices": as `choice`
   // with another content string, then this, needs no other scan
-  // (after_set, `lead`).
+  // (after_set, `usual`).
   static constexpr std::size_t kHoles = 2;
   struct Hole {
     std::uint16_t at = 0;  // offset in `after`
@@ -142,12 +142,13 @@ struct ChunkPrefix {
   bool after_plain = true;
   bool after_set = false;
 
-  // The stream's usual chunk, as one text before its content string:
-  // `text`, "\"choices\":" and the choice's text before the content (set
-  // with after_set when a choice is known; empty otherwise). A chunk that
-  // starts with it, then a valid string, the rest of `choice` and `after`
-  // is read with one comparison of each side, without scanning any member.
-  std::string lead;
+  // The stream's usual chunk is known: `text`, "\"choices\":", the
+  // choice's text before its content, a string, the rest of `choice`, then
+  // `after`. Set at the end of a scan that read a chunk whole (with
+  // after_set and a choice), cleared when a choice is learnt. A chunk of
+  // that shape is read from those comparisons and its content string,
+  // without scanning any member.
+  bool usual = false;
 };
 // inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
 // remembering this chunk's prefix for the next.

@@ -619,30 +619,30 @@ TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
   }
 }
 
-// The usual chunk is one text before its content (ChunkPrefix::lead), made
-// at the end of a scan that read a chunk whole: a choice learnt by a chunk
-// whose scan then gave up (a repeated key, trailing bytes) leaves none, and
-// the chunks after it are read as a whole scan reads them.
-TEST(ChatChunkPrefix, AChoiceLearntByAChunkNotReadToItsEndLeavesNoLead) {
+// The usual chunk (ChunkPrefix::usual) is known at the end of a scan that
+// read a chunk whole: a choice learnt by a chunk whose scan then gave up (a
+// repeated key, trailing bytes) leaves none, and the chunks after it are
+// read as a whole scan reads them.
+TEST(ChatChunkPrefix, AChoiceLearntByAChunkNotReadToItsEndLeavesNoUsualChunk) {
   const UsualChunk u;
   const std::string &head = u.head, &like = u.like, &rest = u.rest, &usual = u.usual;
   const std::string other = R"("choices":[{"index":0,"delta":{"role":"assistant","content":")";
   ChunkPrefix prefix;
   u.learn(prefix);
-  ASSERT_FALSE(prefix.lead.empty());
-  EXPECT_EQ(prefix.lead, head + like);
+  ASSERT_TRUE(prefix.usual);
+  EXPECT_EQ(prefix.text, head);
   for (const std::string& broken : {
            head + other + "x" + rest + R"(,"usage":null,"usage":null})",
            head + other + "x" + rest + usual + " x",
        }) {
     ExpectSameChunk(Resumed(broken, prefix), inspect_chunk(broken));
-    EXPECT_TRUE(prefix.lead.empty()) << broken;
+    EXPECT_FALSE(prefix.usual) << broken;
     for (const std::string& next :
          {head + like + "a" + rest + usual, head + other + "b" + rest + usual,
           head + like + "c" + rest + usual}) {
       ExpectSameChunk(Resumed(next, prefix), inspect_chunk(next));
     }
-    EXPECT_EQ(prefix.lead, head + like);
+    EXPECT_TRUE(prefix.usual);
   }
 }
 
