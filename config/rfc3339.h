@@ -1,7 +1,8 @@
 // UTC timestamps as RFC 3339 writes them, to the second
 // ("2026-11-30T06:00:00Z"): how Anthropic lists models and rate-limit
 // resets, and how AWS (STS, container and instance credentials) says when
-// credentials expire. Beast-free, header-only.
+// credentials expire; format_utc for other layouts (SigV4's x-amz-date).
+// Beast-free, header-only.
 #pragma once
 
 #include <chrono>
@@ -11,13 +12,19 @@
 
 namespace llmgate::config {
 
-inline std::string format_rfc3339_utc(std::chrono::system_clock::time_point t) {
+// `t` in UTC, to the second, as strftime's `format` writes it (at most 31
+// characters).
+inline std::string format_utc(std::chrono::system_clock::time_point t, const char* format) {
   const std::time_t s = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
   gmtime_r(&s, &tm);
   char buf[32];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::size_t n = std::strftime(buf, sizeof buf, format, &tm);
   return std::string(buf, n);
+}
+
+inline std::string format_rfc3339_utc(std::chrono::system_clock::time_point t) {
+  return format_utc(t, "%Y-%m-%dT%H:%M:%SZ");
 }
 
 // Its date and time (fractions and the zone are not read: AWS writes UTC);

@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <array>
-#include <ctime>
 
 #include "config/ascii.h"
 #include "config/percent.h"
+#include "config/rfc3339.h"
 
 namespace llmgate::providers::cloud {
 namespace {
@@ -93,12 +93,7 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string sigv4_amz_date(std::chrono::system_clock::time_point t) {
-  const std::time_t s = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return std::string(buf, n);
+  return config::format_utc(t, "%Y%m%dT%H%M%SZ");
 }
 
 std::optional<std::chrono::system_clock::time_point> sigv4_parse_amz_date(std::string_view s) {
