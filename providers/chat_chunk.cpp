@@ -63,10 +63,22 @@ class ChunkScanner : public JsonScanner {
   // content choice with another string (ChunkPrefix::choice); else false,
   // p_ unmoved.
   bool like_last_choice(std::size_t& count, ChatChunk& c);
+  // The stream's content choice template at p_ (the '[' of "choices") with
+  // another valid content string: p_ past it; else nullopt, p_ unmoved.
+  struct ChoiceMatch {
+    const char* start;    // the '['
+    const char* content;  // the content string's first byte
+    const char* after;    // past its closing quote
+    std::size_t chars;    // its decoded size
+    std::string_view text() const {
+      return {content, static_cast<std::size_t>(after - 1 - content)};
+    }
+  };
+  [[gnu::always_inline]] inline std::optional<ChoiceMatch> match_choice();
   // Remembers the "choices" member [at, p_) as that template.
   void learn_choice(const char* at);
   // The whole chunk when it is the stream's usual one (ChunkPrefix::usual):
-  // `c` filled as scan() would; else false, `c` unchanged.
+  // `c` filled as scan() would; else false, `c` unchanged (p_ moved).
   bool like_last_chunk(ChatChunk& c);
   // Remembers what followed "choices" as ChunkPrefix::after.
   void learn_after();
@@ -281,7 +293,10 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
   const std::string_view text(begin_, static_cast<std::size_t>(end_ - begin_));
   prefix_ = prefix;
   // The stream's usual chunk: nothing to scan but its content.
-  if (prefix && prefix->usual && like_last_chunk(c)) return true;
+  if (prefix && prefix->usual) {
+    if (like_last_chunk(c)) return true;
+    p_ = begin_;  // as it was: scanned from the start (or the prefix) below
+  }
   const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
   if (resume) {
     // The state the prefix left (see the resume point below).
@@ -412,37 +427,45 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
   return true;
 }
 
-bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
+std::optional<ChunkScanner::ChoiceMatch> ChunkScanner::match_choice() {
   const ChunkPrefix& t = *prefix_;
-  if (t.choice_head == 0) return false;
+  if (t.choice_head == 0) return std::nullopt;
   const std::string_view head = std::string_view(t.choice).substr(0, t.choice_head);
   const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
   const char* const start = p_;
   if (static_cast<std::size_t>(end_ - p_) <= t.choice.size() ||
       std::memcmp(p_, head.data(), head.size()) != 0) {
-    return false;
+    return std::nullopt;
   }
   p_ += head.size();
   const char* const content = p_;
-  std::size_t size = 0;
-  if (!string<false>(size, nullptr, nullptr) || static_cast<std::size_t>(end_ - p_) < tail.size() ||
+  std::size_t chars = 0;
+  if (!string<false>(chars, nullptr, nullptr) ||
+      static_cast<std::size_t>(end_ - p_) < tail.size() ||
       std::memcmp(p_, tail.data(), tail.size()) != 0) {
     p_ = start;
-    return false;
+    return std::nullopt;
   }
-  const char* const after = p_;  // past the content's closing quote
+  const char* const after = p_;
   p_ += tail.size();
+  return ChoiceMatch{start, content, after, chars};
+}
+
+bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
+  const ChunkPrefix& t = *prefix_;
+  const std::optional<ChoiceMatch> m = match_choice();
+  if (!m) return false;
   auto view = [&](const ChunkPrefix::Span& s) -> std::optional<std::string_view> {
     if (!s.set) return std::nullopt;
-    return choice_view(t, s, start, after);
+    return choice_view(t, s, m->start, m->after);
   };
-  content_ = std::string_view(content, static_cast<std::size_t>(after - 1 - content));
+  content_ = m->text();
   role_ = view(t.role);
   finish_ = view(t.finish_reason);
   count = 1;
   // What choice() and delta() make of a plain choice.
-  c.output_chars += size;
-  if (size > 0) c.has_output = true;
+  c.output_chars += m->chars;
+  if (m->chars > 0) c.has_output = true;
   if (finish_) c.has_finish = true;
   return true;
 }
@@ -450,31 +473,21 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
 bool ChunkScanner::like_last_chunk(ChatChunk& c) {
   const ChunkPrefix& t = *prefix_;
   const std::string_view text(t.text);
-  const std::string_view head = std::string_view(t.choice).substr(0, t.choice_head);
-  const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
   const std::string_view after(t.after);
   const std::size_t last = t.hole_count ? t.holes[t.hole_count - 1].at : 0;
-  const std::size_t lead = text.size() + kChoicesKey.size() + head.size();
+  const std::size_t lead = text.size() + kChoicesKey.size();
   const auto size = static_cast<std::size_t>(end_ - begin_);
   // (The ending first: a stream whose chunks end differently each time
   // pays for one comparison.)
-  if (size < lead + 1 + tail.size() + after.size() - last ||
+  if (size < lead + after.size() - last ||
       std::memcmp(end_ - (after.size() - last), after.data() + last, after.size() - last) != 0 ||
       std::memcmp(begin_, text.data(), text.size()) != 0 ||
-      std::memcmp(begin_ + text.size(), kChoicesKey.data(), kChoicesKey.size()) != 0 ||
-      std::memcmp(begin_ + text.size() + kChoicesKey.size(), head.data(), head.size()) != 0) {
+      std::memcmp(begin_ + text.size(), kChoicesKey.data(), kChoicesKey.size()) != 0) {
     return false;
   }
   p_ = begin_ + lead;
-  const char* const content = p_;
-  std::size_t chars = 0;
-  if (!string<false>(chars, nullptr, nullptr) ||
-      static_cast<std::size_t>(end_ - p_) < tail.size() ||
-      std::memcmp(p_, tail.data(), tail.size()) != 0) {
-    return false;
-  }
-  const char* const after_content = p_;  // past the content's closing quote
-  p_ += tail.size();
+  const std::optional<ChoiceMatch> m = match_choice();
+  if (!m) return false;
   // The text between the holes as learnt, a value of the same kind in each.
   std::size_t from = 0;
   for (std::size_t i = 0; i < t.hole_count; ++i) {
@@ -493,10 +506,9 @@ bool ChunkScanner::like_last_chunk(ChatChunk& c) {
   if (static_cast<std::size_t>(end_ - p_) != after.size() - from) return false;
   // What scan() and finish() make of it: the prefix's members, the choice
   // as the template's with this content, what followed as learnt.
-  const char* const choice = begin_ + t.text.size() + kChoicesKey.size();
   c.kind = ChatChunk::Kind::kChunk;
-  c.output_chars += chars;
-  if (chars > 0) c.has_output = true;
+  c.output_chars += m->chars;
+  if (m->chars > 0) c.has_output = true;
   if (t.finish_reason.set) c.has_finish = true;
   if (t.after_plain) {
     c.plain = true;
@@ -504,9 +516,9 @@ bool ChunkScanner::like_last_chunk(ChatChunk& c) {
     c.has_role = t.role.set;
     c.has_content = true;
     c.has_finish_reason = t.finish_reason.set;
-    c.role = choice_view(t, t.role, choice, after_content);
-    c.content = std::string_view(content, static_cast<std::size_t>(after_content - 1 - content));
-    c.finish_reason = choice_view(t, t.finish_reason, choice, after_content);
+    c.role = choice_view(t, t.role, m->start, m->after);
+    c.content = m->text();
+    c.finish_reason = choice_view(t, t.finish_reason, m->start, m->after);
     c.meta_keys = t.meta_keys;
     for (std::size_t i = 0; i < c.meta.size(); ++i)
       c.meta[i] = std::string_view(begin_ + t.meta[i].first, t.meta[i].second);
