@@ -55,25 +55,7 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     rq.pinned_because = "previous_response_id is stored at provider " + *stored_at_;
   }
   auto health = rs_.health.check_model(model, now);
-  {
-    // Only for the decision: not held for as long as the answer streams,
-    // and the thread's (nothing between here and decide() suspends).
-    thread_local std::vector<routing::DeploymentView> views;
-    views.clear();
-    views.reserve(model.deployments.size());
-    for (std::size_t i = 0; i < model.deployments.size(); ++i) {
-      // Measured as this request's kind of traffic (its reasoning effort;
-      // without one, the deployment's own entry: no key to build).
-      const std::string& id = model.deployments[i].id();
-      views.push_back(
-          {req_.reasoning_effort.empty()
-               ? rs_.stats.get_or_prior(id, now)
-               : rs_.stats.get_or_prior(routing::stats_key(id, req_.reasoning_effort), now),
-           health[i]});
-    }
-    trace_.decision = routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
-                                      ctx_.worker.rng);
-  }
+  trace_.decision = decide_route(rq, health, now);
   // Room for every reserve candidate, so that promoting one never moves the
   // candidates a running attempt refers to.
   trace_.decision.candidates.reserve(trace_.decision.candidates.size() +
@@ -91,6 +73,30 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   if (LLMGATE_CANCELLED()) co_return false;
   if (continuation_ && continuation_->broken) co_return co_await end_broken_stream();
   co_return co_await respond_all_failed();
+}
+
+routing::RouteDecision ChatProxy::decide_route(const routing::RouteRequest& rq,
+                                               std::span<const routing::Availability> health,
+                                               Clock::time_point now) {
+  const config::Model& model = *rq.model;
+  // Only for the decision, not held for as long as the answer streams: the
+  // thread's (a plain function: nothing suspends between the fill and
+  // decide()).
+  thread_local std::vector<routing::DeploymentView> views;
+  views.clear();
+  views.reserve(model.deployments.size());
+  for (std::size_t i = 0; i < model.deployments.size(); ++i) {
+    // Measured as this request's kind of traffic (its reasoning effort;
+    // without one, the deployment's own entry: no key to build).
+    const std::string& id = model.deployments[i].id();
+    views.push_back(
+        {req_.reasoning_effort.empty()
+             ? rs_.stats.get_or_prior(id, now)
+             : rs_.stats.get_or_prior(routing::stats_key(id, req_.reasoning_effort), now),
+         health[i]});
+  }
+  return routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
+                         ctx_.worker.rng);
 }
 
 net::awaitable<void> ChatProxy::learn_fleet_affinity(Clock::time_point now) {

@@ -152,6 +152,10 @@ class ChatProxy {
   // The fleet's affinity entries of this request's prefixes and key
   // (shared_state), into this replica's table.
   net::awaitable<void> learn_fleet_affinity(Clock::time_point now);
+  // The route: the model's deployments as measured now, through the router.
+  routing::RouteDecision decide_route(const routing::RouteRequest& rq,
+                                      std::span<const routing::Availability> health,
+                                      Clock::time_point now);
   // Under e2e the client waits for the whole answer: the first side of a
   // race learning about a deployment may decline it (hedged()).
   bool may_decline(HedgeKind kind) const {
