@@ -77,7 +77,7 @@ bool log_enabled(LogLevel level) {
 void set_log_format(LogFormat format) { g_format.store(static_cast<int>(format)); }
 
 std::string format_log_line(LogLevel level, std::string_view message,
-                            const std::vector<LogField>& fields, LogFormat format) {
+                            std::span<const LogField> fields, LogFormat format) {
   if (format == LogFormat::kJson) {
     nlohmann::ordered_json j;
     j["ts"] = timestamp();
@@ -95,8 +95,11 @@ std::string format_log_line(LogLevel level, std::string_view message,
     // Replace invalid UTF-8 rather than throw: a log line never fails.
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
+  // One allocation: the line's size, quoting aside, is known.
+  std::size_t size = 48 + message.size();
+  for (const auto& f : fields) size += f.key.size() + f.value().size() + 4;
   std::string line;
-  line.reserve(256);
+  line.reserve(size);
   append_timestamp(line);
   line.append(" ").append(kNames[static_cast<int>(level)]).append(" ").append(message);
   for (const auto& f : fields) {
@@ -126,7 +129,7 @@ void log_refused_request(std::string_view request_id, std::string_view operation
   log_event(LogLevel::kInfo, "request", f);
 }
 
-void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields) {
+void log_event(LogLevel level, std::string_view message, std::span<const LogField> fields) {
   if (!log_enabled(level)) return;
   std::string line = format_log_line(
       level, message, fields, static_cast<LogFormat>(g_format.load(std::memory_order_relaxed)));

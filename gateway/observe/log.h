@@ -7,6 +7,7 @@
 // and outcomes only.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,7 +50,7 @@ struct LogField {
 };
 
 void log_line(LogLevel level, std::string_view message);
-void log_event(LogLevel level, std::string_view message, const std::vector<LogField>& fields);
+void log_event(LogLevel level, std::string_view message, std::span<const LogField> fields);
 
 // The request line (info) of a request refused before any upstream attempt
 // (docs/operations.md, "Refusals"): result=refused, the reason and the
@@ -60,6 +61,6 @@ void log_refused_request(std::string_view request_id, std::string_view operation
 
 // The line as log_event would write it (without the trailing newline), for tests.
 std::string format_log_line(LogLevel level, std::string_view message,
-                            const std::vector<LogField>& fields, LogFormat format);
+                            std::span<const LogField> fields, LogFormat format);
 
 }  // namespace llmgate::gateway

@@ -2,6 +2,7 @@
 #include "gateway/proxy/observers.h"
 
 #include <algorithm>
+#include <boost/container/small_vector.hpp>
 #include <string>
 #include <vector>
 
@@ -202,8 +203,8 @@ void RequestObservers::log_line(const RequestView& r, const AttemptRecord* rec,
                                 Clock::time_point end) const {
   if (!log_enabled(LogLevel::kInfo)) return;
   auto ms = [](double v) { return format_decimal(v); };
-  std::vector<LogField> f;
-  f.reserve(24);  // every field below at most once: one allocation
+  // Every field below at most once: on the stack.
+  boost::container::small_vector<LogField, 24> f;
   f.insert(f.end(), {{"request_id", r.rc.request_id},
                      {"operation", config::gen_ai_name(r.req.operation)},
                      {"model", r.req.model},
@@ -262,7 +263,7 @@ void RequestObservers::log_line(const RequestView& r, const AttemptRecord* rec,
     f.push_back({"route", route});
   f.push_back(
       {"duration_ms", ms(std::chrono::duration<double, std::milli>(end - r.start).count()), true});
-  log_event(LogLevel::kInfo, "request", f);
+  log_event(LogLevel::kInfo, "request", {f.data(), f.size()});
 }
 
 void RequestObservers::ended(const RequestView& r, const KeyStore::Charge& used,
