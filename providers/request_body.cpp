@@ -82,7 +82,40 @@ class ValueScanner : public JsonScanner {
   std::size_t base_;
 };
 
+// The top level of an object as kept_members() reads it.
+class KeptScanner : public JsonScanner {
+ public:
+  using JsonScanner::JsonScanner;
+
+  bool scan(std::string_view drop, KeptMembers& out) {
+    ws();
+    if (!eat('{')) return false;
+    std::array<std::string_view, KeptMembers::kMax> keys;
+    std::size_t n = 0;
+    out.count = 0;
+    const bool ok = members<true>(1, [&](std::string_view key) {
+      // Long keys read "" (kKeyCap): two of them are "a key twice" here.
+      if (key_escaped_ || n == keys.size()) return false;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (keys[i] == key) return false;
+      }
+      keys[n++] = key;
+      const char* const begin = key_begin_;
+      Value v;
+      if (!value(1, v)) return false;
+      if (key != drop) out.text[out.count++] = {begin, static_cast<std::size_t>(p_ - begin)};
+      return true;
+    });
+    ws();
+    return ok && at_end();
+  }
+};
+
 }  // namespace
+
+bool kept_members(std::string_view object, std::string_view drop, KeptMembers& out) {
+  return KeptScanner(object).scan(drop, out);
+}
 
 std::variant<RequestBody, RequestBody::Invalid> RequestBody::parse(std::string text) {
   RequestBody b;

@@ -11,6 +11,7 @@
 // use. Beast-free.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -137,6 +138,20 @@ class RequestBody {
   std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
   std::optional<nlohmann::json> dom_;
 };
+
+// The top-level members of a JSON object but those named `drop`, each as
+// its text (key, colon and value as written): RequestBody::spliced({},
+// {drop}) is '{', these joined by ',', and '}'. Nothing is copied, so a
+// stream's event can be rewritten without a parse. kept_members() reads
+// false (and `out` means nothing) for what it does not answer exactly: not
+// a valid JSON object, an escaped key, a key twice (spliced keeps the last),
+// more than kMax members.
+struct KeptMembers {
+  static constexpr std::size_t kMax = 16;
+  std::array<std::string_view, kMax> text{};
+  std::size_t count = 0;
+};
+bool kept_members(std::string_view object, std::string_view drop, KeptMembers& out);
 
 // A JSON string literal for `s` (quoted, escaped as nlohmann dumps it).
 std::string json_string(std::string_view s);

@@ -66,8 +66,8 @@ Refused refused_as(const ApiError& error, std::optional<AuthRejection> auth) {
 }
 
 std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& head,
-                                      std::string_view body, const config::Config& cfg,
-                                      KeyStore& keys, std::string_view via_name) {
+                                      std::string body, const config::Config& cfg, KeyStore& keys,
+                                      std::string_view via_name) {
   Admitted a;
   // Gateway keys first, as OpenAI does: a caller without a valid key learns
   // nothing about models or request shape.
@@ -77,7 +77,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
     a.key = std::get<const config::GatewayKey*>(k);
   }
   if (auto r = loop(head, via_name)) return *r;
-  auto parsed = api.parse(head.content_type, body);
+  auto parsed = api.parse(head.content_type, std::move(body));
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
   // (An Anthropic client's own document: what its deployments are sent,

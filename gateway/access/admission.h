@@ -56,7 +56,7 @@ inline Refused refused_as(const Refusal& r) { return refused_as(r.error, r.auth)
 // the body (400/415), the model (404), the key's model list and rates
 // (403/429), the routing override (400).
 std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& head,
-                                      std::string_view body, const config::Config& cfg,
-                                      KeyStore& keys, std::string_view via_name);
+                                      std::string body, const config::Config& cfg, KeyStore& keys,
+                                      std::string_view via_name);
 
 }  // namespace llmgate::gateway

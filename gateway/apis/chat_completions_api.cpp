@@ -25,6 +25,7 @@ class ChatAssembly final : public ClientApi::Assembly {
 
 // Frames `data` as one SSE event.
 void event(Outbox& out, std::string_view data) {
+  out.reserve(data.size() + 8);
   out.copy("data: ");
   out.copy(data);
   out.copy("\n\n");
@@ -36,8 +37,8 @@ class ChatCompletions final : public ClientApi {
   config::Operation operation() const override { return config::Operation::kChat; }
 
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                            std::string_view body) const override {
-    return parse_chat_request(content_type, body);
+                                            std::string body) const override {
+    return parse_chat_request(content_type, std::move(body));
   }
 
   void render(const providers::UpstreamEvent& ev, const ChatRequest& req,
@@ -62,7 +63,20 @@ void render_openai_chunk(const providers::UpstreamEvent& ev, const ChatRequest& 
   if (!req.include_usage && ev.chunk.usage) {
     if (ev.chunk.usage_only) return;  // the usage chunk the client did not ask for
     // Usage riding on a content or finish chunk: spliced out (the rest of
-    // the chunk's text as it came).
+    // the chunk's text as it came), in place when the chunk reads plainly.
+    providers::KeptMembers kept;
+    if (providers::kept_members(ev.data, "usage", kept)) {
+      std::size_t size = 10;  // "data: {", "}\n\n"
+      for (std::size_t i = 0; i < kept.count; ++i) size += kept.text[i].size() + 1;
+      out.reserve(size);
+      out.copy("data: {");
+      for (std::size_t i = 0; i < kept.count; ++i) {
+        if (i) out.copy(",");
+        out.copy(kept.text[i]);
+      }
+      out.copy("}\n\n");
+      return;
+    }
     auto chunk = providers::RequestBody::parse(std::string(ev.data));
     if (auto* c = std::get_if<providers::RequestBody>(&chunk))
       event(out, c->spliced({}, {"usage"}));

@@ -25,7 +25,7 @@ using Member = RequestBody::Member;
 
 }  // namespace
 
-std::optional<ApiError> parse_json_body(std::string_view content_type, std::string_view body,
+std::optional<ApiError> parse_json_body(std::string_view content_type, std::string body,
                                         RequestBody& out) {
   if (!content_type.empty() && !is_json_content_type(content_type)) {
     ApiError e = invalid_request("Content-Type must be application/json, got \"" +
@@ -35,7 +35,7 @@ std::optional<ApiError> parse_json_body(std::string_view content_type, std::stri
     return e;
   }
   if (body.empty()) return invalid_request("request body is empty: expected a JSON object");
-  auto parsed = RequestBody::parse(std::string(body));
+  auto parsed = RequestBody::parse(std::move(body));
   if (auto* b = std::get_if<RequestBody>(&parsed)) {
     out = std::move(*b);
     return std::nullopt;
@@ -212,10 +212,10 @@ void take_route(ChatRequest& r) {
 }  // namespace
 
 std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view content_type,
-                                                            std::string_view body) {
+                                                            std::string body) {
   ChatRequest r;
   r.operation = config::Operation::kResponses;
-  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, std::move(body), r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(r, "input", string_or_array, "a string or a non-empty array")) {
     return std::move(*e);
@@ -246,10 +246,10 @@ std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view con
 }
 
 std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view content_type,
-                                                             std::string_view body) {
+                                                             std::string body) {
   ChatRequest r;
   r.operation = config::Operation::kEmbeddings;
-  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, std::move(body), r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(r, "input", string_or_array,
                        "a non-empty string or a non-empty array of strings or token arrays")) {
@@ -275,10 +275,10 @@ std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view co
 }
 
 std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view content_type,
-                                                              std::string_view body) {
+                                                              std::string body) {
   ChatRequest r;
   r.operation = config::Operation::kCompletions;
-  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, std::move(body), r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = require(
           r, "prompt",
@@ -294,9 +294,9 @@ std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view c
 }
 
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
-                                                       std::string_view body) {
+                                                       std::string body) {
   ChatRequest r;
-  if (auto e = parse_json_body(content_type, body, r.body)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, std::move(body), r.body)) return std::move(*e);
   if (auto e = read_model(r)) return std::move(*e);
   if (auto e = read_messages(r)) return std::move(*e);
   if (auto e = read_stream_and_limits(r)) return std::move(*e);

@@ -70,21 +70,21 @@ inline constexpr std::string_view kReasoningEfforts[] = {"none",   "minimal", "l
 // A request body that must be a JSON object (`content_type`: the
 // Content-Type header's value; empty reads as JSON): indexed into `out`, or
 // the 400/415 that says why not.
-std::optional<ApiError> parse_json_body(std::string_view content_type, std::string_view body,
+std::optional<ApiError> parse_json_body(std::string_view content_type, std::string body,
                                         providers::RequestBody& out);
 
 // `content_type` is the request's Content-Type header value.
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view content_type,
-                                                       std::string_view body);
+                                                       std::string body);
 
 // POST /v1/responses, /v1/embeddings and /v1/completions (legacy): the same
 // admission for their own required fields (`input`, `prompt`).
 std::variant<ChatRequest, ApiError> parse_responses_request(std::string_view content_type,
-                                                            std::string_view body);
+                                                            std::string body);
 std::variant<ChatRequest, ApiError> parse_embeddings_request(std::string_view content_type,
-                                                             std::string_view body);
+                                                             std::string body);
 std::variant<ChatRequest, ApiError> parse_completions_request(std::string_view content_type,
-                                                              std::string_view body);
+                                                              std::string body);
 
 // The upstream body is the upstream protocol's to build
 // (providers::UpstreamProtocol::body): the client's own `stream` and

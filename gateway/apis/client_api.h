@@ -33,7 +33,7 @@ class ClientApi {
   virtual config::Operation operation() const = 0;
   // The request body's shape (admission; `content_type` is the header's value).
   virtual std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                                    std::string_view body) const = 0;
+                                                    std::string body) const = 0;
   // The shape of its errors.
   virtual ErrorShape error_shape() const { return ErrorShape::kOpenAi; }
   // Its path, for spans (http.route).

@@ -444,8 +444,8 @@ class Messages final : public ClientApi {
   std::string_view api_label() const override { return "messages"; }
 
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                            std::string_view body) const override {
-    return parse_messages_request(content_type, body);
+                                            std::string body) const override {
+    return parse_messages_request(content_type, std::move(body));
   }
 
   const providers::UpstreamProtocol* protocol_for(const config::Provider& p) const override {

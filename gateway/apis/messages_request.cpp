@@ -349,9 +349,9 @@ std::variant<MessagesTranslation, ApiError> translate_messages_request(const jso
 }
 
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
-                                                           std::string_view body) {
+                                                           std::string body) {
   providers::RequestBody native;
-  if (auto e = parse_json_body(content_type, body, native)) return std::move(*e);
+  if (auto e = parse_json_body(content_type, std::move(body), native)) return std::move(*e);
   // (Parsed apart: the DOM is not kept for the request's life.)
   auto translated = translate_messages_request(json::parse(native.text(), nullptr, false));
   if (auto* e = std::get_if<ApiError>(&translated)) return std::move(*e);

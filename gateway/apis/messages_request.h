@@ -34,6 +34,6 @@ struct MessagesTranslation {
 std::variant<MessagesTranslation, ApiError> translate_messages_request(const nlohmann::json& in);
 
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
-                                                           std::string_view body);
+                                                           std::string body);
 
 }  // namespace llmgate::gateway

@@ -227,8 +227,8 @@ class Responses final : public ClientApi {
   bool stores_responses() const override { return true; }
 
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                            std::string_view body) const override {
-    return parse_responses_request(content_type, body);
+                                            std::string body) const override {
+    return parse_responses_request(content_type, std::move(body));
   }
 
   void render(const providers::UpstreamEvent& ev, const ChatRequest&, Outbox& out) const override {
@@ -285,8 +285,8 @@ class Embeddings final : public ClientApi {
   std::string_view name() const override { return "embeddings"; }
   config::Operation operation() const override { return config::Operation::kEmbeddings; }
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                            std::string_view body) const override {
-    return parse_embeddings_request(content_type, body);
+                                            std::string body) const override {
+    return parse_embeddings_request(content_type, std::move(body));
   }
   // Never a stream (admission refuses `stream: true`).
   void render(const providers::UpstreamEvent&, const ChatRequest&, Outbox&) const override {}
@@ -365,8 +365,8 @@ class Completions final : public ClientApi {
   std::string_view name() const override { return "completions"; }
   config::Operation operation() const override { return config::Operation::kCompletions; }
   std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
-                                            std::string_view body) const override {
-    return parse_completions_request(content_type, body);
+                                            std::string body) const override {
+    return parse_completions_request(content_type, std::move(body));
   }
   void render(const providers::UpstreamEvent& ev, const ChatRequest& req,
               Outbox& out) const override {

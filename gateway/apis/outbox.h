@@ -2,14 +2,15 @@
 // until its next prepare()) and pieces of a scratch string (events held
 // across reads before the commit, or rewritten). Adjacent views are merged,
 // so an unchanged run of events is one piece. Steady state allocates
-// nothing: the vectors and the scratch string are reused. Beast-free: the
+// nothing: the segments and pieces live inline up to kInline, the scratch
+// string is reused. Beast-free: the
 // client stream turns pieces() into buffers for one gathered write.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace llmgate::gateway {
 
@@ -41,22 +42,23 @@ class Outbox {
     bool any = false;
     for (auto& s : segs_) any = any || s.ptr;
     if (!any) return;
-    // The segments move to a spare vector and back: both keep their room.
-    spare_.swap(segs_);
+    const Segs held(segs_.begin(), segs_.end());
     segs_.clear();
-    for (auto& s : spare_) {
+    for (auto& s : held) {
       if (s.ptr)
         copy({s.ptr, s.len});
       else
-        push(s);
+        segs_.push_back(s);
     }
   }
+  // Room in the scratch string for `n` more copied bytes (one allocation
+  // for an event copied in pieces).
+  void reserve(std::size_t n) { scratch_.reserve(scratch_.size() + n); }
   // The bytes, in order; valid until the next change.
   std::span<const std::string_view> pieces() {
     pieces_.clear();
-    pieces_.reserve(segs_.capacity());
     for (auto& s : segs_) pieces_.emplace_back(s.ptr ? s.ptr : scratch_.data() + s.off, s.len);
-    return pieces_;
+    return {pieces_.data(), pieces_.size()};
   }
   std::string str() {
     std::string out;
@@ -67,13 +69,12 @@ class Outbox {
     segs_.clear();
     scratch_.clear();
   }
-  // Between writes of a quiet stream: gives back the scratch string and
-  // hold()'s spare (what was held before the commit, a few hundred bytes
-  // an open stream need not keep); what a later event needs, it takes again.
+  // Between writes of a quiet stream: gives back the scratch string (what
+  // was held before the commit, a few hundred bytes an open stream need not
+  // keep); what a later event needs, it takes again.
   void shrink() {
     if (!segs_.empty()) return;
     std::string().swap(scratch_);
-    std::vector<Seg>().swap(spare_);
   }
 
  private:
@@ -81,14 +82,14 @@ class Outbox {
     const char* ptr;  // a view, or null for scratch_[off, off + len)
     std::size_t off, len;
   };
-  void push(Seg s) {
-    if (segs_.capacity() == 0) segs_.reserve(8);  // once, not 1, 2, 4, 8
-    segs_.push_back(s);
-  }
-  std::vector<Seg> segs_;
-  std::vector<Seg> spare_;  // hold()'s copy of segs_
+  // A request's usual write is a few pieces: the head, an event or a run of
+  // them, a rewritten one.
+  static constexpr std::size_t kInline = 8;
+  using Segs = boost::container::small_vector<Seg, kInline>;
+  void push(Seg s) { segs_.push_back(s); }
+  Segs segs_;
   std::string scratch_;
-  std::vector<std::string_view> pieces_;
+  boost::container::small_vector<std::string_view, kInline> pieces_;
 };
 
 }  // namespace llmgate::gateway

@@ -40,11 +40,12 @@ net::awaitable<bool> handle_api_request(Worker& worker, beast::tcp_stream& clien
   const config::Config& cfg = *snapshot->config;
   // Admission (admission.cpp): the key, a request loop, the body, the model,
   // the key's permissions and rates, the routing override.
+  // Admission takes the body (indexed, for every attempt's upstream body): not
+  // copied, and not held twice for a stream that may last minutes (an agent's
+  // conversation is tens of KiB a request).
+  RequestHead head = request_head(request);
   auto admitted =
-      admit(api, request_head(request), request.body(), cfg, *snapshot->keys, worker.via_name);
-  // Admission keeps the body it read (indexed, for every attempt's upstream
-  // body): the HTTP message's copy goes now, not at the end of a stream that
-  // may last minutes (an agent's conversation is tens of KiB a request).
+      admit(api, head, std::move(request.body()), cfg, *snapshot->keys, worker.via_name);
   std::string().swap(request.body());
   // A refusal before any attempt has its request line and its outcome in
   // llmgate_requests_total, as every answered request (docs/operations.md,

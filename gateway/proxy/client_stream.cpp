@@ -197,7 +197,6 @@ bool ClientStream::write_now(std::span<const std::string_view> body, bool last,
   std::size_t n = 0;
   for (const auto& b : body) n += b.size();
   bufs_.clear();
-  if (bufs_.capacity() == 0) bufs_.reserve(8);  // once, not 1, 2, 4, 8
   if (head_pending_) bufs_.emplace_back(head_.data(), head_.size());
   if (n > 0 && chunked()) {
     auto r = std::to_chars(size_line_.data(), size_line_.data() + 16, n, 16);
@@ -219,7 +218,7 @@ bool ClientStream::write_now(std::span<const std::string_view> body, bool last,
   if (bufs_.empty()) return true;
   head_sending_ = head_pending_;
   head_pending_ = false;
-  std::span<net::const_buffer> rest(bufs_);
+  std::span<net::const_buffer> rest(bufs_.data(), bufs_.size());
   if (send_now(client_.socket(), rest)) {
     failed_ = true;
     return true;

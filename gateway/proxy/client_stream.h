@@ -6,6 +6,7 @@
 
 #include <array>
 #include <boost/beast/http/empty_body.hpp>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -71,7 +72,7 @@ class ClientStream {
   std::string head_;
   bool head_pending_ = false;
   bool head_sending_ = false;  // in bufs_ (sent: freed)
-  std::vector<net::const_buffer> bufs_;
+  boost::container::small_vector<net::const_buffer, 8> bufs_;
   std::size_t rest_ = 0;              // bufs_[rest_...]: staged for write_rest()
   std::array<char, 24> size_line_{};  // the chunk's size line, in bufs_
 };

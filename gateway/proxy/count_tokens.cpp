@@ -51,8 +51,8 @@ net::awaitable<bool> handle_count_tokens(Worker& worker, beast::tcp_stream& clie
       body = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
   }
-  auto admitted =
-      admit(messages_api(), request_head(request), body, cfg, *snapshot->keys, worker.via_name);
+  auto admitted = admit(messages_api(), request_head(request), std::move(body), cfg,
+                        *snapshot->keys, worker.via_name);
   if (auto* no = std::get_if<Refusal>(&admitted)) {
     if (no->auth) snapshot->metrics->shared().on_auth_rejected(*no->auth);
     Response res = make_error_response(rc, no->error);

@@ -124,7 +124,11 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
                             std::string_view protocol_target) {
   const auto q = protocol_target.find('?');
   const std::string_view protocol_path = protocol_target.substr(0, q);
-  std::string path(protocol_path);
+  const std::string_view protocol_query =
+      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
+  // The path as up to two pieces (chat_path's prefix and the protocol's
+  // path), so that the usual target is built in one allocation.
+  std::string_view path_head, path_tail = protocol_path;
   if (!p.chat_path.empty()) {
     // chat_path is chat's; the other endpoints take the same prefix when it
     // ends with /chat/completions (Azure's /deployments/{model}/embeddings).
@@ -134,14 +138,16 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
                            protocol_path.substr(0, 11) == "/responses/" ||
                            protocol_path == "/embeddings" || protocol_path == "/completions";
     if (!other_api) {
-      path = p.chat_path;
+      path_tail = chat;
     } else if (chat.size() >= kChat.size() && chat.substr(chat.size() - kChat.size()) == kChat) {
-      path = std::string(chat.substr(0, chat.size() - kChat.size())) + std::string(protocol_path);
+      path_head = chat.substr(0, chat.size() - kChat.size());
     }
   }
-  const std::string_view protocol_query =
-      q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
-  if (auto at = path.find("{model}"); at != std::string::npos) {
+  std::string target;
+  target.reserve(p.base_url.path_prefix.size() + path_head.size() + path_tail.size() +
+                 protocol_query.size() + p.query.size() + 2);
+  target.append(p.base_url.path_prefix).append(path_head).append(path_tail);
+  if (auto at = target.find("{model}", p.base_url.path_prefix.size()); at != std::string::npos) {
     std::string encoded;
     for (unsigned char c : model) {
       // A model name is printable ASCII; what would end or split a path is encoded.
@@ -154,9 +160,8 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
         encoded += static_cast<char>(c);
       }
     }
-    path.replace(at, 7, encoded);
+    target.replace(at, 7, encoded);
   }
-  std::string target = p.base_url.path_prefix + path;
   for (std::string_view query : {protocol_query, std::string_view(p.query)}) {
     if (!query.empty())
       target.append(target.find('?') == std::string::npos ? "?" : "&").append(query);

@@ -253,6 +253,29 @@ void check_prefixes(std::string_view body, const json& doc,
   FUZZ_CHECK(media <= prompt.media);
 }
 
+// kept_members (a stream's chunk rewritten without a parse) against
+// RequestBody::spliced, the reference: where it answers, the same document,
+// and never for something that is not a JSON object.
+void check_kept_members(std::string_view body) {
+  using llmgate::providers::KeptMembers;
+  using llmgate::providers::RequestBody;
+  for (std::string_view drop : {"usage", "model"}) {
+    KeptMembers kept;
+    if (!llmgate::providers::kept_members(body, drop, kept)) continue;
+    FUZZ_CHECK(kept.count <= KeptMembers::kMax);
+    std::string joined = "{";
+    for (std::size_t i = 0; i < kept.count; ++i) {
+      if (i) joined += ',';
+      joined.append(kept.text[i]);
+    }
+    joined += '}';
+    auto parsed = RequestBody::parse(std::string(body));
+    auto* b = std::get_if<RequestBody>(&parsed);
+    FUZZ_CHECK(b != nullptr);
+    FUZZ_CHECK(b->spliced({}, {drop}) == joined);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -266,7 +289,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::variant<ChatRequest, ApiError> result;
   try {
-    result = llmgate::gateway::parse_chat_request(content_type, body);
+    result = llmgate::gateway::parse_chat_request(content_type, std::string(body));
   } catch (const std::exception& e) {
     escaped("parse_chat_request", e);
   }
@@ -292,5 +315,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Each medium is a whole string: its quotes, "data:" and ";base64,".
   FUZZ_CHECK(prompt.media_bytes >= 15 * static_cast<std::size_t>(prompt.media));
   if (doc.is_object()) check_prefixes(body, doc, prompt);
+  check_kept_members(body);
   return 0;
 }

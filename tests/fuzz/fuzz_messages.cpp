@@ -57,14 +57,14 @@ void each_event(std::string_view bytes, F&& f) {
 }
 
 void check_request(std::string_view input) {
-  auto r = llmgate::gateway::parse_messages_request("application/json", input);
+  auto r = llmgate::gateway::parse_messages_request("application/json", std::string(input));
   auto* req = std::get_if<ChatRequest>(&r);
   if (!req) return;
   FUZZ_CHECK(req->native.has_value());
   FUZZ_CHECK(!req->model.empty());
   FUZZ_CHECK(!req->native->contains("route"));
   // The chat translation is a chat request the gateway admits.
-  auto chat = llmgate::gateway::parse_chat_request("", req->body.text());
+  auto chat = llmgate::gateway::parse_chat_request("", std::string(req->body.text()));
   FUZZ_CHECK(std::holds_alternative<ChatRequest>(chat));
   FUZZ_CHECK(std::get<ChatRequest>(chat).model == req->model);
   if (req->untranslated) FUZZ_CHECK(!req->untranslated->param.empty());

@@ -35,8 +35,7 @@ auth:
   return c;
 }
 
-constexpr std::string_view kBody =
-    R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})";
+const std::string kBody = R"({"model":"chat","messages":[{"role":"user","content":"hi"}]})";
 
 RequestHead head(std::string_view authorization = "Bearer sk-app",
                  std::vector<std::string_view> via = {},
@@ -162,7 +161,7 @@ TEST(Admission, ABadRoutingOverrideIsA400NamingTheRoute) {
 // reason) and the model it names once that is known.
 TEST(Admission, EveryRefusalSaysWhyAndNamesItsModelOnceKnown) {
   KeyStore keys(cfg()->auth);
-  auto ask = [&](std::string_view authorization, std::string_view body,
+  auto ask = [&](std::string_view authorization, std::string body,
                  std::vector<std::string_view> via = {}) {
     return refusal(admit(chat_completions_api(), head(authorization, std::move(via)), body, *cfg(),
                          keys, "llmgate-abc"));

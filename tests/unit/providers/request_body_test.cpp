@@ -138,6 +138,42 @@ TEST(RequestBody, SplicingWritesAStringValueAsAJsonString) {
   EXPECT_EQ(j["user"], "\x01");
 }
 
+// A chunk's members but one, for a rewrite without a parse: the same
+// document as spliced() where it answers, and no answer where it could not
+// be exact.
+TEST(RequestBody, KeptMembersAreSplicedsDocumentWithoutAParse) {
+  auto joined = [](std::string_view text, std::string_view drop) -> std::optional<std::string> {
+    KeptMembers kept;
+    if (!kept_members(text, drop, kept)) return std::nullopt;
+    std::string out = "{";
+    for (std::size_t i = 0; i < kept.count; ++i) out.append(i ? "," : "").append(kept.text[i]);
+    return out + "}";
+  };
+  for (const std::string text : {
+           R"({"id":"c1","choices":[],"usage":{"prompt_tokens":1}})",
+           R"({"usage":{"prompt_tokens":1} , "id":"c1" })",
+           R"( {"id":"c1", "usage" : null, "x":1.50} )",
+           R"({"usage":{}})",
+           R"({})",
+           R"({"id":"café"})",
+       }) {
+    auto spliced = body(text).spliced({}, {"usage"});
+    EXPECT_EQ(joined(text, "usage"), spliced) << text;
+  }
+  EXPECT_EQ(joined(R"({"a":1,"usage":2,"b":3})", "usage"), R"({"a":1,"b":3})");
+  // Not answered: spliced() keeps only the last of a repeated key, decodes
+  // escaped keys; and what is not an object at all.
+  EXPECT_EQ(joined(R"({"usage":1,"a":2,"usage":3})", "usage"), std::nullopt);
+  EXPECT_EQ(joined(R"({"us\u0061ge":1,"a":2})", "usage"), std::nullopt);
+  EXPECT_EQ(joined(R"({"a":1,)", "usage"), std::nullopt);
+  EXPECT_EQ(joined(R"([1])", "usage"), std::nullopt);
+  EXPECT_EQ(joined(R"({"a":1} x)", "usage"), std::nullopt);
+  std::string many = "{";
+  for (int i = 0; i <= static_cast<int>(KeptMembers::kMax); ++i)
+    many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  EXPECT_EQ(joined(many + "}", "usage"), std::nullopt);
+}
+
 // Of a repeated key only the occurrence admission read (the last) goes
 // upstream: an upstream that kept the first would see a value never checked.
 TEST(RequestBody, SplicingForwardsOnlyTheLastOfARepeatedKey) {
