@@ -297,10 +297,10 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
     if (like_last_chunk(c)) return true;
     p_ = begin_;  // as it was: scanned from the start (or the prefix) below
   }
-  const bool resume = prefix && !prefix->text.empty() && text.starts_with(prefix->text);
+  const bool resume = prefix && !prefix->text().empty() && text.starts_with(prefix->text());
   if (resume) {
     // The state the prefix left (see the resume point below).
-    p_ = begin_ + prefix->text.size();
+    p_ = begin_ + prefix->text().size();
     seen = prefix->seen;
     meta_ = prefix->meta_keys;
     plain_ = prefix->plain;
@@ -346,9 +346,9 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
                         static_cast<std::size_t>(end_ - choices_end_) <= kMaxAfter;
     if (prefix->after_set) learn_after();
     if (at == 0) {
-      prefix->text.clear();
-    } else if (!resume || at != prefix->text.size()) {
-      prefix->text.assign(text.substr(0, at));
+      prefix->set(ChunkPrefix::kText, std::string_view());
+    } else if (!resume || at != prefix->text().size()) {
+      prefix->set(ChunkPrefix::kText, text.substr(0, at));
       prefix->seen = resume_seen;
       prefix->meta_keys = resume_meta;
       prefix->plain = resume_plain;
@@ -359,7 +359,7 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
                                                 static_cast<std::uint32_t>(m.size())};
       }
     }
-    prefix->usual = prefix->after_set && prefix->choice_head != 0 && !prefix->text.empty();
+    prefix->usual = prefix->after_set && prefix->choice_head != 0 && !prefix->text().empty();
   }
   return true;
 }
@@ -430,10 +430,11 @@ bool ChunkScanner::top_member(std::string_view key, unsigned& seen, std::size_t&
 std::optional<ChunkScanner::ChoiceMatch> ChunkScanner::match_choice() {
   const ChunkPrefix& t = *prefix_;
   if (t.choice_head == 0) return std::nullopt;
-  const std::string_view head = std::string_view(t.choice).substr(0, t.choice_head);
-  const std::string_view tail = std::string_view(t.choice).substr(t.choice_head);
+  const std::string_view choice = t.choice();
+  const std::string_view head = choice.substr(0, t.choice_head);
+  const std::string_view tail = choice.substr(t.choice_head);
   const char* const start = p_;
-  if (static_cast<std::size_t>(end_ - p_) <= t.choice.size() ||
+  if (static_cast<std::size_t>(end_ - p_) <= choice.size() ||
       std::memcmp(p_, head.data(), head.size()) != 0) {
     return std::nullopt;
   }
@@ -472,8 +473,8 @@ bool ChunkScanner::like_last_choice(std::size_t& count, ChatChunk& c) {
 
 bool ChunkScanner::like_last_chunk(ChatChunk& c) {
   const ChunkPrefix& t = *prefix_;
-  const std::string_view text(t.text);
-  const std::string_view after(t.after);
+  const std::string_view text = t.text();
+  const std::string_view after = t.after();
   const std::size_t last = t.hole_count ? t.holes[t.hole_count - 1].at : 0;
   const std::size_t lead = text.size() + kChoicesKey.size();
   const auto size = static_cast<std::size_t>(end_ - begin_);
@@ -529,14 +530,17 @@ bool ChunkScanner::like_last_chunk(ChatChunk& c) {
 
 void ChunkScanner::learn_after() {
   ChunkPrefix& t = *prefix_;
-  t.after.clear();
+  std::array<std::string_view, ChunkPrefix::kHoles + 1> pieces;
+  std::size_t size = 0;
   const char* from = choices_end_;
   for (std::size_t i = 0; i < hole_count_; ++i) {
-    t.after.append(from, holes_[i].begin);
-    t.holes[i] = {static_cast<std::uint16_t>(t.after.size()), holes_[i].number};
+    pieces[i] = {from, static_cast<std::size_t>(holes_[i].begin - from)};
+    size += pieces[i].size();
+    t.holes[i] = {static_cast<std::uint16_t>(size), holes_[i].number};
     from = holes_[i].end;
   }
-  t.after.append(from, end_);
+  pieces[hole_count_] = {from, static_cast<std::size_t>(end_ - from)};
+  t.set(ChunkPrefix::kAfter, std::span(pieces.data(), hole_count_ + 1));
   t.hole_count = static_cast<std::uint8_t>(hole_count_);
   t.after_plain = plain_;
 }
@@ -547,8 +551,9 @@ void ChunkScanner::learn_choice(const char* at) {
   const char* const content = content_->data();
   const char* const after = content + content_->size() + 1;
   const auto head = static_cast<std::uint32_t>(content - at);
-  t.choice.assign(at, head);
-  t.choice.append(after, static_cast<std::size_t>(p_ - after));
+  const std::array<std::string_view, 2> pieces{
+      std::string_view(at, head), std::string_view(after, static_cast<std::size_t>(p_ - after))};
+  t.set(ChunkPrefix::kChoice, pieces);
   t.choice_head = head;
   auto span = [&](const std::optional<std::string_view>& v) {
     if (!v) return ChunkPrefix::Span{};
@@ -589,6 +594,23 @@ bool ChunkScanner::finish(ChatChunk& c, unsigned seen, std::size_t choice_count,
 }
 
 }  // namespace
+
+void ChunkPrefix::set(Part p, std::span<const std::string_view> pieces) {
+  // A stream's three parts are about 250 bytes: room for them at once.
+  constexpr std::size_t kFirst = 256;
+  std::size_t n = 0;
+  for (std::string_view piece : pieces) n += piece.size();
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < p; ++i) at += size_[i];
+  if (const std::size_t need = store_.size() - size_[p] + n; need > store_.capacity())
+    store_.reserve(std::max(need, kFirst));
+  store_.replace(at, size_[p], n, '\0');
+  for (std::string_view piece : pieces) {
+    if (!piece.empty()) std::memcpy(store_.data() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  size_[p] = static_cast<std::uint32_t>(n);
+}
 
 namespace {
 // A token count as the scanner reads it: a non-negative integer up to

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -106,7 +107,8 @@ void inspect_chunk(std::string_view data, ChatChunk& c);
 // so a "choices" member made of those bytes around a valid string is read as
 // that chunk's was, with the new string: nothing in it but the string scanned.
 struct ChunkPrefix {
-  std::string text;  // empty: nothing to resume from
+  // The chunks' shared text before "choices" (empty: nothing to resume from).
+  std::string_view text() const { return part(kText); }
   unsigned seen = 0;
   unsigned meta_keys = 0;
   bool plain = true;
@@ -118,7 +120,8 @@ struct ChunkPrefix {
     std::uint32_t offset = 0, size = 0;
     bool set = false;
   };
-  std::string choice;             // the member's text before the content, then after it
+  // The member's text before the content, then after it.
+  std::string_view choice() const { return part(kChoice); }
   std::uint32_t choice_head = 0;  // bytes of `choice` up to the content's opening quote (0: none)
   Span role, finish_reason;       // the choice's role and finish reason strings, if any
 
@@ -136,7 +139,7 @@ struct ChunkPrefix {
     std::uint16_t at = 0;  // offset in `after`
     bool number = false;   // else a string
   };
-  std::string after;
+  std::string_view after() const { return part(kAfter); }
   std::array<Hole, kHoles> holes{};
   std::uint8_t hole_count = 0;
   bool after_plain = true;
@@ -149,6 +152,22 @@ struct ChunkPrefix {
   // that shape is read from those comparisons and its content string,
   // without scanning any member.
   bool usual = false;
+
+  // text(), choice() and after(), in that order in one buffer: one
+  // allocation a stream. Part `p` becomes `pieces` joined (never views of
+  // the buffer itself).
+  enum Part : std::size_t { kText, kChoice, kAfter };
+  void set(Part p, std::span<const std::string_view> pieces);
+  void set(Part p, std::string_view text) { set(p, std::span(&text, 1)); }
+
+ private:
+  std::string_view part(Part p) const {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < p; ++i) at += size_[i];
+    return std::string_view(store_).substr(at, size_[p]);
+  }
+  std::string store_;
+  std::array<std::uint32_t, 3> size_{};
 };
 // inspect_chunk(data, c) for the next chunk of the stream `prefix` follows,
 // remembering this chunk's prefix for the next.

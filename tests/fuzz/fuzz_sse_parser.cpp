@@ -209,7 +209,7 @@ void check_resumed(std::string_view data, const ChatChunk& whole,
     check_same_inspection(c, whole);
     // The scanner's answer (not parse_chunk's) leaves the prefix of this chunk.
     if (c.kind == ChatChunk::Kind::kChunk && c.json.is_null())
-      FUZZ_CHECK(data.starts_with(prefix.text) && !prefix.text.empty());
+      FUZZ_CHECK(data.starts_with(prefix.text()) && !prefix.text().empty());
   }
 }
 

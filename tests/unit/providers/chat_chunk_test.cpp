@@ -457,7 +457,7 @@ TEST(ChatChunkPrefix, ResumesAfterTheMembersAStreamsChunksShare) {
     ExpectSameChunk(c, inspect_chunk(data));
     EXPECT_TRUE(c.plain);
     EXPECT_EQ(c.meta[2], R"("gpt-4o-mini")");
-    EXPECT_EQ(prefix.text, head);  // up to the key of "choices"
+    EXPECT_EQ(prefix.text(), head);  // up to the key of "choices"
   }
 }
 
@@ -469,13 +469,13 @@ TEST(ChatChunkPrefix, AChunkThatOpensDifferentlyIsScannedWholeAndBecomesThePrefi
   const std::string b = R"({"id":"a","created":1234,"choices":[{"delta":{"content":"y"}}]})";
   const std::string c = R"({"choices":[{"delta":{"content":"z"}}],"id":"a"})";
   ExpectSameChunk(Resumed(a, prefix), inspect_chunk(a));
-  EXPECT_EQ(prefix.text, R"({"id":"a","created":123,)");
+  EXPECT_EQ(prefix.text(), R"({"id":"a","created":123,)");
   const ChatChunk rb = Resumed(b, prefix);
   ExpectSameChunk(rb, inspect_chunk(b));
   EXPECT_EQ(rb.meta[1], "1234");
-  EXPECT_EQ(prefix.text, R"({"id":"a","created":1234,)");
+  EXPECT_EQ(prefix.text(), R"({"id":"a","created":1234,)");
   ExpectSameChunk(Resumed(c, prefix), inspect_chunk(c));
-  EXPECT_EQ(prefix.text, "{");  // "choices" first: nothing before it to skip
+  EXPECT_EQ(prefix.text(), "{");  // "choices" first: nothing before it to skip
 }
 
 TEST(ChatChunkPrefix, WhatThePrefixSawStillCounts) {
@@ -491,7 +491,7 @@ TEST(ChatChunkPrefix, WhatThePrefixSawStillCounts) {
     const ChatChunk c = Resumed(data, prefix);
     ExpectSameChunk(c, inspect_chunk(data));
     EXPECT_FALSE(c.plain);
-    EXPECT_EQ(prefix.text, head);
+    EXPECT_EQ(prefix.text(), head);
   }
   EXPECT_EQ(Resumed(head + R"("choices":[]})", prefix).kind, ChatChunk::Kind::kChunk);
 }
@@ -505,7 +505,7 @@ TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
   ChunkPrefix prefix;
   ExpectSameChunk(Resumed(head + role, prefix), inspect_chunk(head + role));
   EXPECT_EQ(
-      prefix.choice,
+      prefix.choice(),
       R"([{"index":0,"delta":{"role":"assistant","content":","refusal":null},"logprobs":null,"finish_reason":null}])");
   EXPECT_TRUE(prefix.role.set);
   const std::string first = head + like + "Hel" + rest + "}";
@@ -513,7 +513,7 @@ TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
   // The member without the string between the content's quotes.
   const std::string learnt =
       R"([{"index":0,"delta":{"content":"},"logprobs":null,"finish_reason":null}])";
-  EXPECT_EQ(prefix.choice, learnt);
+  EXPECT_EQ(prefix.choice(), learnt);
   EXPECT_EQ(prefix.choice_head, 32u);  // up to the opening quote
   EXPECT_FALSE(prefix.role.set);
   // Content chunks that only differ in the string (and in what follows the
@@ -526,7 +526,7 @@ TEST(ChatChunkPrefix, AContentChunkLikeTheLastIsReadThroughItsChoiceTemplate) {
       ExpectSameChunk(c, inspect_chunk(data));
       EXPECT_TRUE(c.plain) << data;
       EXPECT_EQ(c.content.data(), data.data() + head.size() + like.size());
-      EXPECT_EQ(prefix.choice, learnt);
+      EXPECT_EQ(prefix.choice(), learnt);
     }
   }
   // Not a string the whole scan accepts, or not the same bytes after it:
@@ -587,14 +587,14 @@ TEST(ChatChunkPrefix, AChunkThatEndsLikeTheLastIsReadFromItsContentAlone) {
   ChunkPrefix prefix;
   u.learn(prefix);
   EXPECT_TRUE(prefix.after_set);
-  EXPECT_EQ(prefix.after, usual);
+  EXPECT_EQ(prefix.after(), usual);
   for (const std::string content : {"", " world", R"(\",\"usage\":null})", R"(\u00e9)"}) {
     const std::string data = head + like + content + rest + usual;
     const ChatChunk c = Resumed(data, prefix);
     ExpectSameChunk(c, inspect_chunk(data));
     EXPECT_TRUE(c.plain) << data;
     EXPECT_EQ(c.content.data(), data.data() + head.size() + like.size());
-    EXPECT_EQ(prefix.after, usual);
+    EXPECT_EQ(prefix.after(), usual);
   }
   // Ends the same way but is not the same chunk: what a whole scan says.
   for (const std::string& data : {
@@ -630,7 +630,7 @@ TEST(ChatChunkPrefix, AChoiceLearntByAChunkNotReadToItsEndLeavesNoUsualChunk) {
   ChunkPrefix prefix;
   u.learn(prefix);
   ASSERT_TRUE(prefix.usual);
-  EXPECT_EQ(prefix.text, head);
+  EXPECT_EQ(prefix.text(), head);
   for (const std::string& broken : {
            head + other + "x" + rest + R"(,"usage":null,"usage":null})",
            head + other + "x" + rest + usual + " x",
@@ -662,11 +662,11 @@ TEST(ChatChunkPrefix, AValueThatChangesEveryChunkIsAHoleInTheLearntEnding) {
   };
   both(R"(,"usage":null,"obfuscation":"a1"})", "Hel");
   EXPECT_TRUE(prefix.after_set);
-  EXPECT_EQ(prefix.after, R"(,"usage":null,"obfuscation":})");
+  EXPECT_EQ(prefix.after(), R"(,"usage":null,"obfuscation":})");
   EXPECT_EQ(prefix.hole_count, 1u);
   for (const std::string pad : {"b22", "", R"(\"},\"x)", R"(\u00e9)"}) {
     EXPECT_TRUE(both(R"(,"usage":null,"obfuscation":")" + pad + R"("})").plain) << pad;
-    EXPECT_EQ(prefix.after, R"(,"usage":null,"obfuscation":})");
+    EXPECT_EQ(prefix.after(), R"(,"usage":null,"obfuscation":})");
   }
   // Another kind of value, or not a value at all: what a whole scan says.
   for (const std::string tail :
@@ -679,7 +679,7 @@ TEST(ChatChunkPrefix, AValueThatChangesEveryChunkIsAHoleInTheLearntEnding) {
   // stays so through the hole.
   both(R"(,"x_sim_ns":87577498608592})");
   EXPECT_TRUE(prefix.after_set);
-  EXPECT_EQ(prefix.after, R"(,"x_sim_ns":})");
+  EXPECT_EQ(prefix.after(), R"(,"x_sim_ns":})");
   EXPECT_FALSE(prefix.after_plain);
   for (const std::string ns : {"87577499608441", "1", "-0", "1.5e3", "01", "1.", R"("s")"}) {
     const ChatChunk c = both(R"(,"x_sim_ns":)" + ns + "}");
@@ -688,7 +688,7 @@ TEST(ChatChunkPrefix, AValueThatChangesEveryChunkIsAHoleInTheLearntEnding) {
   // Two holes, and a bool (not a hole: the same text or no match).
   both(R"(,"a":1,"b":"x","c":true})");
   EXPECT_EQ(prefix.hole_count, 2u);
-  EXPECT_EQ(prefix.after, R"(,"a":,"b":,"c":true})");
+  EXPECT_EQ(prefix.after(), R"(,"a":,"b":,"c":true})");
   both(R"(,"a":22,"b":"yy","c":true})");
   both(R"(,"a":22,"b":"yy","c":false})");
 }
@@ -701,7 +701,7 @@ TEST(ChatChunkPrefix, WhitespaceBeforeTheFirstKeyIsResumedLikeAWholeScan) {
   ChunkPrefix prefix;
   const std::string a = R"({"choices":[{"delta":{"content":"x"}}]})";
   ExpectSameChunk(Resumed(a, prefix), inspect_chunk(a));
-  EXPECT_EQ(prefix.text, "{");
+  EXPECT_EQ(prefix.text(), "{");
   for (const std::string b :
        {R"({ "choices":[{"delta":{"reasoning":"hmm"}}]})", "{\n\t\"choices\":[]}", "{ }"}) {
     const ChatChunk c = Resumed(b, prefix);
