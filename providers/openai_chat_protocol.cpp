@@ -50,16 +50,17 @@ class PassThrough final : public UpstreamStream {
   ChunkPrefix prefix_;
 };
 
-// The client's stream_options with include_usage true (its text as it came
-// when it says so already).
-std::string stream_options(const RequestBody& in) {
+// The client's stream_options with include_usage true: its text as it came
+// when it says so already, else written into `written`.
+std::string_view stream_options(const RequestBody& in, std::string& written) {
   const RequestBody::Member* so = in.find("stream_options");
   if (so == nullptr || so->v.type != RequestBody::Type::kObject) return R"({"include_usage":true})";
   const auto usage = in.member_of(*so, "include_usage");
-  if (usage && usage->v.type == RequestBody::Type::kTrue) return std::string(in.text_of(*so));
+  if (usage && usage->v.type == RequestBody::Type::kTrue) return in.text_of(*so);
   nlohmann::json j = in.json_of(*so);
   j["include_usage"] = true;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  written = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return written;
 }
 
 class OpenAiChat final : public UpstreamProtocol {
@@ -76,8 +77,9 @@ class OpenAiChat final : public UpstreamProtocol {
     if (!r.stream_options || !r.stream) {
       return in.spliced({{"model", model}, {"stream", stream}}, {"stream_options"});
     }
+    std::string written;
     return in.spliced(
-        {{"model", model}, {"stream", stream}, {"stream_options", stream_options(in)}});
+        {{"model", model}, {"stream", stream}, {"stream_options", stream_options(in, written)}});
   }
 
   std::vector<std::pair<std::string, std::string>> headers(const std::string& api_key,

@@ -60,13 +60,13 @@ class ValueScanner : public JsonScanner {
     });
   }
 
-  bool array(std::vector<Member>& out) {
+  // Each element, until `on` returns false (then false, as for invalid text).
+  template <typename F>
+  bool array(F&& on) {
     if (!eat('[')) return false;
     return elements(1, [&] {
       Member m;
-      if (!value_here(m)) return false;
-      out.push_back(m);
-      return true;
+      return value_here(m) && on(m);
     });
   }
 
@@ -178,8 +178,18 @@ std::vector<Member> RequestBody::elements_of(const Member& m) const {
   std::vector<Member> out;
   if (m.v.type != Type::kArray) return out;
   out.reserve(m.v.size);
-  ValueScanner(text_of(m), m.value).array(out);
+  ValueScanner(text_of(m), m.value).array([&](const Member& e) {
+    out.push_back(e);
+    return true;
+  });
   return out;
+}
+
+bool RequestBody::each_element(const Member& m, void* on,
+                               bool (*call)(void*, std::size_t, const Member&)) const {
+  if (m.v.type != Type::kArray) return false;
+  std::size_t i = 0;
+  return ValueScanner(text_of(m), m.value).array([&](const Member& e) { return call(on, i++, e); });
 }
 
 nlohmann::json RequestBody::erase(std::string_view k) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -92,6 +93,14 @@ class RequestBody {
   std::optional<Member> member_of(const Member& m, std::string_view key) const;
   // The elements of an array value `m`, in order (their keys read "").
   std::vector<Member> elements_of(const Member& m) const;
+  // The same without a vector: on(i, element) for each element in order
+  // until it returns false. False when it did (or `m` is not an array).
+  template <typename F>
+  bool each_element(const Member& m, F&& on) const {
+    return each_element(m, &on, [](void* f, std::size_t i, const Member& e) {
+      return (*static_cast<std::remove_reference_t<F>*>(f))(i, e);
+    });
+  }
 
   // Takes `key` out of the document (every occurrence; the DOM too once
   // parsed). Returns the (last) value's document, or null when absent.
@@ -131,6 +140,8 @@ class RequestBody {
   // What tells keys apart: the decoded key, or for those that read "" (the
   // empty key, keys longer than kKeyCap) their text, quotes and all.
   std::pair<bool, std::string_view> identity(const Member& m) const;
+  bool each_element(const Member& m, void* on,
+                    bool (*call)(void*, std::size_t, const Member&)) const;
   // Scans text_ into members_, with Member::superseded (once: the text does
   // not change); false when it is not a JSON object.
   bool index();

@@ -88,20 +88,22 @@ std::optional<ApiError> read_messages(ChatRequest& r) {
   if (messages->v.type != Type::kArray || messages->v.size == 0) {
     return invalid_request("messages must be a non-empty array", "messages", "invalid_type");
   }
-  const auto list = r.body.elements_of(*messages);
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const Member& m = list[i];
+  std::optional<ApiError> error;
+  r.body.each_element(*messages, [&](std::size_t i, const Member& m) {
     if (m.v.type != Type::kObject) {
       std::string param = "messages[" + std::to_string(i) + "]";
-      return invalid_request(param + " must be an object", param, "invalid_type");
+      error = invalid_request(param + " must be an object", param, "invalid_type");
+      return false;
     }
     auto role = r.body.member_of(m, "role");
     if (!role || role->v.type != Type::kString) {
       std::string param = "messages[" + std::to_string(i) + "].role";
-      return invalid_request(param + " must be a string", param, "invalid_type");
+      error = invalid_request(param + " must be a string", param, "invalid_type");
+      return false;
     }
-  }
-  return std::nullopt;
+    return true;
+  });
+  return error;
 }
 
 // A boolean when present (null reads as absent).
