@@ -31,7 +31,7 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   }
   ConcurrencyLimiter::Slot slot;
   SharedLimits::Slot shared_slot;  // released before `slot`: the local one is the wider bound
-  if (!co_await reserve(c, slot, shared_slot)) co_return AttemptResult{};
+  if (!reserved_at_once(c) && !co_await reserve(c, slot, shared_slot)) co_return AttemptResult{};
   ++trace_.attempts;
   AttemptRecord rec;
   rec.deployment = c.deployment->id();
@@ -108,6 +108,11 @@ net::awaitable<AttemptResult> ChatProxy::run_attempt(const routing::PlannedCandi
   if (rec.outcome != AttemptOutcome::kHedgeLost && rec.outcome != AttemptOutcome::kSuccess)
     on_attempt_failed(rec);
   co_return r;
+}
+
+bool ChatProxy::reserved_at_once(const routing::Candidate& c) const {
+  return !snapshot_.limiters.contains(c.deployment->id()) &&
+         ctx_.worker.pools->get(*c.provider, snapshot_.tls).has_room();
 }
 
 net::awaitable<bool> ChatProxy::reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot,

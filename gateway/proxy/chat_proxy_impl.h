@@ -126,6 +126,9 @@ class ChatProxy {
   // One attempt with its bookkeeping (in-flight count, statistics, health),
   // recorded on every path including cancellation.
   net::awaitable<AttemptResult> run_attempt(const routing::PlannedCandidate& pc, int branch);
+  // Whether reserve() would answer true at once: no max_concurrent, room in
+  // the worker's pool (the usual case, without reserve()'s coroutine frame).
+  bool reserved_at_once(const routing::Candidate& c) const;
   // A slot of the deployment's max_concurrent (when it has one) and room in
   // the worker's pool: false when saturated (recorded, no attempt made).
   net::awaitable<bool> reserve(const routing::Candidate& c, ConcurrencyLimiter::Slot& slot,
