@@ -602,9 +602,11 @@ void ChunkPrefix::set(Part p, std::span<const std::string_view> pieces) {
   for (std::string_view piece : pieces) n += piece.size();
   std::size_t at = 0;
   for (std::size_t i = 0; i < p; ++i) at += size_[i];
-  if (const std::size_t need = store_.size() - size_[p] + n; need > store_.capacity())
-    store_.reserve(std::max(need, kFirst));
-  store_.replace(at, size_[p], n, '\0');
+  if (n != size_[p]) {
+    if (const std::size_t need = store_.size() - size_[p] + n; need > store_.capacity())
+      store_.reserve(std::max(need, kFirst));
+    store_.replace(at, size_[p], n, '\0');
+  }
   for (std::string_view piece : pieces) {
     if (!piece.empty()) std::memcpy(store_.data() + at, piece.data(), piece.size());
     at += piece.size();

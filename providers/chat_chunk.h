@@ -164,7 +164,7 @@ struct ChunkPrefix {
   std::string_view part(Part p) const {
     std::size_t at = 0;
     for (std::size_t i = 0; i < p; ++i) at += size_[i];
-    return std::string_view(store_).substr(at, size_[p]);
+    return {store_.data() + at, size_[p]};
   }
   std::string store_;
   std::array<std::uint32_t, 3> size_{};
