@@ -174,17 +174,6 @@ std::optional<Member> RequestBody::member_of(const Member& m, std::string_view k
   return found;
 }
 
-std::vector<Member> RequestBody::elements_of(const Member& m) const {
-  std::vector<Member> out;
-  if (m.v.type != Type::kArray) return out;
-  out.reserve(m.v.size);
-  ValueScanner(text_of(m), m.value).array([&](const Member& e) {
-    out.push_back(e);
-    return true;
-  });
-  return out;
-}
-
 bool RequestBody::each_element(const Member& m, void* on,
                                bool (*call)(void*, std::size_t, const Member&)) const {
   if (m.v.type != Type::kArray) return false;

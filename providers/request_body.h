@@ -91,10 +91,9 @@ class RequestBody {
   // In an object value `m`: the member named `key` (the last when repeated),
   // or nullopt. Its key is not kept (key() reads "").
   std::optional<Member> member_of(const Member& m, std::string_view key) const;
-  // The elements of an array value `m`, in order (their keys read "").
-  std::vector<Member> elements_of(const Member& m) const;
-  // The same without a vector: on(i, element) for each element in order
-  // until it returns false. False when it did (or `m` is not an array).
+  // The elements of an array value `m` (their keys read ""): on(i, element)
+  // for each in order until it returns false. False when it did (or `m` is
+  // not an array).
   template <typename F>
   bool each_element(const Member& m, F&& on) const {
     return each_element(m, &on, [](void* f, std::size_t i, const Member& e) {

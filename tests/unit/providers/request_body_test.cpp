@@ -69,7 +69,13 @@ TEST(RequestBody, ReadsNumbersAsNlohmannDoes) {
 TEST(RequestBody, TheLastOfARepeatedKeyCountsAsForNlohmann) {
   auto b = body(R"({"model":"a","model":"b","messages":[{"role":1,"role":"user"}]})");
   EXPECT_EQ(b.string_of(*b.find("model")), "b");
-  auto role = b.member_of(b.elements_of(*b.find("messages"))[0], "role");
+  std::optional<RequestBody::Member> first;
+  b.each_element(*b.find("messages"), [&](std::size_t, const RequestBody::Member& m) {
+    first = m;
+    return false;
+  });
+  ASSERT_TRUE(first);
+  auto role = b.member_of(*first, "role");
   ASSERT_TRUE(role);
   EXPECT_EQ(role->v.type, Type::kString);
   EXPECT_EQ(b.dom()["model"], "b");
