@@ -600,8 +600,7 @@ void ChunkPrefix::set(Part p, std::span<const std::string_view> pieces) {
   constexpr std::size_t kFirst = 256;
   std::size_t n = 0;
   for (std::string_view piece : pieces) n += piece.size();
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < p; ++i) at += size_[i];
+  std::size_t at = offset(p);
   if (n != size_[p]) {
     if (const std::size_t need = store_.size() - size_[p] + n; need > store_.capacity())
       store_.reserve(std::max(need, kFirst));

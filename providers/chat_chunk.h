@@ -161,11 +161,12 @@ struct ChunkPrefix {
   void set(Part p, std::string_view text) { set(p, std::span(&text, 1)); }
 
  private:
-  std::string_view part(Part p) const {
+  std::size_t offset(Part p) const {
     std::size_t at = 0;
     for (std::size_t i = 0; i < p; ++i) at += size_[i];
-    return {store_.data() + at, size_[p]};
+    return at;
   }
+  std::string_view part(Part p) const { return {store_.data() + offset(p), size_[p]}; }
   std::string store_;
   std::array<std::uint32_t, 3> size_{};
 };
