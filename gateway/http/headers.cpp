@@ -26,7 +26,7 @@ bool starts_with_icase(std::string_view s, std::string_view prefix) {
 
 }  // namespace
 
-bool is_hop_by_hop(std::string_view name, const std::vector<std::string>& tokens) {
+bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
   static constexpr std::array<std::string_view, 9> kHopByHop = {"connection",
                                                                 "keep-alive",
                                                                 "proxy-connection",
@@ -45,28 +45,21 @@ bool is_hop_by_hop(std::string_view name, const std::vector<std::string>& tokens
   return false;
 }
 
-std::vector<std::string> connection_tokens(std::string_view v) {
-  std::vector<std::string> out;
-  std::string cur;
-  auto flush = [&] {
-    while (!cur.empty() && cur.back() == ' ') cur.pop_back();
-    if (!cur.empty()) out.push_back(cur);
-    cur.clear();
-  };
-  for (char c : v) {
-    if (c == ',') {
-      flush();
-    } else if (!(c == ' ' && cur.empty())) {
-      cur.push_back(ascii_lower(c));
-    }
+void add_list_tokens(std::string_view v, ListTokens& out) {
+  while (!v.empty()) {
+    const std::size_t comma = v.find(',');
+    std::string_view t = v.substr(0, comma);
+    v.remove_prefix(comma == std::string_view::npos ? v.size() : comma + 1);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (!t.empty()) out.push_back(t);
   }
-  flush();
-  return out;
 }
 
-bool wants_keep_alive(unsigned version, const std::vector<std::string>& tokens) {
+bool wants_keep_alive(unsigned version, const ListTokens& tokens) {
   auto has = [&](std::string_view t) {
-    return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+    return std::any_of(tokens.begin(), tokens.end(),
+                       [&](std::string_view token) { return iequals(token, t); });
   };
   if (has("close")) return false;
   return version >= 11 || has("keep-alive");
@@ -115,18 +108,16 @@ std::string new_request_id() {
 }
 
 TransferCoding classify_transfer_encoding(const std::vector<std::string_view>& field_values) {
-  std::vector<std::string> codings;
-  for (auto value : field_values) {
-    for (auto& token : connection_tokens(value)) {  // the same list syntax, lower-cased
-      // Whitespace inside a list element (obs-fold turned into spaces) is
-      // not a coding we know: it will not compare equal to "chunked".
-      codings.push_back(std::move(token));
-    }
-  }
+  // The same list syntax as Connection's. Whitespace inside a list element
+  // (obs-fold turned into spaces) is not a coding we know: it will not
+  // compare equal to "chunked".
+  ListTokens codings;
+  for (auto value : field_values) add_list_tokens(value, codings);
   if (codings.empty())
     return field_values.empty() ? TransferCoding::kNone : TransferCoding::kInvalid;
-  if (codings.back() != "chunked") return TransferCoding::kInvalid;
-  if (std::count(codings.begin(), codings.end(), "chunked") > 1) return TransferCoding::kInvalid;
+  auto chunked = [](std::string_view c) { return iequals(c, "chunked"); };
+  if (!chunked(codings.back())) return TransferCoding::kInvalid;
+  if (std::count_if(codings.begin(), codings.end(), chunked) > 1) return TransferCoding::kInvalid;
   return codings.size() == 1 ? TransferCoding::kChunked : TransferCoding::kUnsupported;
 }
 

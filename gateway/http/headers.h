@@ -1,6 +1,7 @@
 // Header policy between client and upstream (RFC 9110 §7.6.1), Beast-free.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,17 +9,22 @@
 
 namespace llmgate::gateway {
 
+// The elements of comma-separated header values (a Connection line's
+// tokens, a Transfer-Encoding line's codings): views into the values, spaces
+// around each element trimmed, empty elements skipped; compared without
+// case. Inline for a head's usual few ("keep-alive"), so a request that
+// sends one allocates nothing for it.
+using ListTokens = boost::container::small_vector<std::string_view, 4>;
+void add_list_tokens(std::string_view header_value, ListTokens& out);
+
 // Connection-specific headers never forwarded by a proxy (RFC 9110 §7.6.1),
 // plus those named in the request's own Connection header.
-bool is_hop_by_hop(std::string_view name, const std::vector<std::string>& connection_tokens);
-
-// Parses a Connection header value into lower-case tokens.
-std::vector<std::string> connection_tokens(std::string_view connection_header);
+bool is_hop_by_hop(std::string_view name, const ListTokens& connection_tokens);
 
 // Whether a client wants its connection kept open after this request, from
 // every Connection line together (RFC 9112 §9.3): HTTP/1.1 unless one says
 // "close", HTTP/1.0 only if one says "keep-alive".
-bool wants_keep_alive(unsigned version, const std::vector<std::string>& connection_tokens);
+bool wants_keep_alive(unsigned version, const ListTokens& connection_tokens);
 
 // Client headers llmgate never forwards upstream even though they are
 // end-to-end: the client's credentials (the provider key replaces them), the

@@ -231,19 +231,26 @@ UpstreamMessage make_upstream_request(http::verb method, std::string target, std
   // those the Connection header names, and the client's credentials do not.
   // Every Connection line counts (a second one must not smuggle a header
   // past the hop-by-hop filter), and so does every Via line.
-  std::vector<std::string> hop;
-  std::string via;
+  ListTokens hop;
+  // The Via value: the client's, then ours (inline for the usual one).
+  boost::container::small_vector<char, 128> via;
+  auto via_append = [&via](std::string_view piece) {
+    via.insert(via.end(), piece.begin(), piece.end());
+  };
   for (const auto& f : client_request) {
     if (f.name() == http::field::connection) {
-      for (auto& t : connection_tokens(f.value())) hop.push_back(std::move(t));
+      add_list_tokens(f.value(), hop);
     } else if (f.name() == http::field::via) {
-      via.append(via.empty() ? "" : ", ").append(f.value());
+      via_append(via.empty() ? "" : ", ");
+      via_append(f.value());
     }
   }
-  via.append(via.empty() ? "" : ", ").append(rc.version == 10 ? "1.0 " : "1.1 ").append(via_name);
+  via_append(via.empty() ? "" : ", ");
+  via_append(rc.version == 10 ? "1.0 " : "1.1 ");
+  via_append(via_name);
   const std::string host = url.authority();
   SetFields set;
-  set.set("Via", via);
+  set.set("Via", std::string_view(via.data(), via.size()));
   set.set("Host", host);
   if (!body.empty()) set.set("Content-Type", "application/json");
   set.set("Accept", stream ? providers::content_type(protocol.framing()) : "application/json");

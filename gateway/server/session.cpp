@@ -338,10 +338,9 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   const Route route = route_of(request_path(head.target()).value_or(""));
   rc.error_shape = error_shape_of(route, head);
   // While draining, answer and close: clients reconnect to another replica.
-  std::vector<std::string> connection;  // every Connection line counts
+  ListTokens connection;  // every Connection line counts
   for (const auto& f : head) {
-    if (f.name() != http::field::connection) continue;
-    for (auto& t : connection_tokens(f.value())) connection.push_back(std::move(t));
+    if (f.name() == http::field::connection) add_list_tokens(f.value(), connection);
   }
   rc.keep_alive = wants_keep_alive(rc.version, connection) && !(draining.load() && !admin);
   if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);

@@ -146,7 +146,8 @@ TEST(ApiErrorShape, HasTheFourOpenAiFields) {
 }
 
 TEST(Headers, HopByHopIncludesThoseNamedInConnection) {
-  auto tokens = connection_tokens("keep-alive, X-Custom-Hop");
+  ListTokens tokens;
+  add_list_tokens("keep-alive, X-Custom-Hop", tokens);
   EXPECT_TRUE(is_hop_by_hop("Transfer-Encoding", {}));
   EXPECT_TRUE(is_hop_by_hop("TE", {}));
   EXPECT_TRUE(is_hop_by_hop("x-custom-hop", tokens));

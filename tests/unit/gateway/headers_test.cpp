@@ -44,6 +44,26 @@ TEST(KeepAlive, EveryConnectionLineCounts) {
   EXPECT_FALSE(wants_keep_alive(10, {"keep-alive", "close"}));
 }
 
+TEST(ListTokens, ElementsTrimmedEmptiesSkippedCaseKept) {
+  ListTokens t;
+  add_list_tokens(" Keep-Alive ,, x-hop,  ", t);
+  add_list_tokens("close", t);
+  add_list_tokens("", t);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0], "Keep-Alive");  // a view of the value: compared without case
+  EXPECT_EQ(t[1], "x-hop");
+  EXPECT_EQ(t[2], "close");
+  EXPECT_FALSE(wants_keep_alive(11, t));
+  EXPECT_TRUE(wants_keep_alive(10, {"KEEP-ALIVE"}));
+  EXPECT_TRUE(is_hop_by_hop("X-Hop", t));
+  // Inner whitespace stays in the element: not a coding we know.
+  EXPECT_EQ(classify_transfer_encoding({"CHUNKED"}), TransferCoding::kChunked);
+  EXPECT_EQ(classify_transfer_encoding({"gzip , Chunked"}), TransferCoding::kUnsupported);
+  EXPECT_EQ(classify_transfer_encoding({"chun ked"}), TransferCoding::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({"chunked", "chunked"}), TransferCoding::kInvalid);
+  EXPECT_EQ(classify_transfer_encoding({" , "}), TransferCoding::kInvalid);
+}
+
 TEST(RequestPath, OriginAndAbsoluteFormsOnly) {
   EXPECT_EQ(request_path("/v1/models?x=1"), "/v1/models");
   EXPECT_EQ(request_path("http://h:8080/v1/models?x"), "/v1/models");
