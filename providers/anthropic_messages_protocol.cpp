@@ -125,7 +125,9 @@ class AnthropicMessages final : public UpstreamProtocol {
  public:
   std::string_view name() const override { return "anthropic-messages"; }
 
-  std::string target(const std::string&, bool) const override { return "/messages"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/messages";
+  }
 
   // The client's own document, the deployment's model and `stream` put in.
   std::variant<std::string, Untranslatable> body(RequestBody& client_body,

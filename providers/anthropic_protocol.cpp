@@ -830,7 +830,9 @@ class Anthropic final : public UpstreamProtocol {
  public:
   std::string_view name() const override { return "anthropic"; }
 
-  std::string target(const std::string&, bool) const override { return "/messages"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/messages";
+  }
 
   std::variant<std::string, Untranslatable> body(RequestBody& client_body,
                                                  const UpstreamRequest& r) const override {

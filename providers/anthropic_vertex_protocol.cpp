@@ -20,8 +20,12 @@ class OnVertex final : public UpstreamProtocol {
 
   std::string_view name() const override { return name_; }
 
-  std::string target(const std::string& upstream_model, bool stream) const override {
-    return "/models/" + upstream_model + (stream ? ":streamRawPredict" : ":rawPredict");
+  std::string_view target(const std::string& upstream_model, bool stream,
+                          std::string& built) const override {
+    built.assign("/models/")
+        .append(upstream_model)
+        .append(stream ? ":streamRawPredict" : ":rawPredict");
+    return built;
   }
 
   std::variant<std::string, Untranslatable> body(RequestBody& client_body,

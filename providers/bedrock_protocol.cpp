@@ -476,9 +476,12 @@ class Bedrock final : public UpstreamProtocol {
 
   // The model id (or inference profile id or ARN) is one path segment:
   // ':' and '/' in it are encoded ("anthropic.claude-3-5-sonnet-20240620-v1%3A0").
-  std::string target(const std::string& upstream_model, bool stream) const override {
-    return "/model/" + config::percent_encode(upstream_model) +
-           (stream ? "/converse-stream" : "/converse");
+  std::string_view target(const std::string& upstream_model, bool stream,
+                          std::string& built) const override {
+    built.assign("/model/")
+        .append(config::percent_encode(upstream_model))
+        .append(stream ? "/converse-stream" : "/converse");
+    return built;
   }
 
   std::variant<std::string, Untranslatable> body(RequestBody& body,

@@ -752,9 +752,12 @@ class Gemini final : public UpstreamProtocol {
  public:
   std::string_view name() const override { return "gemini"; }
 
-  std::string target(const std::string& upstream_model, bool stream) const override {
-    return "/models/" + path_segment(upstream_model) +
-           (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
+  std::string_view target(const std::string& upstream_model, bool stream,
+                          std::string& built) const override {
+    built.assign("/models/")
+        .append(path_segment(upstream_model))
+        .append(stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
+    return built;
   }
 
   std::variant<std::string, Untranslatable> body(RequestBody& body,

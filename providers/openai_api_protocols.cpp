@@ -112,7 +112,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 class OpenAiResponses final : public OpenAiFamily {
  public:
   std::string_view name() const override { return "openai-responses"; }
-  std::string target(const std::string&, bool) const override { return "/responses"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/responses";
+  }
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
@@ -196,7 +198,9 @@ class OpenAiResponses final : public OpenAiFamily {
 class OpenAiEmbeddings final : public OpenAiFamily {
  public:
   std::string_view name() const override { return "openai-embeddings"; }
-  std::string target(const std::string&, bool) const override { return "/embeddings"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/embeddings";
+  }
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {
@@ -224,7 +228,9 @@ class OpenAiEmbeddings final : public OpenAiFamily {
 class OpenAiCompletions final : public OpenAiFamily {
  public:
   std::string_view name() const override { return "openai-completions"; }
-  std::string target(const std::string&, bool) const override { return "/completions"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/completions";
+  }
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {

@@ -68,7 +68,9 @@ class OpenAiChat final : public UpstreamProtocol {
   std::string_view name() const override { return "openai"; }
   bool passthrough() const override { return true; }
 
-  std::string target(const std::string&, bool) const override { return "/chat/completions"; }
+  std::string_view target(const std::string&, bool, std::string&) const override {
+    return "/chat/completions";
+  }
 
   std::variant<std::string, Untranslatable> body(RequestBody& in,
                                                  const UpstreamRequest& r) const override {

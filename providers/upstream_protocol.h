@@ -126,7 +126,10 @@ class UpstreamProtocol {
   // ("/chat/completions", "/messages",
   // "/models/gemini-2.5-flash:streamGenerateContent?alt=sse").
   // providers[].chat_path replaces the path of it, providers[].query adds to it.
-  virtual std::string target(const std::string& upstream_model, bool stream) const = 0;
+  // A fixed target is a view of a literal; one made from the model is written
+  // into `built` (assigned: a caller's kept string is reused) and viewed there.
+  virtual std::string_view target(const std::string& upstream_model, bool stream,
+                                  std::string& built) const = 0;
 
   // The upstream body from the client's chat document; calling it again for
   // another deployment gives that one's body. OpenAI: spliced from the

@@ -75,8 +75,10 @@ net::awaitable<bool> handle_count_tokens(Worker& worker, beast::tcp_stream& clie
     if (auto* why = std::get_if<std::string>(&credential)) {
       counted.error = *why;
     } else {
+      std::string target;
       const UpstreamMessage up = make_upstream_request(
-          http::verb::post, upstream_target(*p, d.model, "/messages/count_tokens"), std::move(sent),
+          http::verb::post, upstream_target(target, *p, d.model, "/messages/count_tokens"),
+          std::move(sent),
           /*stream=*/false, request, rc, worker.via_name, *p,
           providers::anthropic_messages_protocol(), {}, {}, std::get<0>(credential).get());
       counted = co_await ask(worker, *snapshot, *p, up);

@@ -234,9 +234,10 @@ net::awaitable<bool> ResourceExchange::exchange(const ResponseOwners::Owner& own
     error_ = upstream_error(502, "provider " + p.name + ": " + *why);
     co_return co_await refuse();
   }
+  std::string upstream;
   const auto up = make_upstream_request(
-      request_.method(), upstream_target(p, owner.upstream_model, target), request_.body(),
-      wants_stream, request_, rc_, worker_.via_name, p, protocol, traceparent,
+      request_.method(), upstream_target(upstream, p, owner.upstream_model, target),
+      request_.body(), wants_stream, request_, rc_, worker_.via_name, p, protocol, traceparent,
       trace_ ? std::string_view(trace_->trace_state) : std::string_view(),
       std::get<0>(credential).get());
   upstream_provider_ = &p;

@@ -438,10 +438,14 @@ net::awaitable<bool> UpstreamAttempt::respond_client_error(const std::string& op
 }
 
 UpstreamMessage UpstreamAttempt::upstream_request() {
+  // The targets are only read into the head below: the thread's strings (a
+  // plain function, nothing suspends), kept from one request to the next.
+  thread_local std::string protocol_built, target;
+  const std::string_view protocol_target =
+      protocol_.target(c_.deployment->model, request_.stream, protocol_built);
   return make_upstream_request(
       http::verb::post,
-      upstream_target(*c_.provider, c_.deployment->model,
-                      protocol_.target(c_.deployment->model, request_.stream)),
+      upstream_target(target, *c_.provider, c_.deployment->model, protocol_target),
       std::move(body_), request_.stream, ctx_.client_request, ctx_.rc, ctx_.worker.via_name,
       *c_.provider, protocol_, traceparent_,
       ctx_.request_trace ? ctx_.request_trace->trace_state : "", credential_.get());

@@ -120,14 +120,14 @@ net::awaitable<Exchanged> exchange_head(providers::ConnectionPool& pool, provide
 // The deployment's chat target below base_url's path: the protocol's
 // (path and query), its path replaced by chat_path (with {model} put in)
 // when one is set, then the provider's query.
-std::string upstream_target(const config::Provider& p, const std::string& model,
-                            std::string_view protocol_target) {
+std::string_view upstream_target(std::string& target, const config::Provider& p,
+                                 const std::string& model, std::string_view protocol_target) {
   const auto q = protocol_target.find('?');
   const std::string_view protocol_path = protocol_target.substr(0, q);
   const std::string_view protocol_query =
       q == std::string_view::npos ? std::string_view() : protocol_target.substr(q + 1);
   // The path as up to two pieces (chat_path's prefix and the protocol's
-  // path), so that the usual target is built in one allocation.
+  // path), so that the usual target is built in one piece.
   std::string_view path_head, path_tail = protocol_path;
   if (!p.chat_path.empty()) {
     // chat_path is chat's; the other endpoints take the same prefix when it
@@ -143,7 +143,7 @@ std::string upstream_target(const config::Provider& p, const std::string& model,
       path_head = chat.substr(0, chat.size() - kChat.size());
     }
   }
-  std::string target;
+  target.clear();
   target.reserve(p.base_url.path_prefix.size() + path_head.size() + path_tail.size() +
                  protocol_query.size() + p.query.size() + 2);
   target.append(p.base_url.path_prefix).append(path_head).append(path_tail);
@@ -219,7 +219,7 @@ std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request&
   return snapshot.tracer->begin(client_request["traceparent"], tracestate, rc.received);
 }
 
-UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
+UpstreamMessage make_upstream_request(http::verb method, std::string_view target, std::string body,
                                       bool stream, const Request& client_request,
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,

@@ -37,8 +37,10 @@ inline constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 // provider's chat_path (with {model} put in) when one is set — the other
 // OpenAI endpoints take its prefix when it ends with /chat/completions
 // (Azure's /deployments/{model}/embeddings) —, then the provider's query.
-std::string upstream_target(const config::Provider& p, const std::string& model,
-                            std::string_view protocol_target);
+// Written into `out` (assigned: a caller's kept string is reused); the
+// view is of it.
+std::string_view upstream_target(std::string& out, const config::Provider& p,
+                                 const std::string& model, std::string_view protocol_target);
 
 // A request to an upstream as it goes on the wire: the head (request line,
 // fields, blank line) serialized once into one string, and the body. Sent in
@@ -58,7 +60,7 @@ struct UpstreamMessage {
 // tracestate (dropped when empty). `credential`: its bearer token goes in
 // Authorization (auth:), or the request is signed with its AWS credentials
 // (AWS Signature Version 4, for the provider's aws_region; Bedrock).
-UpstreamMessage make_upstream_request(http::verb method, std::string target, std::string body,
+UpstreamMessage make_upstream_request(http::verb method, std::string_view target, std::string body,
                                       bool stream, const Request& client_request,
                                       const RequestContext& rc, std::string_view via_name,
                                       const config::Provider& provider,

@@ -167,7 +167,8 @@ void check_body(std::string_view text, const UpstreamRequest& r) {
 }
 
 void check_target(std::string_view bytes) {
-  const std::string t = bedrock().target(std::string(bytes.substr(0, 64)), true);
+  std::string built;
+  const std::string_view t = bedrock().target(std::string(bytes.substr(0, 64)), true, built);
   const std::string_view suffix = "/converse-stream";
   FUZZ_CHECK(t.starts_with("/model/") && t.ends_with(suffix));
   const std::string_view segment = std::string_view(t).substr(7, t.size() - 7 - suffix.size());

@@ -144,7 +144,8 @@ void check_body(std::string_view text, const UpstreamRequest& r) {
 
 void check_target(std::string_view bytes) {
   const std::string model(bytes.substr(0, 64));
-  const std::string t = gemini().target(model, true);
+  std::string built;
+  const std::string_view t = gemini().target(model, true, built);
   const std::string_view suffix = ":streamGenerateContent?alt=sse";
   FUZZ_CHECK(t.starts_with("/models/") && t.ends_with(suffix));
   const std::string_view segment = std::string_view(t).substr(8, t.size() - 8 - suffix.size());

@@ -662,7 +662,9 @@ TEST(AnthropicRequest, TargetAndHeaders) {
   const auto& p = anthropic_protocol();
   config::Provider provider;
   provider.anthropic_version = "2023-06-01";
-  EXPECT_EQ(p.target("claude-x", true), "/messages");
+  std::string built;
+  EXPECT_EQ(p.target("claude-x", true, built), "/messages");
+  EXPECT_TRUE(built.empty());  // a fixed target: nothing built
   EXPECT_EQ(p.name(), "anthropic");
   EXPECT_FALSE(p.passthrough());
   using Headers = std::vector<std::pair<std::string, std::string>>;

@@ -38,11 +38,12 @@ json converse(const json& doc) {
 }
 
 TEST(BedrockProtocol, TheTargetIsTheModelIdAsOnePathSegment) {
-  EXPECT_EQ(bedrock().target("anthropic.claude-3-5-sonnet-20240620-v1:0", true),
+  std::string built;  // the target is made from the model: written here
+  EXPECT_EQ(bedrock().target("anthropic.claude-3-5-sonnet-20240620-v1:0", true, built),
             "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");
-  EXPECT_EQ(bedrock().target("us.meta.llama3-2-90b-instruct-v1:0", false),
+  EXPECT_EQ(bedrock().target("us.meta.llama3-2-90b-instruct-v1:0", false, built),
             "/model/us.meta.llama3-2-90b-instruct-v1%3A0/converse");
-  EXPECT_EQ(bedrock().target("arn:aws:bedrock:us-east-1:1:inference-profile/x", true),
+  EXPECT_EQ(bedrock().target("arn:aws:bedrock:us-east-1:1:inference-profile/x", true, built),
             "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fx/converse-stream");
   EXPECT_EQ(bedrock().framing(), Framing::kEventStream);
 }

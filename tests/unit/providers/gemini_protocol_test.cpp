@@ -332,12 +332,15 @@ TEST_F(GeminiStream, ACommentBlockIsAKeepAliveOfOurOwn) {
 // --- requests ---------------------------------------------------------------
 
 TEST_F(GeminiRequest, TargetsTheModelsMethod) {
-  EXPECT_EQ(gemini.target("gemini-2.5-flash", true),
+  std::string built;  // the target is made from the model: written here
+  EXPECT_EQ(gemini.target("gemini-2.5-flash", true, built),
             "/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
-  EXPECT_EQ(gemini.target("gemini-2.5-flash", false), "/models/gemini-2.5-flash:generateContent");
-  EXPECT_EQ(gemini.target("models/gemini-2.5-pro", false),
+  EXPECT_EQ(gemini.target("gemini-2.5-flash", false, built),
+            "/models/gemini-2.5-flash:generateContent");
+  EXPECT_EQ(gemini.target("models/gemini-2.5-pro", false, built),
             "/models/gemini-2.5-pro:generateContent");
-  EXPECT_EQ(gemini.target("my model?#%", false), "/models/my%20model%3F%23%25:generateContent");
+  EXPECT_EQ(gemini.target("my model?#%", false, built),
+            "/models/my%20model%3F%23%25:generateContent");
 }
 
 TEST_F(GeminiRequest, SendsTheKeyAsXGoogApiKey) {
