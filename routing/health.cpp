@@ -228,14 +228,14 @@ Availability HealthTracker::own_state(const Entry* e, Clock::time_point now) con
 }
 
 template <class IdAt>
-std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
-                                                   Clock::time_point now) {
-  std::vector<Availability> out;
-  out.reserve(n);
+void HealthTracker::check_ids(std::size_t n, IdAt id_at, Clock::time_point now,
+                              std::vector<Availability>& out) {
+  out.resize(n);
   if (unclean_.load(std::memory_order_relaxed) == 0) {
     // All healthy, nothing pending: each one's own state, without an entry.
-    out.resize(n, own_state(nullptr, now));
-    return out;
+    const Availability healthy = own_state(nullptr, now);
+    for (Availability& a : out) a = healthy;
+    return;
   }
   std::lock_guard lock(mu_);
   std::vector<std::size_t> ejected;  // indices kept out for ejection
@@ -254,8 +254,8 @@ std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
       e->probe_taken_at = e->last_probe_at = now;  // so a repeated id sees it taken
       settle(*e);
     }
-    if (out_for_ejection(a)) ejected.push_back(out.size());
-    out.push_back(std::move(a));
+    if (out_for_ejection(a)) ejected.push_back(i);
+    out[i] = std::move(a);
   }
 
   // The cap: the earliest ejected stay out, the rest are routed anyway. The
@@ -283,20 +283,21 @@ std::vector<Availability> HealthTracker::check_ids(std::size_t n, IdAt id_at,
       out[i].reason = "panic: all candidates ejected";
     }
   }
-  return out;
 }
 
 std::vector<Availability> HealthTracker::check(const std::vector<std::string>& ids,
                                                Clock::time_point now) {
-  return check_ids(
-      ids.size(), [&](std::size_t i) -> const std::string& { return ids[i]; }, now);
+  std::vector<Availability> out;
+  check_ids(
+      ids.size(), [&](std::size_t i) -> const std::string& { return ids[i]; }, now, out);
+  return out;
 }
 
-std::vector<Availability> HealthTracker::check_model(const config::Model& model,
-                                                     Clock::time_point now) {
-  return check_ids(
+void HealthTracker::check_model(const config::Model& model, Clock::time_point now,
+                                std::vector<Availability>& out) {
+  check_ids(
       model.deployments.size(),
-      [&](std::size_t i) -> const std::string& { return model.deployments[i].id(); }, now);
+      [&](std::size_t i) -> const std::string& { return model.deployments[i].id(); }, now, out);
 }
 
 void HealthTracker::release_probe(const std::string& deployment) {

@@ -114,8 +114,10 @@ class HealthTracker {
   //  - panic: if nothing is routable and something is out only for
   //    ejection, every ejected / half-open one becomes routable (panic=true).
   std::vector<Availability> check(const std::vector<std::string>& ids, Clock::time_point now);
-  // The same for a model's deployments, by their ids (none copied).
-  std::vector<Availability> check_model(const config::Model& model, Clock::time_point now);
+  // The same for a model's deployments, by their ids (none copied), into
+  // `out` (its elements reused: a caller's kept vector allocates nothing).
+  void check_model(const config::Model& model, Clock::time_point now,
+                   std::vector<Availability>& out);
 
   // The probe handed out by check() was not attempted after all (another
   // candidate served the request, or it was cancelled): free the slot.
@@ -167,7 +169,7 @@ class HealthTracker {
 
   // check() over `n` ids, the i-th `id_at(i)`.
   template <class IdAt>
-  std::vector<Availability> check_ids(std::size_t n, IdAt id_at, Clock::time_point now);
+  void check_ids(std::size_t n, IdAt id_at, Clock::time_point now, std::vector<Availability>& out);
   // One deployment's state (e: its entry, if any), before the cap and panic
   // mode.
   Availability own_state(const Entry* e, Clock::time_point now) const;

@@ -427,8 +427,14 @@ void StatsRegistry::Entry::refresh_window_figures(Clock::time_point now) {
 }
 
 DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
+  DeploymentStats s;
+  snapshot_into(e, now, s);
+  return s;
+}
+
+void StatsRegistry::snapshot_into(Entry& e, Clock::time_point now, DeploymentStats& s) const {
   e.refresh_window_figures(now);
-  DeploymentStats s = e.counters;
+  s = e.counters;  // (assigned: the id's string reuses what `s` holds)
   s.ttft_estimate_ms = e.ttft_estimate(now);
   s.ttft_spread = e.ttft.spread();
   s.ttft_samples = e.ttft.samples();
@@ -467,7 +473,6 @@ DeploymentStats StatsRegistry::snapshot(Entry& e, Clock::time_point now) const {
   s.chars_per_s_estimate = e.chars_per_s.value();
   s.error_rate = e.failures.error_rate(now);
   s.consecutive_failures = e.failures.consecutive_failures();
-  return s;
 }
 
 void StatsRegistry::record_first_token(const std::string& deployment,
@@ -576,6 +581,13 @@ DeploymentStats StatsRegistry::snapshot(Slot& s, Clock::time_point now) const {
 DeploymentStats StatsRegistry::get_or_prior(const std::string& deployment,
                                             Clock::time_point now) const {
   return snapshot(slot(deployment), now);
+}
+
+void StatsRegistry::get_or_prior(const std::string& deployment, Clock::time_point now,
+                                 DeploymentStats& into) const {
+  Slot& s = slot(deployment);
+  std::lock_guard lock(s.mu);
+  snapshot_into(s.entry, now, into);
 }
 
 std::optional<DeploymentStats> StatsRegistry::get(const std::string& deployment,

@@ -286,6 +286,10 @@ class StatsRegistry {
   // The snapshot, or what the router assumes of a deployment never used.
   DeploymentStats get_or_prior(const std::string& deployment,
                                Clock::time_point now = Clock::now()) const;
+  // The same into a caller's kept one (the router's per-thread views): its
+  // string reused, nothing allocated once it has held a deployment's id.
+  void get_or_prior(const std::string& deployment, Clock::time_point now,
+                    DeploymentStats& into) const;
   std::optional<DeploymentStats> get(const std::string& deployment,
                                      Clock::time_point now = Clock::now()) const;
   std::vector<DeploymentStats> all(Clock::time_point now = Clock::now()) const;
@@ -400,6 +404,7 @@ class StatsRegistry {
   // The entry's lock held, from here down.
   Recorded record_into(Entry& e, const AttemptRecord& record, Clock::time_point now);
   DeploymentStats snapshot(Entry& e, Clock::time_point now) const;
+  void snapshot_into(Entry& e, Clock::time_point now, DeploymentStats& s) const;
   DeploymentStats snapshot(Slot& s, Clock::time_point now) const;  // takes its lock
   // f(key, where the effort starts in it, slot) for each of the
   // deployment's effort entries (mu_ held; the entries' locks are f's).

@@ -54,13 +54,12 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
     rq.pinned_provider = *stored_at_;
     rq.pinned_because = "previous_response_id is stored at provider " + *stored_at_;
   }
-  auto health = rs_.health.check_model(model, now);
-  trace_.decision = decide_route(rq, health, now);
+  ProbeSlots probes(rs_.health, model);
+  trace_.decision = decide_route(rq, probes, now);
   // Room for every reserve candidate, so that promoting one never moves the
   // candidates a running attempt refers to.
   trace_.decision.candidates.reserve(trace_.decision.candidates.size() +
                                      trace_.decision.reserve.size());
-  ProbeSlots probes(rs_.health, model, health);
   rs_.retries.deposit(now);
   if (trace_.decision.candidates.empty()) co_return co_await respond_no_route();
 
@@ -75,25 +74,27 @@ net::awaitable<bool> ChatProxy::run(const config::Model& model) {
   co_return co_await respond_all_failed();
 }
 
-routing::RouteDecision ChatProxy::decide_route(const routing::RouteRequest& rq,
-                                               std::span<const routing::Availability> health,
+routing::RouteDecision ChatProxy::decide_route(const routing::RouteRequest& rq, ProbeSlots& probes,
                                                Clock::time_point now) {
   const config::Model& model = *rq.model;
   // Only for the decision, not held for as long as the answer streams: the
-  // thread's (a plain function: nothing suspends between the fill and
-  // decide()).
+  // thread's, kept with their strings from one request to the next (a plain
+  // function: nothing suspends between the fill and decide()).
+  thread_local std::vector<routing::Availability> health;
   thread_local std::vector<routing::DeploymentView> views;
-  views.clear();
-  views.reserve(model.deployments.size());
+  rs_.health.check_model(model, now, health);
+  probes.taken(health);
+  views.resize(model.deployments.size());
   for (std::size_t i = 0; i < model.deployments.size(); ++i) {
     // Measured as this request's kind of traffic (its reasoning effort;
     // without one, the deployment's own entry: no key to build).
     const std::string& id = model.deployments[i].id();
-    views.push_back(
-        {req_.reasoning_effort.empty()
-             ? rs_.stats.get_or_prior(id, now)
-             : rs_.stats.get_or_prior(routing::stats_key(id, req_.reasoning_effort), now),
-         health[i]});
+    if (req_.reasoning_effort.empty()) {
+      rs_.stats.get_or_prior(id, now, views[i].stats);
+    } else {
+      rs_.stats.get_or_prior(routing::stats_key(id, req_.reasoning_effort), now, views[i].stats);
+    }
+    views[i].health = health[i];
   }
   return routing::decide(rq, views, rs_.options, now, rs_.next_round_robin(model.name),
                          ctx_.worker.rng);

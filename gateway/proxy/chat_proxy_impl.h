@@ -8,6 +8,7 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,16 +41,21 @@ namespace llmgate::gateway {
 // on every path.
 class ProbeSlots {
  public:
-  // `health`: the model's deployments', in their order.
-  ProbeSlots(routing::HealthTracker& tracker, const config::Model& model,
-             const std::vector<routing::Availability>& health)
-      : tracker_(tracker), model_(model), health_(health), tried_(health.size(), false) {}
+  ProbeSlots(routing::HealthTracker& tracker, const config::Model& model)
+      : tracker_(tracker), model_(model) {}
   ProbeSlots(const ProbeSlots&) = delete;
   ProbeSlots& operator=(const ProbeSlots&) = delete;
   ~ProbeSlots() {
-    for (std::size_t i = 0; i < health_.size(); ++i) {
-      if (health_[i].probe && !tried_[i]) tracker_.release_probe(model_.deployments[i].id());
+    for (std::size_t i = 0; i < probe_.size(); ++i) {
+      if (probe_[i] && !tried_[i]) tracker_.release_probe(model_.deployments[i].id());
     }
+  }
+  // The health check's answer for the model's deployments, in their order:
+  // the probe slots it handed out are this request's.
+  void taken(std::span<const routing::Availability> health) {
+    probe_.clear();
+    for (const routing::Availability& a : health) probe_.push_back(a.probe);
+    tried_.assign(health.size(), false);
   }
   void tried(const routing::PlannedCandidate& pc) {
     tried_[static_cast<std::size_t>(pc.candidate.deployment - model_.deployments.data())] = true;
@@ -58,8 +64,7 @@ class ProbeSlots {
  private:
   routing::HealthTracker& tracker_;
   const config::Model& model_;
-  const std::vector<routing::Availability>& health_;
-  boost::container::small_vector<bool, 8> tried_;
+  boost::container::small_vector<bool, 8> probe_, tried_;
 };
 
 // The candidate's deployment declares how it continues a broken stream.
@@ -156,8 +161,8 @@ class ChatProxy {
   // (shared_state), into this replica's table.
   net::awaitable<void> learn_fleet_affinity(Clock::time_point now);
   // The route: the model's deployments as measured now, through the router.
-  routing::RouteDecision decide_route(const routing::RouteRequest& rq,
-                                      std::span<const routing::Availability> health,
+  // The probe slots the health check hands out are `probes`'.
+  routing::RouteDecision decide_route(const routing::RouteRequest& rq, ProbeSlots& probes,
                                       Clock::time_point now);
   // Under e2e the client waits for the whole answer: the first side of a
   // race learning about a deployment may decline it (hedged()).

@@ -284,8 +284,16 @@ TEST(HealthTracker, AModelIsCheckedAsItsDeploymentIds) {
     fail(*h, "a/m", 3, t0 + 1s);
     fail(*h, "b/m", 3, t0 + 2s);
   }
+  // A caller's kept vector, of another size and with an earlier answer in
+  // it: every element is the new answer's.
+  std::vector<Availability> got(7);
+  for (Availability& a : got) {
+    a.probe = true;
+    a.routable = false;
+    a.reason = "an earlier request's";
+  }
   for (const auto at : {t0 + 3s, t0 + 8s}) {  // ejected (the cap), then half-open (a probe)
-    const auto got = by_model.check_model(model, at);
+    by_model.check_model(model, at, got);
     const auto want = by_ids.check(ids, at);
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -294,6 +302,16 @@ TEST(HealthTracker, AModelIsCheckedAsItsDeploymentIds) {
       EXPECT_EQ(got[i].probe, want[i].probe);
       EXPECT_EQ(got[i].reason, want[i].reason);
     }
+  }
+  // All healthy (no entry at all): the same vector, every element healthy.
+  HealthTracker clean(options());
+  clean.check_model(model, t0, got);
+  ASSERT_EQ(got.size(), 4u);
+  for (const Availability& a : got) {
+    EXPECT_EQ(a.state, HealthState::kHealthy);
+    EXPECT_TRUE(a.routable);
+    EXPECT_FALSE(a.probe);
+    EXPECT_EQ(a.reason, "");
   }
 }
 

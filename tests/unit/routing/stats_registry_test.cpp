@@ -50,6 +50,31 @@ TEST(StatsRegistry, MeasuresTtftTpsAndNeutralSpeedFromOneAttempt) {
   EXPECT_DOUBLE_EQ(s.error_rate, 0);
 }
 
+// Into a kept snapshot (the router's per-thread views): what get_or_prior
+// returns, whatever the kept one held before (another deployment's figures).
+TEST(StatsRegistry, ASnapshotIntoAKeptOneIsTheSnapshot) {
+  StatsRegistry reg;
+  reg.record(success(t0, 200ms, 101, 1000ms, 500), t0 + 1200ms);
+  reg.record(success(t0, 300ms, 11, 1000ms, 50), t0 + 1300ms);
+  AttemptRecord other = success(t0, 900ms, 5, 100ms, 20);
+  other.deployment = "q/a-deployment-id-longer-than-fifteen";
+  reg.record(other, t0 + 1s);
+  DeploymentStats kept;
+  reg.get_or_prior("q/a-deployment-id-longer-than-fifteen", t0 + 2s, kept);
+  EXPECT_EQ(kept.deployment, "q/a-deployment-id-longer-than-fifteen");
+  EXPECT_EQ(kept.attempts, 1u);
+  reg.get_or_prior("p/m", t0 + 2s, kept);
+  const DeploymentStats want = reg.get_or_prior("p/m", t0 + 2s);
+  EXPECT_EQ(kept.deployment, "p/m");
+  EXPECT_EQ(kept.attempts, want.attempts);
+  EXPECT_EQ(kept.successes, 2u);
+  EXPECT_DOUBLE_EQ(kept.ttft_estimate_ms, want.ttft_estimate_ms);
+  EXPECT_EQ(kept.ttft_p50_ms, want.ttft_p50_ms);
+  EXPECT_DOUBLE_EQ(kept.tps_estimate, want.tps_estimate);
+  EXPECT_EQ(kept.ttft_samples, want.ttft_samples);
+  EXPECT_EQ(kept.last_attempt_start, want.last_attempt_start);
+}
+
 TEST(StatsRegistry, UsesThePriorsBeforeAnySample) {
   StatsOptions o;
   o.ttft_prior = 800ms;
