@@ -12,7 +12,9 @@
 // goes back too (a connection idle between requests holds none). A request
 // larger than the block takes the rest from the heap, and the next block is
 // made larger, up to kMaxBlock (smaller again after one that used a quarter
-// of it, down to kFirstBlock). A copy of a field set is the heap's
+// of it, down to kFirstBlock). A head found whole before it is parsed sizes
+// the block itself (expect()): a connection's first request, an SDK's head
+// of a dozen fields, is one allocation too. A copy of a field set is the heap's
 // (select_on_container_copy_construction); a move keeps the arena.
 // Beast-free.
 #pragma once
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <new>
+#include <string_view>
 #include <type_traits>
 
 namespace llmgate::gateway {
@@ -33,6 +36,18 @@ class HeadArena {
   HeadArena(const HeadArena&) = delete;
   HeadArena& operator=(const HeadArena&) = delete;
   ~HeadArena() { ::operator delete(block_); }
+
+  // `head` (request line to blank line) is about to be parsed: the next
+  // block is made large enough for its fields if it would not be. Beast keeps
+  // each field's line with ~48 bytes of links beside it (kPerLine covers
+  // them and the alignment); never past kMaxBlock. Nothing while a block is
+  // held.
+  static constexpr std::size_t kPerLine = 64;
+  void expect(std::string_view head) {
+    if (block_ != nullptr) return;
+    const auto lines = static_cast<std::size_t>(std::count(head.begin(), head.end(), '\n'));
+    size_ = std::clamp(head.size() + kPerLine * lines, size_, kMaxBlock);
+  }
 
   // `n` bytes aligned for `align` (at most alignof(std::max_align_t)).
   void* allocate(std::size_t n, std::size_t align) {

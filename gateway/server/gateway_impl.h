@@ -164,8 +164,9 @@ struct Gateway::Impl {
   // wants more).
   static void use_path_body_limit(std::string_view head, RequestParser& parser,
                                   const config::ServerLimits& limits, BodyLimit& body_limit);
+  // `head_end`: where the head ends in `buffer` (request_head_end).
   static Buffered put_whole_head(beast::flat_buffer& buffer, RequestParser& parser,
-                                 beast::error_code& ec);
+                                 std::size_t head_end, beast::error_code& ec);
   static Buffered parse_buffered_body(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                                       RequestParser& parser, beast::error_code& ec);
   static net::awaitable<bool> read_request_body(beast::tcp_stream& stream,

@@ -412,7 +412,7 @@ net::awaitable<bool> Gateway::Impl::read_request_head(beast::tcp_stream& stream,
   // The head is whole in the buffer now (else past the limit: Beast refuses
   // it as it reads on): parsed in place.
   if (!hec && head_end != std::string_view::npos &&
-      put_whole_head(buffer, parser, hec) == Buffered::kDone) {
+      put_whole_head(buffer, parser, head_end, hec) == Buffered::kDone) {
     co_return true;
   }
   if (!hec && !parser.is_header_done())
@@ -438,7 +438,7 @@ Gateway::Impl::Buffered Gateway::Impl::parse_buffered_head(beast::flat_buffer& b
     return Buffered::kRead;
   }
   use_path_body_limit(have, parser, limits, body_limit);
-  return put_whole_head(buffer, parser, ec);
+  return put_whole_head(buffer, parser, head_end, ec);
 }
 
 void Gateway::Impl::use_path_body_limit(std::string_view head, RequestParser& parser,
@@ -455,8 +455,11 @@ void Gateway::Impl::use_path_body_limit(std::string_view head, RequestParser& pa
 }
 
 Gateway::Impl::Buffered Gateway::Impl::put_whole_head(beast::flat_buffer& buffer,
-                                                      RequestParser& parser,
+                                                      RequestParser& parser, std::size_t head_end,
                                                       beast::error_code& ec) {
+  // The fields' block sized for the head (a connection's first, an SDK's).
+  if (HeadArena* arena = parser.get().get_allocator().arena())
+    arena->expect(buffered(buffer).substr(0, head_end));
   // Beast parses a head only once all of it is there; need_more is rare (a
   // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
   // and the read path goes on from where the parser is, as after a read.

@@ -68,6 +68,41 @@ TEST(HeadArena, AHeadsFieldsShareOneBlockThatGoesWithTheRequest) {
   EXPECT_EQ(arena.block_size(), size);
 }
 
+// A head found whole sizes the block before it is parsed: a connection's
+// first SDK head (larger than the first block) is one allocation, not the
+// first block and then the heap field by field.
+TEST(HeadArena, AHeadSeenWholeSizesItsBlock) {
+  const std::string bytes = sdk_head(12, 20);
+  const std::string_view head(bytes.data(), bytes.find("\r\n\r\n") + 4);
+  ASSERT_GT(head.size(), HeadArena::kFirstBlock / 2);
+  HeadArena sized;
+  sized.expect(head);
+  EXPECT_GT(sized.block_size(), HeadArena::kFirstBlock);
+  {
+    RequestParser parser = parser_in(sized);
+    parse(parser, bytes);
+    EXPECT_TRUE(sized.holds_block());
+    EXPECT_EQ(sized.live(), 17u);  // every field and the request line from the block
+    // Expecting while a block is held changes nothing.
+    const std::size_t held = sized.block_size();
+    sized.expect(std::string(8000, '\n'));
+    EXPECT_EQ(sized.block_size(), held);
+  }
+  // Without: the same head overflows the first block into the heap.
+  HeadArena unsized;
+  {
+    RequestParser parser = parser_in(unsized);
+    parse(parser, bytes);
+    EXPECT_LT(unsized.live(), 17u);
+  }
+  // A small head never shrinks the block, and a huge one stops at kMaxBlock.
+  HeadArena a;
+  a.expect("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(a.block_size(), HeadArena::kFirstBlock);
+  a.expect(std::string(100000, '\n'));
+  EXPECT_EQ(a.block_size(), HeadArena::kMaxBlock);
+}
+
 TEST(HeadArena, AHeadLargerThanTheBlockTakesTheRestFromTheHeapAndTheNextBlockGrows) {
   HeadArena arena;
   {
