@@ -177,10 +177,22 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
   const std::string body =
       R"({"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]})";
   const std::string request =
-      std::string("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n") +
-      (kept_alive ? "" : "Connection: close\r\n") +
-      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+      std::string("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n") +
+      (kept_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n") +
+      "Accept: application/json\r\n"
+      "Content-Type: application/json\r\n"
+      "User-Agent: OpenAI/JS 4.104.0\r\n"
+      "X-Stainless-Lang: js\r\n"
+      "X-Stainless-Package-Version: 4.104.0\r\n"
+      "X-Stainless-OS: Linux\r\n"
+      "X-Stainless-Arch: x64\r\n"
+      "X-Stainless-Runtime: node\r\n"
+      "X-Stainless-Runtime-Version: v18.19.0\r\n"
+      "Authorization: Bearer sk-llmgate-0123456789abcdef\r\n"
+      "X-Stainless-Retry-Count: 0\r\n"
+      "Accept-Encoding: gzip, deflate\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   Measured r;
   std::vector<Measured> per_client(static_cast<std::size_t>(clients));
   std::vector<int> fds(static_cast<std::size_t>(clients), -1);
@@ -229,43 +241,54 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
   return r;
 }
 
-// Allocations per streamed request, with names as long as real ones.
+// Allocations per streamed request, with names as long as real ones and the
+// head the OpenAI SDK sends (a dozen fields, Connection: keep-alive among
+// them).
 //
 // Kept alive (as clients and providers use connections): operator new about
-// 25 to 26 (1 or 8 clients), two of them the scripted upstream's own (the
-// request it reads, the answer it writes); 29 before the chunk prefix's
-// three strings shared one buffer, the messages were checked without a
-// vector and stream_options stopped copying its default; 40 before the body
-// was moved into admission rather than copied, the upstream target built in
-// one piece, the outbox's and the client write's vectors kept inline, usage
-// the client did not ask for cut out of its chunk without a parse and the
-// log line sized at once; 46 to 47
-// before the head arena and the router's kept vectors; 53 while the health
-// check copied each deployment's id into its answer, the upstream request
-// copied the deployment's model, the upstream body took the model's JSON
-// string as a temporary and the probe's move to the front took a buffer),
-// asio's aligned_alloc about 21 to 23 more (its coroutine frames past the
-// two its per-thread cache keeps, and handler memory).
+// 20 (1 or 8 clients), two of them the scripted upstream's own (the request
+// it reads, the answer it writes): llmgate's 18. 25 to 26 (with a head of
+// three fields) before the upstream's targets and Via were written into
+// kept or inline buffers, the health answers and statistics snapshots into
+// the router's kept vectors, and the Connection tokens read in place (a
+// Connection line cost four allocations, twice); 29 before the chunk
+// prefix's three strings shared one buffer, the messages were checked
+// without a vector and stream_options stopped copying its default; 40
+// before the body was moved into admission rather than copied, the upstream
+// target built in one piece, the outbox's and the client write's vectors
+// kept inline, usage the client did not ask for cut out of its chunk
+// without a parse and the log line sized at once; 46 to 47 before the head
+// arena and the router's kept vectors; 53 while the health check copied
+// each deployment's id into its answer, the upstream request copied the
+// deployment's model, the upstream body took the model's JSON string as a
+// temporary and the probe's move to the front took a buffer), asio's
+// aligned_alloc about 22 to 24 more (its coroutine frames past the two its
+// per-thread cache keeps, and handler memory; with 8 clients it depends on
+// how the relays interleave).
 //
-// A new client and upstream connection per request: operator new about 41
-// to 42 (45 to 46 before the last three cuts above, 56 to 57 before the
-// others, 63 to 64 before
-// the head arena and the router's kept vectors, 70 to 71 before the four allocations above; with
-// one-letter names 66 to 67 before the request log line borrowed its fields, 69 to 70 while the
+// A new client and upstream connection per request: operator new about 32
+// to 33 (with a head of three fields: 41 to 42 before the cuts of the
+// paragraph above, 45 to 46 before the three before them, 56 to 57 before
+// the others, 63 to 64 before the head arena and the router's kept vectors,
+// 70 to 71 before the four allocations above; with one-letter names 66 to
+// 67 before the request log line borrowed its fields, 69 to 70 while the
 // router's stable sort took a buffer and the trailers grew twice, 73 to 74
-// while the upstream response's head was a Beast field set); asio's
-// aligned_alloc about 35 to 39 more (67 to 72 while the exchange was raced
-// with `||` against the disconnect watch and the drain: four coroutine
-// threads a request; 44 to 46 while it ran in a coroutine thread of its own;
-// 40 to 45 before the upstream request, the last write and an idle
-// connection stopped taking a coroutine frame each). The request head is
-// read, not found whole in the buffer as on a kept-alive connection, and the
-// upstream connection is opened (resolved, connected) for each.
+// while the upstream response's head was a Beast field set); the SDK's head
+// is one allocation too, its block sized from the head before it is parsed
+// (HeadArena::expect; ten more without). Asio's aligned_alloc about 37 to 40
+// more (67 to 72 while the exchange was raced with `||` against the
+// disconnect watch and the drain: four coroutine threads a request; 44 to 46
+// while it ran in a coroutine thread of its own; 40 to 45 before the
+// upstream request, the last write and an idle connection stopped taking a
+// coroutine frame each). The request head is read, not found whole in the
+// buffer as on a kept-alive connection, and the upstream connection is
+// opened (resolved, connected) for each.
 struct Bounds {
   double allocations, asio_allocations;
 };
-constexpr Bounds kKeptAliveBounds{28, 24};
-constexpr Bounds kNewConnectionBounds{45, 45};
+// Kept alive: the issue's 20 for llmgate, and the scripted upstream's two.
+constexpr Bounds kKeptAliveBounds{22, 26};
+constexpr Bounds kNewConnectionBounds{36, 45};
 
 void expect_no_allocation_per_event(int clients, Connections connections) {
   constexpr int kRequests = 48;
@@ -309,10 +332,12 @@ void expect_no_allocation_per_event(int clients, Connections connections) {
   // moved, the target in one piece, the outbox's vectors inline, the usage
   // cut in place, the log line sized (56 -> 45), then the chunk prefix in
   // one buffer, the messages checked in place, stream_options' default not
-  // copied (45 -> 41). The issue's target is 20
-  // (docs/ARCHITECTURE.md, known gaps: buffers, ids, the router's answer,
-  // asio's coroutine frames); these bounds only keep
-  // them from growing back unnoticed.
+  // copied (45 -> 41), then the targets, Via, the health answers, the
+  // statistics snapshots and the Connection tokens without allocations of
+  // their own, and an SDK's head in one block (41 -> 32, now with the SDK's
+  // head). Kept alive, the bound is the issue's target of 20 (llmgate's own;
+  // what is left: docs/ARCHITECTURE.md, known gaps); the others keep them
+  // from growing back unnoticed.
   const Bounds& bounds =
       connections == Connections::kKeptAlive ? kKeptAliveBounds : kNewConnectionBounds;
   EXPECT_LT(per_request_small, bounds.allocations);
