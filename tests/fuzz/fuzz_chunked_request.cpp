@@ -10,6 +10,10 @@
 // (no trailer field); an error is not a body the reference reads; a limit
 // is reported only for a body that had not ended within the bytes read, or
 // one whose chunk line or trailer section is past it.
+// The input as a list-valued field's value too (Transfer-Encoding's codings,
+// Connection's tokens: gateway/http/headers.h reads them in place), against
+// the copying reader it replaced: the same elements, the same coding and
+// keep-alive answers.
 #include <algorithm>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -29,7 +33,9 @@
 #include <vector>
 
 #include "beast_assert.h"
+#include "config/ascii.h"
 #include "fuzz_check.h"
+#include "gateway/http/headers.h"
 #include "gateway/server/chunked_request.h"
 
 namespace beast = boost::beast;
@@ -107,7 +113,59 @@ Reference reference(std::string_view body) {
 
 }  // namespace
 
+namespace list {
+
+using llmgate::gateway::TransferCoding;
+
+// The reader before ListTokens: lower-cased copies, spaces trimmed.
+std::vector<std::string> reference(std::string_view v) {
+  std::vector<std::string> out;
+  std::string cur;
+  auto flush = [&] {
+    while (!cur.empty() && cur.back() == ' ') cur.pop_back();
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  };
+  for (char c : v) {
+    if (c == ',') {
+      flush();
+    } else if (!(c == ' ' && cur.empty())) {
+      cur.push_back(llmgate::config::ascii_lower(c));
+    }
+  }
+  flush();
+  return out;
+}
+
+void check(std::string_view value) {
+  llmgate::gateway::ListTokens got;
+  llmgate::gateway::add_list_tokens(value, got);
+  const std::vector<std::string> want = reference(value);
+  FUZZ_CHECK(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    FUZZ_CHECK(got[i].data() >= value.data() &&
+               got[i].data() + got[i].size() <= value.data() + value.size());
+    std::string lowered(got[i]);
+    for (char& c : lowered) c = llmgate::config::ascii_lower(c);
+    FUZZ_CHECK(lowered == want[i]);
+  }
+  auto has = [&](std::string_view t) {
+    return std::find(want.begin(), want.end(), t) != want.end();
+  };
+  FUZZ_CHECK(llmgate::gateway::wants_keep_alive(11, got) == !has("close"));
+  FUZZ_CHECK(llmgate::gateway::wants_keep_alive(10, got) == (!has("close") && has("keep-alive")));
+  const TransferCoding coding = want.empty() || want.back() != "chunked" ? TransferCoding::kInvalid
+                                : std::count(want.begin(), want.end(), "chunked") > 1
+                                    ? TransferCoding::kInvalid
+                                : want.size() == 1 ? TransferCoding::kChunked
+                                                   : TransferCoding::kUnsupported;
+  FUZZ_CHECK(llmgate::gateway::classify_transfer_encoding({value}) == coding);
+}
+
+}  // namespace list
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  list::check(std::string_view(reinterpret_cast<const char*>(data), size));
   if (size < 3) return 0;
   const std::size_t piece = 1 + data[0] % 64, max_line = 3 + data[1] % 64,
                     max_trailers = 2 + data[2] % 128;
