@@ -115,7 +115,9 @@ class HealthTracker {
   //    ejection, every ejected / half-open one becomes routable (panic=true).
   std::vector<Availability> check(const std::vector<std::string>& ids, Clock::time_point now);
   // The same for a model's deployments, by their ids (none copied), into
-  // `out` (its elements reused: a caller's kept vector allocates nothing).
+  // `out` (its elements reused: a caller's kept vector allocates nothing
+  // while every deployment is healthy; reasons for those that are not are
+  // strings of their own).
   void check_model(const config::Model& model, Clock::time_point now,
                    std::vector<Availability>& out);
 

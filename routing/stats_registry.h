@@ -287,7 +287,7 @@ class StatsRegistry {
   DeploymentStats get_or_prior(const std::string& deployment,
                                Clock::time_point now = Clock::now()) const;
   // The same into a caller's kept one (the router's per-thread views): its
-  // string reused, nothing allocated once it has held a deployment's id.
+  // string reused, nothing allocated once it has held an id as long.
   void get_or_prior(const std::string& deployment, Clock::time_point now,
                     DeploymentStats& into) const;
   std::optional<DeploymentStats> get(const std::string& deployment,

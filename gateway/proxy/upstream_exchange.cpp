@@ -8,6 +8,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/container/small_vector.hpp>
+#include <cassert>
 #include <charconv>
 #include <chrono>
 #include <optional>
@@ -143,6 +144,8 @@ std::string_view upstream_target(std::string& target, const config::Provider& p,
       path_head = chat.substr(0, chat.size() - kChat.size());
     }
   }
+  assert(protocol_target.data() < target.data() ||
+         protocol_target.data() >= target.data() + target.capacity());  // not a view into it
   target.clear();
   target.reserve(p.base_url.path_prefix.size() + path_head.size() + path_tail.size() +
                  protocol_query.size() + p.query.size() + 2);

@@ -38,7 +38,7 @@ inline constexpr std::size_t kMaxJsonAnswer = 16 * 1024 * 1024;
 // OpenAI endpoints take its prefix when it ends with /chat/completions
 // (Azure's /deployments/{model}/embeddings) —, then the provider's query.
 // Written into `out` (assigned: a caller's kept string is reused); the
-// view is of it.
+// view is of it. `protocol_target` must not be a view into `out`.
 std::string_view upstream_target(std::string& out, const config::Provider& p,
                                  const std::string& model, std::string_view protocol_target);
 

@@ -98,6 +98,16 @@ std::optional<ApiError> framing_error(const Request& head) {
   return std::nullopt;
 }
 
+// Every Connection line counts. (A plain function: its tokens stay out of
+// the request's coroutine frame, which lives as long as the answer.)
+bool client_keeps_alive(const Request& head, unsigned version) {
+  ListTokens connection;
+  for (const auto& f : head) {
+    if (f.name() == http::field::connection) add_list_tokens(f.value(), connection);
+  }
+  return wants_keep_alive(version, connection);
+}
+
 std::string_view buffered(const beast::flat_buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
@@ -338,11 +348,7 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   const Route route = route_of(request_path(head.target()).value_or(""));
   rc.error_shape = error_shape_of(route, head);
   // While draining, answer and close: clients reconnect to another replica.
-  ListTokens connection;  // every Connection line counts
-  for (const auto& f : head) {
-    if (f.name() == http::field::connection) add_list_tokens(f.value(), connection);
-  }
-  rc.keep_alive = wants_keep_alive(rc.version, connection) && !(draining.load() && !admin);
+  rc.keep_alive = client_keeps_alive(head, rc.version) && !(draining.load() && !admin);
   if (auto id = head["x-request-id"]; is_valid_request_id(id)) rc.request_id = std::string(id);
   if (auto e = framing_error(head)) {
     // The request's extent is unknown or ambiguous: answer, then close

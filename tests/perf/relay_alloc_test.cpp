@@ -246,7 +246,7 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
 // them).
 //
 // Kept alive (as clients and providers use connections): operator new about
-// 20 (1 or 8 clients), two of them the scripted upstream's own (the request
+// 20 (1 or 8 clients; up to 22 with 8), two of them the scripted upstream's own (the request
 // it reads, the answer it writes): llmgate's 18. 25 to 26 (with a head of
 // three fields) before the upstream's targets and Via were written into
 // kept or inline buffers, the health answers and statistics snapshots into
@@ -286,8 +286,9 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
 struct Bounds {
   double allocations, asio_allocations;
 };
-// Kept alive: the 20 for llmgate, and the scripted upstream's two.
-constexpr Bounds kKeptAliveBounds{22, 26};
+// Kept alive: the 20 for llmgate, the scripted upstream's two, and
+// one for how eight relays at once interleave (20.2 to 21.8 measured).
+constexpr Bounds kKeptAliveBounds{23, 26};
 constexpr Bounds kNewConnectionBounds{36, 45};
 
 void expect_no_allocation_per_event(int clients, Connections connections) {
