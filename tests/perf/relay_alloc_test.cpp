@@ -251,7 +251,7 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
 // three fields) before the upstream's targets and Via were written into
 // kept or inline buffers, the health answers and statistics snapshots into
 // the router's kept vectors, and the Connection tokens read in place (a
-// Connection line cost four allocations, twice); 29 before the chunk
+// Connection line cost two allocations, twice); 29 before the chunk
 // prefix's three strings shared one buffer, the messages were checked
 // without a vector and stream_options stopped copying its default; 40
 // before the body was moved into admission rather than copied, the upstream
