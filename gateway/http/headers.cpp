@@ -36,11 +36,13 @@ bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
                                                                 "upgrade",
                                                                 "proxy-authenticate",
                                                                 "proxy-authorization"};
+  // (The length first, here: most names match none, and the call is what
+  // a mismatch costs -- a dozen names of an SDK's head, against each list.)
   for (auto h : kHopByHop) {
-    if (iequals(name, h)) return true;
+    if (h.size() == name.size() && iequals(name, h)) return true;
   }
   for (const auto& t : tokens) {
-    if (iequals(name, t)) return true;
+    if (t.size() == name.size() && iequals(name, t)) return true;
   }
   return false;
 }
@@ -82,10 +84,10 @@ bool is_gateway_owned(std::string_view name) {
       "azureml-model-deployment",  // Azure ML endpoints: the deployment that serves
   };
   for (auto h : kOwned) {
-    if (iequals(name, h)) return true;
+    if (h.size() == name.size() && iequals(name, h)) return true;
   }
   for (auto h : kProviderScoped) {
-    if (iequals(name, h)) return true;
+    if (h.size() == name.size() && iequals(name, h)) return true;
   }
   // AWS: SigV4's inputs and the session token are credentials.
   return starts_with_icase(name, "x-llmgate-") || starts_with_icase(name, "x-amz-");

@@ -193,8 +193,9 @@ class SetFields {
     lines_.back().dropped = true;
   }
   bool has(std::string_view name) const {
-    return std::any_of(lines_.begin(), lines_.end(),
-                       [&](const Line& l) { return beast::iequals(l.name, name); });
+    return std::any_of(lines_.begin(), lines_.end(), [&](const Line& l) {
+      return l.name.size() == name.size() && beast::iequals(l.name, name);
+    });
   }
   void append_to(std::string& out) const {
     for (const Line& l : lines_) {

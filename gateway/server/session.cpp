@@ -464,8 +464,7 @@ Gateway::Impl::Buffered Gateway::Impl::put_whole_head(beast::flat_buffer& buffer
                                                       RequestParser& parser, std::size_t head_end,
                                                       beast::error_code& ec) {
   // The fields' block sized for the head (a connection's first, an SDK's).
-  if (HeadArena* arena = parser.get().get_allocator().arena())
-    arena->expect(buffered(buffer).substr(0, head_end));
+  if (HeadArena* arena = parser.get().get_allocator().arena()) arena->expect(head_end);
   // Beast parses a head only once all of it is there; need_more is rare (a
   // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
   // and the read path goes on from where the parser is, as after a read.
