@@ -80,6 +80,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--duration", type=float, default=6.0, help="measured seconds (default 6)")
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--history-kib", type=int, default=0, help="earlier turns in each body, KiB")
+    p.add_argument("--sdk-head", action="store_true",
+                   help="send the OpenAI SDK's request head (fifteen fields) instead of three")
     p.add_argument("--perf", action="store_true", help="record a perf profile of llmgate in the window")
     p.add_argument("--out", help="write the profile here (default: stdout)")
     p.add_argument("--bin-dir", default=str(ov.REPO / "build" / "bin"))
@@ -115,7 +117,8 @@ def main(argv: list[str]) -> int:
         pid = g.pids["llmgate"]()[0]
         out_json = workdir / "loadgen.json"
         argv_lg = [str(args.loadgen), "--url", f"http://{ov.HOST}:{g.llmgate_port}{ov.PATH}", "--body-file",
-                   str(body), "--connections", str(args.connections), "--duration", f"{args.duration:g}",
+                   str(body), *ov.head_flags(args.sdk_head),
+                   "--connections", str(args.connections), "--duration", f"{args.duration:g}",
                    "--warmup", "1", "--cpu", str(args.loadgen_cpu), "--json", str(out_json)]
         if args.callgrind:  # count from here on
             subprocess.run(["callgrind_control", "--zero", str(pid)], capture_output=True, check=True)

@@ -38,6 +38,16 @@ class Bodies(unittest.TestCase):
         self.assertEqual(obj["object"], "chat.completion")
         self.assertEqual(obj["choices"][0]["message"]["content"], "".join(run.ANSWER_TOKENS))
 
+    def test_sdk_head_is_fifteen_fields_with_the_load_generators_three(self):
+        self.assertEqual(run.head_flags(False), [])
+        flags = run.head_flags(True)
+        self.assertEqual(flags[0::2], ["--header"] * len(run.SDK_HEADERS))
+        names = [h.split(":", 1)[0].lower() for h in flags[1::2]]
+        self.assertEqual(len(names) + 3, 15)  # with Host, Content-Type, Content-Length
+        self.assertIn("connection", names)
+        self.assertEqual(len(set(names)), len(names))
+        self.assertFalse({"host", "content-type", "content-length"} & set(names))
+
     def test_request_bodies(self):
         self.assertFalse(json.loads(run.request_body(False))["stream"])
         s = json.loads(run.request_body(True))
