@@ -160,15 +160,17 @@ def main(argv: list[str]) -> int:
                         f"loop {args.connections} connections, static nginx upstream, "
                         f"{dt.date.today().isoformat()}, {ov.git_info()}",
                         f"# python3 bench/overhead/profile.py --kind {args.kind} --callgrind "
-                        f"--connections {args.connections} --duration {args.duration:g}",
+                        f"--connections {args.connections} --duration {args.duration:g}"
+                        + (" --sdk-head" if args.sdk_head else ""),
                         f"# {summary}", f"# {line}"]
                 Path(args.out).write_text("\n".join(head + rows) + "\n")
                 print(f"profile: {args.out}")
         if args.perf:
             head = [f"# perf top symbols, llmgate ({args.label or args.kind}), closed loop {args.connections} "
                     f"connections, static nginx upstream, {dt.date.today().isoformat()}, {ov.git_info()}",
-                    f"# python3 bench/overhead/profile.py --kind {args.kind} --perf "
-                    f"(perf record -F 1999 -g; perf report --no-children)",
+                    f"# python3 bench/overhead/profile.py --kind {args.kind} --perf"
+                    + (" --sdk-head" if args.sdk_head else "")
+                    + " (perf record -F 1999 -g; perf report --no-children)",
                     f"# {summary}"]
             dso = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children", "--sort", "dso",
                                   "--stdio", "-g", "none"], capture_output=True, text=True).stdout
