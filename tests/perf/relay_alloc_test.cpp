@@ -242,7 +242,7 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
 }
 
 // Allocations per streamed request, with names as long as real ones and the
-// head the OpenAI SDK sends (a dozen fields, Connection: keep-alive among
+// head the OpenAI SDK sends (fifteen fields, Connection: keep-alive among
 // them).
 //
 // Kept alive (as clients and providers use connections): operator new about
