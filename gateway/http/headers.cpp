@@ -14,10 +14,16 @@ namespace {
 
 using config::ascii_lower;  // field names are ASCII tokens (RFC 9110 §5.1)
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return ascii_lower(x) == ascii_lower(y);
-         });
+bool same_letters_icase(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(),
+                    [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
+// The lengths where it is called: most comparisons here are of a client's
+// names against the lists below, and differ in length; a call is what such a
+// mismatch cost (a dozen names of an SDK's head against each list).
+[[gnu::always_inline]] inline bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && same_letters_icase(a, b);
 }
 
 bool starts_with_icase(std::string_view s, std::string_view prefix) {
@@ -36,13 +42,11 @@ bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
                                                                 "upgrade",
                                                                 "proxy-authenticate",
                                                                 "proxy-authorization"};
-  // (The length first, here: most names match none, and the call is what
-  // a mismatch costs -- a dozen names of an SDK's head, against each list.)
   for (auto h : kHopByHop) {
-    if (h.size() == name.size() && iequals(name, h)) return true;
+    if (iequals(name, h)) return true;
   }
   for (const auto& t : tokens) {
-    if (t.size() == name.size() && iequals(name, t)) return true;
+    if (iequals(name, t)) return true;
   }
   return false;
 }
@@ -84,10 +88,10 @@ bool is_gateway_owned(std::string_view name) {
       "azureml-model-deployment",  // Azure ML endpoints: the deployment that serves
   };
   for (auto h : kOwned) {
-    if (h.size() == name.size() && iequals(name, h)) return true;
+    if (iequals(name, h)) return true;
   }
   for (auto h : kProviderScoped) {
-    if (h.size() == name.size() && iequals(name, h)) return true;
+    if (iequals(name, h)) return true;
   }
   // AWS: SigV4's inputs and the session token are credentials.
   return starts_with_icase(name, "x-llmgate-") || starts_with_icase(name, "x-amz-");
