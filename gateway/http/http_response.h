@@ -20,7 +20,7 @@
 #include <string_view>
 
 #include "gateway/http/api_error.h"
-#include "gateway/http/head_arena.h"
+#include "gateway/http/client_request.h"
 
 namespace llmgate::gateway {
 
@@ -42,9 +42,8 @@ struct RequestContext {
   ErrorShape error_shape = ErrorShape::kOpenAi;
 };
 
-// A client's request: its head's fields from the request's HeadArena.
-using RequestFields = http::basic_fields<HeadAllocator<char>>;
-using Request = http::request<http::string_body, RequestFields>;
+// A client's request (gateway/http/client_request.h).
+using Request = ClientRequest;
 using Response = http::response<http::string_body>;
 
 // A JSON response carrying x-request-id; keep-alive as the request allows.

@@ -217,8 +217,9 @@ std::optional<RequestTrace> begin_trace(const Snapshot& snapshot, const Request&
                                         const RequestContext& rc) {
   if (!snapshot.tracer) return std::nullopt;
   std::string tracestate;
-  for (auto [it, end] = client_request.equal_range("tracestate"); it != end; ++it) {
-    tracestate.append(tracestate.empty() ? "" : ",").append(it->value());
+  for (const auto& f : client_request) {
+    if (beast::iequals(f.name_string(), "tracestate"))
+      tracestate.append(tracestate.empty() ? "" : ",").append(f.value());
   }
   return snapshot.tracer->begin(client_request["traceparent"], tracestate, rc.received);
 }

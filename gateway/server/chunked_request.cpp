@@ -1,8 +1,6 @@
 #include "gateway/server/chunked_request.h"
 
 #include <boost/beast/http/error.hpp>
-#include <stdexcept>
-#include <utility>
 
 namespace llmgate::gateway {
 namespace {
@@ -50,10 +48,10 @@ void ChunkedBodyReader::operator()(std::uint64_t size, beast::string_view extens
     ec = http::error::bad_chunk_extension;  // stops the parser; put() reports overrun_
     return;
   }
-  if (size != 0 || head_fields_) return;
+  if (size != 0 || last_chunk_) return;
+  last_chunk_ = true;
   // The last chunk: Beast has found the end of the trailer section (the
-  // first blank line after this one) and parses its fields next, into the
-  // message's field set.
+  // first blank line after this one) and parses its fields next.
   const std::string_view after(ext_end, static_cast<std::size_t>(put_end_ - ext_end));
   const std::size_t blank = after.find("\r\n\r\n");
   if (blank != std::string_view::npos && blank + 2 > max_trailers_) {
@@ -61,45 +59,27 @@ void ChunkedBodyReader::operator()(std::uint64_t size, beast::string_view extens
     ec = http::error::header_limit;
     return;
   }
-  head_fields_.emplace(std::move(static_cast<HeadFields&>(parser_.get())));
 }
 
 ChunkedBodyReader::Status ChunkedBodyReader::put(beast::flat_buffer& buffer,
                                                  beast::error_code& ec) {
   ec = {};
-  const auto put_back_head_fields = [&] {
-    if (!head_fields_) return;
-    static_cast<HeadFields&>(parser_.get()) = std::move(*head_fields_);
-    head_fields_.reset();
-  };
   while (buffer.size() > 0 && !parser_.is_done()) {
     put_begin_ = static_cast<const char*>(buffer.data().data());
     put_end_ = put_begin_ + buffer.size();
-    std::size_t n = 0;
-    try {
-      n = parser_.put(buffer.data(), ec);
-    } catch (const std::length_error&) {
-      // Beast's field set takes no name or value over 64 KiB, and throws: a
-      // trailer field that long, which a max_header_size over 64 KiB allows.
-      head_fields_.reset();  // the message is not used
-      return Status::kTrailers;
-    }
+    const std::size_t n = parser_.put(buffer.data(), ec);
     buffer.consume(n);
     if (ec == http::error::need_more) {
       ec = {};
       break;
     }
     if (ec) {
-      put_back_head_fields();
       if (overrun_ != Status::kError) ec = {};
       return overrun_;
     }
     if (n == 0) break;
   }
-  if (parser_.is_done()) {
-    put_back_head_fields();
-    return Status::kDone;
-  }
+  if (parser_.is_done()) return Status::kDone;
   const std::string_view pending(static_cast<const char*>(buffer.data().data()), buffer.size());
   switch (chunked_overrun(pending, max_chunk_line_, max_trailers_)) {
     case ChunkedOverrun::kChunkLine:

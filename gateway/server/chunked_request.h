@@ -1,33 +1,20 @@
-// A client's chunked request body fed to Beast's request parser with the
-// limits Beast 1.81's basic_parser does not apply: it keeps a chunk line
-// (size and extensions) until the line's end arrives, and the last chunk's
-// trailer section until all of it has, whatever their size (header_limit
-// covers the head only, body_limit the chunk data only). And the trailer
-// fields are dropped: Beast adds them to the request's header fields, which
-// the gateway checked before the body and forwards upstream (RFC 9110
-// §6.5.1: a recipient must not merge trailers into the header section).
+// A client's chunked request body fed to the request parser
+// (request_parser.h) with the limits Beast 1.81's basic_parser does not
+// apply: it keeps a chunk line (size and extensions) until the line's end
+// arrives, and the last chunk's trailer section until all of it has,
+// whatever their size (header_limit covers the head only, body_limit the
+// chunk data only). (The parser drops the trailer fields.)
 // Includes Beast: include only from gateway sources that already do.
 #pragma once
 
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/fields.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string_view>
 
-#include "gateway/http/head_arena.h"
+#include "gateway/server/request_parser.h"
 
 namespace llmgate::gateway {
-
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-
-// A client request's parser: its head's fields from the request's
-// HeadArena (gateway/http/head_arena.h).
-using RequestParser = http::request_parser<http::string_body, HeadAllocator<char>>;
 
 // The longest chunk line a request may send: size, extensions and CRLF
 // (extensions are read and ignored; the chunk size alone takes 16 digits).
@@ -49,7 +36,7 @@ ChunkedOverrun chunked_overrun(std::string_view pending, std::size_t max_chunk_l
 class ChunkedBodyReader {
  public:
   enum class Status {
-    kDone,       // the body is whole (trailer fields parsed and dropped)
+    kDone,       // the body is whole (trailer fields parsed and dropped by the parser)
     kNeedMore,   // read more into the buffer and put again
     kError,      // Beast refused the bytes: `ec` says why
     kChunkLine,  // a chunk line is longer than the limit
@@ -77,10 +64,7 @@ class ChunkedBodyReader {
   const char* put_end_ = nullptr;
   // What a limit passed in the callback makes put() return (kError: none).
   Status overrun_ = Status::kError;
-  // The head's fields while the trailer section's are parsed into an empty
-  // set (the last chunk's line is seen just before them), put back after.
-  using HeadFields = RequestParser::value_type::fields_type;
-  std::optional<HeadFields> head_fields_;
+  bool last_chunk_ = false;  // the last chunk's line has been seen
 };
 
 }  // namespace llmgate::gateway

@@ -141,9 +141,8 @@ struct Gateway::Impl {
   // Reads and answers one request: whether the connection goes on. The
   // request's head takes its memory from `arena` (the connection's).
   net::awaitable<bool> serve_request(WorkerThread& w, beast::tcp_stream& stream,
-                                     beast::flat_buffer& buffer, HeadArena& arena,
-                                     SessionTracker& tracked, bool first, bool admin,
-                                     net::cancellation_signal& cancel);
+                                     beast::flat_buffer& buffer, SessionTracker& tracked,
+                                     bool first, bool admin, net::cancellation_signal& cancel);
   // The head (or the body) read whole, else answered when the client is
   // still there, and false: the connection closes.
   static net::awaitable<bool> read_request_head(beast::tcp_stream& stream,

@@ -10,7 +10,6 @@
 #include "gateway/server/route_table.h"
 
 namespace llmgate::gateway {
-static_assert(std::is_same_v<RequestParser::value_type, Request>);
 namespace {
 
 using tcp = net::ip::tcp;
@@ -261,7 +260,6 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
                                             net::cancellation_signal& cancel) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
-  HeadArena head_arena;  // each request's head fields (outlives them: serve_request's)
   SessionTracker tracked(*this, w, &stream, admin);
   if (!admin && over_connection_limit(w)) {
     // Shed load with an answer, not a silent close: the client can retry.
@@ -283,8 +281,7 @@ net::awaitable<void> Gateway::Impl::session(WorkerThread& w, tcp::socket socket,
       // drain's cancellation of idle sessions cannot miss this one.)
       if (!admin && closing.load()) break;
       tracked.busy(false);
-      const bool more =
-          co_await serve_request(w, stream, buffer, head_arena, tracked, first, admin, cancel);
+      const bool more = co_await serve_request(w, stream, buffer, tracked, first, admin, cancel);
       if (!more) break;
     }
   } catch (const boost::system::system_error& e) {
@@ -304,7 +301,7 @@ bool Gateway::Impl::over_connection_limit(WorkerThread& w) {
 }
 
 net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_stream& stream,
-                                                  beast::flat_buffer& buffer, HeadArena& arena,
+                                                  beast::flat_buffer& buffer,
                                                   SessionTracker& tracked, bool first, bool admin,
                                                   net::cancellation_signal& cancel) {
   // Limits as the current config has them (a reload may change them).
@@ -312,8 +309,8 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   const auto& limits = snap->config->server.limits;
   // The path's: embeddings batches have their own (use_path_body_limit).
   BodyLimit body_limit{limits.max_body_bytes, "server.limits.max_body_size"};
-  RequestParser parser(std::piecewise_construct, std::make_tuple(),
-                       std::make_tuple(HeadAllocator<char>(&arena)));
+  Request req;
+  RequestParser parser(req);
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
   if (buffer.capacity() < kRequestBuffer) buffer.reserve(kRequestBuffer);
@@ -385,7 +382,6 @@ net::awaitable<bool> Gateway::Impl::serve_request(WorkerThread& w, beast::tcp_st
   }
   rc.received = std::chrono::steady_clock::now();
   if (buffer.size() == 0) buffer.shrink_to_fit();  // nothing pipelined behind it
-  Request req = parser.release();
   const bool keep = co_await dispatch(w, stream, req, rc, route, admin);
   co_return keep&& rc.keep_alive;
 }
@@ -463,8 +459,8 @@ void Gateway::Impl::use_path_body_limit(std::string_view head, RequestParser& pa
 Gateway::Impl::Buffered Gateway::Impl::put_whole_head(beast::flat_buffer& buffer,
                                                       RequestParser& parser, std::size_t head_end,
                                                       beast::error_code& ec) {
-  // The fields' block sized for the head (a connection's first, an SDK's).
-  if (HeadArena* arena = parser.get().get_allocator().arena()) arena->expect(head_end);
+  // The fields' block sized for the head: one allocation.
+  parser.get().reserve(head_end);
   // Beast parses a head only once all of it is there; need_more is rare (a
   // buffer that ends in "\r\n\n": Beast takes the head up to the bare LF)
   // and the read path goes on from where the parser is, as after a read.

@@ -1,15 +1,24 @@
-// libFuzzer target for a client's chunked request body
-// (gateway/server/chunked_request.cpp): Beast's request parser driven by
-// ChunkedBodyReader, which bounds the chunk line (size and extensions) and
-// the trailer section and drops the trailer fields. The first three input
-// bytes choose the read size, the chunk line's limit and the trailer
-// section's; the rest is the body, after a fixed chunked request head.
-// Invariants, against Beast's own request_parser<string_body> fed the whole
-// body at once: what the reader leaves unparsed never passes the limits; a
-// body it reads whole is the reference's, with exactly the head's fields
-// (no trailer field); an error is not a body the reference reads; a limit
-// is reported only for a body that had not ended within the bytes read, or
-// one whose chunk line or trailer section is past it.
+// libFuzzer target for a client's request: the request parser
+// (gateway/server/request_parser.cpp: Beast's HTTP/1 parser into the
+// gateway's ClientRequest, gateway/http/client_request.cpp) and its chunked
+// body (gateway/server/chunked_request.cpp).
+// The whole input as a request's bytes, arriving in pieces (the first byte
+// chooses their size), against Beast's own request_parser<string_body> fed
+// alike: the same verdict (error code, bytes consumed, head and message
+// done), request line, body, framing answers (keep-alive, chunked), each
+// name's values in order (Beast's field set groups a repeated name; the
+// gateway keeps arrival order: compared by name), and the same answer from
+// every lookup (by enum and by name, any case, count).
+// Then ChunkedBodyReader, which bounds the chunk line (size and extensions)
+// and the trailer section; the parser drops the trailer fields. The first
+// three input bytes choose the read size, the chunk line's limit and the
+// trailer section's; the rest is the body, after a fixed chunked request
+// head. Invariants, against Beast's own request_parser<string_body> fed the
+// whole body at once: what the reader leaves unparsed never passes the
+// limits; a body it reads whole is the reference's, with exactly the head's
+// fields (no trailer field); an error is not a body the reference reads; a
+// limit is reported only for a body that had not ended within the bytes
+// read, or one whose chunk line or trailer section is past it.
 // The input as a list-valued field's value too (Transfer-Encoding's codings,
 // Connection's tokens: gateway/http/headers.h reads them in place), against
 // the copying reader it replaced: the same elements, the same coding and
@@ -42,7 +51,9 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace net = boost::asio;
 using llmgate::gateway::ChunkedBodyReader;
+using llmgate::gateway::ClientRequest;
 using llmgate::gateway::RequestParser;
+using BeastParser = http::request_parser<http::string_body>;
 using Status = ChunkedBodyReader::Status;
 
 namespace {
@@ -53,7 +64,8 @@ constexpr std::string_view kHead =
 constexpr std::uint64_t kBodyLimit = 64 * 1024;
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
-Fields fields_of(const RequestParser::value_type& m) {
+template <class Message>
+Fields fields_of(const Message& m) {
   Fields out;
   for (const auto& f : m) {
     out.emplace_back(std::string(f.name_string().data(), f.name_string().size()),
@@ -62,7 +74,8 @@ Fields fields_of(const RequestParser::value_type& m) {
   return out;
 }
 
-void put_head(RequestParser& parser) {
+template <class Parser>
+void put_head(Parser& parser) {
   parser.body_limit(kBodyLimit);
   beast::error_code ec;
   parser.put(net::buffer(kHead.data(), kHead.size()), ec);
@@ -78,7 +91,7 @@ struct Reference {
   std::size_t trailers = 0;      // the trailer section, its blank line included
 };
 Reference reference(std::string_view body) {
-  RequestParser parser;
+  BeastParser parser;
   put_head(parser);
   parser.eager(true);
   Reference out;
@@ -112,6 +125,92 @@ Reference reference(std::string_view body) {
 }
 
 }  // namespace
+
+namespace request {
+
+std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = llmgate::config::ascii_lower(c);
+  return out;
+}
+
+// Feeds `wire` to `parser` `piece` bytes at a time, what a put leaves kept
+// for the next (as a session's buffer): the error that stopped it, if any,
+// and the bytes consumed.
+template <class Parser>
+std::pair<beast::error_code, std::size_t> feed(Parser& parser, std::string_view wire,
+                                               std::size_t piece) {
+  parser.header_limit(1024);
+  parser.body_limit(2048);
+  std::string pending;
+  std::size_t off = 0, consumed = 0;
+  beast::error_code ec;
+  for (int guard = 0; !parser.is_done(); ++guard) {
+    FUZZ_CHECK(guard < 1000000);
+    if (ec == http::error::need_more || pending.empty()) {
+      if (off == wire.size()) break;
+      const std::size_t n = std::min(piece, wire.size() - off);
+      pending.append(wire.substr(off, n));
+      off += n;
+    }
+    ec = {};
+    const std::size_t used = parser.put(net::buffer(pending), ec);
+    FUZZ_CHECK(used <= pending.size());
+    pending.erase(0, used);
+    consumed += used;
+    if (ec && ec != http::error::need_more) break;
+  }
+  if (ec == http::error::need_more) ec = {};
+  return {ec, consumed};
+}
+
+void check(std::string_view input) {
+  if (input.empty()) return;
+  const std::size_t piece = 1 + static_cast<unsigned char>(input[0]) % 64;
+  const std::string_view wire = input.substr(1);
+  BeastParser ref;
+  ClientRequest req;
+  RequestParser p(req);
+  const auto [ref_ec, ref_used] = feed(ref, wire, piece);
+  const auto [ec, used] = feed(p, wire, piece);
+  FUZZ_CHECK(ec == ref_ec);
+  FUZZ_CHECK(used == ref_used);
+  FUZZ_CHECK(p.is_header_done() == ref.is_header_done());
+  FUZZ_CHECK(p.is_done() == ref.is_done());
+  if (!p.is_header_done()) return;
+  const auto& m = ref.get();
+  FUZZ_CHECK(req.method() == m.method());
+  FUZZ_CHECK(req.method_string() == sv(m.method_string()));
+  FUZZ_CHECK(req.target() == sv(m.target()));
+  FUZZ_CHECK(req.version() == m.version());
+  FUZZ_CHECK(p.keep_alive() == ref.keep_alive());
+  FUZZ_CHECK(p.chunked() == ref.chunked());
+  if (p.is_done()) FUZZ_CHECK(req.body() == m.body());
+  // The reference adds a chunked body's trailer fields to the head's (the
+  // gateway drops them): compared only for a message without them.
+  if (p.chunked() && p.is_done()) return;
+  Fields want = fields_of(m), got = fields_of(req);
+  const auto by_name = [](const auto& a, const auto& b) { return lower(a.first) < lower(b.first); };
+  std::stable_sort(want.begin(), want.end(), by_name);
+  std::stable_sort(got.begin(), got.end(), by_name);
+  FUZZ_CHECK(want == got);
+  for (const auto& f : m) {
+    const std::string_view name(f.name_string().data(), f.name_string().size());
+    FUZZ_CHECK(req[name] == sv(m[f.name_string()]));
+    FUZZ_CHECK(req[lower(name)] == sv(m[f.name_string()]));
+    FUZZ_CHECK(req.count(name) == m.count(f.name_string()));
+    FUZZ_CHECK((*req.find(name)).name() == f.name());
+    if (f.name() != http::field::unknown) {
+      FUZZ_CHECK(req[f.name()] == sv(m[f.name()]));
+      FUZZ_CHECK(req.count(f.name()) == m.count(f.name()));
+    }
+  }
+  FUZZ_CHECK(req.size() == static_cast<std::size_t>(std::distance(m.begin(), m.end())));
+}
+
+}  // namespace request
 
 namespace list {
 
@@ -166,20 +265,19 @@ void check(std::string_view value) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   list::check(std::string_view(reinterpret_cast<const char*>(data), size));
+  request::check(std::string_view(reinterpret_cast<const char*>(data), size));
   if (size < 3) return 0;
   const std::size_t piece = 1 + data[0] % 64, max_line = 3 + data[1] % 64,
                     max_trailers = 2 + data[2] % 128;
   const std::string_view body(reinterpret_cast<const char*>(data) + 3, size - 3);
 
-  RequestParser head_only;
+  BeastParser head_only;
   put_head(head_only);
   const Fields head_fields = fields_of(head_only.get());
 
-  // As a session has it: the head's fields in the request's arena (and the
-  // trailer section's, which the reader swaps in and drops).
-  llmgate::gateway::HeadArena arena;
-  RequestParser parser(std::piecewise_construct, std::make_tuple(),
-                       std::make_tuple(llmgate::gateway::HeadAllocator<char>(&arena)));
+  // As a session has it: the request beside its parser.
+  ClientRequest req;
+  RequestParser parser(req);
   put_head(parser);
   Status status = Status::kNeedMore;
   beast::error_code ec;

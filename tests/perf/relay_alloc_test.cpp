@@ -275,14 +275,12 @@ Measured relay(int tokens, int requests, int clients, Connections connections) {
 // router's stable sort took a buffer and the trailers grew twice, 73 to 74
 // while the upstream response's head was a Beast field set); the SDK's head
 // is one allocation too, its block sized from the head before it is parsed
-// (HeadArena::expect; ten more without). Asio's aligned_alloc about 37 to 40
-// more (67 to 72 while the exchange was raced with `||` against the
-// disconnect watch and the drain: four coroutine threads a request; 44 to 46
-// while it ran in a coroutine thread of its own; 40 to 45 before the
-// upstream request, the last write and an idle connection stopped taking a
-// coroutine frame each). The request head is read, not found whole in the
-// buffer as on a kept-alive connection, and the upstream connection is
-// opened (resolved, connected) for each.
+// (HeadArena::expect then, ClientRequest::reserve now; ten more without). Asio's aligned_alloc
+// about 37 to 40 more (67 to 72 while the exchange was raced with `||` against the disconnect watch
+// and the drain: four coroutine threads a request; 44 to 46 while it ran in a coroutine thread of
+// its own; 40 to 45 before the upstream request, the last write and an idle connection stopped
+// taking a coroutine frame each). The request head is read, not found whole in the buffer as on a
+// kept-alive connection, and the upstream connection is opened (resolved, connected) for each.
 struct Bounds {
   double allocations, asio_allocations;
 };
