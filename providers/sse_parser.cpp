@@ -35,7 +35,7 @@ SseParser::Next SseParser::next(Frame& ev) {
     std::size_t avail = buf_.end() - scan_;
     const char* lf = static_cast<const char*>(std::memchr(from, '\n', avail));
     std::size_t upto = lf ? static_cast<std::size_t>(lf - from) : avail;
-    const char* cr = static_cast<const char*>(std::memchr(from, '\r', upto));
+    const char* cr = upto == 0 ? nullptr : static_cast<const char*>(std::memchr(from, '\r', upto));
     const char* term = cr ? cr : lf;
     if (!term) {
       scan_ = buf_.end();  // a partial line, all of it ordinary bytes
@@ -82,7 +82,12 @@ SseParser::Next SseParser::next(Frame& ev) {
 void SseParser::process_field(std::size_t start, std::size_t end) {
   const char* b = buf_.data();
   if (b[start] == ':') return;  // comment
-  const char* colon = static_cast<const char*>(std::memchr(b + start, ':', end - start));
+  // Most lines are "data:" ones: their colon is where it is, unsearched.
+  constexpr std::string_view kData = "data:";
+  const char* colon =
+      end - start >= kData.size() && std::string_view(b + start, kData.size()) == kData
+          ? b + start + kData.size() - 1
+          : static_cast<const char*>(std::memchr(b + start, ':', end - start));
   std::size_t name_end = colon ? static_cast<std::size_t>(colon - b) : end;
   std::size_t value = colon ? name_end + 1 : end;
   if (value < end && b[value] == ' ') ++value;

@@ -117,10 +117,15 @@ void ClientRequest::start(http::verb method, std::string_view method_string,
 }
 
 void ClientRequest::insert(http::field name, std::string_view name_string, std::string_view value) {
-  make_room(name_string.size() + value.size(), 1);
-  const Entry e{append_text(name_string), static_cast<std::uint32_t>(name_string.size()),
+  static_assert(sizeof(Entry) == kEntry && std::is_trivially_copyable_v<Entry>);
+  const std::size_t n = name_string.size() + value.size();
+  if (used_ + n + (fields_ + 1) * kEntry > cap_) make_room(n, 1);
+  char* at = block_.get() + used_;
+  if (!name_string.empty()) std::memcpy(at, name_string.data(), name_string.size());
+  if (!value.empty()) std::memcpy(at + name_string.size(), value.data(), value.size());
+  const Entry e{used_, static_cast<std::uint32_t>(name_string.size()),
                 static_cast<std::uint32_t>(value.size()), name};
-  append_text(value);
+  used_ += static_cast<std::uint32_t>(n);
   ++fields_;
   std::memcpy(block_.get() + cap_ - fields_ * kEntry, &e, kEntry);
 }

@@ -30,6 +30,42 @@ bool starts_with_icase(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
 }
 
+// Lists of names searched by length: a name is compared only with the
+// listed names of its length -- none for most of a client's names (an SDK's
+// x-stainless-* set), one or two for the others. Built at compile time;
+// a name longer than kMaxLength, or more than kPerLength of one length,
+// does not build.
+template <std::size_t kMaxLength, std::size_t kPerLength>
+class NamesByLength {
+ public:
+  template <std::size_t... Ns>
+  consteval explicit NamesByLength(const std::array<std::string_view, Ns>&... lists) {
+    (add(lists), ...);
+  }
+  bool contains(std::string_view name) const {
+    if (name.size() > kMaxLength) return false;
+    for (const std::string_view n : by_length_[name.size()]) {
+      if (n.empty()) return false;
+      if (same_letters_icase(name, n)) return true;
+    }
+    return false;
+  }
+
+ private:
+  template <std::size_t N>
+  consteval void add(const std::array<std::string_view, N>& list) {
+    for (const std::string_view n : list) {
+      if (n.empty() || n.size() > kMaxLength) throw "a name too long for the set";
+      auto& same_length = by_length_[n.size()];
+      std::size_t i = 0;
+      while (i < kPerLength && !same_length[i].empty()) ++i;
+      if (i == kPerLength) throw "more names of one length than the set holds";
+      same_length[i] = n;
+    }
+  }
+  std::array<std::array<std::string_view, kPerLength>, kMaxLength + 1> by_length_{};
+};
+
 }  // namespace
 
 bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
@@ -42,9 +78,8 @@ bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
                                                                 "upgrade",
                                                                 "proxy-authenticate",
                                                                 "proxy-authorization"};
-  for (auto h : kHopByHop) {
-    if (iequals(name, h)) return true;
-  }
+  static constexpr NamesByLength<24, 3> kNames(kHopByHop);
+  if (kNames.contains(name)) return true;
   for (const auto& t : tokens) {
     if (iequals(name, t)) return true;
   }
@@ -87,14 +122,15 @@ bool is_gateway_owned(std::string_view name) {
       "x-goog-user-project",       // Google (Gemini API, Vertex AI): the project billed and quota
       "azureml-model-deployment",  // Azure ML endpoints: the deployment that serves
   };
-  for (auto h : kOwned) {
-    if (iequals(name, h)) return true;
-  }
-  for (auto h : kProviderScoped) {
-    if (iequals(name, h)) return true;
-  }
-  // AWS: SigV4's inputs and the session token are credentials.
-  return starts_with_icase(name, "x-llmgate-") || starts_with_icase(name, "x-amz-");
+  static constexpr NamesByLength<24, 3> kNames(kOwned, kProviderScoped);
+  if (kNames.contains(name)) return true;
+  // The gateway's own controls (x-llmgate-*); AWS's SigV4 inputs and session
+  // token (x-amz-*), credentials. (Their third letter first: most of a
+  // client's names start "x-" too.)
+  if (name.size() < 6 || ascii_lower(name[0]) != 'x' || name[1] != '-') return false;
+  const char third = ascii_lower(name[2]);
+  return (third == 'l' && starts_with_icase(name, "x-llmgate-")) ||
+         (third == 'a' && starts_with_icase(name, "x-amz-"));
 }
 
 bool is_valid_request_id(std::string_view id) {

@@ -21,6 +21,7 @@
 
 #include "gateway/http/api_error.h"
 #include "gateway/http/client_request.h"
+#include "gateway/http/headers.h"
 
 namespace llmgate::gateway {
 
@@ -65,12 +66,7 @@ class HeadLines {
   explicit HeadLines(std::string& text) : text_(text) {}
   void start(unsigned version, http::status status);
   void start(unsigned version, unsigned code, std::string_view reason);  // any code
-  void set(std::string_view name, std::string_view value) {
-    text_.append(name)
-        .append(std::string_view(": "))
-        .append(value)
-        .append(std::string_view("\r\n"));
-  }
+  void set(std::string_view name, std::string_view value) { append_field_line(text_, name, value); }
   // `content_length`: the body's; none: chunked in HTTP/1.1, and in
   // HTTP/1.0 to the end of the connection.
   void end(unsigned version, bool keep_alive, std::optional<std::size_t> content_length);

@@ -174,7 +174,7 @@ std::string_view upstream_target(std::string& target, const config::Provider& p,
 
 namespace {
 
-constexpr std::string_view kColon = ": ", kCrlf = "\r\n";
+constexpr std::string_view kCrlf = "\r\n";
 
 // The fields the gateway sets on an upstream request, in order: a later one
 // of a name replaces an earlier one (as Beast's set() did), and each
@@ -199,7 +199,7 @@ class SetFields {
   }
   void append_to(std::string& out) const {
     for (const Line& l : lines_) {
-      if (!l.dropped) out.append(l.name).append(kColon).append(l.value).append(kCrlf);
+      if (!l.dropped) append_field_line(out, l.name, l.value);
     }
   }
 
@@ -323,13 +323,12 @@ UpstreamMessage make_upstream_request(http::verb method, std::string_view target
       .append(target)
       .append(std::string_view(" HTTP/1.1\r\n"));
   for (const auto& f : client_request) {
-    const std::string_view name(f.name_string().data(), f.name_string().size());
+    const std::string_view name = f.name_string();
     if (is_hop_by_hop(name, hop) || is_gateway_owned(name) || f.name() == http::field::via ||
         set.has(name)) {
       continue;
     }
-    const beast::string_view value = f.value();
-    h.append(name).append(kColon).append(value.data(), value.size()).append(kCrlf);
+    append_field_line(h, name, f.value());
   }
   set.append_to(h);
   // As prepare_payload: a length for a body, and for an empty one where the

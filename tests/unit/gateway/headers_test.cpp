@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <string>
+
 namespace llmgate::gateway {
 namespace {
 
@@ -124,6 +127,48 @@ TEST(GatewayOwned, CredentialsAndProviderScopedHeadersStayHere) {
                            "x-stainless-lang", "x-amzn-trace-id"}) {
     EXPECT_FALSE(is_gateway_owned(name)) << name;
   }
+}
+
+}  // namespace
+}  // namespace llmgate::gateway
+
+namespace llmgate::gateway {
+namespace {
+
+// Every name of the lists, in any case, and names of the same lengths that
+// are none of them (the lists are searched only for a name of a length
+// among theirs).
+TEST(Headers, EveryOwnedAndHopByHopNameIsFoundWhateverItsCase) {
+  auto upper = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const std::string name :
+       {"host", "authorization", "api-key", "x-api-key", "x-goog-api-key", "content-length",
+        "content-type", "accept", "accept-encoding", "expect", "cookie", "user-agent",
+        "openai-organization", "openai-project", "x-goog-user-project", "azureml-model-deployment",
+        "x-llmgate-anything", "x-amz-date"}) {
+    EXPECT_TRUE(is_gateway_owned(name)) << name;
+    EXPECT_TRUE(is_gateway_owned(upper(name))) << name;
+  }
+  for (const std::string name : {"hosu", "authorizatioN-", "x-api-kez", "x-stainless-os",
+                                 "x-stainless-runtime", "x-llmgate", "x-amz", ""}) {
+    EXPECT_FALSE(is_gateway_owned(name)) << name;
+  }
+  for (const std::string name :
+       {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+        "upgrade", "proxy-authenticate", "proxy-authorization"}) {
+    EXPECT_TRUE(is_hop_by_hop(name, {})) << name;
+    EXPECT_TRUE(is_hop_by_hop(upper(name), {})) << name;
+  }
+  for (const std::string name : {"tf", "trailex", "x-stainless-lang", "x-request-id", ""}) {
+    EXPECT_FALSE(is_hop_by_hop(name, {})) << name;
+  }
+  // A name the Connection header lists: any length.
+  ListTokens tokens;
+  add_list_tokens("X-A-Name-Of-Any-Length-Longer-Than-Sixty-Four-Bytes-Is-Hop-By-Hop-Too", tokens);
+  EXPECT_TRUE(is_hop_by_hop("x-a-name-of-any-length-longer-than-sixty-four-bytes-is-hop-by-hop-too",
+                            tokens));
 }
 
 }  // namespace
