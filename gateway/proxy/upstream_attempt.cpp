@@ -92,6 +92,8 @@ class UpstreamAttempt {
   ExchangeTimes exchange_times() const;
   net::awaitable<AttemptResult> on_head(providers::Lease& lease, UpstreamParser& parser,
                                         Clock::time_point ttft_deadline);
+  // An attempt that failed (judged) before any exchange of its own was awaited.
+  static net::awaitable<AttemptResult> failed_attempt() { co_return AttemptResult{}; }
   // A 200 with a JSON body to a stream request: a chat.completion is the
   // answer (synthesised into a stream for a stream client; no TTFT is
   // measured), anything else fails the attempt over.
@@ -229,30 +231,25 @@ void UpstreamAttempt::measure_admission(Clock::duration acquire_time) {
                                               rec_.request_sent - ctx_.rc.received - acquire_time);
 }
 
+// Not a coroutine: run() awaits the handler returned (a frame fewer, and
+// none held for as long as the stream lasts).
 net::awaitable<AttemptResult> UpstreamAttempt::on_head(providers::Lease& lease,
                                                        UpstreamParser& parser,
                                                        Clock::time_point ttft_deadline) {
   rec_.http_status = static_cast<int>(parser.get().result_int());
-  if (rec_.http_status != 200) {
-    AttemptResult r = co_await pass_through_status(lease, parser, ttft_deadline);
-    co_return r;
-  }
+  if (rec_.http_status != 200) return pass_through_status(lease, parser, ttft_deadline);
   auto ct = parser.get()[http::field::content_type];
-  if (ct.substr(0, 16) == "application/json") {
-    // Some OpenAI-compatible servers ignore "stream": the whole answer as JSON.
-    AttemptResult r = co_await json_answer(lease, parser);
-    co_return r;
-  }
+  // Some OpenAI-compatible servers ignore "stream": the whole answer as JSON.
+  if (ct.substr(0, 16) == "application/json") return json_answer(lease, parser);
   // The stream in the protocol's framing (SSE, AWS event-stream), as asked.
   if (!providers::announces(std::string_view(ct.data(), ct.size()), protocol_.framing())) {
     ctx_.judge(c_, rec_, failover::Fault::kNotEventStream,
                "\"" + std::string(ct.substr(0, 100)) + "\" instead of " +
                    std::string(providers::content_type(protocol_.framing())));
-    co_return AttemptResult{};
+    return failed_attempt();
   }
-  AttemptResult r = co_await relay(
-      ctx_, RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_, protocol_, request_});
-  co_return r;
+  return relay(ctx_,
+               RelayUpstream{c_, rec_, lease, parser, branch_, in_flight_, protocol_, request_});
 }
 
 net::awaitable<AttemptResult> UpstreamAttempt::json_answer(providers::Lease& lease,

@@ -86,34 +86,51 @@ std::string models_body(const config::Config& cfg, const config::GatewayKey* key
 
 }  // namespace
 
+namespace {
+
+// A Content-Encoding other than identity: the body is re-encoded upstream as
+// plain JSON, and a compressed one would be parsed as garbage or forwarded
+// under a wrong Content-Encoding.
+std::optional<std::string_view> unsupported_encoding(const Request& req) {
+  for (const auto& f : req) {
+    if (f.name() == http::field::content_encoding && !beast::iequals(f.value(), "identity"))
+      return f.value();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream& stream,
                                              Request& req, RequestContext& rc, const Route& route,
                                              bool admin) {
-  const std::string_view path = request_path(req.target()).value_or("");
-  // The body is re-encoded upstream as plain JSON: a compressed one would be
-  // parsed as garbage or forwarded under a wrong Content-Encoding.
-  for (const auto& f : req) {
-    if (f.name() != http::field::content_encoding || beast::iequals(f.value(), "identity"))
-      continue;
-    Response res = make_error_response(
-        rc, ApiError{415, "invalid_request_error",
-                     "Content-Encoding " + std::string(f.value().substr(0, 64)) +
-                         " is not supported: send the request body uncompressed",
-                     std::nullopt, "unsupported_content_encoding", std::nullopt});
-    co_return co_await write_response(stream, res, kWriteTimeout);
-  }
-  if (!admin && req.method() == http::verb::post) {
+  // Not a coroutine: the session awaits the handler returned (its arguments
+  // are the session's, alive until it has).
+  if (!admin && req.method() == http::verb::post && !unsupported_encoding(req)) {
     switch (route.endpoint) {
       case Endpoint::kApi:
-        co_return co_await handle_api_request(w.worker, stream, req, rc,
-                                              client_api(*route.operation));
+        return handle_api_request(w.worker, stream, req, rc, client_api(*route.operation));
       case Endpoint::kMessages:
-        co_return co_await handle_api_request(w.worker, stream, req, rc, messages_api());
+        return handle_api_request(w.worker, stream, req, rc, messages_api());
       case Endpoint::kCountTokens:
-        co_return co_await handle_count_tokens(w.worker, stream, req, rc);
+        return handle_count_tokens(w.worker, stream, req, rc);
       default:
         break;
     }
+  }
+  return answer_here(w, stream, req, rc, route, admin);
+}
+
+net::awaitable<bool> Gateway::Impl::answer_here(WorkerThread& w, beast::tcp_stream& stream,
+                                                Request& req, RequestContext& rc,
+                                                const Route& route, bool admin) {
+  if (const std::optional<std::string_view> encoding = unsupported_encoding(req)) {
+    Response res = make_error_response(
+        rc, ApiError{415, "invalid_request_error",
+                     "Content-Encoding " + std::string(encoding->substr(0, 64)) +
+                         " is not supported: send the request body uncompressed",
+                     std::nullopt, "unsupported_content_encoding", std::nullopt});
+    co_return co_await write_response(stream, res, kWriteTimeout);
   }
   if (!admin && route.endpoint == Endpoint::kResponse) {
     // (Its part's methods are its own.)
@@ -121,6 +138,7 @@ net::awaitable<bool> Gateway::Impl::dispatch(WorkerThread& w, beast::tcp_stream&
   }
   // Every other answer is built first and written once. (No temporaries live
   // across a co_await: GCC 12 mis-destroys some of them in coroutines.)
+  const std::string_view path = request_path(req.target()).value_or("");
   const auto snap = w.worker.snapshot;
   Response res = simple_response(*snap, req, route, path, rc, admin);
   co_return co_await write_response(stream, res, kWriteTimeout);

@@ -174,9 +174,13 @@ struct Gateway::Impl {
                                                 const config::ServerLimits& limits,
                                                 const BodyLimit& body_limit);
   static net::awaitable<void> lingering_close(beast::tcp_stream& stream);
-  // The request to what `route` (its path's, from the session) names.
+  // The request to what `route` (its path's, from the session) names: a
+  // client API's handler itself (not a coroutine wrapped around it: a frame
+  // fewer per request), else answer_here().
   net::awaitable<bool> dispatch(WorkerThread& w, beast::tcp_stream& stream, Request& req,
                                 RequestContext& rc, const Route& route, bool admin);
+  net::awaitable<bool> answer_here(WorkerThread& w, beast::tcp_stream& stream, Request& req,
+                                   RequestContext& rc, const Route& route, bool admin);
   std::optional<ApiError> admin_refusal(const Snapshot& snap, const Request& req, bool admin) const;
   Response models_response(const Snapshot& snap, const Request& req, const RequestContext& rc,
                            const std::string* id = nullptr) const;
