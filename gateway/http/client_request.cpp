@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "config/ascii.h"
@@ -134,14 +135,23 @@ void ClientRequest::insert(std::string_view name, std::string_view value) {
   insert(http::string_to_field({name.data(), name.size()}), name, value);
 }
 
+bool ClientRequest::has_room(std::size_t text, std::size_t entries) const {
+  return text <= kMaxBytes && entries <= kMaxBytes / kEntry &&
+         used_ + text + (fields_ + entries) * kEntry <= kMaxBytes;
+}
+
 void ClientRequest::reserve(std::size_t head_bytes) {
-  if (block_ == nullptr) make_room(2 * head_bytes, 0);
+  if (block_ == nullptr) make_room(std::min(2 * head_bytes, std::size_t{kMaxBytes}), 0);
 }
 
 void ClientRequest::make_room(std::size_t text, std::size_t entries) {
+  // Offsets are 32 bits: past that, nothing is added (RequestParser asks
+  // has_room() first and refuses the head as too large).
+  if (!has_room(text, entries)) throw std::length_error("a request head over 4 GiB");
   const std::size_t need = used_ + text + (fields_ + entries) * kEntry;
   if (need <= cap_) return;
-  const std::size_t cap = round_up(std::max({need, 2 * std::size_t{cap_}, kFirstBlock}));
+  const std::size_t cap = std::min(round_up(std::max({need, 2 * std::size_t{cap_}, kFirstBlock})),
+                                   std::size_t{kMaxBytes});
   auto block = std::make_unique_for_overwrite<char[]>(cap);
   if (cap_ != 0) {
     std::memcpy(block.get(), block_.get(), used_);

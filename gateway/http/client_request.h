@@ -130,10 +130,17 @@ class ClientRequest {
   void insert(http::field name, std::string_view name_string, std::string_view value);
   void insert(std::string_view name, std::string_view value);  // the enum looked up
   // A head of `head_bytes` (request line to blank line) is about to be
-  // read: one block for all of it (its text is shorter than the head; the
-  // index takes 16 bytes a field, a line takes 24 and more). Nothing if the
-  // request holds a block already.
+  // read: one block for all of it, twice its length -- its text is shorter
+  // than the head and the index takes 16 bytes a field, so that covers lines
+  // of 16 bytes and more (an SDK's are ~35; a head of tinier ones grows the
+  // block as it is read). Nothing if the request holds a block already.
   void reserve(std::size_t head_bytes);
+  // Whether `text` more bytes and `entries` more fields fit in the 4 GiB a
+  // request's offsets can address (a head that large needs
+  // server.limits.max_header_size near its 1 GiB maximum and tiny lines).
+  // insert() and start() past it throw std::length_error.
+  static constexpr std::uint32_t kMaxBytes = 0xFFFFFFF0u;
+  bool has_room(std::size_t text, std::size_t entries) const;
   std::size_t block_size() const { return cap_; }  // for tests
 
  private:

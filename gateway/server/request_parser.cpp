@@ -11,14 +11,23 @@ std::string_view view(beast::string_view s) { return {s.data(), s.size()}; }
 
 void RequestParser::on_request_impl(http::verb method, beast::string_view method_string,
                                     beast::string_view target, int version, beast::error_code& ec) {
+  if (!req_.has_room(method_string.size() + target.size(), 0)) {
+    ec = http::error::header_limit;
+    return;
+  }
   req_.start(method, view(method_string), view(target), static_cast<unsigned>(version));
   ec = {};
 }
 
 void RequestParser::on_field_impl(http::field name, beast::string_view name_string,
                                   beast::string_view value, beast::error_code& ec) {
-  if (!header_done_) req_.insert(name, view(name_string), view(value));
   ec = {};
+  if (header_done_) return;  // a trailer field: dropped
+  if (!req_.has_room(name_string.size() + value.size(), 1)) {
+    ec = http::error::header_limit;  // past what the request's offsets address: 431
+    return;
+  }
+  req_.insert(name, view(name_string), view(value));
 }
 
 void RequestParser::on_header_impl(beast::error_code& ec) {

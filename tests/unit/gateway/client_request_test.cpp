@@ -108,6 +108,41 @@ TEST(ClientRequest, AHeadNotSizedBeforehandGrowsItsBlockAndKeepsEveryField) {
   EXPECT_EQ(req.body(), "{}");
 }
 
+TEST(ClientRequest, AHeadOfTinyLinesGrowsTheBlockItWasGiven) {
+  // "a:\r\n": 1 byte of text and 16 of index for 4 of head, more than the
+  // twice-the-head block holds.
+  std::string bytes = "GET / HTTP/1.1\r\nHost: gw\r\n";
+  for (int i = 0; i < 300; ++i) bytes += std::string(1, static_cast<char>('a' + i % 26)) + ":\r\n";
+  bytes += "\r\n";
+  ClientRequest req;
+  req.reserve(bytes.size());
+  const std::size_t reserved = req.block_size();
+  RequestParser parser(req);
+  parse(parser, bytes);
+  EXPECT_GT(req.block_size(), reserved);
+  EXPECT_EQ(req.size(), 301u);
+  EXPECT_EQ(req.count("z"), 11u);
+  EXPECT_EQ(req["a"], "");
+  EXPECT_EQ(req[http::field::host], "gw");
+}
+
+// Offsets are 32 bits: a head past 4 GiB is refused before it is added (a
+// real one needs max_header_size near its 1 GiB maximum; the arithmetic is
+// what can be tested here).
+TEST(ClientRequest, RoomEndsWhereThirtyTwoBitOffsetsDo) {
+  ClientRequest req;
+  const std::size_t max = ClientRequest::kMaxBytes;
+  EXPECT_TRUE(req.has_room(max, 0));
+  EXPECT_TRUE(req.has_room(max - 16, 1));
+  EXPECT_FALSE(req.has_room(max - 15, 1));
+  EXPECT_FALSE(req.has_room(max + 1, 0));
+  EXPECT_FALSE(req.has_room(0, max / 16 + 1));
+  EXPECT_FALSE(req.has_room(std::size_t{1} << 63, 0));  // no overflow in the sum
+  req.insert("x-a", "1");
+  EXPECT_TRUE(req.has_room(max - 4 - 32, 1));
+  EXPECT_FALSE(req.has_room(max - 4 - 31, 1));
+}
+
 TEST(ClientRequest, ANameOrValueOver64KiBIsKept) {
   // Beast's field set refused these with std::length_error (a throw from
   // inside a read); the request's block takes what the header limit lets in.
