@@ -1,5 +1,6 @@
 #include "providers/prompt_prefix.h"
 
+#include <cstring>
 #include <string_view>
 
 #include "providers/prompt_size.h"
@@ -18,15 +19,42 @@ constexpr std::string_view kPreamble[] = {"tools", "functions", "response_format
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // Past the JSON value that starts at `p` in valid JSON `t`.
-std::size_t value_end(std::string_view t, std::size_t p) {
+struct Running {
+  std::uint64_t hash = kSeed;
+  std::size_t bytes = 0;
+  std::uint32_t media = 0;
+  void add(std::string_view text) {
+    hash = config::hash64(text, hash);
+    const PromptSize size = measure_prompt(text);
+    bytes += size.bytes;
+    media += size.media;
+  }
+  config::PrefixCut cut() const { return {hash == 0 ? 1 : hash, bytes, media}; }
+};
+
+// Past the closing quote of the string whose opening quote is at `p`.
+std::size_t string_end(std::string_view t, std::size_t p) {
+  std::size_t from = p + 1;
+  while (from < t.size()) {
+    const void* hit = std::memchr(t.data() + from, '"', t.size() - from);
+    if (hit == nullptr) break;
+    const auto q = static_cast<std::size_t>(static_cast<const char*>(hit) - t.data());
+    std::size_t slashes = 0;  // the run of backslashes right before it, inside the string
+    while (q - slashes > p + 1 && t[q - 1 - slashes] == '\\') ++slashes;
+    if (slashes % 2 == 0) return q + 1;
+    from = q + 1;
+  }
+  return t.size();
+}
+
+}  // namespace
+
+std::size_t json_value_end(std::string_view t, std::size_t p) {
   int depth = 0;
   while (p < t.size()) {
     const char c = t[p];
     if (c == '"') {
-      for (++p; p < t.size() && t[p] != '"'; ++p) {
-        if (t[p] == '\\') ++p;  // the escaped character
-      }
-      ++p;  // the closing quote
+      p = string_end(t, p);
       if (depth == 0) return p;
       continue;
     }
@@ -42,21 +70,6 @@ std::size_t value_end(std::string_view t, std::size_t p) {
   }
   return t.size();
 }
-
-struct Running {
-  std::uint64_t hash = kSeed;
-  std::size_t bytes = 0;
-  std::uint32_t media = 0;
-  void add(std::string_view text) {
-    hash = config::hash64(text, hash);
-    const PromptSize size = measure_prompt(text);
-    bytes += size.bytes;
-    media += size.media;
-  }
-  config::PrefixCut cut() const { return {hash == 0 ? 1 : hash, bytes, media}; }
-};
-
-}  // namespace
 
 PromptPrefixes prompt_prefixes(const RequestBody& body) {
   PromptPrefixes out;
@@ -88,7 +101,7 @@ PromptPrefixes prompt_prefixes(const RequestBody& body) {
   while (p < text.size()) {
     while (p < text.size() && (space(text[p]) || text[p] == ',')) ++p;
     if (p >= text.size() || text[p] == ']') break;
-    const std::size_t end = value_end(text, p);
+    const std::size_t end = json_value_end(text, p);
     running.add(text.substr(p, end - p));
     p = end;
     if (first) {

@@ -278,8 +278,59 @@ void check_kept_members(std::string_view body) {
 
 }  // namespace
 
+namespace value_end {
+
+// prompt_prefixes' value end before json_value_end searched strings with
+// memchr: a byte at a time, a backslash skipping the byte after it.
+std::size_t reference(std::string_view t, std::size_t p) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  int depth = 0;
+  while (p < t.size()) {
+    const char c = t[p];
+    if (c == '"') {
+      for (++p; p < t.size() && t[p] != '"'; ++p) {
+        if (t[p] == '\\') ++p;
+      }
+      ++p;
+      if (depth == 0) return p;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return p;
+      if (--depth == 0) return p + 1;
+    } else if (depth == 0 && (c == ',' || space(c))) {
+      return p;
+    }
+    ++p;
+  }
+  return t.size();
+}
+
+// The same end for any text, from the start and from the first 64 quotes
+// and brackets (past the end: any value from text.size() up).
+void check(std::string_view t) {
+  const auto same = [&](std::size_t at) {
+    const std::size_t got = llmgate::providers::json_value_end(t, at);
+    const std::size_t want = reference(t, at);
+    FUZZ_CHECK(std::min(got, t.size()) == std::min(want, t.size()));
+  };
+  same(0);
+  std::size_t starts = 0;
+  for (std::size_t i = 0; i < t.size() && starts < 64; ++i) {
+    if (t[i] == '"' || t[i] == '{' || t[i] == '[') {
+      same(i);
+      ++starts;
+    }
+  }
+}
+
+}  // namespace value_end
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
+  value_end::check(input);
   std::string_view content_type = "application/json";
   std::string_view body = input;
   if (auto nl = input.find('\n'); nl != std::string_view::npos) {
