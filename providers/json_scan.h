@@ -22,6 +22,10 @@
 #include <string>
 #include <string_view>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "providers/json_depth.h"
 #include "providers/utf8.h"
 
@@ -170,8 +174,27 @@ class JsonScanner {
            kHigh;
   }
 
-  // Past the bytes a string holds as they are (kPlain), eight at a time.
+  // Past the bytes a string holds as they are (kPlain): sixteen at a time
+  // with SSE2 (x86-64's baseline; a signed compare below 0x20 also flags
+  // the bytes from 0x80), else eight at a time (special_bytes). A long
+  // conversation is mostly string bytes, scanned once to index the body and
+  // again for its messages.
   [[gnu::always_inline]] void skip_plain() {
+#if defined(__SSE2__)
+    const __m128i space = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
+                  backslash = _mm_set1_epi8('\\');
+    while (end_ - p_ >= 16) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i special =
+          _mm_or_si128(_mm_cmplt_epi8(x, space),
+                       _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
+      if (const int mask = _mm_movemask_epi8(special); mask != 0) {
+        p_ += std::countr_zero(static_cast<unsigned>(mask));
+        return;
+      }
+      p_ += 16;
+    }
+#endif
     if constexpr (std::endian::native == std::endian::little) {
       while (end_ - p_ >= 8) {
         if (const std::uint64_t special = special_bytes(p_); special != 0) {
