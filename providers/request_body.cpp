@@ -60,6 +60,36 @@ class ValueScanner : public JsonScanner {
     });
   }
 
+  // Each element as array() gives it, and for an object element its member
+  // named `key` (the last when repeated, as object() finds it), in the same
+  // pass: on(element, member or nullopt).
+  template <typename F>
+  bool array_with_member(std::string_view key, F&& on) {
+    if (!eat('[')) return false;
+    return elements(1, [&] {
+      Member m;
+      m.begin = m.value = base_ + offset();
+      std::optional<Member> found;
+      if (p_ != end_ && *p_ == '{') {
+        ++p_;
+        m.v = Value{};
+        m.v.type = Value::Type::kObject;
+        const bool ok = members<true>(2, [&](std::string_view k) {
+          ++m.v.size;
+          Member e;
+          if (!value_here(e)) return false;
+          if (k == key) found = e;
+          return true;
+        });
+        if (!ok) return false;
+      } else if (!value(1, m.v)) {
+        return false;
+      }
+      m.end = base_ + offset();
+      return on(m, found);
+    });
+  }
+
   // Each element, until `on` returns false (then false, as for invalid text).
   template <typename F>
   bool array(F&& on) {
@@ -179,6 +209,17 @@ bool RequestBody::each_element(const Member& m, void* on,
   if (m.v.type != Type::kArray) return false;
   std::size_t i = 0;
   return ValueScanner(text_of(m), m.value).array([&](const Member& e) { return call(on, i++, e); });
+}
+
+bool RequestBody::each_element_with(const Member& m, std::string_view key, void* on,
+                                    bool (*call)(void*, std::size_t, const Member&,
+                                                 const Member*)) const {
+  if (m.v.type != Type::kArray) return false;
+  std::size_t i = 0;
+  return ValueScanner(text_of(m), m.value)
+      .array_with_member(key, [&](const Member& e, const std::optional<Member>& member) {
+        return call(on, i++, e, member ? &*member : nullptr);
+      });
 }
 
 nlohmann::json RequestBody::erase(std::string_view k) {

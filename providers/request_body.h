@@ -101,6 +101,17 @@ class RequestBody {
     });
   }
 
+  // each_element, and for an object element its member named `key` as
+  // member_of() gives it, found in the same scan (a conversation's messages
+  // scanned once, not twice): on(i, element, member or nullptr).
+  template <typename F>
+  bool each_element_with(const Member& m, std::string_view key, F&& on) const {
+    return each_element_with(m, key, &on,
+                             [](void* f, std::size_t i, const Member& e, const Member* member) {
+                               return (*static_cast<std::remove_reference_t<F>*>(f))(i, e, member);
+                             });
+  }
+
   // Takes `key` out of the document (every occurrence; the DOM too once
   // parsed). Returns the (last) value's document, or null when absent.
   nlohmann::json erase(std::string_view key);
@@ -141,6 +152,8 @@ class RequestBody {
   std::pair<bool, std::string_view> identity(const Member& m) const;
   bool each_element(const Member& m, void* on,
                     bool (*call)(void*, std::size_t, const Member&)) const;
+  bool each_element_with(const Member& m, std::string_view key, void* on,
+                         bool (*call)(void*, std::size_t, const Member&, const Member*)) const;
   // Scans text_ into members_, with Member::superseded (once: the text does
   // not change); false when it is not a JSON object.
   bool index();

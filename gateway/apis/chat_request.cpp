@@ -89,20 +89,21 @@ std::optional<ApiError> read_messages(ChatRequest& r) {
     return invalid_request("messages must be a non-empty array", "messages", "invalid_type");
   }
   std::optional<ApiError> error;
-  r.body.each_element(*messages, [&](std::size_t i, const Member& m) {
-    if (m.v.type != Type::kObject) {
-      std::string param = "messages[" + std::to_string(i) + "]";
-      error = invalid_request(param + " must be an object", param, "invalid_type");
-      return false;
-    }
-    auto role = r.body.member_of(m, "role");
-    if (!role || role->v.type != Type::kString) {
-      std::string param = "messages[" + std::to_string(i) + "].role";
-      error = invalid_request(param + " must be a string", param, "invalid_type");
-      return false;
-    }
-    return true;
-  });
+  // Each message's role found in the scan that walks the messages.
+  r.body.each_element_with(
+      *messages, "role", [&](std::size_t i, const Member& m, const Member* role) {
+        if (m.v.type != Type::kObject) {
+          std::string param = "messages[" + std::to_string(i) + "]";
+          error = invalid_request(param + " must be an object", param, "invalid_type");
+          return false;
+        }
+        if (!role || role->v.type != Type::kString) {
+          std::string param = "messages[" + std::to_string(i) + "].role";
+          error = invalid_request(param + " must be a string", param, "invalid_type");
+          return false;
+        }
+        return true;
+      });
   return error;
 }
 

@@ -26,7 +26,9 @@
 #include <string>
 #include <string_view>
 #include <typeinfo>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "gateway/apis/chat_request.h"
 #include "providers/json_depth.h"
@@ -221,6 +223,31 @@ void check_prefixes(std::string_view body, const json& doc,
   auto parsed = llmgate::providers::RequestBody::parse(std::string(body));
   auto* request = std::get_if<llmgate::providers::RequestBody>(&parsed);
   FUZZ_CHECK(request != nullptr);
+  // Every array member's elements with their "role", in one scan, as
+  // each_element and member_of find them in two.
+  using Member = llmgate::providers::RequestBody::Member;
+  for (const auto& [key, value] : doc.items()) {
+    const Member* array = request->find(key);
+    if (array == nullptr || array->v.type != llmgate::providers::RequestBody::Type::kArray)
+      continue;
+    std::vector<std::pair<Member, std::optional<Member>>> want;
+    request->each_element(*array, [&](std::size_t, const Member& m) {
+      want.emplace_back(m, request->member_of(m, "role"));
+      return true;
+    });
+    std::size_t n = 0;
+    FUZZ_CHECK(request->each_element_with(
+        *array, "role", [&](std::size_t i, const Member& m, const Member* role) {
+          FUZZ_CHECK(i == n && n < want.size());
+          const auto& [element, found] = want[n++];
+          FUZZ_CHECK(m.begin == element.begin && m.end == element.end);
+          FUZZ_CHECK(m.v.type == element.v.type && m.v.size == element.v.size);
+          FUZZ_CHECK((role != nullptr) == found.has_value());
+          if (role) FUZZ_CHECK(role->value == found->value && role->end == found->end);
+          return true;
+        }));
+    FUZZ_CHECK(n == want.size());
+  }
   const PromptPrefixes p = llmgate::providers::prompt_prefixes(*request);
   const json* conversation = nullptr;
   if (auto m = doc.find("messages"); m != doc.end() && m->is_array()) {

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace llmgate::providers {
 namespace {
@@ -79,6 +82,47 @@ TEST(RequestBody, TheLastOfARepeatedKeyCountsAsForNlohmann) {
   ASSERT_TRUE(role);
   EXPECT_EQ(role->v.type, Type::kString);
   EXPECT_EQ(b.dom()["model"], "b");
+}
+
+// An element's member found in the array's own scan: what member_of finds
+// in the element -- the last of a repeated key, an escaped key decoded,
+// only the element's own members -- and no member for other elements.
+TEST(RequestBody, AnElementsMemberFoundInTheSameScanIsMemberOfs) {
+  auto b = body(R"({"messages":[{"role":1,"role":"user"},{"content":{"role":"x"}},)"
+                R"([1],"s",{"r\u006fle":"tool","n":[{"role":2}]},{}]})");
+  const RequestBody::Member& messages = *b.find("messages");
+  std::vector<std::pair<RequestBody::Member, std::optional<RequestBody::Member>>> want;
+  b.each_element(messages, [&](std::size_t, const RequestBody::Member& m) {
+    want.emplace_back(m, b.member_of(m, "role"));
+    return true;
+  });
+  ASSERT_EQ(want.size(), 6u);
+  std::size_t n = 0;
+  EXPECT_TRUE(b.each_element_with(
+      messages, "role",
+      [&](std::size_t i, const RequestBody::Member& m, const RequestBody::Member* role) {
+        EXPECT_EQ(i, n);
+        const auto& [element, found] = want[n++];
+        EXPECT_EQ(m.begin, element.begin);
+        EXPECT_EQ(m.end, element.end);
+        EXPECT_EQ(m.v.type, element.v.type);
+        EXPECT_EQ(m.v.size, element.v.size);
+        EXPECT_EQ(role != nullptr, found.has_value()) << i;
+        if (role && found) {
+          EXPECT_EQ(role->value, found->value);
+          EXPECT_EQ(role->end, found->end);
+          EXPECT_EQ(role->v.type, found->v.type);
+        }
+        return true;
+      }));
+  EXPECT_EQ(n, 6u);
+  EXPECT_EQ(want[0].second->v.type, Type::kString);  // the last "role"
+  EXPECT_FALSE(want[1].second);                      // a deeper "role" is not the element's
+  EXPECT_TRUE(want[4].second);                       // "r\u006fle" is "role"
+  // Stopped by its callback: false, as each_element.
+  EXPECT_FALSE(b.each_element_with(
+      messages, "role",
+      [](std::size_t, const RequestBody::Member&, const RequestBody::Member*) { return false; }));
 }
 
 TEST(RequestBody, EscapedKeysAndStringsAreDecoded) {
