@@ -74,6 +74,12 @@ def callgrind_self_costs(dump: Path) -> tuple[int, list[tuple[int, str]]]:
     return total, sorted(((v, k) for k, v in self_cost.items()), reverse=True)
 
 
+def workload_flags(args) -> str:
+    """The options that change what each request is, for a profile's header."""
+    return ((f" --history-kib {args.history_kib:g}" if args.history_kib else "")
+            + (" --sdk-head" if args.sdk_head else ""))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kind", choices=ov.KINDS, default="nonstream")
@@ -161,7 +167,7 @@ def main(argv: list[str]) -> int:
                         f"{dt.date.today().isoformat()}, {ov.git_info()}",
                         f"# python3 bench/overhead/profile.py --kind {args.kind} --callgrind "
                         f"--connections {args.connections} --duration {args.duration:g}"
-                        + (" --sdk-head" if args.sdk_head else ""),
+                        + workload_flags(args),
                         f"# {summary}", f"# {line}"]
                 Path(args.out).write_text("\n".join(head + rows) + "\n")
                 print(f"profile: {args.out}")
@@ -169,7 +175,7 @@ def main(argv: list[str]) -> int:
             head = [f"# perf top symbols, llmgate ({args.label or args.kind}), closed loop {args.connections} "
                     f"connections, static nginx upstream, {dt.date.today().isoformat()}, {ov.git_info()}",
                     f"# python3 bench/overhead/profile.py --kind {args.kind} --perf"
-                    + (" --sdk-head" if args.sdk_head else "")
+                    + workload_flags(args)
                     + " (perf record -F 1999 -g; perf report --no-children)",
                     f"# {summary}"]
             dso = subprocess.run(["perf", "report", "-i", str(perf_data), "--no-children", "--sort", "dso",
