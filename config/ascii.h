@@ -17,6 +17,19 @@ inline char ascii_lower(char c) {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
+// The same letters but for ASCII case, `a` and `b` of one length.
+inline bool ascii_same_letters(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(),
+                    [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
+// Equal but for ASCII case (HTTP field names, tokens). The lengths are
+// compared where it is called: most names compared differ in length, and a
+// call was what such a mismatch cost.
+[[gnu::always_inline]] inline bool ascii_iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ascii_same_letters(a, b);
+}
+
 inline std::string ascii_lowercase(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), ascii_lower);

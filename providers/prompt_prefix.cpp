@@ -18,7 +18,6 @@ constexpr std::string_view kPreamble[] = {"tools", "functions", "response_format
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-// Past the JSON value that starts at `p` in valid JSON `t`.
 struct Running {
   std::uint64_t hash = kSeed;
   std::size_t bytes = 0;

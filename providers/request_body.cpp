@@ -71,15 +71,11 @@ class ValueScanner : public JsonScanner {
       m.begin = m.value = base_ + offset();
       std::optional<Member> found;
       if (p_ != end_ && *p_ == '{') {
-        ++p_;
         m.v = Value{};
         m.v.type = Value::Type::kObject;
-        const bool ok = members<true>(2, [&](std::string_view k) {
+        const bool ok = object([&](std::string_view k, const Member& e) {
           ++m.v.size;
-          Member e;
-          if (!value_here(e)) return false;
           if (k == key) found = e;
-          return true;
         });
         if (!ok) return false;
       } else if (!value(1, m.v)) {

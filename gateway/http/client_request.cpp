@@ -13,12 +13,6 @@ namespace {
 constexpr std::size_t kEntry = 16;  // sizeof(Entry), checked below
 constexpr std::size_t kFirstBlock = 256;
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return config::ascii_lower(x) == config::ascii_lower(y);
-         });
-}
-
 std::size_t round_up(std::size_t n) { return (n + kEntry - 1) / kEntry * kEntry; }
 
 }  // namespace
@@ -79,7 +73,7 @@ ClientRequest::const_iterator ClientRequest::find(std::string_view name) const {
   std::size_t i = 0;
   for (; i < fields_; ++i) {
     const Entry e = entry(i);
-    if (e.name_size == name.size() && iequals(text(e.at, e.name_size), name)) break;
+    if (config::ascii_iequals(text(e.at, e.name_size), name)) break;
   }
   return {this, i};
 }
@@ -95,7 +89,7 @@ std::size_t ClientRequest::count(std::string_view name) const {
   std::size_t n = 0;
   for (std::size_t i = 0; i < fields_; ++i) {
     const Entry e = entry(i);
-    n += e.name_size == name.size() && iequals(text(e.at, e.name_size), name);
+    n += config::ascii_iequals(text(e.at, e.name_size), name);
   }
   return n;
 }

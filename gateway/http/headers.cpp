@@ -12,22 +12,12 @@
 namespace llmgate::gateway {
 namespace {
 
-using config::ascii_lower;  // field names are ASCII tokens (RFC 9110 §5.1)
-
-bool same_letters_icase(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(),
-                    [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
-}
-
-// The lengths where it is called: most comparisons here are of a client's
-// names against the lists below, and differ in length; a call is what such a
-// mismatch cost (a dozen names of an SDK's head against each list).
-[[gnu::always_inline]] inline bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && same_letters_icase(a, b);
-}
+// Field names are ASCII tokens (RFC 9110 §5.1).
+using config::ascii_iequals;
+using config::ascii_lower;
 
 bool starts_with_icase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+  return s.size() >= prefix.size() && ascii_iequals(s.substr(0, prefix.size()), prefix);
 }
 
 // Lists of names searched by length: a name is compared only with the
@@ -46,7 +36,7 @@ class NamesByLength {
     if (name.size() > kMaxLength) return false;
     for (const std::string_view n : by_length_[name.size()]) {
       if (n.empty()) return false;
-      if (same_letters_icase(name, n)) return true;
+      if (config::ascii_same_letters(name, n)) return true;
     }
     return false;
   }
@@ -81,7 +71,7 @@ bool is_hop_by_hop(std::string_view name, const ListTokens& tokens) {
   static constexpr NamesByLength<24, 3> kNames(kHopByHop);
   if (kNames.contains(name)) return true;
   for (const auto& t : tokens) {
-    if (iequals(name, t)) return true;
+    if (ascii_iequals(name, t)) return true;
   }
   return false;
 }
@@ -100,7 +90,7 @@ void add_list_tokens(std::string_view v, ListTokens& out) {
 bool wants_keep_alive(unsigned version, const ListTokens& tokens) {
   auto has = [&](std::string_view t) {
     return std::any_of(tokens.begin(), tokens.end(),
-                       [&](std::string_view token) { return iequals(token, t); });
+                       [&](std::string_view token) { return ascii_iequals(token, t); });
   };
   if (has("close")) return false;
   return version >= 11 || has("keep-alive");
@@ -157,7 +147,7 @@ TransferCoding classify_transfer_encoding(const std::vector<std::string_view>& f
   for (auto value : field_values) add_list_tokens(value, codings);
   if (codings.empty())
     return field_values.empty() ? TransferCoding::kNone : TransferCoding::kInvalid;
-  auto chunked = [](std::string_view c) { return iequals(c, "chunked"); };
+  auto chunked = [](std::string_view c) { return ascii_iequals(c, "chunked"); };
   if (!chunked(codings.back())) return TransferCoding::kInvalid;
   if (std::count_if(codings.begin(), codings.end(), chunked) > 1) return TransferCoding::kInvalid;
   return codings.size() == 1 ? TransferCoding::kChunked : TransferCoding::kUnsupported;

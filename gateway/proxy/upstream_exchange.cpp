@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config/ascii.h"
 #include "gateway/http/headers.h"
 #include "gateway/proxy/attempt_result.h"
 #include "gateway/proxy/upstream_body.h"
@@ -193,9 +194,8 @@ class SetFields {
     lines_.back().dropped = true;
   }
   bool has(std::string_view name) const {
-    return std::any_of(lines_.begin(), lines_.end(), [&](const Line& l) {
-      return l.name.size() == name.size() && beast::iequals(l.name, name);
-    });
+    return std::any_of(lines_.begin(), lines_.end(),
+                       [&](const Line& l) { return config::ascii_iequals(l.name, name); });
   }
   void append_to(std::string& out) const {
     for (const Line& l : lines_) {

@@ -138,8 +138,7 @@ struct Gateway::Impl {
   net::awaitable<void> session(WorkerThread& w, net::ip::tcp::socket socket, bool admin,
                                net::cancellation_signal& cancel);
   bool over_connection_limit(WorkerThread& w);
-  // Reads and answers one request: whether the connection goes on. The
-  // request's head takes its memory from `arena` (the connection's).
+  // Reads and answers one request: whether the connection goes on.
   net::awaitable<bool> serve_request(WorkerThread& w, beast::tcp_stream& stream,
                                      beast::flat_buffer& buffer, SessionTracker& tracked,
                                      bool first, bool admin, net::cancellation_signal& cancel);
