@@ -90,7 +90,7 @@ constexpr const char* kUsage = R"(usage: llmgate-loadgen --url http://HOST:PORT/
   --event-delay         per SSE event with "x_sim_ns":N (llmgate-sim --stamp-events), record
                         its arrival time minus N (same host, CLOCK_MONOTONIC): "delay"
 Errors: connection failures, non-200 statuses, and event streams that end without
-"data: [DONE]" or carry an error event.
+"data: [DONE]" (or Anthropic's message_stop) or carry an error event.
 )";
 
 struct Options {
@@ -689,7 +689,9 @@ class LoadGen {
         }
       }
     }
-    if (e.find("[DONE]") != std::string_view::npos) {
+    // The end: OpenAI's [DONE], or Anthropic's message_stop (the Messages API).
+    if (e.find("[DONE]") != std::string_view::npos ||
+        e.find("\"type\":\"message_stop\"") != std::string_view::npos) {
       c.saw_done = true;
       return;
     }
@@ -697,10 +699,13 @@ class LoadGen {
         e.find("\"choices\"") == std::string_view::npos) {
       c.saw_error_event = true;
     }
-    if (!c.first_token) {
-      auto k = e.find("\"content\":");
+    // The first token: a non-empty "content" string (a chat chunk's delta),
+    // or "text" (a Messages API text_delta).
+    for (std::string_view key : {std::string_view("\"content\":"), std::string_view("\"text\":")}) {
+      if (c.first_token) break;
+      auto k = e.find(key);
       if (k != std::string_view::npos) {
-        std::string_view v = e.substr(k + 10);
+        std::string_view v = e.substr(k + key.size());
         while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
         if (v.size() >= 2 && v[0] == '"' && v[1] != '"') c.first_token = t;
       }

@@ -77,7 +77,8 @@ def callgrind_self_costs(dump: Path) -> tuple[int, list[tuple[int, str]]]:
 def workload_flags(args) -> str:
     """The options that change what each request is, for a profile's header."""
     return ((f" --history-kib {args.history_kib:g}" if args.history_kib else "")
-            + (" --sdk-head" if args.sdk_head else ""))
+            + (" --sdk-head" if args.sdk_head else "")
+            + (f" --api {args.api}" if args.api != "chat" else ""))
 
 
 def main(argv: list[str]) -> int:
@@ -86,6 +87,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--duration", type=float, default=6.0, help="measured seconds (default 6)")
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--history-kib", type=int, default=0, help="earlier turns in each body, KiB")
+    p.add_argument("--api", choices=("chat", "messages"), default="chat",
+                   help="the client API: chat completions, or Anthropic's Messages API (a coding agent's "
+                        "request, translated to chat for the OpenAI-shaped upstream)")
     p.add_argument("--sdk-head", action="store_true",
                    help="send the OpenAI SDK's request head (fifteen fields) instead of three")
     p.add_argument("--perf", action="store_true", help="record a perf profile of llmgate in the window")
@@ -113,16 +117,18 @@ def main(argv: list[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="llmgate-profile-"))
     os.chmod(workdir, 0o755)
     body = workdir / "body.json"
-    body.write_bytes(ov.request_body(args.kind == "stream", args.history_kib))
+    make_body = ov.messages_request_body if args.api == "messages" else ov.request_body
+    body.write_bytes(make_body(args.kind == "stream", args.history_kib))
+    path = ov.MESSAGES_PATH if args.api == "messages" else ov.PATH
     procs = ov.Procs(workdir)
     if args.callgrind:
         args.gateway = ov.callgrind_wrapper(workdir, args.gateway)
     try:
         g = ov.setup_static(procs, args, workdir)
-        ov.verify_target(g.llmgate_port, args.kind, "llmgate")
+        ov.verify_target(g.llmgate_port, args.kind, "llmgate", args.api)
         pid = g.pids["llmgate"]()[0]
         out_json = workdir / "loadgen.json"
-        argv_lg = [str(args.loadgen), "--url", f"http://{ov.HOST}:{g.llmgate_port}{ov.PATH}", "--body-file",
+        argv_lg = [str(args.loadgen), "--url", f"http://{ov.HOST}:{g.llmgate_port}{path}", "--body-file",
                    str(body), *ov.head_flags(args.sdk_head),
                    "--connections", str(args.connections), "--duration", f"{args.duration:g}",
                    "--warmup", "1", "--cpu", str(args.loadgen_cpu), "--json", str(out_json)]

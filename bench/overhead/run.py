@@ -381,6 +381,55 @@ def history(kib: int) -> list[dict]:
     return turns
 
 
+MESSAGES_PATH = "/v1/messages"
+MESSAGES_SYSTEM = ("You are a coding agent. Read the files you need with the tools, change them with "
+                   "edit_file, and run the tests before you answer.")
+MESSAGES_TOOLS = [
+    {"name": "read_file", "description": "Read a file of the repository.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "edit_file", "description": "Replace a string in a file.",
+     "input_schema": {"type": "object",
+                      "properties": {"path": {"type": "string"}, "old": {"type": "string"},
+                                     "new": {"type": "string"}},
+                      "required": ["path", "old", "new"]}},
+]
+
+
+def agent_history(kib: int) -> list[dict]:
+    """Earlier turns of a coding agent's conversation in Anthropic's Messages
+    shape, about `kib` KiB of JSON: the assistant's text and tool_use blocks,
+    the user's tool_result blocks with file contents."""
+    turns: list[dict] = []
+    size, i = 0, 0
+    while size < kib * 1024:
+        path = f"src/module_{i}.cpp"
+        turns.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Turn {i}: I will read {path} to see how it sums the array."},
+            {"type": "tool_use", "id": f"toolu_{i:08d}", "name": "read_file", "input": {"path": path}}]})
+        code = ("// café-style prose, \"quoted\"\n"
+                "int sum(const int* a, int n) {\n  int s = 0;\n"
+                "  for (int i = 0; i < n; ++i) s += a[i];\n  return s;\n}\n")
+        turns.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i:08d}", "content": code * 2}]})
+        size += len(_compact(turns[-2])) + len(_compact(turns[-1])) + 2
+        i += 1
+    return turns
+
+
+def messages_request_body(stream: bool, history_kib: int = 0) -> bytes:
+    """A Messages API request as a coding agent sends it: a system block with
+    a cache mark, two tools, the conversation so far, the new question."""
+    history_turns = agent_history(history_kib)
+    if history_turns:  # the conversation ends with the user's turn: a question after the last result
+        history_turns[-1]["content"].append({"type": "text", "text": PROMPT})
+    else:
+        history_turns = [{"role": "user", "content": PROMPT}]
+    body: dict = {"model": PUBLIC_MODEL, "max_tokens": 64, "stream": stream,
+                  "system": [{"type": "text", "text": MESSAGES_SYSTEM, "cache_control": {"type": "ephemeral"}}],
+                  "tools": MESSAGES_TOOLS, "messages": history_turns}
+    return _compact(body).encode()
+
+
 # What the OpenAI SDK (Node) sends besides the load generator's own Host,
 # Content-Type and Content-Length: fifteen fields in all, the head a proxy
 # parses and forwards for a real client (--sdk-head). The key is no gateway
@@ -738,8 +787,11 @@ class Group:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def verify_target(port: int, kind: str, what: str) -> None:
-    """One request before measuring: 200, and a whole answer of the right shape."""
+def verify_target(port: int, kind: str, what: str, api: str = "chat") -> None:
+    """One request before measuring: 200, and a whole answer of the right shape
+    (`api`: "chat", or "messages" for Anthropic's Messages API)."""
+    if api == "messages":
+        return verify_messages(port, kind, what)
     status, headers, body = http_request(port, "POST", PATH, request_body(kind == "stream"))
     if status != 200:
         raise BenchError(f"{what}: a {kind} request answered {status}: {body[:500]!r}")
@@ -756,6 +808,24 @@ def verify_target(port: int, kind: str, what: str) -> None:
             raise BenchError(f"{what}: a non-stream request got no chat.completion: {text[:500]!r}")
         if not content:
             raise BenchError(f"{what}: a non-stream request got an empty answer")
+
+
+def verify_messages(port: int, kind: str, what: str) -> None:
+    """verify_target for a Messages request (with a conversation: it is translated to chat)."""
+    status, headers, body = http_request(port, "POST", MESSAGES_PATH, messages_request_body(kind == "stream", 4))
+    if status != 200:
+        raise BenchError(f"{what}: a {kind} Messages request answered {status}: {body[:500]!r}")
+    text = body.decode(errors="replace")
+    if kind == "stream":
+        if "event: message_stop" not in text or '"text_delta"' not in text:
+            raise BenchError(f"{what}: a stream Messages request got no whole event stream: {text[:500]!r}")
+        return
+    try:
+        answer = json.loads(body)["content"][0]["text"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise BenchError(f"{what}: a Messages request got no message: {text[:500]!r}")
+    if not answer:
+        raise BenchError(f"{what}: a Messages request got an empty answer")
 
 
 def setup_static(procs: Procs, args, workdir: Path) -> Group:
