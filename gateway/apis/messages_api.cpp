@@ -167,6 +167,11 @@ namespace {
 std::optional<providers::RequestBody> without_unsigned_thinking(const providers::RequestBody& doc) {
   // (In its own order: nothing else changes.)
   ordered_json j = ordered_json::parse(doc.text(), nullptr, false);
+  // Without what admission took out of it (the gateway's "route"): the
+  // text still holds it.
+  for (const providers::RequestBody::Member& m : doc.members()) {
+    if (m.removed && j.is_object()) j.erase(std::string(doc.key(m)));
+  }
   ordered_json* messages = j.is_object() && j.contains("messages") ? &j["messages"] : nullptr;
   if (!messages || !messages->is_array()) return std::nullopt;
   bool dropped = false;

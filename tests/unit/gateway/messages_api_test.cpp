@@ -254,6 +254,16 @@ TEST(MessagesApi, UnsignedThinkingFromATranslatedAnswerIsNotSentToAnthropic) {
       << "the signed block kept, the unsigned one left out";
   // The client's order of members is kept.
   EXPECT_EQ(std::get<std::string>(sent).rfind(R"({"model":"claude","max_tokens":9,)", 0), 0u);
+  // The gateway's route override is not sent with them (it was, found by
+  // fuzz_messages: Anthropic refuses a member it does not know).
+  std::string routed = body;
+  routed.insert(1, R"("route":{"policy":"cheapest"},)");
+  ChatRequest with_route = std::get<ChatRequest>(parse_messages_request("", routed));
+  ASSERT_TRUE(with_route.native_unsigned_thinking);
+  sent = messages_api().upstream_body(native, with_route, r);
+  ASSERT_TRUE(std::holds_alternative<std::string>(sent));
+  EXPECT_FALSE(json::parse(std::get<std::string>(sent)).contains("route"))
+      << std::get<std::string>(sent);
   // Signed thinking alone: the document as it came.
   const std::string plain =
       R"({"model":"c","max_tokens":9,"messages":[{"role":"assistant","content":[)"
