@@ -1,6 +1,5 @@
 #include "providers/prompt_prefix.h"
 
-#include <cstring>
 #include <string_view>
 
 #include "providers/prompt_size.h"
@@ -31,44 +30,7 @@ struct Running {
   config::PrefixCut cut() const { return {hash == 0 ? 1 : hash, bytes, media}; }
 };
 
-// Past the closing quote of the string whose opening quote is at `p`.
-std::size_t string_end(std::string_view t, std::size_t p) {
-  std::size_t from = p + 1;
-  while (from < t.size()) {
-    const void* hit = std::memchr(t.data() + from, '"', t.size() - from);
-    if (hit == nullptr) break;
-    const auto q = static_cast<std::size_t>(static_cast<const char*>(hit) - t.data());
-    std::size_t slashes = 0;  // the run of backslashes right before it, inside the string
-    while (q - slashes > p + 1 && t[q - 1 - slashes] == '\\') ++slashes;
-    if (slashes % 2 == 0) return q + 1;
-    from = q + 1;
-  }
-  return t.size();
-}
-
 }  // namespace
-
-std::size_t json_value_end(std::string_view t, std::size_t p) {
-  int depth = 0;
-  while (p < t.size()) {
-    const char c = t[p];
-    if (c == '"') {
-      p = string_end(t, p);
-      if (depth == 0) return p;
-      continue;
-    }
-    if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (depth == 0) return p;  // the end of a number or literal: the array's
-      if (--depth == 0) return p + 1;
-    } else if (depth == 0 && (c == ',' || space(c))) {
-      return p;  // the end of a number or literal
-    }
-    ++p;
-  }
-  return t.size();
-}
 
 PromptPrefixes prompt_prefixes(const RequestBody& body) {
   PromptPrefixes out;

@@ -59,13 +59,4 @@ struct PromptPrefixes {
 // conversation: no `messages` array, no `input` array.
 PromptPrefixes prompt_prefixes(const RequestBody& body);
 
-// Where the JSON value that starts at `at` in `text` ends (one past it), for
-// a text already known to be JSON (a scan that does not validate): past a
-// string's closing quote (the first after it not escaped by an odd run of
-// backslashes, found with memchr: a conversation is mostly string bytes),
-// past the bracket that closes an object or array, or at the comma,
-// whitespace or bracket after a number or literal. Past the end of `text`
-// (any value from text.size() up) when the value does not end in it.
-std::size_t json_value_end(std::string_view text, std::size_t at);
-
 }  // namespace llmgate::providers

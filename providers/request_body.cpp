@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <stdexcept>
 
 namespace llmgate::providers {
@@ -200,6 +201,85 @@ std::optional<Member> RequestBody::member_of(const Member& m, std::string_view k
   return found;
 }
 
+RequestBody::Member RequestBody::walked(std::size_t at) const {
+  Member m;
+  m.begin = m.value = at;
+  m.end = std::min(json_value_end(text_, at), text_.size());
+  switch (text_[at]) {
+    case '"':
+      m.v.type = Type::kString;
+      m.v.escaped = std::memchr(text_.data() + at, '\\', m.end - at) != nullptr;
+      break;
+    case '{':
+      m.v.type = Type::kObject;
+      break;
+    case '[':
+      m.v.type = Type::kArray;
+      break;
+    case 't':
+      m.v.type = Type::kTrue;
+      break;
+    case 'f':
+      m.v.type = Type::kFalse;
+      break;
+    case 'n':
+      m.v.type = Type::kNull;
+      break;
+    default:
+      JsonScanner(std::string_view(text_).substr(at, m.end - at)).number(m.v);
+      m.v.type = Type::kNumber;
+  }
+  return m;
+}
+
+namespace {
+
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::size_t skip_space(std::string_view t, std::size_t p) {
+  while (p < t.size() && space(t[p])) ++p;
+  return p;
+}
+
+}  // namespace
+
+bool RequestBody::walk_members(const Member& m, void* on,
+                               void (*call)(void*, std::string_view, const Member&)) const {
+  if (m.v.type != Type::kObject) return false;
+  const std::string_view t = text_;
+  std::size_t p = skip_space(t, m.value + 1);
+  std::string decoded;
+  while (p < m.end && t[p] == '"') {
+    const std::size_t key_end = json_value_end(t, p);
+    std::string_view key = t.substr(p + 1, key_end - p - 2);
+    if (key.find('\\') != std::string_view::npos) {
+      decoded = nlohmann::json::parse(t.substr(p, key_end - p)).get<std::string>();
+      key = decoded;
+    }
+    p = skip_space(t, skip_space(t, key_end) + 1);  // past the colon
+    Member e = walked(p);
+    e.begin = p;
+    call(on, key, e);
+    p = skip_space(t, e.end);
+    if (p < m.end && t[p] == ',') p = skip_space(t, p + 1);
+  }
+  return true;
+}
+
+bool RequestBody::walk_elements(const Member& m, void* on,
+                                bool (*call)(void*, std::size_t, const Member&)) const {
+  if (m.v.type != Type::kArray) return false;
+  const std::string_view t = text_;
+  std::size_t p = skip_space(t, m.value + 1);
+  for (std::size_t i = 0; p < m.end && t[p] != ']'; ++i) {
+    const Member e = walked(p);
+    if (!call(on, i, e)) return false;
+    p = skip_space(t, e.end);
+    if (p < m.end && t[p] == ',') p = skip_space(t, p + 1);
+  }
+  return true;
+}
+
 bool RequestBody::each_element(const Member& m, void* on,
                                bool (*call)(void*, std::size_t, const Member&)) const {
   if (m.v.type != Type::kArray) return false;
@@ -358,6 +438,47 @@ void append_json_string(std::string& out, std::string_view s) {
   }
   out.append(s, run);
   out += '"';
+}
+
+namespace {
+
+// Past the closing quote of the string whose opening quote is at `p`.
+std::size_t string_end(std::string_view t, std::size_t p) {
+  std::size_t from = p + 1;
+  while (from < t.size()) {
+    const void* hit = std::memchr(t.data() + from, '"', t.size() - from);
+    if (hit == nullptr) break;
+    const auto q = static_cast<std::size_t>(static_cast<const char*>(hit) - t.data());
+    std::size_t slashes = 0;  // the run of backslashes right before it, inside the string
+    while (q - slashes > p + 1 && t[q - 1 - slashes] == '\\') ++slashes;
+    if (slashes % 2 == 0) return q + 1;
+    from = q + 1;
+  }
+  return t.size();
+}
+
+}  // namespace
+
+std::size_t json_value_end(std::string_view t, std::size_t p) {
+  int depth = 0;
+  while (p < t.size()) {
+    const char c = t[p];
+    if (c == '"') {
+      p = string_end(t, p);
+      if (depth == 0) return p;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return p;  // the end of a number or literal: the array's
+      if (--depth == 0) return p + 1;
+    } else if (depth == 0 && (c == ',' || space(c))) {
+      return p;  // the end of a number or literal
+    }
+    ++p;
+  }
+  return t.size();
 }
 
 }  // namespace llmgate::providers

@@ -26,339 +26,552 @@
 //   anything else            | untranslated: Anthropic deployments only
 //
 // cache_control marks are not carried (caching hints: no answer changes).
+//
+// The translation is written as text from the client's indexed body
+// (RequestBody): strings are copied as the client escaped them, values
+// carried as they are keep their text, and no document is built or
+// serialised -- a coding agent's 34 KB conversation cost ~8.4 million
+// instructions as parse, DOM translation and dump, and is one scan and one
+// copy now. tests/fuzz/messages_reference.cpp keeps the DOM translation
+// this one is held to.
 #include "gateway/apis/messages_request.h"
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 
-#include "providers/anthropic_wire.h"
-#include "providers/json_member.h"
+#include "providers/request_body.h"
 
 namespace llmgate::gateway {
 namespace {
 
-using nlohmann::json;
-using Untranslated = ChatRequest::Untranslated;
+using providers::RequestBody;
+using Member = RequestBody::Member;
+using Type = RequestBody::Type;
 
 ApiError invalid(std::string message) { return invalid_request(std::move(message)); }
 
-using providers::member;
-using providers::string_or;
+// The members of one object that the translation reads, found in one scan
+// of it: the last of each name (a parsed document keeps the last), and one
+// whose value is null reads as absent (providers::member's rule). Not an
+// object: every member absent.
+class Fields {
+ public:
+  static constexpr std::size_t kMax = 6;
 
-// The translation so far, and the first thing it could not say.
+  Fields(const RequestBody& in, const Member* obj, std::initializer_list<std::string_view> names)
+      : in_(in), n_(names.size()) {
+    std::copy(names.begin(), names.end(), names_.begin());
+    if (!obj) return;
+    in.walk_members(*obj, [&](std::string_view key, const Member& m) {
+      for (std::size_t i = 0; i < n_; ++i) {
+        if (key == names_[i]) {
+          at_[i] = m;
+          set_[i] = m.v.type != Type::kNull;
+        }
+      }
+    });
+  }
+
+  // The member `name` (one of those asked for), or null.
+  const Member* operator[](std::string_view name) const {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (names_[i] == name) return set_[i] ? &at_[i] : nullptr;
+    }
+    return nullptr;
+  }
+  // A string member's text between its quotes, escaped as the client wrote
+  // it; "" when absent or not a string (what providers::string_or reads).
+  std::string_view raw(std::string_view name) const {
+    const Member* m = (*this)[name];
+    if (!m || m->v.type != Type::kString) return {};
+    return in_.text_of(*m).substr(1, m->end - m->value - 2);
+  }
+  // The same, decoded.
+  std::string str(std::string_view name) const {
+    const Member* m = (*this)[name];
+    return m ? in_.string_of(*m) : std::string();
+  }
+  // Whether the member is the string `word` (decoded).
+  bool is(std::string_view name, std::string_view word) const {
+    const Member* m = (*this)[name];
+    if (!m || m->v.type != Type::kString) return false;
+    return m->v.escaped ? in_.string_of(*m) == word : raw(name) == word;
+  }
+
+ private:
+  const RequestBody& in_;
+  std::size_t n_;
+  std::array<std::string_view, kMax> names_{};
+  std::array<Member, kMax> at_{};
+  std::array<bool, kMax> set_{};
+};
+
+// A top-level member, or null when absent or null.
+const Member* present(const RequestBody& in, std::string_view key) {
+  const Member* m = in.find(key);
+  return m && m->v.type != Type::kNull ? m : nullptr;
+}
+
+// A JSON integer as int64, as providers::anthropic::integer() reads one.
+std::optional<std::int64_t> integer(const Member& m) {
+  if (m.v.type != Type::kNumber || !m.v.integer || !m.v.fits_int64) return std::nullopt;
+  return m.v.int64;
+}
+
+// A top-level member's key, decoded even when longer than the index keeps.
+std::string key_of(const RequestBody& in, const Member& m) {
+  std::string_view k = in.key(m);
+  if (!k.empty() || m.key_end - m.begin == 2) return std::string(k);
+  Member quoted;
+  quoted.value = m.begin;
+  quoted.end = m.key_end;
+  quoted.v.type = Type::kString;
+  quoted.v.escaped = true;
+  return in.string_of(quoted);
+}
+
+// JSON text without the whitespace between its tokens (a tool call's
+// arguments, as a serialiser would write its input).
+std::string compact(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  bool in_string = false, escaped = false;
+  for (char c : json) {
+    if (in_string) {
+      escaped = !escaped && c == '\\';
+      if (c == '"' && !escaped) in_string = false;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      continue;
+    } else if (c == '"') {
+      in_string = true;
+      escaped = false;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The chat document being written, and the first thing it could not say.
 struct Out {
-  json chat = json::object();
-  std::optional<Untranslated> untranslated;
+  std::string chat = "{";
+  std::optional<ChatRequest::Untranslated> untranslated;
   bool unsigned_thinking = false;  // a thinking block without a signature
 
+  // Starts the member `key` (its value follows).
+  std::string& member(std::string_view key) {
+    if (chat.size() > 1) chat += ',';
+    return chat.append(1, '"').append(key).append("\":");
+  }
+
   void refuse(std::string param, std::string_view what) {
-    if (untranslated) return;
-    untranslated = Untranslated{std::string(what) +
-                                    " has no equivalent outside Anthropic's Messages API (only an "
-                                    "Anthropic deployment can serve this request)",
-                                std::move(param)};
+    if (!untranslated) untranslated = messages_untranslated(std::move(param), what);
   }
 };
 
+// A JSON string from text already escaped.
+std::string& quoted(std::string& out, std::string_view escaped) {
+  return out.append(1, '"').append(escaped).append(1, '"');
+}
+
 // ---- checks Anthropic makes ----------------------------------------------------
 
-std::optional<ApiError> check_required(const json& in) {
-  const json* model = member(in, "model");
+// Anthropic's checks, in its order: the top level, then each message as
+// the translation reads it (check_message, check_block), then the system
+// prompt. The first that fails is the answer.
+std::optional<ApiError> check_top(const RequestBody& in) {
+  const Member* model = present(in, "model");
   if (!model) return invalid("model: Field required");
-  if (!model->is_string() || model->get_ref<const std::string&>().empty())
+  if (model->v.type != Type::kString || model->v.size == 0)
     return invalid("model: Input should be a valid string");
-  const json* max_tokens = member(in, "max_tokens");
+  const Member* max_tokens = present(in, "max_tokens");
   if (!max_tokens) return invalid("max_tokens: Field required");
-  const auto n = providers::anthropic::integer(*max_tokens);
+  const auto n = integer(*max_tokens);
   if (!n) return invalid("max_tokens: Input should be a valid integer");
   if (*n < 1) return invalid("max_tokens: Input should be greater than or equal to 1");
-  if (const json* stream = member(in, "stream"); stream && !stream->is_boolean())
+  if (const Member* stream = present(in, "stream");
+      stream && stream->v.type != Type::kTrue && stream->v.type != Type::kFalse)
     return invalid("stream: Input should be a valid boolean");
-  const json* messages = member(in, "messages");
+  const Member* messages = present(in, "messages");
   if (!messages) return invalid("messages: Field required");
-  if (!messages->is_array()) return invalid("messages: Input should be a valid list");
-  if (messages->empty()) return invalid("messages: at least one message is required");
-  for (std::size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string at = "messages." + std::to_string(i);
-    if (!m.is_object()) return invalid(at + ": Input should be a valid dictionary");
-    const std::string role = string_or(m, "role");
-    if (role != "user" && role != "assistant")
-      return invalid(at + ".role: Input should be 'user' or 'assistant'");
-    const json* content = member(m, "content");
-    if (!content) return invalid(at + ".content: Field required");
-    if (!content->is_string() && !content->is_array())
-      return invalid(at + ".content: Input should be a valid string or a valid list");
-    if (content->is_array()) {
-      for (std::size_t j = 0; j < content->size(); ++j) {
-        if (!(*content)[j].is_object() || string_or((*content)[j], "type").empty())
-          return invalid(at + ".content." + std::to_string(j) +
-                         ": Input should be a valid dictionary with a type");
-      }
-    }
-  }
-  if (const json* system = member(in, "system"); system && !system->is_string()) {
-    if (!system->is_array()) return invalid("system: Input should be a valid string or list");
-    for (const json& b : *system) {
-      if (string_or(b, "type") != "text" || !member(b, "text") || !b["text"].is_string())
-        return invalid("system: each block should be a text block");
-    }
-  }
+  if (messages->v.type != Type::kArray) return invalid("messages: Input should be a valid list");
+  if (messages->v.size == 0) return invalid("messages: at least one message is required");
   return std::nullopt;
+}
+
+// Message `at`: an object with a role and a content of text or blocks.
+std::optional<ApiError> check_message(const Member& m, const Fields& f, const std::string& at) {
+  if (m.v.type != Type::kObject) return invalid(at + ": Input should be a valid dictionary");
+  if (!f.is("role", "user") && !f.is("role", "assistant"))
+    return invalid(at + ".role: Input should be 'user' or 'assistant'");
+  const Member* content = f["content"];
+  if (!content) return invalid(at + ".content: Field required");
+  if (content->v.type != Type::kString && content->v.type != Type::kArray)
+    return invalid(at + ".content: Input should be a valid string or a valid list");
+  return std::nullopt;
+}
+
+// Block `j` of message `at`'s content: an object with a type.
+std::optional<ApiError> check_block(const Fields& block, const std::string& at, std::size_t j) {
+  if (!block.raw("type").empty()) return std::nullopt;
+  return invalid(at + ".content." + std::to_string(j) +
+                 ": Input should be a valid dictionary with a type");
+}
+
+std::optional<ApiError> check_system(const RequestBody& in) {
+  const Member* system = present(in, "system");
+  if (!system || system->v.type == Type::kString) return std::nullopt;
+  if (system->v.type != Type::kArray)
+    return invalid("system: Input should be a valid string or list");
+  std::optional<ApiError> error;
+  in.walk_elements(*system, [&](std::size_t, const Member& b) {
+    const Fields f(in, &b, {"type", "text"});
+    const Member* text = f["text"];
+    if (!f.is("type", "text") || !text || text->v.type != Type::kString)
+      error = invalid("system: each block should be a text block");
+    return !error;
+  });
+  return error;
 }
 
 // ---- messages ------------------------------------------------------------------
 
+// The chat messages written so far.
+struct Messages {
+  std::string json;
+  std::size_t count = 0;
+  bool last_is_tool = false;
+
+  // Starts a message of `role` (its other members follow, each after a
+  // comma); end() closes it.
+  std::string& begin(std::string_view role) {
+    if (count++) json += ',';
+    last_is_tool = role == "tool";
+    return json.append("{\"role\":\"").append(role).append(1, '"');
+  }
+  void end() { json += '}'; }
+};
+
+// Content parts: text and image_url.
+struct Parts {
+  std::string json;
+  std::size_t count = 0;
+  std::string_view first_text;  // the first part's text when it is a text part
+  bool first_is_text = false;
+
+  void text(std::string_view escaped) {
+    if (count == 0) {
+      first_is_text = true;
+      first_text = escaped;
+    }
+    separate();
+    quoted(json.append("{\"type\":\"text\",\"text\":"), escaped).append(1, '}');
+  }
+  // An image_url part; the url's pieces, escaped, joined.
+  void image(std::initializer_list<std::string_view> url) {
+    separate();
+    json.append("{\"type\":\"image_url\",\"image_url\":{\"url\":\"");
+    for (std::string_view piece : url) json.append(piece);
+    json.append("\"}}");
+  }
+  // As a message's content: one text part is a plain string.
+  void content(std::string& out) const {
+    if (count == 1 && first_is_text)
+      quoted(out, first_text);
+    else
+      out.append(1, '[').append(json).append(1, ']');
+  }
+
+ private:
+  void separate() {
+    if (count++) json += ',';
+  }
+};
+
 // A thinking block in the history, not carried to chat; one without a
 // signature (a translated answer's) is noted: Anthropic would refuse it.
-void note_thinking(const json& block, Out& out) {
-  if (string_or(block, "signature").empty()) out.unsigned_thinking = true;
+void note_thinking(const Fields& block, Out& out) {
+  if (block.raw("signature").empty()) out.unsigned_thinking = true;
 }
 
 // An image block as an image_url part.
-void image_part(const json& block, const std::string& where, json& parts, Out& out) {
-  const json* source = member(block, "source");
-  const std::string type = source ? string_or(*source, "type") : "";
+void image_part(const RequestBody& in, const Fields& block, const std::string& where, Parts& parts,
+                Out& out) {
+  const Fields source(in, block["source"], {"type", "media_type", "data", "url"});
+  const std::string type = source.str("type");
   if (type == "base64") {
-    parts.push_back({{"type", "image_url"},
-                     {"image_url",
-                      {{"url", "data:" + string_or(*source, "media_type") + ";base64," +
-                                   string_or(*source, "data")}}}});
+    parts.image({"data:", source.raw("media_type"), ";base64,", source.raw("data")});
   } else if (type == "url") {
-    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", string_or(*source, "url")}}}});
+    parts.image({source.raw("url")});
   } else {
     out.refuse(where + ".source", "an image source of type \"" + type + "\"");
   }
 }
 
-// A tool_result's content as a tool message's text (text blocks joined).
-std::string tool_result_text(const json& block, const std::string& where, Out& out) {
-  const json* content = member(block, "content");
+// A tool_result's content as a tool message's text (text blocks joined),
+// escaped.
+std::string tool_result_text(const RequestBody& in, const Fields& block, const std::string& where,
+                             Out& out) {
+  const Member* content = block["content"];
   if (!content) return {};
-  if (content->is_string()) return content->get<std::string>();
+  if (content->v.type == Type::kString) return std::string(block.raw("content"));
   std::string text;
-  if (!content->is_array()) {
+  if (content->v.type != Type::kArray) {
     out.refuse(where + ".content", "tool_result content that is not text");
     return text;
   }
-  for (std::size_t k = 0; k < content->size(); ++k) {
-    const json& b = (*content)[k];
-    if (string_or(b, "type") == "text") {
-      text += string_or(b, "text");
+  in.walk_elements(*content, [&](std::size_t k, const Member& b) {
+    const Fields f(in, &b, {"type", "text"});
+    if (f.is("type", "text")) {
+      text += f.raw("text");
     } else {
       out.refuse(where + ".content." + std::to_string(k),
-                 "a tool_result block of type \"" + string_or(b, "type") + "\"");
+                 "a tool_result block of type \"" + f.str("type") + "\"");
     }
-  }
+    return true;
+  });
   return text;
 }
 
-// Parts as a message's content: one text part is a plain string.
-json content_of(json parts) {
-  if (parts.size() == 1 && parts[0]["type"] == "text") return parts[0]["text"];
-  return parts;
-}
-
-void add_user(const json& m, const std::string& at, json& messages, Out& out) {
-  const json& content = m["content"];
-  if (content.is_string()) {
-    messages.push_back({{"role", "user"}, {"content", content}});
-    return;
+void add_user(const RequestBody& in, const Member& content, const std::string& at,
+              Messages& messages, Out& out, std::optional<ApiError>& error) {
+  if (content.v.type == Type::kString) {
+    messages.begin("user").append(",\"content\":").append(in.text_of(content));
+    return messages.end();
   }
-  json parts = json::array();
-  for (std::size_t j = 0; j < content.size(); ++j) {
-    const json& block = content[j];
+  Parts parts;
+  in.walk_elements(content, [&](std::size_t j, const Member& b) {
+    const Fields block(in, &b, {"type", "text", "source", "tool_use_id", "content", "signature"});
+    if ((error = check_block(block, at, j))) return false;
     const std::string where = at + ".content." + std::to_string(j);
-    const std::string type = string_or(block, "type");
+    const std::string type = block.str("type");
     if (type == "text") {
-      parts.push_back({{"type", "text"}, {"text", string_or(block, "text")}});
+      parts.text(block.raw("text"));
     } else if (type == "image") {
-      image_part(block, where, parts, out);
+      image_part(in, block, where, parts, out);
     } else if (type == "tool_result") {
       // Tool messages answer the assistant's calls: right after them,
       // before the user's own words.
-      messages.push_back({{"role", "tool"},
-                          {"tool_call_id", string_or(block, "tool_use_id")},
-                          {"content", tool_result_text(block, where, out)}});
+      const std::string text = tool_result_text(in, block, where, out);
+      quoted(messages.begin("tool").append(",\"tool_call_id\":"), block.raw("tool_use_id"));
+      quoted(messages.json.append(",\"content\":"), text);
+      messages.end();
     } else if (type == "thinking") {
       note_thinking(block, out);
     } else if (type != "redacted_thinking") {
       out.refuse(where, "a content block of type \"" + type + "\"");
     }
-  }
+    return true;
+  });
+  if (error) return;
   // (A turn of blocks none of which translates still takes its place: the
   // request is refused for this deployment, not reordered.)
-  if (!parts.empty() || messages.empty() || messages.back()["role"] != "tool")
-    messages.push_back(
-        {{"role", "user"}, {"content", parts.empty() ? json("") : content_of(parts)}});
+  if (parts.count > 0 || !messages.last_is_tool) {
+    std::string& m = messages.begin("user").append(",\"content\":");
+    if (parts.count == 0)
+      m += "\"\"";
+    else
+      parts.content(m);
+    messages.end();
+  }
 }
 
-void add_assistant(const json& m, const std::string& at, json& messages, Out& out) {
-  const json& content = m["content"];
-  json message = {{"role", "assistant"}};
-  if (content.is_string()) {
-    message["content"] = content;
-    messages.push_back(std::move(message));
-    return;
+void add_assistant(const RequestBody& in, const Member& content, const std::string& at,
+                   Messages& messages, Out& out, std::optional<ApiError>& error) {
+  if (content.v.type == Type::kString) {
+    messages.begin("assistant").append(",\"content\":").append(in.text_of(content));
+    return messages.end();
   }
-  std::string text;
-  json calls = json::array();
-  for (std::size_t j = 0; j < content.size(); ++j) {
-    const json& block = content[j];
-    const std::string type = string_or(block, "type");
+  std::string text;  // escaped
+  std::string calls;
+  in.walk_elements(content, [&](std::size_t j, const Member& b) {
+    const Fields block(in, &b, {"type", "text", "id", "name", "input", "signature"});
+    if ((error = check_block(block, at, j))) return false;
+    const std::string type = block.str("type");
     if (type == "text") {
-      text += string_or(block, "text");
+      text += block.raw("text");
     } else if (type == "tool_use") {
-      const json* input = member(block, "input");
-      calls.push_back(
-          {{"id", string_or(block, "id")},
-           {"type", "function"},
-           {"function",
-            {{"name", string_or(block, "name")},
-             {"arguments", input ? input->dump(-1, ' ', false, json::error_handler_t::replace)
-                                 : std::string("{}")}}}});
+      if (!calls.empty()) calls += ',';
+      quoted(calls.append("{\"id\":"), block.raw("id"));
+      quoted(calls.append(",\"type\":\"function\",\"function\":{\"name\":"), block.raw("name"));
+      const Member* input = block["input"];
+      providers::append_json_string(calls.append(",\"arguments\":"),
+                                    input ? compact(in.text_of(*input)) : std::string("{}"));
+      calls += "}}";
     } else if (type == "thinking") {
       note_thinking(block, out);
     } else if (type != "redacted_thinking") {
       out.refuse(at + ".content." + std::to_string(j), "a content block of type \"" + type + "\"");
     }
-  }
-  message["content"] = text.empty() && !calls.empty() ? json(nullptr) : json(text);
-  if (!calls.empty()) message["tool_calls"] = std::move(calls);
-  messages.push_back(std::move(message));
+    return true;
+  });
+  if (error) return;
+  std::string& m = messages.begin("assistant").append(",\"content\":");
+  if (text.empty() && !calls.empty())
+    m += "null";
+  else
+    quoted(m, text);
+  if (!calls.empty()) m.append(",\"tool_calls\":[").append(calls).append(1, ']');
+  messages.end();
 }
 
-void translate_messages(const json& in, Out& out) {
-  json messages = json::array();
-  if (const json* system = member(in, "system")) {
-    if (system->is_string()) {
-      if (!system->get_ref<const std::string&>().empty())
-        messages.push_back({{"role", "system"}, {"content", *system}});
-    } else if (!system->empty()) {
-      json parts = json::array();
-      for (const json& b : *system) parts.push_back({{"type", "text"}, {"text", b["text"]}});
-      messages.push_back({{"role", "system"}, {"content", content_of(std::move(parts))}});
+// The messages, checked as they are translated, then the system prompt;
+// an error when Anthropic would refuse them.
+std::optional<ApiError> translate_messages(const RequestBody& in, Out& out) {
+  Messages messages;
+  std::optional<ApiError> error;
+  in.walk_elements(*in.find("messages"), [&](std::size_t i, const Member& m) {
+    const std::string at = "messages." + std::to_string(i);
+    const Fields f(in, &m, {"role", "content"});
+    if ((error = check_message(m, f, at))) return false;
+    if (f.is("role", "user"))
+      add_user(in, *f["content"], at, messages, out, error);
+    else
+      add_assistant(in, *f["content"], at, messages, out, error);
+    return !error;
+  });
+  if (error) return error;
+  if ((error = check_system(in))) return error;
+  Messages system;
+  if (const Member* prompt = present(in, "system")) {
+    if (prompt->v.type == Type::kString) {
+      if (prompt->v.size > 0) {
+        system.begin("system").append(",\"content\":").append(in.text_of(*prompt));
+        system.end();
+      }
+    } else if (prompt->v.size > 0) {
+      Parts parts;
+      in.walk_elements(*prompt, [&](std::size_t, const Member& b) {
+        parts.text(Fields(in, &b, {"text"}).raw("text"));
+        return true;
+      });
+      parts.content(system.begin("system").append(",\"content\":"));
+      system.end();
     }
   }
-  const json& list = in["messages"];
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string at = "messages." + std::to_string(i);
-    if (string_or(list[i], "role") == "user")
-      add_user(list[i], at, messages, out);
-    else
-      add_assistant(list[i], at, messages, out);
-  }
-  out.chat["messages"] = std::move(messages);
+  std::string& list = out.member("messages").append(1, '[').append(system.json);
+  if (system.count > 0 && messages.count > 0) list += ',';
+  list.append(messages.json).append(1, ']');
+  return std::nullopt;
 }
 
 // ---- tools, thinking ------------------------------------------------------------
 
-void translate_tools(const json& in, Out& out) {
-  const json* tools = member(in, "tools");
+void translate_tools(const RequestBody& in, Out& out) {
+  const Member* tools = present(in, "tools");
   if (tools) {
-    if (!tools->is_array()) return out.refuse("tools", "tools that are not a list");
-    json functions = json::array();
-    for (std::size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string type = string_or(t, "type");
+    if (tools->v.type != Type::kArray) return out.refuse("tools", "tools that are not a list");
+    std::string functions;
+    in.walk_elements(*tools, [&](std::size_t i, const Member& t) {
+      const Fields tool(in, &t, {"type", "name", "description", "input_schema"});
+      const std::string type = tool.str("type");
       if (!type.empty() && type != "custom") {
         out.refuse("tools." + std::to_string(i), "the server tool \"" + type + "\"");
-        continue;
+        return true;
       }
-      json fn = {{"name", string_or(t, "name")}};
-      if (const json* d = member(t, "description")) fn["description"] = *d;
-      const json* schema = member(t, "input_schema");
-      fn["parameters"] = schema ? *schema : json{{"type", "object"}};
-      functions.push_back({{"type", "function"}, {"function", std::move(fn)}});
-    }
-    if (!functions.empty()) out.chat["tools"] = std::move(functions);
+      if (!functions.empty()) functions += ',';
+      quoted(functions.append("{\"type\":\"function\",\"function\":{\"name\":"), tool.raw("name"));
+      if (const Member* d = tool["description"])
+        functions.append(",\"description\":").append(in.text_of(*d));
+      const Member* schema = tool["input_schema"];
+      functions.append(",\"parameters\":")
+          .append(schema ? in.text_of(*schema) : std::string_view("{\"type\":\"object\"}"))
+          .append("}}");
+      return true;
+    });
+    if (!functions.empty()) out.member("tools").append(1, '[').append(functions).append(1, ']');
   }
-  const json* choice = member(in, "tool_choice");
+  const Member* choice = present(in, "tool_choice");
   if (!choice) return;
-  const std::string type = string_or(*choice, "type");
+  const Fields f(in, choice, {"type", "name", "disable_parallel_tool_use"});
+  const std::string type = f.str("type");
   if (type == "auto") {
-    out.chat["tool_choice"] = "auto";
+    out.member("tool_choice") += "\"auto\"";
   } else if (type == "any") {
-    out.chat["tool_choice"] = "required";
+    out.member("tool_choice") += "\"required\"";
   } else if (type == "tool") {
-    out.chat["tool_choice"] = {{"type", "function"},
-                               {"function", {{"name", string_or(*choice, "name")}}}};
+    quoted(out.member("tool_choice").append("{\"type\":\"function\",\"function\":{\"name\":"),
+           f.raw("name"))
+        .append("}}");
   } else if (type == "none") {
-    out.chat["tool_choice"] = "none";
+    out.member("tool_choice") += "\"none\"";
   } else {
     return out.refuse("tool_choice", "the tool_choice \"" + type + "\"");
   }
-  if (const json* d = member(*choice, "disable_parallel_tool_use"); d && *d == true && tools)
-    out.chat["parallel_tool_calls"] = false;
+  if (const Member* d = f["disable_parallel_tool_use"]; d && d->v.type == Type::kTrue && tools)
+    out.member("parallel_tool_calls") += "false";
 }
 
-void translate_thinking(const json& in, Out& out) {
-  const json* thinking = member(in, "thinking");
+void translate_thinking(const RequestBody& in, Out& out) {
+  const Member* thinking = present(in, "thinking");
   if (!thinking) return;
-  const std::string type = string_or(*thinking, "type");
+  const Fields f(in, thinking, {"type", "budget_tokens"});
+  const std::string type = f.str("type");
   if (type == "enabled") {
-    const json* budget = member(*thinking, "budget_tokens");
-    const std::int64_t b = budget ? providers::anthropic::integer(*budget).value_or(0) : 0;
-    out.chat["reasoning_effort"] = b < 4096 ? "low" : b < 16384 ? "medium" : "high";
+    const Member* budget = f["budget_tokens"];
+    const std::int64_t b = budget ? integer(*budget).value_or(0) : 0;
+    out.member("reasoning_effort") += b < 4096 ? "\"low\"" : b < 16384 ? "\"medium\"" : "\"high\"";
   } else if (type != "disabled" && type != "adaptive") {
     out.refuse("thinking", "thinking of type \"" + type + "\"");
   }
 }
 
-// The fields passed as they are, under their chat names.
-constexpr std::pair<std::string_view, std::string_view> kRenamed[] = {
-    {"model", "model"},
-    {"stream", "stream"},
-    {"max_tokens", "max_completion_tokens"},
-    {"temperature", "temperature"},
-    {"top_p", "top_p"},
-    {"top_k", "top_k"},
-    {"stop_sequences", "stop"},
-};
-// Translated above, or not carried (they change nothing a chat upstream says).
-constexpr std::string_view kHandled[] = {"system",   "messages", "tools",        "tool_choice",
-                                         "thinking", "metadata", "service_tier", "route"};
-
 }  // namespace
 
-std::variant<MessagesTranslation, ApiError> translate_messages_request(const json& in) {
-  if (!in.is_object()) return invalid("Input should be a valid dictionary");
-  if (auto e = check_required(in)) return std::move(*e);
+ChatRequest::Untranslated messages_untranslated(std::string param, std::string_view what) {
+  return {std::string(what) +
+              " has no equivalent outside Anthropic's Messages API (only an Anthropic deployment "
+              "can serve this request)",
+          std::move(param)};
+}
+
+std::variant<MessagesTranslation, ApiError> translate_messages_request(const RequestBody& in) {
+  if (auto e = check_top(in)) return std::move(*e);
   Out out;
-  for (const auto& [key, value] : in.items()) {
-    if (value.is_null()) continue;
+  // The first field chat cannot say is named in the order of a parsed
+  // document's members (by key): the smallest.
+  std::optional<std::string> unknown;
+  for (const Member& m : in.members()) {
+    if (m.removed || m.superseded || m.v.type == Type::kNull) continue;
+    const std::string key = key_of(in, m);
     bool known = false;
-    for (const auto& [from, to] : kRenamed) {
+    for (const auto& [from, to] : kMessagesRenamed) {
       if (key == from) {
-        out.chat[std::string(to)] = value;
+        out.member(to).append(in.text_of(m));
         known = true;
       }
     }
-    for (std::string_view handled : kHandled) known = known || key == handled;
-    if (!known) out.refuse(key.empty() ? "\"\"" : key, "the field \"" + key + "\"");
+    for (std::string_view handled : kMessagesHandled) known = known || key == handled;
+    if (!known && (!unknown || key < *unknown)) unknown = key;
   }
-  translate_messages(in, out);
+  if (unknown) out.refuse(unknown->empty() ? "\"\"" : *unknown, "the field \"" + *unknown + "\"");
+  if (auto e = translate_messages(in, out)) return std::move(*e);
   translate_tools(in, out);
   translate_thinking(in, out);
-  if (const json* metadata = member(in, "metadata")) {
-    if (const json* user = member(*metadata, "user_id"); user && user->is_string())
-      out.chat["user"] = *user;
+  if (const Member* metadata = present(in, "metadata")) {
+    const Fields f(in, metadata, {"user_id"});
+    if (const Member* user = f["user_id"]; user && user->v.type == Type::kString)
+      out.member("user").append(in.text_of(*user));
   }
+  out.chat += '}';
   return MessagesTranslation{std::move(out.chat), std::move(out.untranslated),
                              out.unsigned_thinking};
 }
 
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
                                                            std::string body) {
-  providers::RequestBody native;
+  RequestBody native;
   if (auto e = parse_json_body(content_type, std::move(body), native)) return std::move(*e);
-  // (Parsed apart: the DOM is not kept for the request's life.)
-  auto translated = translate_messages_request(json::parse(native.text(), nullptr, false));
+  auto translated = translate_messages_request(native);
   if (auto* e = std::get_if<ApiError>(&translated)) return std::move(*e);
   auto& t = std::get<MessagesTranslation>(translated);
   // The gateway's own routing override: taken out of both.
-  json route = native.contains("route") ? native.erase("route") : json();
-  auto parsed = parse_chat_request("", t.chat.dump(-1, ' ', false, json::error_handler_t::replace));
+  nlohmann::json route = native.contains("route") ? native.erase("route") : nlohmann::json();
+  auto parsed = parse_chat_request("", std::move(t.chat));
   if (auto* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
   ChatRequest r = std::move(std::get<ChatRequest>(parsed));
   r.route = std::move(route);

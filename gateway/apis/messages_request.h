@@ -6,9 +6,10 @@
 // request's are). docs/providers.md, "Anthropic clients". Beast-free.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 
 #include "gateway/apis/chat_request.h"
@@ -16,8 +17,27 @@
 
 namespace llmgate::gateway {
 
+// The top-level fields passed as they are, under their chat names.
+inline constexpr std::pair<std::string_view, std::string_view> kMessagesRenamed[] = {
+    {"model", "model"},
+    {"stream", "stream"},
+    {"max_tokens", "max_completion_tokens"},
+    {"temperature", "temperature"},
+    {"top_p", "top_p"},
+    {"top_k", "top_k"},
+    {"stop_sequences", "stop"},
+};
+// Translated otherwise, or not carried (they change nothing a chat upstream
+// says). Every other field is untranslated.
+inline constexpr std::string_view kMessagesHandled[] = {
+    "system", "messages", "tools", "tool_choice", "thinking", "metadata", "service_tier", "route"};
+
+// What names the first thing chat cannot say: `what` ("the field \"x\""),
+// at `param`.
+ChatRequest::Untranslated messages_untranslated(std::string param, std::string_view what);
+
 struct MessagesTranslation {
-  nlohmann::json chat;  // the chat document (model, messages, max_completion_tokens, ...)
+  std::string chat;  // the chat document's text (model, messages, max_completion_tokens, ...)
   // The first thing chat cannot say (a server tool, a document, a field
   // Anthropic alone has): only Anthropic deployments can serve the request.
   std::optional<ChatRequest::Untranslated> untranslated;
@@ -25,13 +45,16 @@ struct MessagesTranslation {
   bool unsigned_thinking = false;
 };
 
-// `in`: the client's document. A 400 (Anthropic's words) when Anthropic
+// `in`: the client's document, indexed. A 400 (Anthropic's words) when Anthropic
 // would refuse it; else its translation. Thinking blocks in the history are
 // not translated (another provider cannot take Anthropic's signed reasoning)
 // and cache_control marks are not (a caching hint; OpenAI-compatible
 // servers and Gemini cache by prefix without them): neither changes what
 // the answer says.
-std::variant<MessagesTranslation, ApiError> translate_messages_request(const nlohmann::json& in);
+// The chat document carries the client's own text for every string and
+// every value it passes on (a tool call's arguments: its input, compacted).
+std::variant<MessagesTranslation, ApiError> translate_messages_request(
+    const providers::RequestBody& in);
 
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
                                                            std::string body);

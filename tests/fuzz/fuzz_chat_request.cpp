@@ -213,6 +213,72 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 namespace {
 
+// The walk of a validated value (walk_members, walk_elements) says what the
+// document says of it, at every depth: the members (the last of a key) and
+// elements, each one's type, a string's value and whether it has an
+// escape, a number's integer reading; an array's elements where
+// each_element, which validates again, finds them.
+void check_walk(const llmgate::providers::RequestBody& body,
+                const llmgate::providers::RequestBody::Member& m, const json& j) {
+  using llmgate::providers::RequestBody;
+  using Type = RequestBody::Type;
+  switch (m.v.type) {
+    case Type::kObject: {
+      FUZZ_CHECK(j.is_object());
+      std::vector<std::pair<std::string, RequestBody::Member>> last;
+      FUZZ_CHECK(body.walk_members(m, [&](std::string_view key, const RequestBody::Member& e) {
+        FUZZ_CHECK(e.begin == e.value && e.value < e.end && e.end <= m.end);
+        auto it =
+            std::find_if(last.begin(), last.end(), [&](const auto& k) { return k.first == key; });
+        if (it == last.end())
+          last.emplace_back(std::string(key), e);
+        else
+          it->second = e;
+      }));
+      FUZZ_CHECK(last.size() == j.size());
+      for (const auto& [key, e] : last) {
+        FUZZ_CHECK(j.contains(key));
+        check_walk(body, e, j[key]);
+      }
+      return;
+    }
+    case Type::kArray: {
+      FUZZ_CHECK(j.is_array());
+      std::vector<RequestBody::Member> scanned;
+      body.each_element(m, [&](std::size_t, const RequestBody::Member& e) {
+        scanned.push_back(e);
+        return true;
+      });
+      std::size_t n = 0;
+      FUZZ_CHECK(body.walk_elements(m, [&](std::size_t i, const RequestBody::Member& e) {
+        FUZZ_CHECK(i == n && n < scanned.size());
+        const RequestBody::Member& want = scanned[n++];
+        FUZZ_CHECK(e.begin == want.begin && e.end == want.end && e.v.type == want.v.type);
+        check_walk(body, e, j[i]);
+        return true;
+      }));
+      FUZZ_CHECK(n == scanned.size() && n == j.size());
+      return;
+    }
+    case Type::kString:
+      FUZZ_CHECK(j.is_string() && body.string_of(m) == j.get<std::string>());
+      FUZZ_CHECK(m.v.escaped == (body.text_of(m).find('\\') != std::string_view::npos));
+      return;
+    case Type::kNumber:
+      FUZZ_CHECK(j.is_number());
+      FUZZ_CHECK(m.v.integer == (j.is_number_integer() || j.is_number_unsigned()));
+      if (m.v.fits_int64) FUZZ_CHECK(j.is_number_integer() && j.get<std::int64_t>() == m.v.int64);
+      return;
+    case Type::kTrue:
+    case Type::kFalse:
+      FUZZ_CHECK(j.is_boolean() && j.get<bool>() == (m.v.type == Type::kTrue));
+      return;
+    case Type::kNull:
+      FUZZ_CHECK(j.is_null());
+      return;
+  }
+}
+
 // The prompt's prefixes (prompt-cache affinity): one cut per element of the
 // conversation (the `messages` array, else an `input` array) -- found by
 // the boundary scanner, counted here by nlohmann -- kept as the preamble's,
@@ -223,6 +289,10 @@ void check_prefixes(std::string_view body, const json& doc,
   auto parsed = llmgate::providers::RequestBody::parse(std::string(body));
   auto* request = std::get_if<llmgate::providers::RequestBody>(&parsed);
   FUZZ_CHECK(request != nullptr);
+  for (const auto& m : request->members()) {
+    const std::string_view key = request->key(m);
+    if (!m.superseded && !key.empty()) check_walk(*request, m, doc[std::string(key)]);
+  }
   // Every array member's elements with their "role", in one scan, as
   // each_element and member_of find them in two.
   using Member = llmgate::providers::RequestBody::Member;

@@ -2,7 +2,11 @@
 // gateway/apis/messages_api.cpp, providers/anthropic_messages_protocol.cpp).
 //
 // The input is read three ways:
-//   1. a client's POST /v1/messages body: admission never crashes; a
+//   1. a client's POST /v1/messages body: the translation written from its
+//      text says what the DOM translation (messages_reference.cpp) says --
+//      the same refusal, the same untranslated field, the same chat
+//      document once parsed (a tool call's arguments compared parsed: the
+//      client's input compacted, in its own order); admission never crashes; a
 //      request it admits keeps the client's document (the model renamed is
 //      all an Anthropic deployment gets changed) and has a chat translation
 //      that is itself an admissible chat request; what the translation
@@ -29,9 +33,11 @@
 #include "gateway/apis/messages_request.h"
 #include "providers/completion_assembler.h"
 #include "providers/json_depth.h"
+#include "providers/request_body.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/messages_reference.h"
 
 namespace {
 
@@ -56,7 +62,51 @@ void each_event(std::string_view bytes, F&& f) {
   parser.drain(f);
 }
 
+// Each tool call's arguments parsed (the reference serialised the input
+// with sorted keys; the translation keeps the client's order).
+void parse_arguments(json& chat) {
+  if (!chat.contains("messages") || !chat["messages"].is_array()) return;
+  for (json& m : chat["messages"]) {
+    if (!m.is_object() || !m.contains("tool_calls")) continue;
+    for (json& call : m["tool_calls"]) {
+      json& arguments = call["function"]["arguments"];
+      FUZZ_CHECK(arguments.is_string());
+      arguments = json::parse(arguments.get<std::string>(), nullptr, false);
+      FUZZ_CHECK(!arguments.is_discarded());
+    }
+  }
+}
+
+void check_translation(std::string_view input) {
+  auto parsed = llmgate::providers::RequestBody::parse(std::string(input));
+  auto* in = std::get_if<llmgate::providers::RequestBody>(&parsed);
+  if (!in) return;
+  const json doc = json::parse(input, nullptr, false);  // what the index accepted, nlohmann does
+  FUZZ_CHECK(doc.is_object());
+  auto got = llmgate::gateway::translate_messages_request(*in);
+  auto want = llmgate::fuzz::reference_translate_messages(doc);
+  FUZZ_CHECK(got.index() == want.index());
+  if (const auto* e = std::get_if<llmgate::gateway::ApiError>(&want)) {
+    FUZZ_CHECK(std::get<llmgate::gateway::ApiError>(got).message == e->message);
+    return;
+  }
+  auto& w = std::get<llmgate::fuzz::ReferenceTranslation>(want);
+  auto& g = std::get<llmgate::gateway::MessagesTranslation>(got);
+  FUZZ_CHECK(g.unsigned_thinking == w.unsigned_thinking);
+  FUZZ_CHECK(g.untranslated.has_value() == w.untranslated.has_value());
+  if (w.untranslated) {
+    FUZZ_CHECK(g.untranslated->param == w.untranslated->param);
+    FUZZ_CHECK(g.untranslated->message == w.untranslated->message);
+  }
+  json chat = json::parse(g.chat, nullptr, false);
+  FUZZ_CHECK(chat.is_object());
+  parse_arguments(chat);
+  parse_arguments(w.chat);
+  FUZZ_CHECK(chat == w.chat);
+}
+
 void check_request(std::string_view input) {
+  check_translation(input);
   auto r = llmgate::gateway::parse_messages_request("application/json", std::string(input));
   auto* req = std::get_if<ChatRequest>(&r);
   if (!req) return;

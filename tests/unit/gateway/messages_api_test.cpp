@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "gateway/apis/messages_request.h"
 #include "gateway/http/api_error.h"
 #include "providers/completion_assembler.h"
+#include "providers/request_body.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
 
@@ -27,14 +29,35 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-MessagesTranslation translate(const json& in) {
-  auto r = translate_messages_request(in);
-  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
-  return std::get<MessagesTranslation>(r);
+// A translation with its chat document parsed.
+struct Translated {
+  json chat;
+  std::optional<ChatRequest::Untranslated> untranslated;
+  bool unsigned_thinking = false;
+};
+
+Translated translated(std::string body) {
+  auto parsed = providers::RequestBody::parse(std::move(body));
+  auto* in = std::get_if<providers::RequestBody>(&parsed);
+  if (!in) {
+    ADD_FAILURE() << "not a JSON object";
+    return {};
+  }
+  auto r = translate_messages_request(*in);
+  if (auto* e = std::get_if<ApiError>(&r)) {
+    ADD_FAILURE() << e->message;
+    return {};
+  }
+  auto& t = std::get<MessagesTranslation>(r);
+  json chat = json::parse(t.chat, nullptr, false);
+  EXPECT_TRUE(chat.is_object()) << t.chat;
+  return {std::move(chat), std::move(t.untranslated), t.unsigned_thinking};
 }
 
+Translated translate(const json& in) { return translated(in.dump()); }
+
 std::string refusal(const json& in) {
-  auto r = translate_messages_request(in);
+  auto r = translate_messages_request(providers::RequestBody::from(in));
   if (auto* e = std::get_if<ApiError>(&r)) {
     EXPECT_EQ(e->status, 400);
     return e->message;
@@ -76,7 +99,9 @@ TEST(MessagesRequest, RefusesWhatAnthropicRefusesInItsWords) {
   j = base();
   j["system"] = json::array({{{"type", "image"}}});
   EXPECT_EQ(refusal(j), "system: each block should be a text block");
-  EXPECT_EQ(refusal(json::array()), "Input should be a valid dictionary");
+  auto not_object = parse_messages_request("application/json", "[]");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(not_object));
+  EXPECT_EQ(std::get<ApiError>(not_object).status, 400);
 }
 
 TEST(MessagesRequest, TranslatesAConversationWithToolsToChat) {
@@ -101,7 +126,7 @@ TEST(MessagesRequest, TranslatesAConversationWithToolsToChat) {
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a cat"}]},
         {"type": "text", "text": "And now?"}]}
     ]})");
-  const MessagesTranslation t = translate(in);
+  const Translated t = translate(in);
   EXPECT_FALSE(t.untranslated);
   const json want = json::parse(R"({
     "model": "claude", "max_completion_tokens": 300, "stream": true, "temperature": 0.5,
@@ -122,6 +147,53 @@ TEST(MessagesRequest, TranslatesAConversationWithToolsToChat) {
       {"role": "user", "content": "And now?"}
     ]})");
   EXPECT_EQ(t.chat, want) << t.chat.dump(2);
+}
+
+// The chat document is written from the client's text: strings keep their
+// escapes, values carried as they are keep their text, a tool call's input
+// becomes its arguments compacted in the client's order; a repeated key is
+// read as its last occurrence and a null member as absent, as a parsed
+// document reads them.
+TEST(MessagesRequest, TranslationCarriesTheClientsText) {
+  const std::string body =
+      R"({"model":"claude","max_tokens":8,"temperature":1e0,)"
+      R"("system":null,"top_k":null,"messages":[)"
+      R"({"role":"user","role":"us\u0065r","content":"caf\u00e9\n\"q\""},)"
+      R"({"role":"assistant","content":[{"type":"text","text":"a\tb"},)"
+      R"({"type":"tool_use","id":"t1","name":"f","input":{ "z" : [1, 2],)"
+      R"( "a" : "x y" }}]},)"
+      R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",)"
+      R"("content":[{"type":"text","text":"l1\n"},{"type":"text","text":"l2"}]}]}]})";
+  const Translated t = translated(body);
+  EXPECT_FALSE(t.untranslated);
+  const json want = json::parse(R"({
+    "model": "claude", "max_completion_tokens": 8, "temperature": 1.0,
+    "messages": [
+      {"role": "user", "content": "caf\u00e9\n\"q\""},
+      {"role": "assistant", "content": "a\tb", "tool_calls": [
+        {"id": "t1", "type": "function",
+         "function": {"name": "f", "arguments": "{\"z\":[1,2],\"a\":\"x y\"}"}}]},
+      {"role": "tool", "tool_call_id": "t1", "content": "l1\nl2"}
+    ]})");
+  EXPECT_EQ(t.chat, want) << t.chat.dump(2);
+  // The text itself: the client's escapes, not a serialiser's.
+  auto parsed = providers::RequestBody::parse(body);
+  auto r = translate_messages_request(std::get<providers::RequestBody>(parsed));
+  const std::string& text = std::get<MessagesTranslation>(r).chat;
+  EXPECT_NE(text.find(R"("caf\u00e9\n\"q\"")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("temperature":1e0)"), std::string::npos) << text;
+}
+
+// An unknown field's name is the whole key, however long; the first in key
+// order is named.
+TEST(MessagesRequest, UnknownFieldsAreNamedWhole) {
+  json j = base();
+  const std::string long_key = std::string(40, 'k') + "_\\u00e9";
+  std::string body = j.dump();
+  body.insert(1, "\"" + long_key + "\":1,\"zeta\":2,");
+  const Translated t = translated(body);
+  ASSERT_TRUE(t.untranslated);
+  EXPECT_EQ(t.untranslated->param, std::string(40, 'k') + "_\xc3\xa9");
 }
 
 TEST(MessagesRequest, ToolChoicesAndThinkingBudgets) {

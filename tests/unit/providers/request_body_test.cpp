@@ -125,6 +125,57 @@ TEST(RequestBody, AnElementsMemberFoundInTheSameScanIsMemberOfs) {
       [](std::size_t, const RequestBody::Member&, const RequestBody::Member*) { return false; }));
 }
 
+// A walk of what parse() validated: members with decoded keys, repeats as
+// they come, elements where each_element finds them, types, escapes and
+// integers; a callback that returns false stops the elements.
+TEST(RequestBody, AWalkReadsWhatTheScanValidated) {
+  auto b = body(R"({"messages":[ {"r\u006fle" : "us\u0065r", "n":-7, "n":2.5e0,)"
+                R"( "c":[true,false,null,{"x":[]}], "s":"plain"} , "t\"q" ,12]})");
+  const RequestBody::Member& messages = *b.find("messages");
+  std::vector<RequestBody::Member> scanned;
+  b.each_element(messages, [&](std::size_t, const RequestBody::Member& m) {
+    scanned.push_back(m);
+    return true;
+  });
+  std::vector<RequestBody::Member> walked;
+  EXPECT_TRUE(b.walk_elements(messages, [&](std::size_t i, const RequestBody::Member& m) {
+    EXPECT_EQ(i, walked.size());
+    walked.push_back(m);
+    return true;
+  }));
+  ASSERT_EQ(walked.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(walked[i].begin, scanned[i].begin) << i;
+    EXPECT_EQ(walked[i].end, scanned[i].end) << i;
+    EXPECT_EQ(walked[i].v.type, scanned[i].v.type) << i;
+  }
+  EXPECT_TRUE(walked[1].v.escaped);
+  EXPECT_EQ(b.string_of(walked[1]), "t\"q");
+  EXPECT_TRUE(walked[2].v.integer && walked[2].v.fits_int64);
+  EXPECT_EQ(walked[2].v.int64, 12);
+  std::vector<std::pair<std::string, RequestBody::Member>> members;
+  EXPECT_TRUE(b.walk_members(walked[0], [&](std::string_view key, const RequestBody::Member& m) {
+    members.emplace_back(key, m);
+  }));
+  ASSERT_EQ(members.size(), 5u);
+  EXPECT_EQ(members[0].first, "role");
+  EXPECT_EQ(b.string_of(members[0].second), "user");
+  EXPECT_EQ(members[1].second.v.int64, -7);
+  EXPECT_FALSE(members[2].second.v.integer);
+  EXPECT_EQ(members[3].second.v.type, Type::kArray);
+  EXPECT_EQ(b.text_of(members[3].second), R"([true,false,null,{"x":[]}])");
+  EXPECT_FALSE(members[4].second.v.escaped);
+  std::vector<Type> types;
+  b.walk_elements(members[3].second, [&](std::size_t, const RequestBody::Member& m) {
+    types.push_back(m.v.type);
+    return true;
+  });
+  EXPECT_EQ(types, (std::vector<Type>{Type::kTrue, Type::kFalse, Type::kNull, Type::kObject}));
+  EXPECT_FALSE(
+      b.walk_elements(messages, [](std::size_t, const RequestBody::Member&) { return false; }));
+  EXPECT_FALSE(b.walk_members(messages, [](std::string_view, const RequestBody::Member&) {}));
+}
+
 TEST(RequestBody, EscapedKeysAndStringsAreDecoded) {
   auto b = body(R"({"mod\u0065l":"gpt\u002d4o","messages":[]})");
   ASSERT_NE(b.find("model"), nullptr);
