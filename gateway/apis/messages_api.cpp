@@ -11,6 +11,7 @@
 #include "gateway/apis/messages_api.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <string>
@@ -225,11 +226,12 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
       case Kind::kData:
         break;
     }
+    text_.clear();
+    if (ev.chunk.plain) return render_plain(ev.chunk, out);
     // (The classification's document when it made one: not copied.)
     json parsed;
     if (ev.chunk.json.is_null()) parsed = providers::parse_chunk(ev.data).json;
     const json& chunk = ev.chunk.json.is_null() ? parsed : ev.chunk.json;
-    text_.clear();
     start(chunk);
     if (auto u = providers::usage_of(chunk)) usage_ = u;
     const json* choices = member(chunk, "choices");
@@ -249,13 +251,55 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
  private:
   enum class Block { kNone, kText, kThinking, kTool };
 
+  // A plain chunk (every chunk of a usual answer: a role, text, a finish
+  // reason, usage) from the classification's views, without a parse: the
+  // text delta written with the upstream's own escapes.
+  void render_plain(const providers::ChatChunk& c, Outbox& out) {
+    using providers::ChatChunk;
+    if (!started_) {
+      start(c.meta_keys & ChatChunk::kMetaId ? string_value(c.meta[0]) : std::string(),
+            c.meta_keys & ChatChunk::kMetaModel ? string_value(c.meta[2]) : std::string());
+    }
+    if (c.usage) usage_ = c.usage;
+    if (c.has_content && !c.content.empty()) {
+      open_text();
+      text_.append(
+          "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+      append_index();
+      text_.append(",\"delta\":{\"type\":\"text_delta\",\"text\":\"")
+          .append(c.content)
+          .append("\"}}\n\n");
+    }
+    if (c.has_finish_reason && !c.finish_reason.empty())
+      finish_reason_ = string_value(c.finish_reason, /*quoted=*/false);
+    out.copy(text_);
+  }
+
+  // A JSON string's value from its text (quoted, or between its quotes);
+  // "" when the text is not a string (what string_or reads).
+  static std::string string_value(std::string_view text, bool quoted = true) {
+    if (!quoted) {
+      if (text.find('\\') == std::string_view::npos) return std::string(text);
+      return string_value("\"" + std::string(text) + "\"");
+    }
+    if (text.size() < 2 || text.front() != '"') return {};
+    if (text.find('\\') == std::string_view::npos)
+      return std::string(text.substr(1, text.size() - 2));
+    const json v = json::parse(text, nullptr, false);
+    return v.is_string() ? v.get<std::string>() : std::string();
+  }
+
   void start(const json& chunk) {
     if (started_) return;
+    start(string_or(chunk, "id"), string_or(chunk, "model"));
+  }
+
+  void start(const std::string& id, std::string model) {
     started_ = true;
-    ordered_json message = {{"id", message_id(string_or(chunk, "id"))},
+    ordered_json message = {{"id", message_id(id)},
                             {"type", "message"},
                             {"role", "assistant"},
-                            {"model", string_or(chunk, "model")},
+                            {"model", std::move(model)},
                             {"content", ordered_json::array()},
                             {"stop_reason", nullptr},
                             {"stop_sequence", nullptr},
@@ -273,7 +317,7 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     for (const char* key : {"content", "refusal"}) {
       std::string text = string_or(delta, key);
       if (text.empty()) continue;
-      open(Block::kText, {{"type", "text"}, {"text", ""}});
+      open_text();
       this->delta({{"type", "text_delta"}, {"text", std::move(text)}});
     }
     const json* calls = member(delta, "tool_calls");
@@ -301,6 +345,23 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     }
   }
 
+  // Opens a text block unless one is open (open()'s event, written).
+  void open_text() {
+    if (open_ == Block::kText) return;
+    close();
+    ++index_;
+    open_ = Block::kText;
+    text_.append("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":");
+    append_index();
+    text_.append(",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+  }
+
+  void append_index() {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof digits, index_);
+    text_.append(digits, r.ptr);
+  }
+
   // Opens a block of `kind` unless one is open (a tool call's always opens).
   void open(Block kind, ordered_json block, bool always = false) {
     if (open_ == kind && !always) return;
@@ -319,7 +380,9 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
 
   void close() {
     if (open_ == Block::kNone) return;
-    event(text_, "content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+    text_.append("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":");
+    append_index();
+    text_.append("}\n\n");
     open_ = Block::kNone;
   }
 
