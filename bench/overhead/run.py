@@ -367,6 +367,28 @@ def chat_completion_sse() -> str:
     return "".join(events)
 
 
+def anthropic_messages_sse() -> str:
+    """The same answer as Anthropic's event stream: message_start, the text
+    block (start, 18 text_delta, stop), a ping, message_delta, message_stop:
+    24 events."""
+    def event(obj: dict) -> str:
+        return f"event: {obj['type']}\ndata: {_compact(obj)}\n\n"
+    events = [event({"type": "message_start", "message": {
+        "id": "msg_01AbCdEfGh0123456789bench", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 17, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                  "output_tokens": 1}}}),
+        event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        event({"type": "ping"})]
+    events += [event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
+               for t in ANSWER_TOKENS]
+    events.append(event({"type": "content_block_stop", "index": 0}))
+    events.append(event({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                         "usage": {"output_tokens": len(ANSWER_TOKENS)}}))
+    events.append(event({"type": "message_stop"}))
+    return "".join(events)
+
+
 def history(kib: int) -> list[dict]:
     """Earlier turns of a conversation, about `kib` KiB of JSON: what an agent
     or a chat product sends with every request."""
@@ -589,8 +611,15 @@ def nginx_main(prefix: Path, name: str) -> str:
             f"    types {{ }}\n")
 
 
-def upstream_nginx_conf(prefix: Path, json_port: int, sse_port: int, status_port: int) -> str:
-    return (nginx_main(prefix, "upstream") +
+def upstream_nginx_conf(prefix: Path, json_port: int, sse_port: int, status_port: int,
+                        anthropic_port: int = 0) -> str:
+    anthropic = (f"    # Anthropic's event stream of the same answer for any request\n"
+                 f"    server {{\n        listen {HOST}:{anthropic_port};\n"
+                 f"        default_type text/event-stream;\n"
+                 f"        location / {{\n            add_header Cache-Control no-cache;\n"
+                 f"{nginx_return_long(anthropic_messages_sse(), '            ')}        }}\n    }}\n"
+                 if anthropic_port else "")
+    return (nginx_main(prefix, "upstream") + anthropic +
             f"    # a fixed chat.completion for any request\n"
             f"    server {{\n        listen {HOST}:{json_port};\n"
             f"        default_type application/json;\n"
@@ -645,11 +674,14 @@ def stub_status(port: int) -> dict[str, int]:
 # ---------------------------------------------------------------------------
 # llmgate and llmgate-sim.
 
-def llmgate_config(upstream_port: int, workers: int, pool: int) -> dict:
+def llmgate_config(upstream_port: int, workers: int, pool: int, protocol: str = "openai") -> dict:
+    provider = {"name": "upstream", "base_url": f"http://{HOST}:{upstream_port}/v1",
+                "pool": {"max_connections": pool, "idle_timeout": "300s"}}
+    if protocol != "openai":
+        provider["protocol"] = protocol
     return {
         "server": {"listeners": [{"address": HOST, "port": 0}], "workers": workers},
-        "providers": [{"name": "upstream", "base_url": f"http://{HOST}:{upstream_port}/v1",
-                       "pool": {"max_connections": pool, "idle_timeout": "300s"}}],
+        "providers": [provider],
         "models": [{"name": PUBLIC_MODEL, "deployments": [{"provider": "upstream", "model": UPSTREAM_MODEL}]}],
     }
 
@@ -832,7 +864,9 @@ def setup_static(procs: Procs, args, workdir: Path) -> Group:
     g = Group("static", "nginx answering every request with a fixed chat.completion (JSON port) or a fixed "
                         f"22-event chat.completion.chunk stream (SSE port), from memory (`return 200 '...'`)")
     jp, sp, st = free_port(), free_port(), free_port()
-    conf = upstream_nginx_conf(workdir, jp, sp, st)
+    upstream = getattr(args, "upstream", "openai")  # profile.py --upstream anthropic
+    ap = free_port() if upstream == "anthropic" else 0
+    conf = upstream_nginx_conf(workdir, jp, sp, st, ap)
     up = start_nginx(procs, args.nginx, "upstream", conf, workdir, {args.server_cpu})
     wait_until("upstream nginx", lambda: stub_status(st)["requests"] > 0, procs)
     g.configs["upstream nginx"] = conf
@@ -842,7 +876,8 @@ def setup_static(procs: Procs, args, workdir: Path) -> Group:
     g.configs["nginx proxy"] = conf
     # llmgate always asks its upstream for a stream (and assembles JSON for
     # non-stream clients itself): its provider is the SSE port for both kinds.
-    cfg = llmgate_config(sp, args.llmgate_workers, args.llmgate_pool)
+    cfg = (llmgate_config(ap, args.llmgate_workers, args.llmgate_pool, "anthropic") if ap
+           else llmgate_config(sp, args.llmgate_workers, args.llmgate_pool))
     lg, lport = start_llmgate(procs, args.gateway, "llmgate", cfg, workdir, {args.server_cpu}, args.llmgate_log_level)
     g.llmgate_config, g.llmgate_port = cfg, lport
     g.urls = {("direct", "nonstream"): jp, ("direct", "stream"): sp,
