@@ -19,7 +19,9 @@
 //      assembled as a chat.completion translate to (text, thinking, stop
 //      reason, usage) when the chunks are of one choice;
 //   3. Anthropic's own events: classified one per event and assembled
-//      without a crash, their bytes forwarded as they came.
+//      without a crash, their bytes forwarded as they came; each event (and
+//      the whole input as one event's data) read by the scan as the
+//      document reads it (anthropic_event.h).
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@
 #include "gateway/apis/client_api.h"
 #include "gateway/apis/messages_api.h"
 #include "gateway/apis/messages_request.h"
+#include "providers/anthropic_event.h"
 #include "providers/completion_assembler.h"
 #include "providers/json_depth.h"
 #include "providers/request_body.h"
@@ -248,6 +251,12 @@ void check_chat_stream(std::string_view input) {
   FUZZ_CHECK(streamed["usage"] == whole["usage"]);
 }
 
+// The scan of one of Anthropic's events says what the document says.
+void check_event(std::string_view data) {
+  FUZZ_CHECK(llmgate::providers::anthropic::read_event(data) ==
+             llmgate::providers::anthropic::read_event_dom(data));
+}
+
 void check_native_stream(std::string_view input) {
   const auto& native = llmgate::providers::anthropic_messages_protocol();
   ChatRequest req;
@@ -271,6 +280,7 @@ void check_native_stream(std::string_view input) {
   sink.a = assembly.get();
   sink.out = &out;
   each_event(input, [&](const Frame& ev) {
+    if (ev.has_data) check_event(ev.data);
     const int before = sink.events;
     stream->translate(ev, sink);
     FUZZ_CHECK(sink.events - before <= 1);  // one neutral event per upstream event
@@ -286,5 +296,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_request(input);
   check_chat_stream(input);
   check_native_stream(input);
+  check_event(input);
   return 0;
 }

@@ -1,0 +1,278 @@
+#include "providers/anthropic_event.h"
+
+#include <nlohmann/json.hpp>
+
+#include "providers/json_depth.h"
+#include "providers/json_member.h"
+#include "providers/json_scan.h"
+
+namespace llmgate::providers::anthropic {
+namespace {
+
+using nlohmann::json;
+
+EventType type_of(std::string_view type) {
+  if (type.empty()) return EventType::kNone;
+  if (type == "content_block_delta") return EventType::kContentBlockDelta;
+  if (type == "content_block_start") return EventType::kContentBlockStart;
+  if (type == "content_block_stop") return EventType::kContentBlockStop;
+  if (type == "message_start") return EventType::kMessageStart;
+  if (type == "message_delta") return EventType::kMessageDelta;
+  if (type == "message_stop") return EventType::kMessageStop;
+  if (type == "ping") return EventType::kPing;
+  if (type == "error") return EventType::kError;
+  return EventType::kOther;
+}
+
+bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+// The usage counts' names, in EventFacts::counts' order.
+constexpr std::string_view kCountNames[] = {"input_tokens", "cache_creation_input_tokens",
+                                            "cache_read_input_tokens", "output_tokens"};
+
+// ---- the scan --------------------------------------------------------------------
+
+class EventScanner : public JsonScanner {
+ public:
+  using JsonScanner::JsonScanner;
+
+  // Fills `f`; false: give up (read_event_dom() answers).
+  bool scan(EventFacts& f);
+
+ private:
+  // A member's value: where its text is, and what it is.
+  struct Span {
+    const char* at = nullptr;
+    const char* end = nullptr;
+    Value v;
+    bool object() const { return at && v.type == Value::Type::kObject; }
+    bool string() const { return at && v.type == Value::Type::kString; }
+    // A string's text between its quotes (escaped as written).
+    std::string_view inner() const { return {at + 1, static_cast<std::size_t>(end - at) - 2}; }
+  };
+
+  // The members of an object named `names` (their spans; null values read
+  // as absent, as providers::member reads them); false on a repeat.
+  template <std::size_t N>
+  bool read(int depth, const std::array<std::string_view, N>& names, std::array<Span, N>& out) {
+    unsigned seen = 0;
+    return members<true>(depth, [&](std::string_view key) {
+      std::size_t i = 0;
+      while (i < N && key != names[i]) ++i;
+      if (i < N && !once(seen, 1u << i)) return false;
+      Span s;
+      s.at = p_;
+      if (!value(depth, s.v)) return false;
+      s.end = p_;
+      if (i < N && s.v.type != Value::Type::kNull) out[i] = s;
+      return true;
+    });
+  }
+  // The same of an object value already scanned.
+  template <std::size_t N>
+  static bool read(const Span& object, const std::array<std::string_view, N>& names,
+                   std::array<Span, N>& out) {
+    EventScanner sub(std::string_view(object.at, static_cast<std::size_t>(object.end - object.at)));
+    return sub.eat('{') && sub.read(1, names, out);
+  }
+
+  static bool counts(const Span& usage, EventFacts& f);
+  static bool delta(const Span& delta, EventFacts& f);
+  static bool block_start(const Span& block, EventFacts& f);
+};
+
+bool EventScanner::scan(EventFacts& f) {
+  skip_bom();
+  ws();
+  if (!eat('{')) return false;
+  enum { kType, kDelta, kBlock, kMessage, kUsage };
+  std::array<Span, 5> top;
+  if (!read(1,
+            std::array<std::string_view, 5>{"type", "delta", "content_block", "message", "usage"},
+            top)) {
+    return false;
+  }
+  ws();
+  if (!at_end()) return false;
+  f.json = true;
+  const Span& type = top[kType];
+  if (!type.string()) return true;  // kNone
+  if (type.v.escaped) return false;
+  f.type = type_of(type.inner());
+  switch (f.type) {
+    case EventType::kContentBlockDelta:
+      return !top[kDelta].object() || delta(top[kDelta], f);
+    case EventType::kContentBlockStart:
+      return !top[kBlock].object() || block_start(top[kBlock], f);
+    case EventType::kMessageStart: {
+      if (!top[kMessage].object()) return true;
+      std::array<Span, 1> usage;
+      return read(top[kMessage], std::array<std::string_view, 1>{"usage"}, usage) &&
+             (!usage[0].object() || counts(usage[0], f));
+    }
+    case EventType::kMessageDelta: {
+      if (top[kUsage].object() && !counts(top[kUsage], f)) return false;
+      if (!top[kDelta].object()) return true;
+      std::array<Span, 1> stop;
+      if (!read(top[kDelta], std::array<std::string_view, 1>{"stop_reason"}, stop)) return false;
+      f.has_finish = stop[0].string() && stop[0].v.size > 0;
+      return true;
+    }
+    case EventType::kError:
+      return false;  // its words: read from the document
+    default:
+      return true;
+  }
+}
+
+bool EventScanner::counts(const Span& usage, EventFacts& f) {
+  std::array<Span, 4> n;
+  if (!read(usage,
+            std::array<std::string_view, 4>{kCountNames[0], kCountNames[1], kCountNames[2],
+                                            kCountNames[3]},
+            n)) {
+    return false;
+  }
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    if (n[i].at && n[i].v.type == Value::Type::kNumber && n[i].v.integer && n[i].v.fits_int64)
+      f.counts[i] = n[i].v.int64;
+  }
+  return true;
+}
+
+bool EventScanner::delta(const Span& delta, EventFacts& f) {
+  enum { kType, kText, kThinking, kPartialJson };
+  std::array<Span, 4> d;
+  if (!read(delta, std::array<std::string_view, 4>{"type", "text", "thinking", "partial_json"}, d))
+    return false;
+  if (!d[kType].string()) return true;
+  if (d[kType].v.escaped) return false;
+  const std::string_view type = d[kType].inner();
+  const Span* text = nullptr;
+  if (type == "text_delta") {
+    text = &d[kText];
+  } else if (type == "thinking_delta") {
+    text = &d[kThinking];
+  } else if (type == "input_json_delta") {
+    text = &d[kPartialJson];
+  } else {
+    return true;
+  }
+  if (!text->string()) return true;
+  if (text == &d[kPartialJson]) {
+    // The empty piece a tool_use block opens with is no output. Its
+    // escapes need decoding to judge only when one comes first.
+    const std::string_view raw = text->inner();
+    const std::size_t first = raw.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return true;
+    if (raw[first] == '\\') return false;
+  }
+  f.output_chars = text->v.size;
+  f.has_output = f.output_chars > 0;
+  f.has_reasoning = text == &d[kThinking] && f.has_output;
+  return true;
+}
+
+bool EventScanner::block_start(const Span& block, EventFacts& f) {
+  enum { kType, kText, kThinking };
+  std::array<Span, 3> b;
+  if (!read(block, std::array<std::string_view, 3>{"type", "text", "thinking"}, b)) return false;
+  if (!b[kType].string()) return true;
+  if (b[kType].v.escaped) return false;
+  const std::string_view type = b[kType].inner();
+  if (type == "tool_use") {
+    f.has_output = true;
+  } else if (type == "text" || type == "thinking") {
+    const Span& text = type == "text" ? b[kText] : b[kThinking];
+    f.output_chars = text.string() ? text.v.size : 0;
+    f.has_output = f.output_chars > 0;
+    f.has_reasoning = type == "thinking" && f.has_output;
+  }
+  return true;
+}
+
+// ---- the document ------------------------------------------------------------------
+
+std::string_view text_of(const json* v) {
+  return v && v->is_string() ? std::string_view(v->get_ref<const std::string&>())
+                             : std::string_view();
+}
+
+void read_counts(const json* usage, EventFacts& f) {
+  if (!usage || !usage->is_object()) return;
+  for (std::size_t i = 0; i < f.counts.size(); ++i) {
+    auto it = usage->find(kCountNames[i]);
+    if (it != usage->end()) f.counts[i] = integer(*it);
+  }
+}
+
+}  // namespace
+
+EventFacts read_event(std::string_view data) {
+  EventFacts f;
+  if (EventScanner(data).scan(f)) return f;
+  return read_event_dom(data);
+}
+
+EventFacts read_event_dom(std::string_view data) {
+  EventFacts f;
+  const json j =
+      json_too_deep(data) ? json(json::value_t::discarded) : json::parse(data, nullptr, false);
+  f.json = !j.is_discarded();
+  f.type = type_of(text_of(member(j, "type")));
+  switch (f.type) {
+    case EventType::kContentBlockDelta: {
+      const json* delta = member(j, "delta");
+      if (!delta) break;
+      const std::string_view type = text_of(member(*delta, "type"));
+      std::string_view text;
+      if (type == "text_delta") {
+        text = text_of(member(*delta, "text"));
+      } else if (type == "thinking_delta") {
+        text = text_of(member(*delta, "thinking"));
+        f.has_reasoning = !text.empty();
+      } else if (type == "input_json_delta") {
+        text = text_of(member(*delta, "partial_json"));
+        if (blank(text)) text = {};  // the empty piece a tool_use block opens with
+      }
+      f.has_output = !text.empty();
+      f.output_chars = text.size();
+      break;
+    }
+    case EventType::kContentBlockStart: {
+      const json* block = member(j, "content_block");
+      if (!block) break;
+      const std::string_view type = text_of(member(*block, "type"));
+      if (type == "tool_use") {
+        f.has_output = true;
+      } else if (type == "text") {
+        f.output_chars = text_of(member(*block, "text")).size();
+        f.has_output = f.output_chars > 0;
+      } else if (type == "thinking") {
+        f.output_chars = text_of(member(*block, "thinking")).size();
+        f.has_output = f.has_reasoning = f.output_chars > 0;
+      }
+      break;
+    }
+    case EventType::kMessageStart:
+      if (const json* m = member(j, "message")) read_counts(member(*m, "usage"), f);
+      break;
+    case EventType::kMessageDelta: {
+      read_counts(member(j, "usage"), f);
+      const json* delta = member(j, "delta");
+      f.has_finish = delta && !text_of(member(*delta, "stop_reason")).empty();
+      break;
+    }
+    case EventType::kError: {
+      const json* error = member(j, "error");
+      f.error_kind = error ? text_of(member(*error, "type")) : "";
+      f.error_message = error ? text_of(member(*error, "message")) : "";
+      break;
+    }
+    default:
+      break;
+  }
+  return f;
+}
+
+}  // namespace llmgate::providers::anthropic

@@ -1,0 +1,64 @@
+// One of Anthropic's stream events as the gateway reads it when it relays a
+// native Messages stream (anthropic_messages_protocol.cpp): its type,
+// whether it carries output (text, thinking, a tool call's input) and how
+// much, the usage counts it states, whether it gives the stop reason, an
+// error's words. Once per event, on the relay's hot path: read_event()
+// scans the text once without building a document, and hands anything
+// unusual -- invalid JSON, a key it reads given twice, an escaped type, an
+// error event -- to read_event_dom(), the nlohmann reading it must agree
+// with on every input (fuzz_messages). Beast-free.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "providers/anthropic_wire.h"
+
+namespace llmgate::providers::anthropic {
+
+enum class EventType {
+  kNone,  // no "type" string (or not an object): not an Anthropic event
+  kMessageStart,
+  kContentBlockStart,
+  kContentBlockDelta,
+  kContentBlockStop,
+  kMessageDelta,
+  kMessageStop,
+  kPing,
+  kError,
+  kOther,  // a type not known today: passed on
+};
+
+struct EventFacts {
+  bool json = false;  // the text is JSON
+  EventType type = EventType::kNone;
+  // content_block_delta: its text, thinking or (not blank) partial_json;
+  // content_block_start: a tool_use block, or text or thinking sent whole.
+  bool has_output = false;
+  bool has_reasoning = false;
+  std::size_t output_chars = 0;  // decoded bytes
+  // The usage object's counts (message_start's message.usage,
+  // message_delta's usage), each when it is an integer: input,
+  // cache_creation, cache_read, output.
+  std::array<std::optional<std::int64_t>, 4> counts{};
+  bool has_finish = false;                // message_delta: a stop reason
+  std::string error_kind, error_message;  // kError
+
+  // Anthropic's counts are cumulative: what the event states replaces.
+  void apply(Counts& c) const {
+    std::int64_t* into[] = {&c.input, &c.cache_creation, &c.cache_read, &c.output};
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      if (counts[i]) *into[i] = std::clamp<std::int64_t>(*counts[i], 0, kMaxCount);
+    }
+  }
+  bool operator==(const EventFacts&) const = default;
+};
+
+EventFacts read_event(std::string_view data);
+EventFacts read_event_dom(std::string_view data);
+
+}  // namespace llmgate::providers::anthropic
