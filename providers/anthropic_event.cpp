@@ -36,8 +36,8 @@ class EventScanner : public JsonScanner {
  public:
   using JsonScanner::JsonScanner;
 
-  // Fills `f`; false: give up (read_event_dom() answers).
-  bool scan(EventFacts& f);
+  // Fills `f` (and `delta_json`); false: give up (read_event_dom() answers).
+  bool scan(EventFacts& f, std::optional<std::string_view>& delta_json);
 
  private:
   // A member's value: where its text is, and what it is.
@@ -77,18 +77,19 @@ class EventScanner : public JsonScanner {
   }
 
   static bool counts(const Span& usage, EventFacts& f);
-  static bool delta(const Span& delta, EventFacts& f);
+  static bool delta(const Span& delta, EventFacts& f, std::optional<std::string_view>& json);
   static bool block_start(const Span& block, EventFacts& f);
 };
 
-bool EventScanner::scan(EventFacts& f) {
+bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_json) {
   skip_bom();
   ws();
   if (!eat('{')) return false;
-  enum { kType, kDelta, kBlock, kMessage, kUsage };
-  std::array<Span, 5> top;
+  enum { kType, kDelta, kBlock, kMessage, kUsage, kIndex };
+  std::array<Span, 6> top;
   if (!read(1,
-            std::array<std::string_view, 5>{"type", "delta", "content_block", "message", "usage"},
+            std::array<std::string_view, 6>{"type", "delta", "content_block", "message", "usage",
+                                            "index"},
             top)) {
     return false;
   }
@@ -100,8 +101,12 @@ bool EventScanner::scan(EventFacts& f) {
   if (type.v.escaped) return false;
   f.type = type_of(type.inner());
   switch (f.type) {
-    case EventType::kContentBlockDelta:
-      return !top[kDelta].object() || delta(top[kDelta], f);
+    case EventType::kContentBlockDelta: {
+      const Span& index = top[kIndex];
+      if (index.at && index.v.type == Value::Type::kNumber && index.v.integer && index.v.fits_int64)
+        f.index = index.v.int64;
+      return !top[kDelta].object() || delta(top[kDelta], f, delta_json);
+    }
     case EventType::kContentBlockStart:
       return !top[kBlock].object() || block_start(top[kBlock], f);
     case EventType::kMessageStart: {
@@ -140,7 +145,7 @@ bool EventScanner::counts(const Span& usage, EventFacts& f) {
   return true;
 }
 
-bool EventScanner::delta(const Span& delta, EventFacts& f) {
+bool EventScanner::delta(const Span& delta, EventFacts& f, std::optional<std::string_view>& json) {
   enum { kType, kText, kThinking, kPartialJson };
   std::array<Span, 4> d;
   if (!read(delta, std::array<std::string_view, 4>{"type", "text", "thinking", "partial_json"}, d))
@@ -149,20 +154,23 @@ bool EventScanner::delta(const Span& delta, EventFacts& f) {
   if (d[kType].v.escaped) return false;
   const std::string_view type = d[kType].inner();
   const Span* text = nullptr;
+  EventFacts::Delta kind = EventFacts::Delta::kNone;
   if (type == "text_delta") {
-    text = &d[kText];
+    text = &d[kText], kind = EventFacts::Delta::kText;
   } else if (type == "thinking_delta") {
-    text = &d[kThinking];
+    text = &d[kThinking], kind = EventFacts::Delta::kThinking;
   } else if (type == "input_json_delta") {
-    text = &d[kPartialJson];
+    text = &d[kPartialJson], kind = EventFacts::Delta::kInputJson;
   } else {
     return true;
   }
   if (!text->string()) return true;
-  if (text == &d[kPartialJson]) {
+  const std::string_view raw = text->inner();
+  f.delta = kind;
+  json = raw;
+  if (kind == EventFacts::Delta::kInputJson) {
     // The empty piece a tool_use block opens with is no output. Its
     // escapes need decoding to judge only when one comes first.
-    const std::string_view raw = text->inner();
     const std::size_t first = raw.find_first_not_of(" \t\r\n");
     if (first == std::string_view::npos) return true;
     if (raw[first] == '\\') return false;
@@ -208,9 +216,14 @@ void read_counts(const json* usage, EventFacts& f) {
 
 }  // namespace
 
-EventFacts read_event(std::string_view data) {
+EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json) {
   EventFacts f;
-  if (EventScanner(data).scan(f)) return f;
+  std::optional<std::string_view> json;
+  if (EventScanner(data).scan(f, json)) {
+    if (delta_json) *delta_json = json;
+    return f;
+  }
+  if (delta_json) delta_json->reset();
   return read_event_dom(data);
 }
 
@@ -222,19 +235,24 @@ EventFacts read_event_dom(std::string_view data) {
   f.type = type_of(text_of(member(j, "type")));
   switch (f.type) {
     case EventType::kContentBlockDelta: {
+      if (const json* index = member(j, "index")) f.index = integer(*index);
       const json* delta = member(j, "delta");
       if (!delta) break;
       const std::string_view type = text_of(member(*delta, "type"));
-      std::string_view text;
-      if (type == "text_delta") {
-        text = text_of(member(*delta, "text"));
-      } else if (type == "thinking_delta") {
-        text = text_of(member(*delta, "thinking"));
-        f.has_reasoning = !text.empty();
-      } else if (type == "input_json_delta") {
-        text = text_of(member(*delta, "partial_json"));
-        if (blank(text)) text = {};  // the empty piece a tool_use block opens with
+      const char* key = type == "text_delta"         ? "text"
+                        : type == "thinking_delta"   ? "thinking"
+                        : type == "input_json_delta" ? "partial_json"
+                                                     : nullptr;
+      const json* value = key ? member(*delta, key) : nullptr;
+      if (value && value->is_string()) {
+        f.delta = type == "text_delta"       ? EventFacts::Delta::kText
+                  : type == "thinking_delta" ? EventFacts::Delta::kThinking
+                                             : EventFacts::Delta::kInputJson;
       }
+      std::string_view text = text_of(value);
+      if (f.delta == EventFacts::Delta::kThinking) f.has_reasoning = !text.empty();
+      if (f.delta == EventFacts::Delta::kInputJson && blank(text))
+        text = {};  // the empty piece a tool_use block opens with
       f.has_output = !text.empty();
       f.output_chars = text.size();
       break;

@@ -45,7 +45,12 @@ struct EventFacts {
   // message_delta's usage), each when it is an integer: input,
   // cache_creation, cache_read, output.
   std::array<std::optional<std::int64_t>, 4> counts{};
-  bool has_finish = false;                // message_delta: a stop reason
+  bool has_finish = false;  // message_delta: a stop reason
+  // content_block_delta: which text its delta carries (a string, maybe
+  // empty), and the event's "index" when it is an integer.
+  enum class Delta { kNone, kText, kThinking, kInputJson };
+  Delta delta = Delta::kNone;
+  std::optional<std::int64_t> index;
   std::string error_kind, error_message;  // kError
 
   // Anthropic's counts are cumulative: what the event states replaces.
@@ -58,7 +63,11 @@ struct EventFacts {
   bool operator==(const EventFacts&) const = default;
 };
 
-EventFacts read_event(std::string_view data);
+// `delta_json`, when given: set when the scan read the event (no fallback)
+// and it is a content_block_delta with a text -- that string's text
+// between its quotes, still escaped (a view of `data`), for a translator
+// that writes it into JSON as it is.
+EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json = nullptr);
 EventFacts read_event_dom(std::string_view data);
 
 }  // namespace llmgate::providers::anthropic

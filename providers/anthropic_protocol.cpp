@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "providers/anthropic_event.h"
 #include "providers/anthropic_wire.h"
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
@@ -638,6 +639,13 @@ class AnthropicStream final : public UpstreamStream {
   void translate(const Frame& ev, Sink& out) override {
     if (finished_) return;  // nothing after done or an error
     if (!ev.has_data) return signal(UpstreamEvent::Kind::kKeepAlive, {}, out);
+    // Text, thinking and a tool call's input (most of a stream's events):
+    // read by a scan, their text written into the chunk as the upstream
+    // escaped it. The rest is parsed.
+    std::optional<std::string_view> text;
+    const anthropic::EventFacts f = anthropic::read_event(ev.data, &text);
+    if (text && f.type == anthropic::EventType::kContentBlockDelta)
+      return on_delta_text(f, *text, out);
     if (json_too_deep(ev.data))
       return signal(UpstreamEvent::Kind::kMalformed, "event nested too deeply", out);
     const json e = json::parse(ev.data, nullptr, false);
@@ -678,7 +686,8 @@ class AnthropicStream final : public UpstreamStream {
     if (!block) return;
     const std::string type = string_or(*block, "type");
     if (type == "text") {
-      if (const json* t = get(*block, "text"); has_text(t)) send_text("content", *t, out);
+      if (const json* t = get(*block, "text"); has_text(t))
+        send_text("content", t->get_ref<const std::string&>(), false, out);
     } else if (type == "tool_use") {
       start_tool_call(e, *block, out);
     }
@@ -711,8 +720,9 @@ class AnthropicStream final : public UpstreamStream {
                                                    : nullptr;
     const json* text = key ? get(*delta, key) : nullptr;
     if (!has_text(text)) return;
-    if (type == "text_delta") return send_text("content", *text, out);
-    if (type == "thinking_delta") return send_text("reasoning_content", *text, out);
+    const std::string& value = text->get_ref<const std::string&>();
+    if (type == "text_delta") return send_text("content", value, /*escaped=*/false, out);
+    if (type == "thinking_delta") return send_text("reasoning_content", value, false, out);
     const json* index = get(e, "index");
     const auto at = index ? integer(*index) : std::nullopt;
     const auto call = at ? tool_index_.find(*at) : tool_index_.end();
@@ -721,6 +731,18 @@ class AnthropicStream final : public UpstreamStream {
     if (piece.find_first_not_of(" \t\r\n") != std::string::npos)
       has_arguments_[static_cast<std::size_t>(call->second)] = true;
     send_arguments(call->second, piece, out);
+  }
+
+  // on_block_delta() for a delta whose text the scan found: `text` escaped.
+  void on_delta_text(const anthropic::EventFacts& f, std::string_view text, Sink& out) {
+    using Delta = anthropic::EventFacts::Delta;
+    if (text.empty()) return;
+    if (f.delta == Delta::kText) return send_text("content", text, /*escaped=*/true, out);
+    if (f.delta == Delta::kThinking) return send_text("reasoning_content", text, true, out);
+    const auto call = f.index ? tool_index_.find(*f.index) : tool_index_.end();
+    if (call == tool_index_.end()) return;  // a server tool's input: not the client's call
+    if (f.has_output) has_arguments_[static_cast<std::size_t>(call->second)] = true;  // not blank
+    send_arguments(call->second, text, out, /*escaped=*/true);
   }
 
   // A tool_use block ended: a call without parameters, whose input came as
@@ -747,23 +769,31 @@ class AnthropicStream final : public UpstreamStream {
     send_arguments(k, "{}", out);
   }
 
+  // `text` as a JSON string: already `escaped` (a scanned event's text,
+  // as the upstream wrote it), or out of a parsed event -- valid UTF-8,
+  // which append_json_string writes as dump() would, without a copy.
+  static void append_string(std::string& out, std::string_view text, bool escaped) {
+    if (escaped)
+      out.append(1, '"').append(text).append(1, '"');
+    else
+      append_json_string(out, text);
+  }
+
   // The next piece of call k's arguments.
-  void send_arguments(int k, std::string_view arguments, Sink& out) {
+  void send_arguments(int k, std::string_view arguments, Sink& out, bool escaped = false) {
     std::string& delta = writer_.begin_choice();
     delta.append(R"({"tool_calls":[{"index":)").append(std::to_string(k));
     delta.append(R"(,"function":{"arguments":)");
-    append_json_string(delta, arguments);
+    append_string(delta, arguments, escaped);
     delta.append("}}]}");
     send(writer_.end_choice(), out);
   }
 
-  // A delta of one text member ("content", "reasoning_content"). The text
-  // came out of a parsed event: valid UTF-8, which append_json_string
-  // writes as dump() would, without a copy.
-  void send_text(std::string_view key, const json& text, Sink& out) {
+  // A delta of one text member ("content", "reasoning_content").
+  void send_text(std::string_view key, std::string_view text, bool escaped, Sink& out) {
     std::string& delta = writer_.begin_choice();
     delta.append(R"({")").append(key).append(R"(":)");
-    append_json_string(delta, text.get_ref<const std::string&>());
+    append_string(delta, text, escaped);
     delta += '}';
     send(writer_.end_choice(), out);
   }
@@ -798,7 +828,7 @@ class AnthropicStream final : public UpstreamStream {
     UpstreamEvent ev;
     ev.kind = UpstreamEvent::Kind::kData;
     ev.data = chunk;
-    ev.chunk = inspect_chunk(chunk);
+    inspect_chunk(chunk, ev.chunk, prefix_);  // the stream's chunks share their head
     out.on(ev);
   }
 
@@ -815,6 +845,7 @@ class AnthropicStream final : public UpstreamStream {
   std::string model_;  // the request's until message_start names one
   std::int64_t created_;
   ChunkWriter writer_;                      // the chunks' text
+  ChunkPrefix prefix_;                      // what inspect_chunk learnt of the chunks written
   std::map<std::int64_t, int> tool_index_;  // content block index -> tool call index
   int tool_calls_ = 0;
   // By tool call index: some of its arguments went out (more than

@@ -5,6 +5,8 @@
 // Input: the bytes of an upstream body. They go through SseParser into one
 // AnthropicStream (end() once at the end), which must never crash and must
 // keep its promises to the relay:
+//   - the chunks' content and reasoning_content, joined, are the text and
+//     thinking of the upstream's events, read apart with nlohmann;
 //   - every kData event's data is a chat.completion.chunk for parse_chunk,
 //     and the event's own classification (inspect_chunk) says so too, laid
 //     out as OpenAI's (tests/fuzz/chunk_layout.h; the client asked for
@@ -96,6 +98,9 @@ class CheckingSink final : public UpstreamStream::Sink {
 
   bool from_message_stop = false;  // the upstream event being translated is one
   bool include_usage = false;      // the stream's request asked for usage
+  bool finished() const { return finished_; }
+  // The chunks' text and reasoning, in order.
+  std::string content, reasoning;
 
  private:
   void check_data(const UpstreamEvent& ev) {
@@ -107,23 +112,57 @@ class CheckingSink final : public UpstreamStream::Sink {
     FUZZ_CHECK(ev.chunk.has_finish == ref.has_finish);
     FUZZ_CHECK(ev.chunk.usage_only == ref.usage_only);
     check_chunk_layout(ev.data, include_usage);
+    const auto choices = ref.json.find("choices");
+    if (choices == ref.json.end() || !choices->is_array() || choices->empty()) return;
+    const json& delta = (*choices)[0]["delta"];
+    for (auto [key, into] : {std::pair{"content", &content}, {"reasoning_content", &reasoning}}) {
+      const auto text = delta.find(key);
+      if (text != delta.end() && text->is_string()) *into += text->get<std::string>();
+    }
   }
 
   bool finished_ = false;
 };
+
+// The text and thinking an upstream event adds to the answer, read apart
+// from the translator: text and thinking deltas, a text block sent whole.
+void add_answer(const Frame& ev, std::string& content, std::string& reasoning) {
+  if (!ev.has_data || llmgate::providers::json_too_deep(ev.data)) return;
+  const json e = json::parse(ev.data, nullptr, false);
+  if (!e.is_object()) return;
+  auto string = [](const json& obj, const char* key) {
+    if (!obj.is_object()) return std::string();
+    const auto v = obj.find(key);
+    return v != obj.end() && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  const std::string type = string(e, "type");
+  if (type == "content_block_delta" && e.contains("delta")) {
+    const json& d = e["delta"];
+    if (string(d, "type") == "text_delta") content += string(d, "text");
+    if (string(d, "type") == "thinking_delta") reasoning += string(d, "thinking");
+  } else if (type == "content_block_start" && e.contains("content_block")) {
+    const json& b = e["content_block"];
+    if (string(b, "type") == "text") content += string(b, "text");
+  }
+}
 
 void fuzz_stream(std::string_view bytes) {
   const bool include_usage = bytes.size() % 2 == 1;
   auto stream = llmgate::providers::anthropic_protocol().open_stream(request(include_usage));
   CheckingSink sink;
   sink.include_usage = include_usage;
+  std::string content, reasoning;
   llmgate::providers::SseParser parser(kMaxEventBytes);
   parser.feed(bytes, [&](const Frame& ev) {
     sink.from_message_stop = is_message_stop(ev);
+    if (!sink.finished()) add_answer(ev, content, reasoning);
     stream->translate(ev, sink);
   });
   sink.from_message_stop = false;
   stream->end(sink);
+  // The client reads the answer's text and thinking, as they came.
+  FUZZ_CHECK(sink.content == content);
+  FUZZ_CHECK(sink.reasoning == reasoning);
 }
 
 void check_body(const std::variant<std::string, llmgate::providers::Untranslatable>& b) {
