@@ -456,7 +456,7 @@ class ConverseStream final : public UpstreamStream {
     UpstreamEvent e;
     e.kind = UpstreamEvent::Kind::kData;
     e.data = chunk;
-    e.chunk = inspect_chunk(chunk);
+    inspect_chunk(chunk, e.chunk, prefix_);  // the stream's chunks share their head
     out.on(e);
   }
 
@@ -468,6 +468,7 @@ class ConverseStream final : public UpstreamStream {
   bool finished_ = false;  // messageStop came: a finish_reason went out
   bool over_ = false;      // kError or kDone went out: nothing more
   ChunkWriter writer_;
+  ChunkPrefix prefix_;  // what inspect_chunk learnt of the chunks written
 };
 
 class Bedrock final : public UpstreamProtocol {

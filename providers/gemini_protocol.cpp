@@ -731,7 +731,7 @@ class GeminiStream final : public UpstreamStream {
     UpstreamEvent e;
     e.kind = UpstreamEvent::Kind::kData;
     e.data = chunk;
-    e.chunk = inspect_chunk(chunk);
+    inspect_chunk(chunk, e.chunk, prefix_);  // the stream's chunks share their head
     out.on(e);
   }
 
@@ -744,6 +744,7 @@ class GeminiStream final : public UpstreamStream {
   bool over_ = false;      // kError or kDone went out: nothing more
   json usage_;             // the last usageMetadata
   ChunkWriter writer_;     // the chunks' text
+  ChunkPrefix prefix_;     // what inspect_chunk learnt of the chunks written
 };
 
 // ---------------------------------------------------------------------------
