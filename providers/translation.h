@@ -13,6 +13,7 @@
 
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
+#include "providers/json_write.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::providers::translation {
@@ -29,10 +30,9 @@ inline const std::string* string_member(const nlohmann::json& obj, std::string_v
 }
 
 // Strings from either side may hold invalid UTF-8 (a model name from the
-// config); nlohmann's dump() would throw on it: replaced instead.
-inline std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+// config); nlohmann's dump() would throw on it: replaced instead, as
+// dump(replace) does (json_write.h: the same bytes, several times quicker).
+inline std::string dump(const nlohmann::json& j) { return json_text(j); }
 
 // A JSON document inside a string (tool arguments, a tool's result, an
 // event's payload); null when it is not JSON or nests too deep for the

@@ -20,6 +20,7 @@
 #include "gateway/apis/chat_request.h"
 #include "gateway/apis/outbox.h"
 #include "gateway/http/api_error.h"
+#include "providers/json_write.h"
 #include "providers/upstream_protocol.h"
 
 namespace llmgate::gateway {
@@ -117,7 +118,7 @@ class ClientApi {
   virtual std::string answer_body(const providers::UpstreamProtocol& protocol, std::string upstream,
                                   const nlohmann::json& completion) const {
     if (protocol.passthrough()) return upstream;
-    return completion.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return providers::json_text(completion);
   }
 };
 

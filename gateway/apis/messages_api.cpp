@@ -22,6 +22,7 @@
 #include "providers/completion_assembler.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
+#include "providers/json_write.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -31,9 +32,7 @@ using nlohmann::ordered_json;
 using providers::UpstreamEvent;
 using Kind = UpstreamEvent::Kind;
 
-std::string dump(const ordered_json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump(const ordered_json& j) { return providers::json_text(j); }
 
 bool native(const providers::UpstreamProtocol& p) {
   return &p == &providers::anthropic_messages_protocol() ||

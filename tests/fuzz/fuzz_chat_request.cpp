@@ -32,6 +32,7 @@
 
 #include "gateway/apis/chat_request.h"
 #include "providers/json_depth.h"
+#include "providers/json_write.h"
 #include "providers/prompt_prefix.h"
 #include "providers/prompt_size.h"
 #include "providers/upstream_protocol.h"
@@ -425,6 +426,33 @@ void check(std::string_view t) {
 
 }  // namespace value_end
 
+// write_json writes what nlohmann's dump(replace) writes, byte for byte: any
+// document (as json and as ordered_json), and the input's bytes as one
+// string (invalid UTF-8 included); valid_utf8 judges a string as
+// nlohmann's strict parse of it does.
+namespace json_write {
+
+template <class Json>
+void same(const Json& j) {
+  FUZZ_CHECK(llmgate::providers::json_text(j) ==
+             j.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
+void check(std::string_view input, const json& doc) {
+  const std::string bytes(input);
+  same(json(bytes));
+  same(nlohmann::ordered_json(bytes));
+  const bool strict = !json::parse("\"" + bytes + "\"", nullptr, false).is_discarded();
+  if (bytes.find_first_of(std::string_view("\"\\\0", 3)) == std::string::npos &&
+      std::none_of(bytes.begin(), bytes.end(), [](char c) { return c >= 0 && c < 0x20; }))
+    FUZZ_CHECK(llmgate::providers::valid_utf8(bytes) == strict);
+  if (doc.is_discarded()) return;
+  same(doc);
+  same(nlohmann::ordered_json::parse(doc.dump()));
+}
+
+}  // namespace json_write
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   value_end::check(input);
@@ -446,6 +474,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const json doc = nul || llmgate::providers::json_too_deep(body)
                        ? json(json::value_t::discarded)
                        : json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json_write::check(input, doc);
   if (const auto* error = std::get_if<ApiError>(&result)) {
     if (g_verbose) std::fprintf(stderr, "%d: %s\n", error->status, error->message.c_str());
     check_rejected(*error);
