@@ -143,8 +143,12 @@ std::string compact(std::string_view json) {
   bool in_string = false, escaped = false;
   for (char c : json) {
     if (in_string) {
-      escaped = !escaped && c == '\\';
-      if (c == '"' && !escaped) in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
       continue;
     } else if (c == '"') {

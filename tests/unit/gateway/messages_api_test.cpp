@@ -161,7 +161,7 @@ TEST(MessagesRequest, TranslationCarriesTheClientsText) {
       R"({"role":"user","role":"us\u0065r","content":"caf\u00e9\n\"q\""},)"
       R"({"role":"assistant","content":[{"type":"text","text":"a\tb"},)"
       R"({"type":"tool_use","id":"t1","name":"f","input":{ "z" : [1, 2],)"
-      R"( "a" : "x y" }}]},)"
+      R"( "a" : "x y", "c" : "a\" b \\ c" }}]},)"
       R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",)"
       R"("content":[{"type":"text","text":"l1\n"},{"type":"text","text":"l2"}]}]}]})";
   const Translated t = translated(body);
@@ -172,7 +172,7 @@ TEST(MessagesRequest, TranslationCarriesTheClientsText) {
       {"role": "user", "content": "caf\u00e9\n\"q\""},
       {"role": "assistant", "content": "a\tb", "tool_calls": [
         {"id": "t1", "type": "function",
-         "function": {"name": "f", "arguments": "{\"z\":[1,2],\"a\":\"x y\"}"}}]},
+         "function": {"name": "f", "arguments": "{\"z\":[1,2],\"a\":\"x y\",\"c\":\"a\\\" b \\\\ c\"}"}}]},
       {"role": "tool", "tool_call_id": "t1", "content": "l1\nl2"}
     ]})");
   EXPECT_EQ(t.chat, want) << t.chat.dump(2);
