@@ -11,6 +11,7 @@
 // use. Beast-free.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -188,6 +189,63 @@ class RequestBody {
 
   std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
   std::optional<nlohmann::json> dom_;
+};
+
+// The members of one object a reader needs (up to kMax names), found in
+// one walk of it (RequestBody::walk_members): the last of each name (a parsed document keeps the
+// last), and one whose value is null reads as absent (providers::member's rule). Not an object:
+// every member absent.
+class ObjectFields {
+ public:
+  static constexpr std::size_t kMax = 6;
+
+  ObjectFields(const RequestBody& in, const RequestBody::Member* obj,
+               std::initializer_list<std::string_view> names)
+      : in_(in), n_(names.size()) {
+    std::copy(names.begin(), names.end(), names_.begin());
+    if (!obj) return;
+    in.walk_members(*obj, [&](std::string_view key, const RequestBody::Member& m) {
+      for (std::size_t i = 0; i < n_; ++i) {
+        if (key == names_[i]) {
+          at_[i] = m;
+          set_[i] = m.v.type != RequestBody::Type::kNull;
+        }
+      }
+    });
+  }
+
+  // The member `name` (one of those asked for), or null.
+  const RequestBody::Member* operator[](std::string_view name) const {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (names_[i] == name) return set_[i] ? &at_[i] : nullptr;
+    }
+    return nullptr;
+  }
+  // A string member's text between its quotes, escaped as written; "" when absent or not a string
+  // (what providers::string_or reads).
+  std::string_view raw(std::string_view name) const {
+    const RequestBody::Member* m = (*this)[name];
+    if (!m || m->v.type != RequestBody::Type::kString) return {};
+    return in_.text_of(*m).substr(1, m->end - m->value - 2);
+  }
+  // The same, decoded.
+  std::string str(std::string_view name) const {
+    const RequestBody::Member* m = (*this)[name];
+    return m ? in_.string_of(*m) : std::string();
+  }
+  // Whether the member is the string `word` (decoded).
+  bool is(std::string_view name, std::string_view word) const {
+    const RequestBody::Member* m = (*this)[name];
+    if (!m || m->v.type != RequestBody::Type::kString) return false;
+    return m->v.escaped ? in_.string_of(*m) == word : raw(name) == word;
+  }
+
+ private:
+  const RequestBody& in_;
+  std::size_t n_;
+  std::array<std::string_view, kMax> names_{};
+  std::array<RequestBody::Member, kMax> at_{};
+  std::array<bool, kMax> set_{};
 };
 
 // The top-level members of a JSON object but those named `drop`, each as

@@ -23,6 +23,7 @@
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
 #include "providers/json_write.h"
+#include "providers/request_body.h"
 
 namespace llmgate::gateway {
 namespace {
@@ -211,6 +212,11 @@ class NativeRenderer final : public ClientApi::StreamRenderer {
 // protocols give them) as Anthropic's events.
 class ChatToMessages final : public ClientApi::StreamRenderer {
  public:
+  // `scan`: render each chunk from the classification's views or the
+  // chunk's index; else from its parsed document (the reference the fuzzer
+  // holds the others to).
+  explicit ChatToMessages(bool scan = true) : scan_(scan) {}
+
   void render(const UpstreamEvent& ev, Outbox& out) override {
     if (finished_) return;
     switch (ev.kind) {
@@ -226,7 +232,8 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
         break;
     }
     text_.clear();
-    if (ev.chunk.plain) return render_plain(ev.chunk, out);
+    if (scan_ && ev.chunk.plain) return render_plain(ev.chunk, out);
+    if (scan_ && render_indexed(ev)) return out.copy(text_);
     // (The classification's document when it made one: not copied.)
     json parsed;
     if (ev.chunk.json.is_null()) parsed = providers::parse_chunk(ev.data).json;
@@ -262,16 +269,109 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     if (c.usage) usage_ = c.usage;
     if (c.has_content && !c.content.empty()) {
       open_text();
-      text_.append(
-          "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
-      append_index();
-      text_.append(",\"delta\":{\"type\":\"text_delta\",\"text\":\"")
-          .append(c.content)
-          .append("\"}}\n\n");
+      write_delta(index_, "text_delta", "text", c.content);
     }
     if (c.has_finish_reason && !c.finish_reason.empty())
       finish_reason_ = string_value(c.finish_reason, /*quoted=*/false);
     out.copy(text_);
+  }
+
+  // A chunk that is not plain (reasoning, tool calls, a refusal, other
+  // choices), read from its index (RequestBody) instead of a document:
+  // strings written as the upstream escaped them, blocks opened as
+  // read_delta() opens them. False when the data is not a JSON object
+  // (render() then reads it as a document, which says nothing either).
+  bool render_indexed(const UpstreamEvent& ev) {
+    using Member = providers::RequestBody::Member;
+    using Type = providers::RequestBody::Type;
+    auto parsed = providers::RequestBody::parse(std::string(ev.data));
+    const auto* body = std::get_if<providers::RequestBody>(&parsed);
+    if (!body) return false;
+    auto present = [&](std::string_view key) -> const Member* {
+      const Member* m = body->find(key);
+      return m && m->v.type != Type::kNull ? m : nullptr;
+    };
+    auto str = [&](const Member* m) {
+      return m && m->v.type == Type::kString ? body->string_of(*m) : std::string();
+    };
+    if (!started_) start(str(present("id")), str(present("model")));
+    if (ev.chunk.usage) usage_ = ev.chunk.usage;  // usage_of() the chunk, as classified
+    const Member* choices = present("choices");
+    if (!choices || choices->v.type != Type::kArray) return true;
+    body->walk_elements(*choices, [&](std::size_t, const Member& c) {
+      const providers::ObjectFields choice(*body, &c, {"index", "delta", "finish_reason"});
+      // Anthropic answers one message: the first choice's.
+      if (const Member* i = choice["index"]; i && !is_zero(*body, *i)) return true;
+      if (const Member* d = choice["delta"]) read_delta(*body, *d);
+      if (std::string f = choice.str("finish_reason"); !f.empty()) finish_reason_ = std::move(f);
+      return true;
+    });
+    return true;
+  }
+
+  // Whether a member is the number 0 (a document's `== 0`).
+  static bool is_zero(const providers::RequestBody& body, const providers::RequestBody::Member& m) {
+    if (m.v.type != providers::RequestBody::Type::kNumber) return false;
+    if (m.v.integer) return m.v.fits_int64 && m.v.int64 == 0;
+    return json::parse(body.text_of(m)).get<double>() == 0;
+  }
+
+  // read_delta() of a delta in an index.
+  void read_delta(const providers::RequestBody& body, const providers::RequestBody::Member& d) {
+    using Member = providers::RequestBody::Member;
+    using Type = providers::RequestBody::Type;
+    const providers::ObjectFields delta(
+        body, &d, {"reasoning_content", "reasoning", "content", "refusal", "tool_calls"});
+    // (Escaped texts joined: the escaped text of the texts joined.)
+    const std::string reasoning =
+        std::string(delta.raw("reasoning_content")).append(delta.raw("reasoning"));
+    if (!reasoning.empty()) {
+      open(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      write_delta(index_, "thinking_delta", "thinking", reasoning);
+    }
+    for (std::string_view key : {"content", "refusal"}) {
+      const std::string_view text = delta.raw(key);
+      if (text.empty()) continue;
+      open_text();
+      write_delta(index_, "text_delta", "text", text);
+    }
+    const Member* calls = delta["tool_calls"];
+    if (!calls || calls->v.type != Type::kArray) return;
+    body.walk_elements(*calls, [&](std::size_t, const Member& c) {
+      const providers::ObjectFields call(body, &c, {"index", "id", "function"});
+      const Member* k = call["index"];
+      std::int64_t at = 0;
+      if (k && k->v.type == Type::kNumber && k->v.integer)  // as a document's get<int64_t>()
+        at = k->v.fits_int64 ? k->v.int64 : json::parse(body.text_of(*k)).get<std::int64_t>();
+      const providers::ObjectFields fn(body, call["function"], {"name", "arguments"});
+      auto known = tool_blocks_.find(at);
+      if (known == tool_blocks_.end()) {
+        open(Block::kTool,
+             {{"type", "tool_use"},
+              {"id", call.str("id")},
+              {"name", fn.str("name")},
+              {"input", ordered_json::object()}},
+             /*always=*/true);
+        known = tool_blocks_.emplace(at, index_).first;
+      }
+      if (const std::string_view arguments = fn.raw("arguments"); !arguments.empty())
+        write_delta(known->second, "input_json_delta", "partial_json", arguments);
+      return true;
+    });
+  }
+
+  // A content_block_delta of block `index`: {"type": type, key: escaped}.
+  void write_delta(std::int64_t index, std::string_view type, std::string_view key,
+                   std::string_view escaped) {
+    text_.append("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+    append_number(index);
+    text_.append(",\"delta\":{\"type\":\"")
+        .append(type)
+        .append("\",\"")
+        .append(key)
+        .append("\":\"")
+        .append(escaped)
+        .append("\"}}\n\n");
   }
 
   // A JSON string's value from its text (quoted, or between its quotes);
@@ -351,13 +451,13 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     ++index_;
     open_ = Block::kText;
     text_.append("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":");
-    append_index();
+    append_number(index_);
     text_.append(",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
   }
 
-  void append_index() {
+  void append_number(std::int64_t n) {
     char digits[24];
-    const auto r = std::to_chars(digits, digits + sizeof digits, index_);
+    const auto r = std::to_chars(digits, digits + sizeof digits, n);
     text_.append(digits, r.ptr);
   }
 
@@ -380,7 +480,7 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
   void close() {
     if (open_ == Block::kNone) return;
     text_.append("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":");
-    append_index();
+    append_number(index_);
     text_.append("}\n\n");
     open_ = Block::kNone;
   }
@@ -403,6 +503,7 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     out.copy(text_);
   }
 
+  bool scan_;
   std::string text_;  // the events one upstream event gives
   bool started_ = false;
   bool finished_ = false;
@@ -548,7 +649,7 @@ class Messages final : public ClientApi {
   std::unique_ptr<StreamRenderer> renderer(const providers::UpstreamProtocol& protocol,
                                            const ChatRequest&) const override {
     if (native(protocol)) return std::make_unique<NativeRenderer>();
-    return std::make_unique<ChatToMessages>();
+    return chat_to_messages_renderer();
   }
 
   std::string error_event(const ApiError& e, std::int64_t) const override {
@@ -575,6 +676,10 @@ class Messages final : public ClientApi {
 };
 
 }  // namespace
+
+std::unique_ptr<ClientApi::StreamRenderer> chat_to_messages_renderer(bool scan) {
+  return std::make_unique<ChatToMessages>(scan);
+}
 
 const ClientApi& messages_api() {
   static const Messages api;

@@ -55,61 +55,8 @@ using Type = RequestBody::Type;
 
 ApiError invalid(std::string message) { return invalid_request(std::move(message)); }
 
-// The members of one object that the translation reads, found in one scan
-// of it: the last of each name (a parsed document keeps the last), and one
-// whose value is null reads as absent (providers::member's rule). Not an
-// object: every member absent.
-class Fields {
- public:
-  static constexpr std::size_t kMax = 6;
-
-  Fields(const RequestBody& in, const Member* obj, std::initializer_list<std::string_view> names)
-      : in_(in), n_(names.size()) {
-    std::copy(names.begin(), names.end(), names_.begin());
-    if (!obj) return;
-    in.walk_members(*obj, [&](std::string_view key, const Member& m) {
-      for (std::size_t i = 0; i < n_; ++i) {
-        if (key == names_[i]) {
-          at_[i] = m;
-          set_[i] = m.v.type != Type::kNull;
-        }
-      }
-    });
-  }
-
-  // The member `name` (one of those asked for), or null.
-  const Member* operator[](std::string_view name) const {
-    for (std::size_t i = 0; i < n_; ++i) {
-      if (names_[i] == name) return set_[i] ? &at_[i] : nullptr;
-    }
-    return nullptr;
-  }
-  // A string member's text between its quotes, escaped as the client wrote
-  // it; "" when absent or not a string (what providers::string_or reads).
-  std::string_view raw(std::string_view name) const {
-    const Member* m = (*this)[name];
-    if (!m || m->v.type != Type::kString) return {};
-    return in_.text_of(*m).substr(1, m->end - m->value - 2);
-  }
-  // The same, decoded.
-  std::string str(std::string_view name) const {
-    const Member* m = (*this)[name];
-    return m ? in_.string_of(*m) : std::string();
-  }
-  // Whether the member is the string `word` (decoded).
-  bool is(std::string_view name, std::string_view word) const {
-    const Member* m = (*this)[name];
-    if (!m || m->v.type != Type::kString) return false;
-    return m->v.escaped ? in_.string_of(*m) == word : raw(name) == word;
-  }
-
- private:
-  const RequestBody& in_;
-  std::size_t n_;
-  std::array<std::string_view, kMax> names_{};
-  std::array<Member, kMax> at_{};
-  std::array<bool, kMax> set_{};
-};
+// The members of one object the translation reads (request_body.h).
+using Fields = providers::ObjectFields;
 
 // A top-level member, or null when absent or null.
 const Member* present(const RequestBody& in, std::string_view key) {

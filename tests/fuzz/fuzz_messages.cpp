@@ -12,12 +12,12 @@
 //      that is itself an admissible chat request; what the translation
 //      could not say is named;
 //   2. an upstream chat stream (OpenAI chunks) rendered as Anthropic's
-//      events: every event is named by its own "type", message_start comes
-//      first and once, blocks open and close in turn with deltas only for
-//      an open (or tool) block, message_stop ends it; and, the round-trip
-//      oracle, those events assembled into one Message say what the chunks
-//      assembled as a chat.completion translate to (text, thinking, stop
-//      reason, usage) when the chunks are of one choice;
+//      events -- the same events, data parsed, as every chunk rendered from
+//      its parsed document (chat_to_messages_renderer(false)) --: every event is named by its own
+//      "type", message_start comes first and once, blocks open and close in turn with deltas only
+//      for an open (or tool) block, message_stop ends it; and, the round-trip oracle, those events
+//      assembled into one Message say what the chunks assembled as a chat.completion translate to
+//      (text, thinking, stop reason, usage) when the chunks are of one choice;
 //   3. Anthropic's own events: classified one per event and assembled
 //      without a crash, their bytes forwarded as they came; each event (and
 //      the whole input as one event's data) read by the scan as the
@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "gateway/apis/client_api.h"
 #include "gateway/apis/messages_api.h"
@@ -204,11 +205,23 @@ std::string text_of(const ordered_json& m, const char* type, const char* field) 
   return out;
 }
 
+// The events a stream's text holds: each one's name and data parsed.
+std::vector<std::pair<std::string, ordered_json>> events_of(const std::string& text) {
+  std::vector<std::pair<std::string, ordered_json>> out;
+  each_event(text, [&](const Frame& ev) {
+    out.emplace_back(std::string(ev.event), ordered_json::parse(ev.data, nullptr, false));
+  });
+  return out;
+}
+
 void check_chat_stream(std::string_view input) {
   const auto& chat = llmgate::providers::openai_chat_protocol();
   ChatRequest req;
   auto renderer = messages_api().renderer(chat, req);
   FUZZ_CHECK(renderer != nullptr);
+  // The reference: every chunk rendered from its parsed document.
+  auto reference = llmgate::gateway::chat_to_messages_renderer(/*scan=*/false);
+  Outbox reference_out;
   Outbox out;
   llmgate::providers::ChunkPrefix prefix;
   llmgate::providers::CompletionAssembler assembled;
@@ -218,6 +231,8 @@ void check_chat_stream(std::string_view input) {
     UpstreamEvent e = chat.classify(ev, prefix);
     renderer->render(e, out);
     out.hold();
+    reference->render(e, reference_out);
+    reference_out.hold();
     if (e.kind == UpstreamEvent::Kind::kDone) done = true;
     if (e.kind != UpstreamEvent::Kind::kData) return;
     const json chunk = llmgate::providers::parse_chunk(e.data).json;
@@ -229,9 +244,15 @@ void check_chat_stream(std::string_view input) {
       }
     }
   });
-  if (!done) renderer->end(out);
+  if (!done) {
+    renderer->end(out);
+    reference->end(reference_out);
+  }
   const std::string events = out.str();
   check_events(events, true);
+  // The same events as the reference's, their data parsed (a scanned
+  // chunk's strings keep the upstream's escapes).
+  FUZZ_CHECK(events_of(events) == events_of(reference_out.str()));
   // The oracle: the same events as one Message, and the chunks as one.
   auto assembly = messages_api().assembly(llmgate::providers::anthropic_messages_protocol());
   auto stream = llmgate::providers::anthropic_messages_protocol().open_stream({});
