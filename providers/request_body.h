@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -202,6 +203,7 @@ class ObjectFields {
   ObjectFields(const RequestBody& in, const RequestBody::Member* obj,
                std::initializer_list<std::string_view> names)
       : in_(in), n_(names.size()) {
+    if (names.size() > kMax) throw std::length_error("ObjectFields: more than kMax names");
     std::copy(names.begin(), names.end(), names_.begin());
     if (!obj) return;
     in.walk_members(*obj, [&](std::string_view key, const RequestBody::Member& m) {

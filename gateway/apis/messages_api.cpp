@@ -233,7 +233,8 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     }
     text_.clear();
     if (scan_ && ev.chunk.plain) return render_plain(ev.chunk, out);
-    if (scan_ && render_indexed(ev)) return out.copy(text_);
+    // (A chunk the classification parsed already: read from that document.)
+    if (scan_ && ev.chunk.json.is_null() && render_indexed(ev)) return out.copy(text_);
     // (The classification's document when it made one: not copied.)
     json parsed;
     if (ev.chunk.json.is_null()) parsed = providers::parse_chunk(ev.data).json;
@@ -280,7 +281,7 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
   // choices), read from its index (RequestBody) instead of a document:
   // strings written as the upstream escaped them, blocks opened as
   // read_delta() opens them. False when the data is not a JSON object
-  // (render() then reads it as a document, which says nothing either).
+  // (render() then reads it as a document: the message starts, nothing more).
   bool render_indexed(const UpstreamEvent& ev) {
     using Member = providers::RequestBody::Member;
     using Type = providers::RequestBody::Type;
@@ -295,7 +296,9 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
       return m && m->v.type == Type::kString ? body->string_of(*m) : std::string();
     };
     if (!started_) start(str(present("id")), str(present("model")));
-    if (ev.chunk.usage) usage_ = ev.chunk.usage;  // usage_of() the chunk, as classified
+    // The usage as classified: every data event's chunk went through
+    // inspect_chunk(), whose usage is usage_of() the chunk's document.
+    if (ev.chunk.usage) usage_ = ev.chunk.usage;
     const Member* choices = present("choices");
     if (!choices || choices->v.type != Type::kArray) return true;
     body->walk_elements(*choices, [&](std::size_t, const Member& c) {
