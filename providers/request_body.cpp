@@ -490,4 +490,20 @@ std::size_t json_value_end(std::string_view t, std::size_t p) {
   return t.size();
 }
 
+std::string compact_json(std::string_view t) {
+  std::string out;
+  out.reserve(t.size());
+  for (std::size_t p = 0; p < t.size();) {
+    if (t[p] == '"') {
+      const std::size_t end = std::min(string_end(t, p), t.size());
+      out.append(t, p, end - p);
+      p = end;
+    } else {
+      if (!space(t[p])) out += t[p];
+      ++p;
+    }
+  }
+  return out;
+}
+
 }  // namespace llmgate::providers

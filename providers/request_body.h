@@ -273,6 +273,11 @@ bool kept_members(std::string_view object, std::string_view drop, KeptMembers& o
 // (any value from text.size() up) when the value does not end in it.
 std::size_t json_value_end(std::string_view text, std::size_t at);
 
+// JSON text already known to be valid without the whitespace between its
+// tokens (strings copied whole, found as json_value_end finds them): a
+// tool call's input as a serialiser would write it, in its own order.
+std::string compact_json(std::string_view json);
+
 // A JSON string literal for `s` (quoted, escaped as nlohmann dumps it).
 std::string json_string(std::string_view s);
 // The same, appended to `out`.

@@ -82,31 +82,6 @@ std::string key_of(const RequestBody& in, const Member& m) {
   return in.string_of(quoted);
 }
 
-// JSON text without the whitespace between its tokens (a tool call's
-// arguments, as a serialiser would write its input).
-std::string compact(std::string_view json) {
-  std::string out;
-  out.reserve(json.size());
-  bool in_string = false, escaped = false;
-  for (char c : json) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      continue;
-    } else if (c == '"') {
-      in_string = true;
-      escaped = false;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // The chat document being written, and the first thing it could not say.
 struct Out {
   std::string chat = "{";
@@ -350,8 +325,9 @@ void add_assistant(const RequestBody& in, const Member& content, const std::stri
       quoted(calls.append("{\"id\":"), block.raw("id"));
       quoted(calls.append(",\"type\":\"function\",\"function\":{\"name\":"), block.raw("name"));
       const Member* input = block["input"];
-      providers::append_json_string(calls.append(",\"arguments\":"),
-                                    input ? compact(in.text_of(*input)) : std::string("{}"));
+      providers::append_json_string(
+          calls.append(",\"arguments\":"),
+          input ? providers::compact_json(in.text_of(*input)) : std::string("{}"));
       calls += "}}";
     } else if (type == "thinking") {
       note_thinking(block, out);
