@@ -102,9 +102,7 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
   f.type = type_of(type.inner());
   switch (f.type) {
     case EventType::kContentBlockDelta: {
-      const Span& index = top[kIndex];
-      if (index.at && index.v.type == Value::Type::kNumber && index.v.integer && index.v.fits_int64)
-        f.index = index.v.int64;
+      if (top[kIndex].at) f.index = top[kIndex].v.as_int64();
       return !top[kDelta].object() || delta(top[kDelta], f, delta_json);
     }
     case EventType::kContentBlockStart:
@@ -139,8 +137,7 @@ bool EventScanner::counts(const Span& usage, EventFacts& f) {
     return false;
   }
   for (std::size_t i = 0; i < n.size(); ++i) {
-    if (n[i].at && n[i].v.type == Value::Type::kNumber && n[i].v.integer && n[i].v.fits_int64)
-      f.counts[i] = n[i].v.int64;
+    if (n[i].at) f.counts[i] = n[i].v.as_int64();
   }
   return true;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -55,6 +56,13 @@ class JsonScanner {
     bool fits_int64 = false;
     std::int64_t int64 = 0;
     bool escaped = false;  // kString: the text has a backslash escape
+
+    // A number nlohmann reads as an integer that fits int64 (what
+    // anthropic::integer() takes from a document): its value.
+    std::optional<std::int64_t> as_int64() const {
+      if (type != Type::kNumber || !integer || !fits_int64) return std::nullopt;
+      return int64;
+    }
   };
 
   // A string, array or object with something in it.

@@ -64,12 +64,6 @@ const Member* present(const RequestBody& in, std::string_view key) {
   return m && m->v.type != Type::kNull ? m : nullptr;
 }
 
-// A JSON integer as int64, as providers::anthropic::integer() reads one.
-std::optional<std::int64_t> integer(const Member& m) {
-  if (m.v.type != Type::kNumber || !m.v.integer || !m.v.fits_int64) return std::nullopt;
-  return m.v.int64;
-}
-
 // A top-level member's key, decoded even when longer than the index keeps.
 std::string key_of(const RequestBody& in, const Member& m) {
   std::string_view k = in.key(m);
@@ -116,7 +110,7 @@ std::optional<ApiError> check_top(const RequestBody& in) {
     return invalid("model: Input should be a valid string");
   const Member* max_tokens = present(in, "max_tokens");
   if (!max_tokens) return invalid("max_tokens: Field required");
-  const auto n = integer(*max_tokens);
+  const auto n = max_tokens->v.as_int64();
   if (!n) return invalid("max_tokens: Input should be a valid integer");
   if (*n < 1) return invalid("max_tokens: Input should be greater than or equal to 1");
   if (const Member* stream = present(in, "stream");
@@ -440,7 +434,7 @@ void translate_thinking(const RequestBody& in, Out& out) {
   const std::string type = f.str("type");
   if (type == "enabled") {
     const Member* budget = f["budget_tokens"];
-    const std::int64_t b = budget ? integer(*budget).value_or(0) : 0;
+    const std::int64_t b = budget ? budget->v.as_int64().value_or(0) : 0;
     out.member("reasoning_effort") += b < 4096 ? "\"low\"" : b < 16384 ? "\"medium\"" : "\"high\"";
   } else if (type != "disabled" && type != "adaptive") {
     out.refuse("thinking", "thinking of type \"" + type + "\"");
