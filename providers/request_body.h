@@ -78,6 +78,12 @@ class RequestBody {
   // or null.
   const Member* find(std::string_view key) const;
   bool contains(std::string_view key) const { return find(key) != nullptr; }
+  // find(), unless the value is null (providers::member's rule: a null
+  // member is unset).
+  const Member* present(std::string_view key) const {
+    const Member* m = find(key);
+    return m && m->v.type != Type::kNull ? m : nullptr;
+  }
   // A member's value as text, and as a document (parsed on each call: for
   // small values).
   std::string_view text_of(const Member& m) const {

@@ -288,18 +288,12 @@ class ChatToMessages final : public ClientApi::StreamRenderer {
     auto parsed = providers::RequestBody::parse(std::string(ev.data));
     const auto* body = std::get_if<providers::RequestBody>(&parsed);
     if (!body) return false;
-    auto present = [&](std::string_view key) -> const Member* {
-      const Member* m = body->find(key);
-      return m && m->v.type != Type::kNull ? m : nullptr;
-    };
-    auto str = [&](const Member* m) {
-      return m && m->v.type == Type::kString ? body->string_of(*m) : std::string();
-    };
-    if (!started_) start(str(present("id")), str(present("model")));
+    auto str = [&](const Member* m) { return m ? body->string_of(*m) : std::string(); };
+    if (!started_) start(str(body->present("id")), str(body->present("model")));
     // The usage as classified: every data event's chunk went through
     // inspect_chunk(), whose usage is usage_of() the chunk's document.
     if (ev.chunk.usage) usage_ = ev.chunk.usage;
-    const Member* choices = present("choices");
+    const Member* choices = body->present("choices");
     if (!choices || choices->v.type != Type::kArray) return true;
     body->walk_elements(*choices, [&](std::size_t, const Member& c) {
       const providers::ObjectFields choice(*body, &c, {"index", "delta", "finish_reason"});

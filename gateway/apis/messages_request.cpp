@@ -58,12 +58,6 @@ ApiError invalid(std::string message) { return invalid_request(std::move(message
 // The members of one object the translation reads (request_body.h).
 using Fields = providers::ObjectFields;
 
-// A top-level member, or null when absent or null.
-const Member* present(const RequestBody& in, std::string_view key) {
-  const Member* m = in.find(key);
-  return m && m->v.type != Type::kNull ? m : nullptr;
-}
-
 // A top-level member's key, decoded even when longer than the index keeps.
 std::string key_of(const RequestBody& in, const Member& m) {
   std::string_view k = in.key(m);
@@ -104,19 +98,19 @@ std::string& quoted(std::string& out, std::string_view escaped) {
 // the translation reads it (check_message, check_block), then the system
 // prompt. The first that fails is the answer.
 std::optional<ApiError> check_top(const RequestBody& in) {
-  const Member* model = present(in, "model");
+  const Member* model = in.present("model");
   if (!model) return invalid("model: Field required");
   if (model->v.type != Type::kString || model->v.size == 0)
     return invalid("model: Input should be a valid string");
-  const Member* max_tokens = present(in, "max_tokens");
+  const Member* max_tokens = in.present("max_tokens");
   if (!max_tokens) return invalid("max_tokens: Field required");
   const auto n = max_tokens->v.as_int64();
   if (!n) return invalid("max_tokens: Input should be a valid integer");
   if (*n < 1) return invalid("max_tokens: Input should be greater than or equal to 1");
-  if (const Member* stream = present(in, "stream");
+  if (const Member* stream = in.present("stream");
       stream && stream->v.type != Type::kTrue && stream->v.type != Type::kFalse)
     return invalid("stream: Input should be a valid boolean");
-  const Member* messages = present(in, "messages");
+  const Member* messages = in.present("messages");
   if (!messages) return invalid("messages: Field required");
   if (messages->v.type != Type::kArray) return invalid("messages: Input should be a valid list");
   if (messages->v.size == 0) return invalid("messages: at least one message is required");
@@ -143,7 +137,7 @@ std::optional<ApiError> check_block(const Fields& block, const std::string& at, 
 }
 
 std::optional<ApiError> check_system(const RequestBody& in) {
-  const Member* system = present(in, "system");
+  const Member* system = in.present("system");
   if (!system || system->v.type == Type::kString) return std::nullopt;
   if (system->v.type != Type::kArray)
     return invalid("system: Input should be a valid string or list");
@@ -358,7 +352,7 @@ std::optional<ApiError> translate_messages(const RequestBody& in, Out& out) {
   if (error) return error;
   if ((error = check_system(in))) return error;
   Messages system;
-  if (const Member* prompt = present(in, "system")) {
+  if (const Member* prompt = in.present("system")) {
     if (prompt->v.type == Type::kString) {
       if (prompt->v.size > 0) {
         system.begin("system").append(",\"content\":").append(in.text_of(*prompt));
@@ -383,7 +377,7 @@ std::optional<ApiError> translate_messages(const RequestBody& in, Out& out) {
 // ---- tools, thinking ------------------------------------------------------------
 
 void translate_tools(const RequestBody& in, Out& out) {
-  const Member* tools = present(in, "tools");
+  const Member* tools = in.present("tools");
   if (tools) {
     if (tools->v.type != Type::kArray) return out.refuse("tools", "tools that are not a list");
     std::string functions;
@@ -406,7 +400,7 @@ void translate_tools(const RequestBody& in, Out& out) {
     });
     if (!functions.empty()) out.member("tools").append(1, '[').append(functions).append(1, ']');
   }
-  const Member* choice = present(in, "tool_choice");
+  const Member* choice = in.present("tool_choice");
   if (!choice) return;
   const Fields f(in, choice, {"type", "name", "disable_parallel_tool_use"});
   const std::string type = f.str("type");
@@ -428,7 +422,7 @@ void translate_tools(const RequestBody& in, Out& out) {
 }
 
 void translate_thinking(const RequestBody& in, Out& out) {
-  const Member* thinking = present(in, "thinking");
+  const Member* thinking = in.present("thinking");
   if (!thinking) return;
   const Fields f(in, thinking, {"type", "budget_tokens"});
   const std::string type = f.str("type");
@@ -473,7 +467,7 @@ std::variant<MessagesTranslation, ApiError> translate_messages_request(const Req
   if (auto e = translate_messages(in, out)) return std::move(*e);
   translate_tools(in, out);
   translate_thinking(in, out);
-  if (const Member* metadata = present(in, "metadata")) {
+  if (const Member* metadata = in.present("metadata")) {
     const Fields f(in, metadata, {"user_id"});
     if (const Member* user = f["user_id"]; user && user->v.type == Type::kString)
       out.member("user").append(in.text_of(*user));
