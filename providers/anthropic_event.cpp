@@ -26,10 +26,6 @@ EventType type_of(std::string_view type) {
 
 bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
-// The usage counts' names, in EventFacts::counts' order.
-constexpr std::string_view kCountNames[] = {"input_tokens", "cache_creation_input_tokens",
-                                            "cache_read_input_tokens", "output_tokens"};
-
 // ---- the scan --------------------------------------------------------------------
 
 class EventScanner : public JsonScanner {
@@ -130,10 +126,7 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
 
 bool EventScanner::counts(const Span& usage, EventFacts& f) {
   std::array<Span, 4> n;
-  if (!read(usage,
-            std::array<std::string_view, 4>{kCountNames[0], kCountNames[1], kCountNames[2],
-                                            kCountNames[3]},
-            n)) {
+  if (!read(usage, Counts::kNames, n)) {
     return false;
   }
   for (std::size_t i = 0; i < n.size(); ++i) {
@@ -206,7 +199,7 @@ std::string_view text_of(const json* v) {
 void read_counts(const json* usage, EventFacts& f) {
   if (!usage || !usage->is_object()) return;
   for (std::size_t i = 0; i < f.counts.size(); ++i) {
-    auto it = usage->find(kCountNames[i]);
+    auto it = usage->find(Counts::kNames[i]);
     if (it != usage->end()) f.counts[i] = integer(*it);
   }
 }

@@ -42,8 +42,8 @@ struct EventFacts {
   bool has_reasoning = false;
   std::size_t output_chars = 0;  // decoded bytes
   // The usage object's counts (message_start's message.usage,
-  // message_delta's usage), each when it is an integer: input,
-  // cache_creation, cache_read, output.
+  // message_delta's usage), each when it is an integer, in Counts::kNames'
+  // order.
   std::array<std::optional<std::int64_t>, 4> counts{};
   bool has_finish = false;  // message_delta: a stop reason
   // content_block_delta: which text its delta carries (a string, maybe
@@ -55,9 +55,8 @@ struct EventFacts {
 
   // Anthropic's counts are cumulative: what the event states replaces.
   void apply(Counts& c) const {
-    std::int64_t* into[] = {&c.input, &c.cache_creation, &c.cache_read, &c.output};
     for (std::size_t i = 0; i < counts.size(); ++i) {
-      if (counts[i]) *into[i] = std::clamp<std::int64_t>(*counts[i], 0, kMaxCount);
+      if (counts[i]) c.take(i, *counts[i]);
     }
   }
   bool operator==(const EventFacts&) const = default;

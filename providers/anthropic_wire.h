@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -36,19 +37,24 @@ inline std::optional<std::int64_t> integer(const nlohmann::json& v) {
 struct Counts {
   std::int64_t input = 0, cache_creation = 0, cache_read = 0, output = 0;
 
+  // The counts' names in Anthropic's usage object, in take()'s order.
+  static constexpr std::array<std::string_view, 4> kNames = {
+      "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"};
+
+  // Count `i` (kNames' order) is `n`, within [0, kMaxCount].
+  void take(std::size_t i, std::int64_t n) {
+    std::int64_t* const into[] = {&input, &cache_creation, &cache_read, &output};
+    *into[i] = std::clamp<std::int64_t>(n, 0, kMaxCount);
+  }
+
   // Anthropic's usage counts are cumulative: whatever an event carries
   // replaces (message_start's, then message_delta's).
   void read(const nlohmann::json& usage) {
     if (!usage.is_object()) return;
-    auto take = [&](const char* key, std::int64_t& into) {
-      auto it = usage.find(key);
-      const auto n = it != usage.end() ? integer(*it) : std::nullopt;
-      if (n) into = std::clamp<std::int64_t>(*n, 0, kMaxCount);
-    };
-    take("input_tokens", input);
-    take("cache_creation_input_tokens", cache_creation);
-    take("cache_read_input_tokens", cache_read);
-    take("output_tokens", output);
+    for (std::size_t i = 0; i < kNames.size(); ++i) {
+      auto it = usage.find(kNames[i]);
+      if (const auto n = it != usage.end() ? integer(*it) : std::nullopt) take(i, *n);
+    }
   }
 
   // From OpenAI's counts: the cached share comes out of the input.
