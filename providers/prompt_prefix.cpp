@@ -15,6 +15,8 @@ constexpr std::uint64_t kSeed = 0x6c6c6d676174652dULL;  // "llmgate-"
 constexpr std::string_view kPreamble[] = {"tools", "functions", "response_format",
                                           "text",  "system",    "instructions"};
 
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 struct Running {
   std::uint64_t hash = kSeed;
   std::size_t bytes = 0;
@@ -54,9 +56,15 @@ PromptPrefixes prompt_prefixes(const RequestBody& body) {
   if (preamble) out.cuts[firsts++] = running.cut();
   const std::size_t ring = PromptPrefixes::kMaxCuts - firsts - 1;  // after the first message's
   std::size_t later = 0;                                           // cuts after the first message
+  const std::string_view text = body.text_of(*conversation);
+  std::size_t p = 1;  // past the '['
   bool first = true;
-  body.walk_elements(*conversation, [&](std::size_t, const RequestBody::Member& element) {
-    running.add(body.text_of(element));
+  while (p < text.size()) {
+    while (p < text.size() && (space(text[p]) || text[p] == ',')) ++p;
+    if (p >= text.size() || text[p] == ']') break;
+    const std::size_t end = json_value_end(text, p);
+    running.add(text.substr(p, end - p));
+    p = end;
     if (first) {
       out.cuts[firsts++] = running.cut();
       first = false;
@@ -64,8 +72,7 @@ PromptPrefixes prompt_prefixes(const RequestBody& body) {
       out.cuts[firsts + later % ring] = running.cut();
       ++later;
     }
-    return true;
-  });
+  }
   // Unroll the ring: shortest first.
   if (later > ring) {
     std::array<config::PrefixCut, PromptPrefixes::kMaxCuts> ordered{};
