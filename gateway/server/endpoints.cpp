@@ -13,14 +13,13 @@
 namespace llmgate::gateway {
 namespace {
 
-// The models `key` may use (every model without keys).
 // When this process started (Unix seconds): a model's stable `created`.
-std::int64_t process_start_unix() {
-  static const std::int64_t t = std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-  return t;
-}
+// Read at the program's start (a function's static would be the time of
+// the first /v1/models call).
+const std::int64_t kProcessStartUnix = std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count();
+std::int64_t process_start_unix() { return kProcessStartUnix; }
 
 // A model as OpenAI lists it; `owned_by` names the providers that serve it
 // to a caller that may see how it is routed (`explain`), else "llmgate".
