@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "providers/anthropic_conversation.h"
 #include "providers/anthropic_event.h"
 #include "providers/anthropic_wire.h"
 #include "providers/chunk_writer.h"
@@ -549,23 +550,67 @@ Refused translate_user(const json& in, json& out) {
   return std::nullopt;
 }
 
-std::variant<std::string, Untranslatable> build_body(const json& in, const UpstreamRequest& r) {
-  if (!in.is_object()) return invalid("body", "must be a JSON object");
-  if (!r.provider) return invalid("model", "no provider settings");
-  json out = {{"model", r.upstream_model}, {"stream", r.stream}};
+// The fields but the conversation, translated into `out` (which has the
+// model and stream).
+Refused translate_settings(const json& in, const config::Provider& p, json& out) {
   Limit limit;
-  Refused refused = check_fields(in);
-  if (!refused) refused = translate_messages(in, out);
-  if (!refused) refused = translate_max_tokens(in, *r.provider, out, limit);
+  Refused refused = translate_max_tokens(in, p, out, limit);
   if (!refused) refused = translate_sampling(in, out);
   if (!refused) refused = translate_stop(in, out);
   if (!refused) refused = translate_tools(in, out);
   if (!refused) refused = translate_tool_choice(in, out);
-  if (!refused) refused = translate_reasoning(in, *r.provider, limit, out);
+  if (!refused) refused = translate_reasoning(in, p, limit, out);
   if (!refused) refused = translate_user(in, out);
+  return refused;
+}
+
+}  // namespace
+
+std::variant<std::string, Untranslatable> anthropic_chat_body_from_document(
+    const json& in, const UpstreamRequest& r) {
+  if (!in.is_object()) return invalid("body", "must be a JSON object");
+  if (!r.provider) return invalid("model", "no provider settings");
+  json out = {{"model", r.upstream_model}, {"stream", r.stream}};
+  Refused refused = check_fields(in);
+  if (!refused) refused = translate_messages(in, out);
+  if (!refused) refused = translate_settings(in, *r.provider, out);
   if (refused) return std::move(*refused);
   return dump(out);
 }
+
+// The conversation (nearly all of a long request) written from the
+// client's text; the few other fields from their documents, by the same
+// functions as the document's translation.
+std::optional<std::variant<std::string, Untranslatable>> anthropic_chat_body_text(
+    const RequestBody& in, const UpstreamRequest& r) {
+  if (!r.provider) return std::nullopt;
+  json rest = json::object();
+  for (const RequestBody::Member& m : in.members()) {
+    if (m.removed || m.superseded) continue;
+    const std::string_view key = in.key(m);
+    if (key.empty()) return std::nullopt;  // the empty key, or one the index did not keep
+    if (key != "messages") rest[std::string(key)] = in.json_of(m);
+  }
+  // (`messages` is translated: check_fields never refuses it, so its
+  // verdict on the rest is the whole document's.)
+  if (Refused refused = check_fields(rest)) return std::move(*refused);
+  // The settings first, into the text the conversation is written after;
+  // their refusal counts only once the conversation is found sound (the
+  // document's translation reads the conversation first).
+  json out = {{"model", r.upstream_model}, {"stream", r.stream}};
+  Refused refused = translate_settings(rest, *r.provider, out);
+  std::string text = refused ? std::string("{") : dump(out);
+  if (!refused) text.back() = ',';  // its '}': the object has the model and stream
+  // The client's conversation and some markup: one allocation, as a rule.
+  const RequestBody::Member* messages = in.find("messages");
+  if (messages) text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
+  if (!write_anthropic_conversation(in, text)) return std::nullopt;
+  if (refused) return std::move(*refused);
+  text += '}';
+  return text;
+}
+
+namespace {
 
 // ---- answers ------------------------------------------------------------------
 
@@ -867,7 +912,8 @@ class Anthropic final : public UpstreamProtocol {
 
   std::variant<std::string, Untranslatable> body(RequestBody& client_body,
                                                  const UpstreamRequest& r) const override {
-    return build_body(client_body.dom(), r);
+    if (auto text = anthropic_chat_body_text(client_body, r)) return std::move(*text);
+    return anthropic_chat_body_from_document(client_body.dom(), r);
   }
 
   std::vector<std::pair<std::string, std::string>> headers(

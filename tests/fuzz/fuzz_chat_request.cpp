@@ -4,7 +4,9 @@
 // The admission reads the body through providers::RequestBody (a validating
 // scanner's index, no DOM) and the upstream body is spliced from the client's
 // text: both are checked against a reference on nlohmann's DOM (what the
-// gateway did before), field by field and document by document.
+// gateway did before), field by field and document by document. So is the
+// Anthropic protocol's body, its conversation written from the client's text
+// (providers/anthropic_conversation.h), against the document's translation.
 //
 // Input: the first line is the Content-Type header value, the rest is the
 // body. An input without '\n' is a body sent as application/json.
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "gateway/apis/chat_request.h"
+#include "providers/anthropic_conversation.h"
 #include "providers/json_depth.h"
 #include "providers/json_write.h"
 #include "providers/prompt_prefix.h"
@@ -127,6 +130,40 @@ Reference reference(const json& doc) {
   return r;
 }
 
+// The Anthropic protocol's body with the conversation written from the
+// client's text (anthropic_chat_body_text) says what the document's
+// translation says whenever it answers: the same refusal, or a body that
+// parses to the same document. Where it declines, the gateway uses the
+// document's.
+void check_anthropic_body(const ChatRequest& r, const json& client) {
+  static const llmgate::config::Provider provider;  // default budgets and max_tokens
+  llmgate::providers::UpstreamRequest request;
+  request.upstream_model = kUpstreamModel;
+  request.provider = &provider;
+  request.stream = r.stream;
+  std::optional<std::variant<std::string, llmgate::providers::Untranslatable>> text;
+  std::variant<std::string, llmgate::providers::Untranslatable> ref;
+  try {
+    text = llmgate::providers::anthropic_chat_body_text(r.body, request);
+    ref = llmgate::providers::anthropic_chat_body_from_document(client, request);
+  } catch (const std::exception& e) {
+    escaped("anthropic body", e);
+  }
+  if (g_verbose) std::fprintf(stderr, "anthropic body: %s\n", text ? "written" : "declined");
+  if (!text) return;
+  if (const auto* refused = std::get_if<llmgate::providers::Untranslatable>(&ref)) {
+    const auto* also = std::get_if<llmgate::providers::Untranslatable>(&*text);
+    FUZZ_CHECK(also != nullptr);
+    FUZZ_CHECK(also->message == refused->message);
+    FUZZ_CHECK(also->param == refused->param);
+    return;
+  }
+  FUZZ_CHECK(std::holds_alternative<std::string>(*text));
+  const json written = json::parse(std::get<std::string>(*text), nullptr, false);
+  FUZZ_CHECK(!written.is_discarded());
+  FUZZ_CHECK(written == json::parse(std::get<std::string>(ref)));
+}
+
 void check_accepted(const ChatRequest& r, const json& doc) {
   FUZZ_CHECK(!r.model.empty());
   // The scanner's admission reads what the DOM's did.
@@ -154,6 +191,7 @@ void check_accepted(const ChatRequest& r, const json& doc) {
   } catch (const std::exception& e) {
     escaped("upstream_body", e);
   }
+  check_anthropic_body(r, client);
   // The upstream body always parses back (nothing the gateway forwards can be
   // unparsable, e.g. a NaN or a number out of range).
   const json u = json::parse(up, nullptr, /*allow_exceptions=*/false);

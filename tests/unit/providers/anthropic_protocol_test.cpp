@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "providers/anthropic_conversation.h"
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/sse_parser.h"
@@ -656,6 +657,82 @@ Untranslatable refused(std::string_view client, const config::Provider& p = {}) 
   if (auto* u = std::get_if<Untranslatable>(&b)) return *u;
   ADD_FAILURE() << "translated: " << std::get<std::string>(b);
   return {};
+}
+
+// The conversation is written from the client's text (anthropic_chat_body_text)
+// for what clients send, and says what the document's translation says;
+// what it does not answer exactly is left to that translation.
+TEST(AnthropicRequest, TheConversationIsWrittenAsTheDocumentsTranslationWritesIt) {
+  const config::Provider p;
+  UpstreamRequest r;
+  r.upstream_model = "claude-sonnet-4-5";
+  r.provider = &p;
+  const char* written[] = {
+      R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true})",
+      // system strings joined; developer; an escaped text kept as written
+      R"({"model":"m","messages":[{"role":"system","content":"Be \"brief\"."},
+          {"role":"user","content":"Hi \u00e9"},{"role":"developer","content":""},
+          {"role":"developer","content":"French."}],"temperature":0.5})",
+      // system blocks: a mark, parts
+      R"({"model":"m","messages":[{"role":"system","content":"","cache_control":{"type":"ephemeral"}},
+          {"role":"system","content":[{"type":"text","text":"More."}]},{"role":"user","content":"Hi"}]})",
+      // a tool round trip: calls, results merged with the next user turn
+      R"({"model":"m","messages":[{"role":"user","content":"Weather?","name":"ann"},
+          {"role":"assistant","content":"Checking.","tool_calls":[
+            {"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},
+            {"id":"call_2","function":{"name":"w","arguments":" "}}]},
+          {"role":"tool","tool_call_id":"call_1","content":"18C","cache_control":{"type":"ephemeral"}},
+          {"role":"tool","tool_call_id":"call_2","content":[{"type":"text","text":"24C"}]},
+          {"role":"user","content":"Thanks"}],
+        "tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object"}}}],
+        "tool_choice":"auto","parallel_tool_calls":false,"user":"u1"})",
+      // runs of one role: a string turn becomes blocks, an empty one none
+      R"({"model":"m","messages":[{"role":"user","content":""},{"role":"user","content":"a"},
+          {"role":"user","content":[]},{"role":"assistant","content":"b"},
+          {"role":"assistant","content":"c"},{"role":"assistant","content":null,"tool_calls":[]},
+          {"role":"user","content":"d","cache_control":{"type":"ephemeral"}},
+          {"role":"user","content":[{"type":"text","text":"e","cache_control":{"type":"ephemeral"}}]}]})",
+      // images: base64, a URL, a URL as a plain string
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"What?"},
+          {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}},
+          {"type":"image_url","image_url":"https://example.com/cat.jpg"}]}]})",
+      // refused by a field outside the conversation, as the document's is
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})",
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":2})",
+  };
+  // The client's own text, escapes and all (RequestBody::from would write it anew).
+  auto indexed = [](const char* client) {
+    return std::get<RequestBody>(RequestBody::parse(client));
+  };
+  for (const char* client : written) {
+    const RequestBody in = indexed(client);
+    const auto text = anthropic_chat_body_text(in, r);
+    ASSERT_TRUE(text.has_value()) << client;
+    const auto ref = anthropic_chat_body_from_document(json::parse(client), r);
+    ASSERT_EQ(text->index(), ref.index()) << client;
+    if (const auto* u = std::get_if<Untranslatable>(&ref)) {
+      EXPECT_EQ(std::get<Untranslatable>(*text).message, u->message) << client;
+      EXPECT_EQ(std::get<Untranslatable>(*text).param, u->param) << client;
+    } else {
+      EXPECT_EQ(json::parse(std::get<std::string>(*text)), json::parse(std::get<std::string>(ref)))
+          << client;
+    }
+  }
+  // Declined (the document's translation answers): a refusal in the
+  // conversation, an escaped image URL, a message's mark over a part's.
+  const char* declined[] = {
+      R"({"model":"m","messages":[{"role":"critic","content":"x"}]})",
+      R"({"model":"m","messages":[{"role":"user","content":[
+          {"type":"image_url","image_url":{"url":"https:\/\/example.com\/a.png"}}]}]})",
+      R"({"model":"m","messages":[{"role":"user","cache_control":{"type":"ephemeral"},
+          "content":[{"type":"text","text":"e","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]})",
+  };
+  for (const char* client : declined) {
+    const RequestBody in = indexed(client);
+    EXPECT_FALSE(anthropic_chat_body_text(in, r).has_value()) << client;
+  }
+  EXPECT_EQ(translated(declined[1])["messages"][0]["content"][0]["source"]["url"],
+            "https://example.com/a.png");
 }
 
 TEST(AnthropicRequest, TargetAndHeaders) {
