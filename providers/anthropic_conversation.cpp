@@ -55,11 +55,8 @@ class Writer {
   bool write(const Member& messages) {
     if (messages.v.type != Type::kArray) return false;
     out_ += "\"messages\":[";
-    bool ok = true;
-    in_.walk_elements(messages, [&](std::size_t, const Member& m) {
-      ok = message(m);
-      return ok;
-    });
+    const bool ok =
+        in_.walk_elements(messages, [&](std::size_t, const Member& m) { return message(m); });
     if (!ok) return false;
     if (open_) out_ += last_is_string_ ? "}" : "]}";
     out_ += ']';
@@ -87,12 +84,8 @@ class Writer {
         in_, &m,
         {"role", "content", "cache_control", "tool_calls", "function_call", "tool_call_id"});
     content_.reset();
-    const Member* role_member = f["role"];
-    if (!role_member || role_member->v.type != Type::kString) return false;
-    std::string decoded;
-    const std::string_view role = role_member->v.escaped
-                                      ? std::string_view(decoded = in_.string_of(*role_member))
-                                      : f.raw("role");
+    std::string scratch;
+    const std::string_view role = f.decoded("role", scratch);  // "" when not a string
     if (role == "user") {
       if (!f["content"] || !content(f["content"], true) || !mark_message(f)) return false;
       append("user");
@@ -125,11 +118,8 @@ class Writer {
     if (const Member* calls = f["tool_calls"]) {
       if (calls->v.type != Type::kArray) return false;
       content_.to_blocks();
-      bool ok = true;
-      in_.walk_elements(*calls, [&](std::size_t, const Member& call) {
-        ok = tool_use(call);
-        return ok;
-      });
+      const bool ok = in_.walk_elements(
+          *calls, [&](std::size_t, const Member& call) { return tool_use(call); });
       if (!ok) return false;
     }
     if (!mark_message(f)) return false;
@@ -180,7 +170,7 @@ class Writer {
       block_.append(content_.str);
     else
       block_.append(1, '[').append(content_.blocks).append(1, ']');
-    if (cc) block_.append(R"(,"cache_control":)").append(in_.text_of(*cc));
+    if (cc) marked(block_, *cc);
     block_ += '}';
     content_.reset();
     content_.is_string = false;
@@ -198,11 +188,8 @@ class Writer {
     }
     if (c->v.type != Type::kArray) return false;
     content_.is_string = false;
-    bool ok = true;
-    in_.walk_elements(*c, [&](std::size_t, const Member& part) {
-      ok = this->part(part, images);
-      return ok;
-    });
+    const bool ok = in_.walk_elements(
+        *c, [&](std::size_t, const Member& part) { return this->part(part, images); });
     return ok;
   }
 
@@ -222,7 +209,7 @@ class Writer {
     }
     if (const Member* cc = f["cache_control"]) {
       if (cc->v.type != Type::kObject) return false;
-      content_.blocks.append(R"(,"cache_control":)").append(in_.text_of(*cc));
+      marked(content_.blocks, *cc);
       content_.blocks += '}';
       content_.last_marked = true;
       return true;
@@ -256,6 +243,15 @@ class Writer {
     return true;
   }
 
+  // A block's `,"cache_control":{...}`. The mark is written from its
+  // document, as the document's translation writes it: the client's text
+  // could hold a key twice, which an upstream may read otherwise than the
+  // last one (request_body.h, spliced()).
+  void marked(std::string& block, const Member& cc) {
+    block.append(R"(,"cache_control":)");
+    write_json(block, in_.json_of(cc));
+  }
+
   // message_cache_control(): a message's mark goes on its last block.
   bool mark_message(const ObjectFields& f) {
     const Member* cc = f["cache_control"];
@@ -266,7 +262,8 @@ class Writer {
     }
     if (content_.count == 0 || cc->v.type != Type::kObject || content_.last_marked) return false;
     content_.blocks.pop_back();  // the last block's '}'
-    content_.blocks.append(R"(,"cache_control":)").append(in_.text_of(*cc)).append(1, '}');
+    marked(content_.blocks, *cc);
+    content_.blocks += '}';
     content_.last_marked = true;
     return true;
   }

@@ -1,10 +1,11 @@
 // A chat request's conversation written as Anthropic's `system` and
 // `messages`, as text from the client's indexed body (RequestBody): the
 // translation anthropic_protocol.cpp makes on a parsed document
-// (translate_messages), without the document. Strings and the values passed
-// on as they are (cache_control, a data URL's parts) keep the client's text;
-// a tool call's arguments are parsed (they are a JSON text inside a string)
-// and written as the document's would be. A chat client's 32 KiB
+// (translate_messages), without the document. Strings and a data URL's
+// parts keep the client's text; cache_control marks and a tool call's
+// arguments (a JSON text inside a string) are written from their own small
+// documents, as the document's translation writes them (the client's text
+// of an object could hold a key twice). A chat client's 32 KiB
 // conversation to an Anthropic deployment cost ~6.3 million instructions
 // as a parse, a translated document and its serialisation.
 //

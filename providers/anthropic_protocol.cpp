@@ -584,13 +584,9 @@ std::variant<std::string, Untranslatable> anthropic_chat_body_from_document(
 std::optional<std::variant<std::string, Untranslatable>> anthropic_chat_body_text(
     const RequestBody& in, const UpstreamRequest& r) {
   if (!r.provider) return std::nullopt;
-  json rest = json::object();
-  for (const RequestBody::Member& m : in.members()) {
-    if (m.removed || m.superseded) continue;
-    const std::string_view key = in.key(m);
-    if (key.empty()) return std::nullopt;  // the empty key, or one the index did not keep
-    if (key != "messages") rest[std::string(key)] = in.json_of(m);
-  }
+  std::optional<json> fields = in.document_without("messages");
+  if (!fields) return std::nullopt;
+  const json& rest = *fields;
   // (`messages` is translated: check_fields never refuses it, so its
   // verdict on the rest is the whole document's.)
   if (Refused refused = check_fields(rest)) return std::move(*refused);

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "providers/chunk_writer.h"
+#include "providers/gemini_conversation.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
 #include "providers/translation.h"
@@ -98,7 +99,9 @@ void add_text(json& parts, const std::string& text) {
 
 // A remote image's type from its extension; Gemini needs one, and JPEG is
 // what most unnamed images are.
-std::string image_type(std::string_view url) {
+}  // namespace
+
+std::string gemini_image_type(std::string_view url) {
   url = url.substr(0, url.find_first_of("?#"));
   const auto slash = url.rfind('/');
   const auto dot = url.rfind('.');
@@ -112,6 +115,8 @@ std::string image_type(std::string_view url) {
   auto it = kTypes.find(ext);
   return it == kTypes.end() ? "image/jpeg" : it->second;
 }
+
+namespace {
 
 // "data:image/png;base64,AAAA" -> inlineData.
 Refusal data_url_part(const std::string& url, const std::string& param, json& parts) {
@@ -133,7 +138,7 @@ Refusal image_part(const json& part, const std::string& param, json& parts) {
   if (!url) return invalid(param, "needs image_url.url");
   if (url->starts_with("data:")) return data_url_part(*url, param, parts);
   if (url->starts_with("https://") || url->starts_with("http://")) {
-    parts.push_back({{"fileData", {{"mimeType", image_type(*url)}, {"fileUri", *url}}}});
+    parts.push_back({{"fileData", {{"mimeType", gemini_image_type(*url)}, {"fileUri", *url}}}});
     return std::nullopt;
   }
   return Untranslatable{
@@ -465,15 +470,65 @@ Refusal thinking(const json& body, const config::Provider* provider, GeminiReque
   return std::nullopt;
 }
 
-std::string request_text(GeminiRequest& in) {
+// The request but its conversation.
+json settings_of(GeminiRequest& in) {
   json req = json::object();
-  req["contents"] = std::move(in.contents);
-  if (!in.system.empty()) req["systemInstruction"] = {{"parts", std::move(in.system)}};
   if (!in.config.empty()) req["generationConfig"] = std::move(in.config);
   if (!in.tools.is_null()) req["tools"] = std::move(in.tools);
   if (!in.tool_config.is_null()) req["toolConfig"] = std::move(in.tool_config);
+  return req;
+}
+
+std::string request_text(GeminiRequest& in) {
+  json req = settings_of(in);
+  req["contents"] = std::move(in.contents);
+  if (!in.system.empty()) req["systemInstruction"] = {{"parts", std::move(in.system)}};
   return dump(req);
 }
+
+}  // namespace
+
+std::variant<std::string, Untranslatable> gemini_chat_body_from_document(const json& client_body,
+                                                                         const UpstreamRequest& r) {
+  if (!client_body.is_object()) return Untranslatable{"the request must be a JSON object", ""};
+  GeminiRequest out;
+  for (const auto& [key, value] : client_body.items()) {
+    if (auto refusal = add_field(key, value, client_body, out)) return std::move(*refusal);
+  }
+  if (auto refusal = add_messages(client_body, out)) return std::move(*refusal);
+  if (auto refusal = thinking(client_body, r.provider, out)) return std::move(*refusal);
+  return request_text(out);
+}
+
+// The conversation written from the client's text; the few other fields
+// from their documents, by the same functions as the document's
+// translation.
+std::optional<std::variant<std::string, Untranslatable>> gemini_chat_body_text(
+    const RequestBody& in, const UpstreamRequest& r) {
+  std::optional<json> fields = in.document_without("messages");
+  if (!fields) return std::nullopt;
+  const json& rest = *fields;
+  // (add_field passes `messages` over: the rest's first refusal is the
+  // whole document's.)
+  GeminiRequest out;
+  for (const auto& [key, value] : rest.items()) {
+    if (auto refusal = add_field(key, value, rest, out)) return std::move(*refusal);
+  }
+  // The reasoning's refusal counts once the conversation is found sound
+  // (the document's translation reads the conversation first).
+  Refusal refused = thinking(rest, r.provider, out);
+  std::string text = refused ? std::string("{}") : dump(settings_of(out));
+  text.pop_back();  // its '}'
+  if (text.size() > 1) text += ',';
+  const RequestBody::Member* messages = in.find("messages");
+  if (messages) text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
+  if (!write_gemini_conversation(in, text)) return std::nullopt;
+  if (refused) return std::move(*refused);
+  text += '}';
+  return text;
+}
+
+namespace {
 
 // ---------------------------------------------------------------------------
 // The response.
@@ -763,15 +818,8 @@ class Gemini final : public UpstreamProtocol {
 
   std::variant<std::string, Untranslatable> body(RequestBody& body,
                                                  const UpstreamRequest& r) const override {
-    nlohmann::json& client_body = body.dom();
-    if (!client_body.is_object()) return Untranslatable{"the request must be a JSON object", ""};
-    GeminiRequest out;
-    for (const auto& [key, value] : client_body.items()) {
-      if (auto refusal = add_field(key, value, client_body, out)) return std::move(*refusal);
-    }
-    if (auto refusal = add_messages(client_body, out)) return std::move(*refusal);
-    if (auto refusal = thinking(client_body, r.provider, out)) return std::move(*refusal);
-    return request_text(out);
+    if (auto text = gemini_chat_body_text(body, r)) return std::move(*text);
+    return gemini_chat_body_from_document(body.dom(), r);
   }
 
   std::vector<std::pair<std::string, std::string>> headers(const std::string& api_key,

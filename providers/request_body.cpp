@@ -186,6 +186,17 @@ nlohmann::json RequestBody::json_of(const Member& m) const {
   return nlohmann::json::parse(text_of(m));
 }
 
+std::optional<nlohmann::json> RequestBody::document_without(std::string_view key) const {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const Member& m : members_) {
+    if (m.removed || m.superseded) continue;
+    const std::string_view k = this->key(m);
+    if (k.empty()) return std::nullopt;
+    if (k != key) doc[std::string(k)] = json_of(m);
+  }
+  return doc;
+}
+
 std::string RequestBody::string_of(const Member& m) const {
   if (m.v.type != Type::kString) return {};
   if (!m.v.escaped) return std::string(text_of(m).substr(1, m.end - m.value - 2));

@@ -142,6 +142,12 @@ class RequestBody {
                              });
   }
 
+  // The document but its member `key`, each member parsed on its own: the
+  // small fields of a request whose large one is read from its text (a
+  // translator's conversation). Nullopt when a member's key reads "" (the
+  // empty key, or one longer than the index keeps).
+  std::optional<nlohmann::json> document_without(std::string_view key) const;
+
   // Takes `key` out of the document (every occurrence; the DOM too once
   // parsed). Returns the (last) value's document, or null when absent.
   nlohmann::json erase(std::string_view key);
@@ -240,6 +246,15 @@ class ObjectFields {
   std::string str(std::string_view name) const {
     const RequestBody::Member* m = (*this)[name];
     return m ? in_.string_of(*m) : std::string();
+  }
+  // The same, as a view: of the text when it has no escapes, else of
+  // `scratch`, which holds it decoded.
+  std::string_view decoded(std::string_view name, std::string& scratch) const {
+    const RequestBody::Member* m = (*this)[name];
+    if (!m || m->v.type != RequestBody::Type::kString) return {};
+    if (!m->v.escaped) return raw(name);
+    scratch = in_.string_of(*m);
+    return scratch;
   }
   // Whether the member is the string `word` (decoded).
   bool is(std::string_view name, std::string_view word) const {

@@ -389,6 +389,31 @@ def anthropic_messages_sse() -> str:
     return "".join(events)
 
 
+def gemini_sse() -> str:
+    """The same answer as Gemini's streamGenerateContent?alt=sse: a
+    GenerateContentResponse per token, the last with the finish and the
+    usage (Google frames them with CRLF): 18 events."""
+    def response(text: str, finish: Optional[str] = None, usage: Optional[dict] = None) -> str:
+        candidate: dict = {"content": {"role": "model", "parts": [{"text": text}]}}
+        if finish:
+            candidate["finishReason"] = finish
+        obj: dict = {"candidates": [candidate], "modelVersion": "gemini-2.5-flash",
+                     "responseId": "tTCwacuEBMvnitYP06qsgQYbench"}
+        if usage:
+            obj["usageMetadata"] = usage
+        return f"data: {_compact(obj)}\r\n\r\n"
+    n = len(ANSWER_TOKENS)
+    events = [response(t) for t in ANSWER_TOKENS[:-1]]
+    events.append(response(ANSWER_TOKENS[-1], "STOP",
+                           {"promptTokenCount": 17, "candidatesTokenCount": n, "totalTokenCount": 17 + n}))
+    return "".join(events)
+
+
+# The native upstreams profile.py --upstream can put behind llmgate: each
+# streams the same answer in its own protocol.
+NATIVE_SSE = {"anthropic": anthropic_messages_sse, "gemini": gemini_sse}
+
+
 def history(kib: int) -> list[dict]:
     """Earlier turns of a conversation, about `kib` KiB of JSON: what an agent
     or a chat product sends with every request."""
@@ -612,14 +637,14 @@ def nginx_main(prefix: Path, name: str) -> str:
 
 
 def upstream_nginx_conf(prefix: Path, json_port: int, sse_port: int, status_port: int,
-                        anthropic_port: int = 0) -> str:
-    anthropic = (f"    # Anthropic's event stream of the same answer for any request\n"
-                 f"    server {{\n        listen {HOST}:{anthropic_port};\n"
-                 f"        default_type text/event-stream;\n"
-                 f"        location / {{\n            add_header Cache-Control no-cache;\n"
-                 f"{nginx_return_long(anthropic_messages_sse(), '            ')}        }}\n    }}\n"
-                 if anthropic_port else "")
-    return (nginx_main(prefix, "upstream") + anthropic +
+                        native_port: int = 0, native: str = "anthropic") -> str:
+    native_server = (f"    # {native}'s event stream of the same answer for any request\n"
+                     f"    server {{\n        listen {HOST}:{native_port};\n"
+                     f"        default_type text/event-stream;\n"
+                     f"        location / {{\n            add_header Cache-Control no-cache;\n"
+                     f"{nginx_return_long(NATIVE_SSE[native](), '            ')}        }}\n    }}\n"
+                     if native_port else "")
+    return (nginx_main(prefix, "upstream") + native_server +
             f"    # a fixed chat.completion for any request\n"
             f"    server {{\n        listen {HOST}:{json_port};\n"
             f"        default_type application/json;\n"
@@ -864,9 +889,9 @@ def setup_static(procs: Procs, args, workdir: Path) -> Group:
     g = Group("static", "nginx answering every request with a fixed chat.completion (JSON port) or a fixed "
                         f"22-event chat.completion.chunk stream (SSE port), from memory (`return 200 '...'`)")
     jp, sp, st = free_port(), free_port(), free_port()
-    upstream = getattr(args, "upstream", "openai")  # profile.py --upstream anthropic
-    ap = free_port() if upstream == "anthropic" else 0
-    conf = upstream_nginx_conf(workdir, jp, sp, st, ap)
+    upstream = getattr(args, "upstream", "openai")  # profile.py --upstream anthropic|gemini
+    ap = free_port() if upstream in NATIVE_SSE else 0
+    conf = upstream_nginx_conf(workdir, jp, sp, st, ap, upstream if ap else "anthropic")
     up = start_nginx(procs, args.nginx, "upstream", conf, workdir, {args.server_cpu})
     wait_until("upstream nginx", lambda: stub_status(st)["requests"] > 0, procs)
     g.configs["upstream nginx"] = conf
@@ -876,7 +901,7 @@ def setup_static(procs: Procs, args, workdir: Path) -> Group:
     g.configs["nginx proxy"] = conf
     # llmgate always asks its upstream for a stream (and assembles JSON for
     # non-stream clients itself): its provider is the SSE port for both kinds.
-    cfg = (llmgate_config(ap, args.llmgate_workers, args.llmgate_pool, "anthropic") if ap
+    cfg = (llmgate_config(ap, args.llmgate_workers, args.llmgate_pool, upstream) if ap
            else llmgate_config(sp, args.llmgate_workers, args.llmgate_pool))
     lg, lport = start_llmgate(procs, args.gateway, "llmgate", cfg, workdir, {args.server_cpu}, args.llmgate_log_level)
     g.llmgate_config, g.llmgate_port = cfg, lport

@@ -5,8 +5,9 @@
 // scanner's index, no DOM) and the upstream body is spliced from the client's
 // text: both are checked against a reference on nlohmann's DOM (what the
 // gateway did before), field by field and document by document. So is the
-// Anthropic protocol's body, its conversation written from the client's text
-// (providers/anthropic_conversation.h), against the document's translation.
+// Anthropic and Gemini protocols' bodies, their conversations written from the
+// client's text (providers/anthropic_conversation.h, gemini_conversation.h),
+// against the documents' translations.
 //
 // Input: the first line is the Content-Type header value, the rest is the
 // body. An input without '\n' is a body sent as application/json.
@@ -34,6 +35,7 @@
 
 #include "gateway/apis/chat_request.h"
 #include "providers/anthropic_conversation.h"
+#include "providers/gemini_conversation.h"
 #include "providers/json_depth.h"
 #include "providers/json_write.h"
 #include "providers/prompt_prefix.h"
@@ -130,26 +132,53 @@ Reference reference(const json& doc) {
   return r;
 }
 
-// The Anthropic protocol's body with the conversation written from the
-// client's text (anthropic_chat_body_text) says what the document's
-// translation says whenever it answers: the same refusal, or a body that
-// parses to the same document. Where it declines, the gateway uses the
-// document's.
-void check_anthropic_body(const ChatRequest& r, const json& client) {
+// Whether some object in the JSON text `text` has a key twice (nlohmann
+// keeps the last, so a parsed comparison cannot see it; an upstream may
+// read the first).
+bool repeated_key(const std::string& text) {
+  std::vector<std::vector<std::string>> open;
+  bool repeated = false;
+  json::parser_callback_t see = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end) open.pop_back();
+    if (event == json::parse_event_t::key && !open.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      auto& keys = open.back();
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) repeated = true;
+      keys.push_back(key);
+    }
+    return true;
+  };
+  (void)json::parse(text, see, /*allow_exceptions=*/false);
+  return repeated;
+}
+
+// A translating protocol's body with the conversation written from the
+// client's text (anthropic_chat_body_text, gemini_chat_body_text) says what
+// the document's translation says whenever it answers: the same refusal, or
+// a body that parses to the same document, with no key repeated. Where it
+// declines, the gateway uses the document's.
+using Body = std::variant<std::string, llmgate::providers::Untranslatable>;
+using WrittenBody = std::optional<Body> (*)(const llmgate::providers::RequestBody&,
+                                            const llmgate::providers::UpstreamRequest&);
+using DocumentBody = Body (*)(const json&, const llmgate::providers::UpstreamRequest&);
+
+void check_written_body(const char* name, WrittenBody write, DocumentBody translate,
+                        const ChatRequest& r, const json& client) {
   static const llmgate::config::Provider provider;  // default budgets and max_tokens
   llmgate::providers::UpstreamRequest request;
   request.upstream_model = kUpstreamModel;
   request.provider = &provider;
   request.stream = r.stream;
-  std::optional<std::variant<std::string, llmgate::providers::Untranslatable>> text;
-  std::variant<std::string, llmgate::providers::Untranslatable> ref;
+  std::optional<Body> text;
+  Body ref;
   try {
-    text = llmgate::providers::anthropic_chat_body_text(r.body, request);
-    ref = llmgate::providers::anthropic_chat_body_from_document(client, request);
+    text = write(r.body, request);
+    ref = translate(client, request);
   } catch (const std::exception& e) {
-    escaped("anthropic body", e);
+    escaped(name, e);
   }
-  if (g_verbose) std::fprintf(stderr, "anthropic body: %s\n", text ? "written" : "declined");
+  if (g_verbose) std::fprintf(stderr, "%s: %s\n", name, text ? "written" : "declined");
   if (!text) return;
   if (const auto* refused = std::get_if<llmgate::providers::Untranslatable>(&ref)) {
     const auto* also = std::get_if<llmgate::providers::Untranslatable>(&*text);
@@ -162,6 +191,7 @@ void check_anthropic_body(const ChatRequest& r, const json& client) {
   const json written = json::parse(std::get<std::string>(*text), nullptr, false);
   FUZZ_CHECK(!written.is_discarded());
   FUZZ_CHECK(written == json::parse(std::get<std::string>(ref)));
+  FUZZ_CHECK(!repeated_key(std::get<std::string>(*text)));
 }
 
 void check_accepted(const ChatRequest& r, const json& doc) {
@@ -191,7 +221,10 @@ void check_accepted(const ChatRequest& r, const json& doc) {
   } catch (const std::exception& e) {
     escaped("upstream_body", e);
   }
-  check_anthropic_body(r, client);
+  check_written_body("anthropic body", llmgate::providers::anthropic_chat_body_text,
+                     llmgate::providers::anthropic_chat_body_from_document, r, client);
+  check_written_body("gemini body", llmgate::providers::gemini_chat_body_text,
+                     llmgate::providers::gemini_chat_body_from_document, r, client);
   // The upstream body always parses back (nothing the gateway forwards can be
   // unparsable, e.g. a NaN or a number out of range).
   const json u = json::parse(up, nullptr, /*allow_exceptions=*/false);

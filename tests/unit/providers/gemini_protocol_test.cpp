@@ -12,8 +12,10 @@
 
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
+#include "providers/gemini_conversation.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
+#include "tests/unit/providers/written_body.h"
 
 namespace llmgate::providers {
 namespace {
@@ -330,6 +332,59 @@ TEST_F(GeminiStream, ACommentBlockIsAKeepAliveOfOurOwn) {
 }
 
 // --- requests ---------------------------------------------------------------
+
+// The conversation is written from the client's text (gemini_chat_body_text)
+// for what clients send, and says what the document's translation says;
+// what it does not answer exactly is left to that translation.
+TEST_F(GeminiRequest, TheConversationIsWrittenAsTheDocumentsTranslationWritesIt) {
+  const char* written[] = {
+      R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true})",
+      R"({"model":"m","messages":[{"role":"system","content":"Be \"brief\"."},
+          {"role":"user","content":"Hi \u00e9"},{"role":"developer","content":""},
+          {"role":"developer","content":[{"type":"text","text":"French."}]},
+          {"role":"assistant","content":""},{"role":"user","content":[]},
+          {"role":"user","content":"again"}],"temperature":0.5,"max_tokens":100})",
+      R"({"model":"m","messages":[{"role":"user","content":"Weather?"},
+          {"role":"assistant","content":"Checking.","tool_calls":[
+            {"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},
+            {"id":"call_2","function":{"name":"t","arguments":" "}},
+            {"id":"call_3","type":"function","function":{"name":"o","arguments":{"a":1}}}]},
+          {"role":"tool","tool_call_id":"call_2","content":"10:00"},
+          {"role":"tool","tool_call_id":"call_1","content":[{"type":"text","text":"{\"t\":"},
+            {"type":"text","text":"21}"}]},
+          {"role":"tool","tool_call_id":"call_3"},
+          {"role":"user","content":"Thanks"}],
+        "tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object"}}}],
+        "tool_choice":"auto","reasoning_effort":"low"})",
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"What?"},
+          {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},
+          {"type":"image_url","image_url":{"url":"https://example.com/cat.WEBP?size=2"}},
+          {"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]}]})",
+      // refused by a field outside the conversation, as the document's is
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"verbosity":"low"})",
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"reasoning_effort":"extreme"})",
+  };
+  // Declined (the document's translation answers): a refusal in the
+  // conversation, no turn with content, an escaped data URL.
+  const char* declined[] = {
+      R"({"model":"m","messages":[{"role":"critic","content":"x"}]})",
+      R"({"model":"m","messages":[{"role":"system","content":"only this"}]})",
+      R"({"model":"m","messages":[{"role":"user","content":[
+          {"type":"image_url","image_url":{"url":"data:image\/png;base64,AAAA"}}]}]})",
+  };
+  text_writer::expect_as_translated(gemini_chat_body_text, gemini_chat_body_from_document, req,
+                                    written, declined);
+  EXPECT_EQ(body(declined[2])["contents"][0]["parts"][0]["inlineData"]["mimeType"], "image/png");
+  // Arguments sent as an object are written from their document: a key the
+  // client sent twice goes once, with the value admission read (the last).
+  const auto args = gemini_chat_body_text(
+      text_writer::indexed(
+          R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant",
+          "tool_calls":[{"id":"c","function":{"name":"f","arguments":{"a":1,"a":2}}}]}]})"),
+      req);
+  ASSERT_TRUE(args && std::holds_alternative<std::string>(*args));
+  EXPECT_NE(std::get<std::string>(*args).find(R"("args":{"a":2})"), std::string::npos);
+}
 
 TEST_F(GeminiRequest, TargetsTheModelsMethod) {
   std::string built;  // the target is made from the model: written here
