@@ -8,8 +8,8 @@
 //
 // The writer answers only what it answers exactly as the document's
 // translation does; anything that translation would refuse, or that the
-// writer does not handle (an escaped data URL or tool call id), makes it
-// decline, and the caller translates the document instead.
+// writer does not handle (an image URL with an escape), makes it decline,
+// and the caller translates the document instead.
 // fuzz_chat_request holds the two equal on every input the writer answers.
 // Beast-free.
 #pragma once
