@@ -46,6 +46,7 @@
 
 #include "providers/chunk_writer.h"
 #include "providers/gemini_conversation.h"
+#include "providers/gemini_response.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
 #include "providers/translation.h"
@@ -576,18 +577,22 @@ void read_parts(const json& candidate, const std::string& id, std::size_t& calls
   }
 }
 
-// OpenAI's finish_reason for a candidate's finishReason; nullopt while it
-// has not finished.
-std::optional<std::string> finish_reason(const json& candidate, bool called) {
-  const std::string* r = string_member(candidate, "finishReason");
-  if (!r || r->empty() || *r == "FINISH_REASON_UNSPECIFIED") return std::nullopt;
-  if (*r == "STOP") return called ? "tool_calls" : "stop";
-  if (*r == "MAX_TOKENS") return "length";
+// OpenAI's finish_reason for a candidate's finishReason ("" when it has
+// none); "" while it has not finished.
+std::string_view finish_reason(std::string_view r, bool called) {
+  if (r.empty() || r == "FINISH_REASON_UNSPECIFIED") return {};
+  if (r == "STOP") return called ? "tool_calls" : "stop";
+  if (r == "MAX_TOKENS") return "length";
   static constexpr std::string_view kFiltered[] = {
       "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"};
-  if (std::find(std::begin(kFiltered), std::end(kFiltered), *r) != std::end(kFiltered))
+  if (std::find(std::begin(kFiltered), std::end(kFiltered), r) != std::end(kFiltered))
     return "content_filter";
   return "stop";  // OTHER, LANGUAGE, MALFORMED_FUNCTION_CALL, ones added later
+}
+
+std::string_view finish_reason(const json& candidate, bool called) {
+  const std::string* r = string_member(candidate, "finishReason");
+  return finish_reason(r ? std::string_view(*r) : std::string_view(), called);
 }
 
 const json* first_candidate(const json& response) {
@@ -623,21 +628,23 @@ std::optional<std::int64_t> count(const json& usage, std::string_view key) {
   return std::nullopt;
 }
 
+gemini::Usage usage_of(const json& meta) {
+  return {count(meta, "promptTokenCount"), count(meta, "candidatesTokenCount"),
+          count(meta, "thoughtsTokenCount"), count(meta, "cachedContentTokenCount")};
+}
+
 // usageMetadata as OpenAI usage: thoughts are output tokens (billed so), and
 // OpenAI counts them inside completion_tokens. An ordered_json has OpenAI's
 // order of the members (a chunk's text).
 template <class Json = json>
-Json openai_usage(const json& meta) {
-  const std::int64_t prompt = count(meta, "promptTokenCount").value_or(0);
-  const auto thoughts = count(meta, "thoughtsTokenCount");
-  const auto cached = count(meta, "cachedContentTokenCount");
-  const std::int64_t completion =
-      count(meta, "candidatesTokenCount").value_or(0) + thoughts.value_or(0);
+Json openai_usage(const gemini::Usage& meta) {
+  const std::int64_t prompt = meta.prompt.value_or(0);
+  const std::int64_t completion = meta.candidates.value_or(0) + meta.thoughts.value_or(0);
   Json u = {{"prompt_tokens", prompt},
             {"completion_tokens", completion},
             {"total_tokens", prompt + completion}};
-  if (cached) u["prompt_tokens_details"] = {{"cached_tokens", *cached}};
-  if (thoughts) u["completion_tokens_details"] = {{"reasoning_tokens", *thoughts}};
+  if (meta.cached) u["prompt_tokens_details"] = {{"cached_tokens", *meta.cached}};
+  if (meta.thoughts) u["completion_tokens_details"] = {{"reasoning_tokens", *meta.thoughts}};
   return u;
 }
 
@@ -672,6 +679,9 @@ class GeminiStream final : public UpstreamStream {
   void translate(const Frame& ev, Sink& out) override {
     if (over_) return;
     if (!ev.has_data) return keep_alive(out);
+    // Once the first response has fixed the chunks' head, a usual one (most
+    // of a stream's) is read by a scan, its text kept as Google escaped it.
+    if (!id_.empty() && gemini::read_usual(ev.data, usual_)) return on_usual(out);
     const json j = ev.data.find('\0') == std::string_view::npos && !json_too_deep(ev.data)
                        ? json::parse(ev.data, nullptr, /*allow_exceptions=*/false)
                        : json(nullptr);
@@ -684,8 +694,8 @@ class GeminiStream final : public UpstreamStream {
     // No finish seen: the body was cut (Gemini has no end marker), and
     // the relay must see it as such.
     if (over_ || !finished_) return;
-    if (usage_.is_object())
-      emit(writer_.usage_chunk(openai_usage<nlohmann::ordered_json>(usage_).dump()), out);
+    if (usage_)
+      emit(writer_.usage_chunk(openai_usage<nlohmann::ordered_json>(*usage_).dump()), out);
     over_ = true;
     UpstreamEvent done;
     done.kind = UpstreamEvent::Kind::kDone;
@@ -726,52 +736,76 @@ class GeminiStream final : public UpstreamStream {
       model_ = response_model(r, upstream_model_);
       writer_.set_head(id_, created_, model_);
     }
-    if (const json* u = member(r, "usageMetadata"); u && u->is_object()) usage_ = *u;
+    if (const json* u = member(r, "usageMetadata"); u && u->is_object()) usage_ = usage_of(*u);
     const bool blocked = prompt_blocked(r);
     const bool opening = !started_;
     started_ = true;
     Reply reply;
-    std::optional<std::string> finish;
+    std::string_view finish;
     if (blocked) {
       finish = "content_filter";
     } else if (const json* c = first_candidate(r)) {
       read_parts(*c, id_, calls_, reply);
       finish = finish_reason(*c, calls_ > 0);
     }
-    if (finished_) finish.reset();  // one finish_reason per stream
-    const bool says_nothing =
-        reply.content.empty() && reply.reasoning.empty() && reply.tool_calls.empty();
-    if (!opening && says_nothing && !finish) return;  // usage alone: it goes out at end()
-    finished_ = finished_ || finish.has_value();
-    write_delta(writer_.begin_choice(), reply, opening, blocked);
-    emit(writer_.end_choice(finish ? std::string_view(*finish) : std::string_view()), out);
+    answer({reply.content, reply.reasoning, false}, reply.tool_calls, finish, opening, blocked,
+           out);
+  }
+
+  // A usual response: after the first, never blocked, no function call.
+  void on_usual(Sink& out) {
+    if (usual_.usage) usage_ = usual_.usage;
+    answer({usual_.content, usual_.reasoning, true}, {},
+           finish_reason(usual_.finish_reason, calls_ > 0), false, false, out);
+  }
+
+  // A response's text: decoded (a document's strings, valid UTF-8), or
+  // escaped as the upstream wrote it (the scan validated it).
+  struct Text {
+    std::string_view content, reasoning;
+    bool escaped = false;
+  };
+
+  // The chunk a response makes, if it says anything; `finish` "" if none.
+  void answer(const Text& text, const std::vector<Call>& calls, std::string_view finish,
+              bool opening, bool blocked, Sink& out) {
+    if (finished_) finish = {};  // one finish_reason per stream
+    const bool says_nothing = text.content.empty() && text.reasoning.empty() && calls.empty();
+    if (!opening && says_nothing && finish.empty()) return;  // usage alone: it goes out at end()
+    finished_ = finished_ || !finish.empty();
+    write_delta(writer_.begin_choice(), text, calls, opening, blocked);
+    emit(writer_.end_choice(finish), out);
   }
 
   // The delta's members in OpenAI's order (role, content, then the rest).
-  // The strings came out of a parsed document: valid UTF-8.
-  static void write_delta(std::string& out, const Reply& reply, bool opening, bool blocked) {
+  static void write_delta(std::string& out, const Text& text, const std::vector<Call>& calls,
+                          bool opening, bool blocked) {
     char separator = '{';
     auto key = [&](std::string_view name) {
       out.append(1, separator).append(1, '"').append(name).append("\":");
       separator = ',';
+    };
+    auto string = [&](std::string_view s) {
+      if (!text.escaped) return append_json_string(out, s);
+      out.append(1, '"').append(s).append(1, '"');
     };
     if (opening) {
       key("role");
       out.append("\"assistant\"");
     }
     // As OpenAI opens: an answer with no text at all has content "".
-    if (!reply.content.empty() || (opening && !blocked)) {
+    if (!text.content.empty() || (opening && !blocked)) {
       key("content");
-      append_json_string(out, reply.content);
+      string(text.content);
     }
-    if (!reply.reasoning.empty()) {
+    if (!text.reasoning.empty()) {
       key("reasoning_content");
-      append_json_string(out, reply.reasoning);
+      string(text.reasoning);
     }
-    if (!reply.tool_calls.empty()) {
+    if (!calls.empty()) {
       key("tool_calls");
       out += '[';
-      for (const Call& call : reply.tool_calls) {
+      for (const Call& call : calls) {
         if (out.back() != '[') out += ',';
         ChunkWriter::append_tool_call(out, call.index, call.id, call.name, call.arguments);
       }
@@ -793,13 +827,14 @@ class GeminiStream final : public UpstreamStream {
   const std::int64_t created_;
   const std::string upstream_model_;
   std::string id_, model_;
-  std::size_t calls_ = 0;  // function calls so far: their stream index
-  bool started_ = false;   // the role went out
-  bool finished_ = false;  // a finish_reason went out
-  bool over_ = false;      // kError or kDone went out: nothing more
-  json usage_;             // the last usageMetadata
-  ChunkWriter writer_;     // the chunks' text
-  ChunkPrefix prefix_;     // what inspect_chunk learnt of the chunks written
+  std::size_t calls_ = 0;               // function calls so far: their stream index
+  bool started_ = false;                // the role went out
+  bool finished_ = false;               // a finish_reason went out
+  bool over_ = false;                   // kError or kDone went out: nothing more
+  std::optional<gemini::Usage> usage_;  // the last usageMetadata
+  gemini::UsualResponse usual_;         // read_usual's answer (its strings' room kept)
+  ChunkWriter writer_;                  // the chunks' text
+  ChunkPrefix prefix_;                  // what inspect_chunk learnt of the chunks written
 };
 
 // ---------------------------------------------------------------------------
@@ -848,16 +883,17 @@ class Gemini final : public UpstreamProtocol {
       Reply reply;
       read_parts(*candidate, id, calls, reply);
       choice["message"] = message(std::move(reply));
-      const auto finish = finish_reason(*candidate, calls > 0);
-      choice["finish_reason"] = finish ? json(*finish) : json(nullptr);
+      const std::string_view finish = finish_reason(*candidate, calls > 0);
+      choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
     }
     const json* usage = member(answer, "usageMetadata");
-    return json{{"id", id},
-                {"object", "chat.completion"},
-                {"created", created},
-                {"model", response_model(answer, r.upstream_model)},
-                {"choices", json::array({std::move(choice)})},
-                {"usage", usage && usage->is_object() ? openai_usage(*usage) : json(nullptr)}};
+    return json{
+        {"id", id},
+        {"object", "chat.completion"},
+        {"created", created},
+        {"model", response_model(answer, r.upstream_model)},
+        {"choices", json::array({std::move(choice)})},
+        {"usage", usage && usage->is_object() ? openai_usage(usage_of(*usage)) : json(nullptr)}};
   }
 
   std::optional<nlohmann::json> error(const nlohmann::json& body, int status) const override {

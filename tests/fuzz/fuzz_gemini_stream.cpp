@@ -11,7 +11,12 @@
 //     Google's forwarded; at most one finish_reason; kDone only after one
 //     and only from end(); nothing after kDone or kError; a keep-alive is our
 //     own static comment. Each event's data, read as JSON, also goes through
-//     completion() and error(), whose answers must dump.
+//     completion() and error(), whose answers must dump. When read_usual()
+//     reads an event by its scan (providers/gemini_response.h), what it
+//     reads -- the text and thoughts, decoded; the finish reason; the usage
+//     counts -- is what the event's document says, read here with nlohmann
+//     as the translator reads a document, and the document has no error,
+//     blocked prompt or function call in it.
 //   - As a client's chat document (when it is JSON within the depth limit):
 //     body() returns a GenerateContentRequest that parses back as an object
 //     with contents, or a refusal that says why. target() with the input as
@@ -19,11 +24,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "providers/chat_chunk.h"
+#include "providers/gemini_response.h"
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
@@ -113,13 +120,87 @@ void check_answer(std::string_view data, const UpstreamRequest& r) {
   }
 }
 
+// A member present and not null (as the translator reads members).
+const json* present(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// A token count as the translator takes one: an integer from 0 to 10^12.
+std::optional<std::int64_t> count_of(const json& usage, const char* key) {
+  constexpr std::uint64_t kMax = 1'000'000'000'000;
+  const json* v = present(usage, key);
+  if (v && v->is_number_unsigned() && v->get<std::uint64_t>() <= kMax)
+    return static_cast<std::int64_t>(v->get<std::uint64_t>());
+  if (v && v->is_number_integer() && v->get<std::int64_t>() >= 0 &&
+      v->get<std::int64_t>() <= static_cast<std::int64_t>(kMax))
+    return v->get<std::int64_t>();
+  return std::nullopt;
+}
+
+// The text between a JSON string's quotes, decoded.
+std::string decoded(const std::string& inner) {
+  const json s = json::parse("\"" + inner + "\"", nullptr, false);
+  FUZZ_CHECK(s.is_string());
+  return s.get<std::string>();
+}
+
+// read_usual()'s answer against the event's document.
+void check_usual(std::string_view data) {
+  llmgate::providers::gemini::UsualResponse usual;
+  if (!llmgate::providers::gemini::read_usual(data, usual)) return;
+  FUZZ_CHECK(data.find('\0') == std::string_view::npos);
+  const json j = parse_json(data);
+  FUZZ_CHECK(j.is_object());
+  FUZZ_CHECK(!present(j, "error") && !present(j, "promptFeedback"));
+  const json* candidates = present(j, "candidates");
+  const json* usage = present(j, "usageMetadata");
+  FUZZ_CHECK(candidates || (usage && usage->is_object()));
+  std::string content, reasoning, finish;
+  if (candidates) {
+    FUZZ_CHECK(candidates->is_array() && !candidates->empty() && candidates->front().is_object());
+    const json& candidate = candidates->front();
+    if (const json* f = present(candidate, "finishReason"); f && f->is_string())
+      finish = f->get<std::string>();
+    const json* c = present(candidate, "content");
+    const json* parts = c ? present(*c, "parts") : nullptr;
+    if (parts && parts->is_array()) {
+      for (const json& part : *parts) {
+        const json* text = present(part, "text");
+        if (text && text->is_string()) {
+          const json* thought = present(part, "thought");
+          (thought && thought->is_boolean() && thought->get<bool>() ? reasoning : content) +=
+              text->get<std::string>();
+        } else {
+          const json* call = present(part, "functionCall");
+          FUZZ_CHECK(!call || !call->is_object());  // calls are the document's to read
+        }
+      }
+    }
+  }
+  FUZZ_CHECK(decoded(usual.content) == content);
+  FUZZ_CHECK(decoded(usual.reasoning) == reasoning);
+  FUZZ_CHECK(usual.finish_reason == finish);
+  FUZZ_CHECK(usual.usage.has_value() == (usage && usage->is_object()));
+  if (usual.usage) {
+    FUZZ_CHECK(usual.usage->prompt == count_of(*usage, "promptTokenCount"));
+    FUZZ_CHECK(usual.usage->candidates == count_of(*usage, "candidatesTokenCount"));
+    FUZZ_CHECK(usual.usage->thoughts == count_of(*usage, "thoughtsTokenCount"));
+    FUZZ_CHECK(usual.usage->cached == count_of(*usage, "cachedContentTokenCount"));
+  }
+}
+
 void check_stream(std::string_view bytes, const UpstreamRequest& r) {
   auto translator = gemini().open_stream(r);
   Checker checker;
   checker.include_usage_ = r.include_usage;
   llmgate::providers::SseParser parser(std::size_t{1} << 16);
   const auto status = parser.feed(bytes, [&](const llmgate::providers::Frame& ev) {
-    if (ev.has_data) check_answer(ev.data, r);
+    if (ev.has_data) {
+      check_answer(ev.data, r);
+      check_usual(ev.data);
+    }
     translator->translate(ev, checker);
   });
   // After an oversized event the relay stops reading: no end().

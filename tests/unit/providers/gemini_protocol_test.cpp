@@ -13,6 +13,7 @@
 #include "providers/chat_chunk.h"
 #include "providers/completion_assembler.h"
 #include "providers/gemini_conversation.h"
+#include "providers/gemini_response.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
 #include "tests/unit/providers/written_body.h"
@@ -329,6 +330,115 @@ TEST_F(GeminiStream, ACommentBlockIsAKeepAliveOfOurOwn) {
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, Kind::kKeepAlive);
   EXPECT_EQ(ev[0].raw, ": keep-alive\n\n");
+}
+
+// After the first response (which fixes the chunks' head) a usual one is
+// read by a scan, its text carried as Google escaped it: its chunk says what
+// the same response read from its document (as a stream's first) says.
+TEST_F(GeminiStream, AUsualResponseSaysWhatItsDocumentSays) {
+  const std::string opener = R"({"candidates":[{"content":{"parts":[{"text":"Hi"}]}}]})";
+  const std::vector<std::string> responses = {
+      R"({"candidates":[{"content":{"parts":[{"text":"caf\u00e9 \"q\" \/ \n \ud83d\ude00"}],"role":"model"}}]})",
+      R"({"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b","thought":true},{"thought":false,"text":"c"},{"thoughtSignature":"AY8"}]},"index":0}]})",
+      R"({"candidates":[{"content":{"parts":[{"text":"late"}]},"finishReason":"MAX_TOKENS"},{"content":7}]})",
+      R"({"candidates":[{"content":{"parts":[{"text":"x","functionCall":null}]},"finishReason":"SAFETY"}],"usageMetadata":{"promptTokenCount":-0,"candidatesTokenCount":1.0,"thoughtsTokenCount":4,"cachedContentTokenCount":2},"error":null})",
+  };
+  for (const auto& r : responses) {
+    const auto read = stream(sse({r}));
+    const auto scanned = stream(sse({opener, r}));
+    ASSERT_EQ(scanned.size(), read.size() + 1) << r;
+    json by_document = read[0].choice();
+    by_document["delta"].erase("role");  // the first chunk's alone
+    EXPECT_EQ(scanned[1].choice(), by_document) << r;
+    EXPECT_EQ(scanned[1].chunk.has_output, read[0].chunk.has_output) << r;
+    EXPECT_EQ(scanned[1].chunk.has_finish, read[0].chunk.has_finish) << r;
+    for (std::size_t i = 1; i < read.size(); ++i) {  // the usage chunk and done, from end()
+      EXPECT_EQ(scanned[i + 1].kind, read[i].kind) << r;
+      if (read[i].kind == Kind::kData) {
+        EXPECT_EQ(scanned[i + 1].doc()["usage"], read[i].doc()["usage"]) << r;
+      }
+    }
+  }
+  // The scan's chunk carries the text as escaped upstream.
+  const auto ev = stream(sse({opener, responses[0]}));
+  EXPECT_NE(ev[1].data.find(R"(caf\u00e9 \"q\" \/ \n \ud83d\ude00)"), std::string::npos)
+      << ev[1].data;
+}
+
+// What the scan declines is read from the response's document, after the
+// first response as before it.
+TEST_F(GeminiStream, WhatTheScanDeclinesIsReadFromTheDocument) {
+  const std::string opener = R"({"candidates":[{"content":{"parts":[{"text":"Hi"}]}}]})";
+  auto after_opener = [&](const std::string& r) { return stream(sse({opener, r}), false); };
+
+  auto ev = after_opener(
+      R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"a":1}}}]},"finishReason":"STOP"}]})");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].choice()["delta"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(ev[1].choice()["finish_reason"], "tool_calls");
+
+  ev = after_opener(R"({"candidates":[{"content":{"parts":[{"text":"x","text":"y"}]}}]})");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].choice()["delta"], json::parse(R"({"content":"y"})"));  // nlohmann's: the last
+
+  ev = after_opener(R"({"promptFeedback":{"blockReason":"SAFETY"}})");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].choice()["finish_reason"], "content_filter");
+
+  ev = after_opener(R"({"candidates":[{"finishReason":"ST\u004fP"}]})");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].choice()["finish_reason"], "stop");
+
+  ev = after_opener(R"({"error":{"code":500,"message":"boom","status":"INTERNAL"}})");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].kind, Kind::kError);
+
+  for (const char* bad : {"not json", R"({"foo":1})", R"({"candidates":{}})",
+                          R"({"candidates":[{"content":{"parts":[]}}]} x)"}) {
+    ev = after_opener(bad);
+    ASSERT_EQ(ev.size(), 2u) << bad;
+    EXPECT_EQ(ev[1].kind, Kind::kMalformed) << bad;
+  }
+}
+
+TEST(GeminiUsualResponse, ReadsTextThoughtsFinishAndUsageAndDeclinesTheRest) {
+  gemini::UsualResponse u;
+  ASSERT_TRUE(gemini::read_usual(
+      R"({"candidates":[{"content":{"parts":[{"text":"a\nb"},{"text":"t","thought":true},{"text":"c"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":1.5,"totalTokenCount":5}})",
+      u));
+  EXPECT_EQ(u.content, R"(a\nbc)");
+  EXPECT_EQ(u.reasoning, "t");
+  EXPECT_EQ(u.finish_reason, "STOP");
+  ASSERT_TRUE(u.usage);
+  EXPECT_EQ(u.usage->prompt, 3);
+  EXPECT_EQ(u.usage->candidates, 2);
+  EXPECT_FALSE(u.usage->thoughts);  // not an integer: no count
+  EXPECT_FALSE(u.usage->cached);
+
+  ASSERT_TRUE(gemini::read_usual(R"({"usageMetadata":{"promptTokenCount":7}})", u));
+  EXPECT_TRUE(u.content.empty() && u.reasoning.empty() && u.finish_reason.empty());
+  EXPECT_EQ(u.usage->prompt, 7);
+
+  for (
+      const char* declined : {
+          R"({"error":{"message":"x"}})",
+          R"({"candidates":[{"content":{"parts":[{"text":"a"}]}}],"promptFeedback":{}})",
+          R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]}}]})",
+          R"({"candidates":[{"content":{"parts":[{"text":"a","thought":true,"thought":false}]}}]})",
+          R"({"candidates":[],"candidates":[{"content":{"parts":[{"text":"a"}]}}]})",
+          R"({"usageMetadata":{"promptTokenCount":1,"promptTokenCount":2}})",
+          R"({"candidates":[{"finishReason":"\u0053TOP"}]})",
+          R"({"candidates":[]})",
+          R"({"candidates":[7]})",
+          R"({"candidates":[{"content":{"parts":[{"text":7}]}}]})",
+          R"({"modelVersion":"m"})",
+          "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\x01\"}]}}]}",
+      }) {
+    EXPECT_FALSE(gemini::read_usual(declined, u)) << declined;
+  }
+  const std::string usual = R"({"candidates":[{"content":{"parts":[{"text":"a"}]}}]})";
+  EXPECT_TRUE(gemini::read_usual(usual, u));
+  EXPECT_FALSE(gemini::read_usual(usual + '\0', u));  // what nlohmann refuses
 }
 
 // --- requests ---------------------------------------------------------------
