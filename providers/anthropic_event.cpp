@@ -32,8 +32,9 @@ class EventScanner : public JsonScanner {
  public:
   using JsonScanner::JsonScanner;
 
-  // Fills `f` (and `delta_json`); false: give up (read_event_dom() answers).
-  bool scan(EventFacts& f, std::optional<std::string_view>& delta_json);
+  // Fills `f` (and `delta_json`, and `words` when given); false: give up
+  // (read_event_dom() answers).
+  bool scan(EventFacts& f, std::optional<std::string_view>& delta_json, EventWords* words);
 
  private:
   // A member's value: where its text is, and what it is.
@@ -77,7 +78,8 @@ class EventScanner : public JsonScanner {
   static bool block_start(const Span& block, EventFacts& f);
 };
 
-bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_json) {
+bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_json,
+                        EventWords* words) {
   skip_bom();
   ws();
   if (!eat('{')) return false;
@@ -103,18 +105,36 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
     }
     case EventType::kContentBlockStart:
       return !top[kBlock].object() || block_start(top[kBlock], f);
+    case EventType::kContentBlockStop:
+      if (top[kIndex].at) f.index = top[kIndex].v.as_int64();
+      return true;
     case EventType::kMessageStart: {
       if (!top[kMessage].object()) return true;
-      std::array<Span, 1> usage;
-      return read(top[kMessage], std::array<std::string_view, 1>{"usage"}, usage) &&
-             (!usage[0].object() || counts(usage[0], f));
+      enum { kUsage, kId, kModel };
+      std::array<Span, 3> m;
+      if (!read(top[kMessage], std::array<std::string_view, 3>{"usage", "id", "model"}, m))
+        return false;
+      // A string taken as it is written; an escaped one: declined.
+      auto take = [](const Span& span, std::optional<std::string>& into) {
+        if (!span.string()) return true;
+        if (span.v.escaped) return false;
+        into.emplace(span.inner());
+        return true;
+      };
+      if (words && !(take(m[kId], words->message_id) && take(m[kModel], words->message_model)))
+        return false;
+      return !m[kUsage].object() || counts(m[kUsage], f);
     }
     case EventType::kMessageDelta: {
       if (top[kUsage].object() && !counts(top[kUsage], f)) return false;
       if (!top[kDelta].object()) return true;
       std::array<Span, 1> stop;
       if (!read(top[kDelta], std::array<std::string_view, 1>{"stop_reason"}, stop)) return false;
-      f.has_finish = stop[0].string() && stop[0].v.size > 0;
+      if (!stop[0].string()) return true;
+      f.has_finish = stop[0].v.size > 0;
+      if (!words) return true;
+      if (stop[0].v.escaped) return false;
+      words->stop_reason.emplace(stop[0].inner());
       return true;
     }
     case EventType::kError:
@@ -206,18 +226,21 @@ void read_counts(const json* usage, EventFacts& f) {
 
 }  // namespace
 
-EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json) {
+EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json,
+                      EventWords* words) {
   EventFacts f;
   std::optional<std::string_view> json;
-  if (EventScanner(data).scan(f, json)) {
+  if (words) *words = {};
+  if (EventScanner(data).scan(f, json, words)) {
     if (delta_json) *delta_json = json;
     return f;
   }
   if (delta_json) delta_json->reset();
-  return read_event_dom(data);
+  return read_event_dom(data, words);
 }
 
-EventFacts read_event_dom(std::string_view data) {
+EventFacts read_event_dom(std::string_view data, EventWords* words) {
+  if (words) *words = {};
   EventFacts f;
   const json j =
       json_too_deep(data) ? json(json::value_t::discarded) : json::parse(data, nullptr, false);
@@ -263,12 +286,23 @@ EventFacts read_event_dom(std::string_view data) {
       break;
     }
     case EventType::kMessageStart:
-      if (const json* m = member(j, "message")) read_counts(member(*m, "usage"), f);
+      if (const json* m = member(j, "message")) {
+        read_counts(member(*m, "usage"), f);
+        if (!words) break;
+        if (const json* id = member(*m, "id"); id && id->is_string()) words->message_id = *id;
+        if (const json* model = member(*m, "model"); model && model->is_string())
+          words->message_model = *model;
+      }
+      break;
+    case EventType::kContentBlockStop:
+      if (const json* index = member(j, "index")) f.index = integer(*index);
       break;
     case EventType::kMessageDelta: {
       read_counts(member(j, "usage"), f);
       const json* delta = member(j, "delta");
-      f.has_finish = delta && !text_of(member(*delta, "stop_reason")).empty();
+      const json* stop = delta ? member(*delta, "stop_reason") : nullptr;
+      f.has_finish = !text_of(stop).empty();
+      if (words && stop && stop->is_string()) words->stop_reason = stop->get<std::string>();
       break;
     }
     case EventType::kError: {

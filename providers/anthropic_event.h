@@ -47,7 +47,8 @@ struct EventFacts {
   std::array<std::optional<std::int64_t>, 4> counts{};
   bool has_finish = false;  // message_delta: a stop reason
   // content_block_delta: which text its delta carries (a string, maybe
-  // empty), and the event's "index" when it is an integer.
+  // empty); content_block_delta and content_block_stop: the event's
+  // "index" when it is an integer.
   enum class Delta { kNone, kText, kThinking, kInputJson };
   Delta delta = Delta::kNone;
   std::optional<std::int64_t> index;
@@ -62,11 +63,22 @@ struct EventFacts {
   bool operator==(const EventFacts&) const = default;
 };
 
+// The words a translator names its chunks and finishes with, each when it
+// is a string (maybe empty): message_start's message.id and message.model,
+// message_delta's delta.stop_reason. Copies, read only when asked for (the
+// native relay forwards the events as they came).
+struct EventWords {
+  std::optional<std::string> message_id, message_model, stop_reason;
+  bool operator==(const EventWords&) const = default;
+};
+
 // `delta_json`, when given: set when the scan read the event (no fallback)
 // and it is a content_block_delta with a text -- that string's text
 // between its quotes, still escaped (a view of `data`), for a translator
-// that writes it into JSON as it is.
-EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json = nullptr);
-EventFacts read_event_dom(std::string_view data);
+// that writes it into JSON as it is. `words`, when given, gets the event's
+// words.
+EventFacts read_event(std::string_view data, std::optional<std::string_view>* delta_json = nullptr,
+                      EventWords* words = nullptr);
+EventFacts read_event_dom(std::string_view data, EventWords* words = nullptr);
 
 }  // namespace llmgate::providers::anthropic

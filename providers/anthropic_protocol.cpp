@@ -684,9 +684,10 @@ class AnthropicStream final : public UpstreamStream {
     // read by a scan, their text written into the chunk as the upstream
     // escaped it. The rest is parsed.
     std::optional<std::string_view> text;
-    const anthropic::EventFacts f = anthropic::read_event(ev.data, &text);
+    const anthropic::EventFacts f = anthropic::read_event(ev.data, &text, &words_);
     if (text && f.type == anthropic::EventType::kContentBlockDelta)
       return on_delta_text(f, *text, out);
+    if (f.json && on_facts(f, words_, out)) return;
     if (json_too_deep(ev.data))
       return signal(UpstreamEvent::Kind::kMalformed, "event nested too deeply", out);
     const json e = json::parse(ev.data, nullptr, false);
@@ -700,7 +701,10 @@ class AnthropicStream final : public UpstreamStream {
   void dispatch(const std::string& type, const json& e, Sink& out) {
     if (type == "content_block_delta") return on_block_delta(e, out);
     if (type == "content_block_start") return on_block_start(e, out);
-    if (type == "content_block_stop") return on_block_stop(e, out);
+    if (type == "content_block_stop") {
+      const json* index = get(e, "index");
+      return on_block_stop(index ? integer(*index) : std::nullopt, out);
+    }
     if (type == "message_start") return on_message_start(e, out);
     if (type == "message_delta") return on_message_delta(e, out);
     if (type == "message_stop") return on_message_stop(out);
@@ -710,14 +714,50 @@ class AnthropicStream final : public UpstreamStream {
     // clients.
   }
 
+  // The events around the text that the scan's facts say whole (the
+  // document's reading of the event, when the scan declined it, says the
+  // same): true when `f`'s event is answered.
+  bool on_facts(const anthropic::EventFacts& f, const anthropic::EventWords& words, Sink& out) {
+    using anthropic::EventType;
+    switch (f.type) {
+      case EventType::kPing:
+        signal(UpstreamEvent::Kind::kKeepAlive, {}, out);
+        return true;
+      case EventType::kContentBlockStart:
+        return !f.has_output;  // an empty text block (or one not shown): nothing to send
+      case EventType::kContentBlockStop:
+        on_block_stop(f.index, out);
+        return true;
+      case EventType::kMessageDelta:
+        f.apply(usage_);
+        if (words.stop_reason) finish(*words.stop_reason, out);
+        return true;
+      case EventType::kMessageStart:
+        if (words.message_id) id_ = *words.message_id;
+        if (words.message_model) model_ = *words.message_model;
+        f.apply(usage_);
+        open(out);
+        return true;
+      case EventType::kMessageStop:
+        on_message_stop(out);
+        return true;
+      default:
+        return false;  // error, unknown types
+    }
+  }
+
   void on_message_start(const json& e, Sink& out) {
-    const json* message = get(e, "message");
-    if (message) {
+    if (const json* message = get(e, "message")) {
       id_ = string_or(*message, "id", id_);
       model_ = string_or(*message, "model", model_);
       if (const json* u = get(*message, "usage")) usage_.read(*u);
-      set_head();
     }
+    open(out);
+  }
+
+  // The chunks' head as message_start names them, and the role's chunk.
+  void open(Sink& out) {
+    set_head();
     writer_.begin_choice().append(R"({"role":"assistant","content":""})");
     send(writer_.end_choice(), out);
   }
@@ -790,10 +830,8 @@ class AnthropicStream final : public UpstreamStream {
   // nothing or as partial_json "", still gets arguments the client can
   // parse ("{}", as Anthropic's whole answer dumps the empty input), before
   // its finish.
-  void on_block_stop(const json& e, Sink& out) {
-    const json* index = get(e, "index");
-    const auto at = index ? integer(*index) : std::nullopt;
-    const auto call = at ? tool_index_.find(*at) : tool_index_.end();
+  void on_block_stop(std::optional<std::int64_t> index, Sink& out) {
+    const auto call = index ? tool_index_.find(*index) : tool_index_.end();
     if (call != tool_index_.end()) close_arguments(call->second, out);
   }
 
@@ -843,10 +881,14 @@ class AnthropicStream final : public UpstreamStream {
     if (const json* u = get(e, "usage")) usage_.read(*u);
     const json* delta = get(e, "delta");
     const json* stop = delta ? get(*delta, "stop_reason") : nullptr;
-    if (!stop || !stop->is_string()) return;
+    if (stop && stop->is_string()) finish(stop->get_ref<const std::string&>(), out);
+  }
+
+  // The stop reason came: every call's arguments closed, then the finish.
+  void finish(const std::string& stop_reason, Sink& out) {
     close_all_arguments(out);
     writer_.begin_choice().append("{}");
-    send(writer_.end_choice(finish_reason(stop->get_ref<const std::string&>())), out);
+    send(writer_.end_choice(finish_reason(stop_reason)), out);
   }
 
   void on_message_stop(Sink& out) {
@@ -893,6 +935,7 @@ class AnthropicStream final : public UpstreamStream {
   // whitespace), or its "{}" did.
   std::vector<bool> has_arguments_;
   Counts usage_;
+  anthropic::EventWords words_;  // the event's, read_event()'s answer
   bool finished_ = false;
 };
 

@@ -279,6 +279,12 @@ void check_event(std::string_view data) {
   std::optional<std::string_view> raw;
   const auto f = llmgate::providers::anthropic::read_event(data, &raw);
   FUZZ_CHECK(f == llmgate::providers::anthropic::read_event_dom(data));
+  // With the words (the chat translator's reading): the same facts, and
+  // the same words.
+  llmgate::providers::anthropic::EventWords scanned, parsed;
+  FUZZ_CHECK(llmgate::providers::anthropic::read_event(data, nullptr, &scanned) == f);
+  llmgate::providers::anthropic::read_event_dom(data, &parsed);
+  FUZZ_CHECK(scanned == parsed);
   if (!raw) return;
   FUZZ_CHECK(f.delta != Delta::kNone);
   const json j = json::parse(data, nullptr, false);

@@ -404,6 +404,46 @@ TEST(AnthropicStream, AToolCallWithoutParametersHasEmptyObjectArgumentsBeforeIts
   }
 }
 
+// The events around the text are answered from read_event()'s facts: by
+// its scan, or by its document's reading when the scan declines an event
+// (an escaped key or stop reason, a key given twice). Either way the chunks
+// are the same.
+TEST(AnthropicStream, TheEventsAroundTheTextSayTheSameHoweverTheyAreWritten) {
+  const std::string head =
+      sse(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})") +
+      sse(R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}})") +
+      sse(R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t0","name":"now","input":{}}})");
+  const std::string plain =
+      sse(R"({"type":"message_start","message":{"id":"m","model":"c","content":[],"usage":{"input_tokens":5}}})") +
+      head + sse(R"({"type":"ping"})") + sse(R"({"type":"content_block_stop","index":1})") +
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})") +
+      sse(R"({"type":"message_stop"})");
+  const std::string odd =
+      sse(R"({"type":"message_start","message":{"id":"\u006d","model":"c","model":"c","usage":{"input_tokens":5}}})") +
+      head + sse(R"({"type":"pi\u006eg"})") +
+      sse(R"({"index":0,"type":"content_block_stop","index":1})") +
+      sse(R"({"type":"message_delta","delta":{"stop_reason":"tool\u005fuse"},"usage":{"output_tokens":2,"output_tokens":3}})") +
+      sse(R"({"type":"message_stop","type":"message_stop"})");
+  const auto a = translate(plain, /*include_usage=*/true);
+  const auto b = translate(odd, /*include_usage=*/true);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a[0].parsed["id"], "m");
+  EXPECT_EQ(a[0].parsed["model"], "c");
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].kind, b[i].kind) << i;
+    EXPECT_EQ(a[i].parsed, b[i].parsed) << i;
+    EXPECT_EQ(a[i].raw, b[i].raw) << i;
+  }
+  // The call closed with "{}" at its block's stop, then the finish, the usage and done.
+  const auto data = data_events(a);
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_EQ(delta_of(data[data.size() - 3])["tool_calls"][0]["function"]["arguments"], "{}");
+  EXPECT_EQ(data[data.size() - 2].parsed["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(data.back().parsed["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(a.back().kind, Kind::kDone);
+  EXPECT_EQ(a[a.size() - 1 - 4].kind, Kind::kKeepAlive);  // the ping
+}
+
 // The same call in a non-streamed answer: "{}", as Gemini's are.
 TEST(AnthropicCompletion, AToolCallWithoutParametersHasEmptyObjectArguments) {
   const Fixture f;
