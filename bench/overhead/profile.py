@@ -91,10 +91,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--api", choices=("chat", "messages"), default="chat",
                    help="the client API: chat completions, or Anthropic's Messages API (a coding agent's "
                         "request, translated to chat for the OpenAI-shaped upstream)")
-    p.add_argument("--upstream", choices=("openai", "anthropic", "gemini"), default="openai",
+    p.add_argument("--upstream", choices=("openai", "anthropic", "gemini", "bedrock"), default="openai",
                    help="the static upstream's protocol: OpenAI's chunks, Anthropic's Messages events "
-                        "(the deployment a coding agent's request goes to as it came), or Gemini's "
-                        "streamGenerateContent responses")
+                        "(the deployment a coding agent's request goes to as it came), Gemini's "
+                        "streamGenerateContent responses, or Bedrock's ConverseStream messages")
     p.add_argument("--sdk-head", action="store_true",
                    help="send the OpenAI SDK's request head (fifteen fields) instead of three")
     p.add_argument("--perf", action="store_true", help="record a perf profile of llmgate in the window")

@@ -30,10 +30,12 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -409,9 +411,43 @@ def gemini_sse() -> str:
     return "".join(events)
 
 
+def event_stream_message(event_type: str, payload: dict) -> bytes:
+    """One AWS event-stream message (application/vnd.amazon.eventstream):
+    prelude (total and headers lengths, their CRC32), string headers, the
+    payload, the message's CRC32 (zlib's, as providers/event_stream.h)."""
+    headers = b""
+    for name, value in ((":event-type", event_type), (":content-type", "application/json"),
+                        (":message-type", "event")):
+        n, v = name.encode(), value.encode()
+        headers += bytes([len(n)]) + n + b"\x07" + struct.pack(">H", len(v)) + v
+    body = _compact(payload).encode()
+    prelude = struct.pack(">II", 16 + len(headers) + len(body), len(headers))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def bedrock_event_stream() -> bytes:
+    """The same answer as Bedrock's ConverseStream: messageStart, a
+    contentBlockDelta per token, contentBlockStop, messageStop, metadata (22
+    messages; Bedrock pads each payload with a "p" of letters)."""
+    pad = "abcdefghijklmnopqrstuvwxyzABCDEFGH"
+    n = len(ANSWER_TOKENS)
+    events = [("messageStart", {"p": pad[:12], "role": "assistant"})]
+    events += [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": t}, "p": pad[:20 - len(t)]})
+               for t in ANSWER_TOKENS]
+    events += [("contentBlockStop", {"contentBlockIndex": 0, "p": pad[:8]}),
+               ("messageStop", {"p": pad[:16], "stopReason": "end_turn"}),
+               ("metadata", {"metrics": {"latencyMs": 312}, "p": pad[:4],
+                             "usage": {"inputTokens": 17, "outputTokens": n, "totalTokens": 17 + n}})]
+    return b"".join(event_stream_message(t, p) for t, p in events)
+
+
 # The native upstreams profile.py --upstream can put behind llmgate: each
-# streams the same answer in its own protocol.
+# streams the same answer in its own protocol (Bedrock's binary messages are
+# served from a file).
 NATIVE_SSE = {"anthropic": anthropic_messages_sse, "gemini": gemini_sse}
+NATIVE_BINARY = {"bedrock": bedrock_event_stream}
+NATIVE = (*NATIVE_SSE, *NATIVE_BINARY)
 
 
 def history(kib: int) -> list[dict]:
@@ -638,12 +674,25 @@ def nginx_main(prefix: Path, name: str) -> str:
 
 def upstream_nginx_conf(prefix: Path, json_port: int, sse_port: int, status_port: int,
                         native_port: int = 0, native: str = "anthropic") -> str:
-    native_server = (f"    # {native}'s event stream of the same answer for any request\n"
-                     f"    server {{\n        listen {HOST}:{native_port};\n"
-                     f"        default_type text/event-stream;\n"
-                     f"        location / {{\n            add_header Cache-Control no-cache;\n"
-                     f"{nginx_return_long(NATIVE_SSE[native](), '            ')}        }}\n    }}\n"
-                     if native_port else "")
+    if native_port and native in NATIVE_BINARY:
+        # nginx serves a file to GET only: a POST's 405 is redirected to the
+        # file, which turns the request into a GET.
+        stream = prefix / "native-stream.bin"
+        stream.write_bytes(NATIVE_BINARY[native]())
+        os.chmod(prefix, 0o755)  # nginx's workers (nobody) read it
+        native_server = (f"    # {native}'s binary event stream of the same answer for any request\n"
+                         f"    server {{\n        listen {HOST}:{native_port};\n"
+                         f"        location = /native-stream.bin {{\n            root {prefix};\n"
+                         f"            default_type application/vnd.amazon.eventstream;\n        }}\n"
+                         f"        location / {{\n            error_page 405 =200 /native-stream.bin;\n"
+                         f"            return 405;\n        }}\n    }}\n")
+    else:
+        native_server = (f"    # {native}'s event stream of the same answer for any request\n"
+                         f"    server {{\n        listen {HOST}:{native_port};\n"
+                         f"        default_type text/event-stream;\n"
+                         f"        location / {{\n            add_header Cache-Control no-cache;\n"
+                         f"{nginx_return_long(NATIVE_SSE[native](), '            ')}        }}\n    }}\n"
+                         if native_port else "")
     return (nginx_main(prefix, "upstream") + native_server +
             f"    # a fixed chat.completion for any request\n"
             f"    server {{\n        listen {HOST}:{json_port};\n"
@@ -704,6 +753,9 @@ def llmgate_config(upstream_port: int, workers: int, pool: int, protocol: str = 
                 "pool": {"max_connections": pool, "idle_timeout": "300s"}}
     if protocol != "openai":
         provider["protocol"] = protocol
+    if protocol == "bedrock":  # a Bedrock API key (a bearer token) instead of Signature V4
+        provider["aws_region"] = "us-east-1"
+        provider["api_key_env"] = "BENCH_BEDROCK_API_KEY"
     return {
         "server": {"listeners": [{"address": HOST, "port": 0}], "workers": workers},
         "providers": [provider],
@@ -725,6 +777,7 @@ def image_glibc_tunables() -> str:
 def llmgate_env() -> dict:
     env = dict(os.environ)
     env["GLIBC_TUNABLES"] = image_glibc_tunables()
+    env["BENCH_BEDROCK_API_KEY"] = "bench-key"  # llmgate_config's bedrock provider
     return env
 
 
@@ -890,7 +943,7 @@ def setup_static(procs: Procs, args, workdir: Path) -> Group:
                         f"22-event chat.completion.chunk stream (SSE port), from memory (`return 200 '...'`)")
     jp, sp, st = free_port(), free_port(), free_port()
     upstream = getattr(args, "upstream", "openai")  # profile.py --upstream anthropic|gemini
-    ap = free_port() if upstream in NATIVE_SSE else 0
+    ap = free_port() if upstream in NATIVE else 0
     conf = upstream_nginx_conf(workdir, jp, sp, st, ap, upstream if ap else "anthropic")
     up = start_nginx(procs, args.nginx, "upstream", conf, workdir, {args.server_cpu})
     wait_until("upstream nginx", lambda: stub_status(st)["requests"] > 0, procs)
