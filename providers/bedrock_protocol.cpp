@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "config/percent.h"
+#include "providers/bedrock_event.h"
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
@@ -284,19 +285,28 @@ std::string finish_reason(std::string_view stop) {
   return "stop";  // end_turn, stop_sequence
 }
 
+constexpr std::int64_t kMaxCount = 1'000'000'000'000;  // as bedrock::Usage's
+
+// A count as bedrock::Usage holds it (an integer; a negative one, or one
+// past int64, reads as 0; at most kMaxCount).
 std::optional<std::int64_t> count(const json& usage, std::string_view key) {
   const json* v = member(usage, key);
   if (!v || !v->is_number_integer()) return std::nullopt;
-  return std::max<std::int64_t>(0, v->get<std::int64_t>());
+  return std::clamp<std::int64_t>(v->get<std::int64_t>(), 0, kMaxCount);
+}
+
+bedrock::Usage token_usage(const json& u) {
+  return {count(u, "inputTokens"), count(u, "cacheReadInputTokens"),
+          count(u, "cacheWriteInputTokens"), count(u, "outputTokens")};
 }
 
 // Converse's TokenUsage as OpenAI's usage (cache reads among the prompt's tokens).
 template <typename Json = json>
-Json openai_usage(const json& u) {
-  const std::int64_t input = count(u, "inputTokens").value_or(0);
-  const std::int64_t read = count(u, "cacheReadInputTokens").value_or(0);
-  const std::int64_t write = count(u, "cacheWriteInputTokens").value_or(0);
-  const std::int64_t output = count(u, "outputTokens").value_or(0);
+Json openai_usage(const bedrock::Usage& u) {
+  const std::int64_t input = u.input.value_or(0);
+  const std::int64_t read = u.cache_read.value_or(0);
+  const std::int64_t write = u.cache_write.value_or(0);
+  const std::int64_t output = u.output.value_or(0);
   // Bedrock counts cached tokens apart from inputTokens; OpenAI's prompt_tokens holds them.
   const std::int64_t prompt = input + read + write;
   Json out = {
@@ -327,14 +337,22 @@ class ConverseStream final : public UpstreamStream {
   void translate(const Frame& ev, Sink& out) override {
     if (over_) return;
     if (ev.exception) return in_band_error(exception_text(ev.event, ev.data), out);
+    // The usual events (text above all), read by a scan; the rest parsed.
+    if (bedrock::read_event(ev.event, ev.data, facts_)) return on_facts(ev.event, out);
     const json j = ev.data.find('\0') == std::string_view::npos ? parse_embedded(ev.data) : json();
     if (!j.is_object()) return malformed("a payload that is not a JSON object", out);
     if (ev.event == "messageStart") return open(out);
     if (ev.event == "contentBlockStart") return block_start(j, out);
     if (ev.event == "contentBlockDelta") return block_delta(j, out);
     if (ev.event == "contentBlockStop") return;
-    if (ev.event == "messageStop") return stop(j, out);
-    if (ev.event == "metadata") return metadata(j, out);
+    if (ev.event == "messageStop") {
+      const std::string* reason = string_member(j, "stopReason");
+      return stop(reason ? std::string_view(*reason) : std::string_view("end_turn"), out);
+    }
+    if (ev.event == "metadata") {
+      const json* u = member(j, "usage");
+      return metadata(u && u->is_object() ? std::optional(token_usage(*u)) : std::nullopt, out);
+    }
     return malformed("an event of type \"" + std::string(ev.event) + "\"", out);
   }
 
@@ -345,6 +363,34 @@ class ConverseStream final : public UpstreamStream {
   }
 
  private:
+  // An event read_event() read.
+  void on_facts(std::string_view type, Sink& out) {
+    using Delta = bedrock::EventFacts::Delta;
+    if (type == "messageStart") return open(out);
+    if (type == "contentBlockDelta") {
+      open(out);
+      if (facts_.delta == Delta::kNone || facts_.text.empty()) return;
+      return send_text(facts_.delta == Delta::kText ? "content" : "reasoning_content", facts_.text,
+                       /*escaped=*/true, out);
+    }
+    if (type == "messageStop") return stop(facts_.stop_reason.value_or("end_turn"), out);
+    if (type == "metadata") return metadata(facts_.usage, out);
+    // contentBlockStop: nothing to say
+  }
+
+  // A delta of one text member ("content", "reasoning_content"): `text`
+  // escaped as the upstream wrote it, or a parsed document's (valid UTF-8).
+  void send_text(std::string_view key, std::string_view text, bool escaped, Sink& out) {
+    std::string& c = writer_.begin_choice();
+    c.append(R"({")").append(key).append(R"(":)");
+    if (escaped)
+      c.append(1, '"').append(text).append(1, '"');
+    else
+      append_json_string(c, text);
+    c += '}';
+    emit(writer_.end_choice(), out);
+  }
+
   void open(Sink& out) {
     if (opened_) return;
     opened_ = true;
@@ -376,11 +422,7 @@ class ConverseStream final : public UpstreamStream {
     open(out);
     if (const std::string* text = string_member(*delta, "text")) {
       if (text->empty()) return;
-      std::string& c = writer_.begin_choice();
-      c.append(R"({"content":)");
-      append_json_string(c, *text);
-      c += '}';
-      return emit(writer_.end_choice(), out);
+      return send_text("content", *text, /*escaped=*/false, out);
     }
     if (const json* tool = member(*delta, "toolUse")) {
       const std::string* input = string_member(*tool, "input");
@@ -397,28 +439,22 @@ class ConverseStream final : public UpstreamStream {
     if (const json* reasoning = member(*delta, "reasoningContent")) {
       const std::string* text = string_member(*reasoning, "text");
       if (!text || text->empty()) return;  // a signature, or redacted: nothing to show
-      std::string& c = writer_.begin_choice();
-      c.append(R"({"reasoning_content":)");
-      append_json_string(c, *text);
-      c += '}';
-      return emit(writer_.end_choice(), out);
+      return send_text("reasoning_content", *text, /*escaped=*/false, out);
     }
   }
 
-  void stop(const json& j, Sink& out) {
+  void stop(std::string_view reason, Sink& out) {
     if (finished_) return;
     open(out);
     finished_ = true;
-    const std::string* reason = string_member(j, "stopReason");
-    const std::string finish = finish_reason(reason ? *reason : "end_turn");
+    const std::string finish = finish_reason(reason);
     std::string& c = writer_.begin_choice();
     c.append("{}");
     emit(writer_.end_choice(finish), out);
   }
 
-  void metadata(const json& j, Sink& out) {
-    if (const json* u = member(j, "usage"); u && u->is_object())
-      emit(writer_.usage_chunk(openai_usage<nlohmann::ordered_json>(*u).dump()), out);
+  void metadata(const std::optional<bedrock::Usage>& usage, Sink& out) {
+    if (usage) emit(writer_.usage_chunk(openai_usage<nlohmann::ordered_json>(*usage).dump()), out);
     if (finished_) done(out);
   }
 
@@ -468,7 +504,8 @@ class ConverseStream final : public UpstreamStream {
   bool finished_ = false;  // messageStop came: a finish_reason went out
   bool over_ = false;      // kError or kDone went out: nothing more
   ChunkWriter writer_;
-  ChunkPrefix prefix_;  // what inspect_chunk learnt of the chunks written
+  ChunkPrefix prefix_;         // what inspect_chunk learnt of the chunks written
+  bedrock::EventFacts facts_;  // read_event()'s answer
 };
 
 class Bedrock final : public UpstreamProtocol {
@@ -572,13 +609,13 @@ class Bedrock final : public UpstreamProtocol {
                                   {"message", std::move(msg)},
                                   {"logprobs", nullptr},
                                   {"finish_reason", finish_reason(stop ? *stop : "end_turn")}}})},
-        {"usage", usage && usage->is_object() ? openai_usage(*usage) : json(nullptr)}};
+        {"usage", usage && usage->is_object() ? openai_usage(token_usage(*usage)) : json(nullptr)}};
   }
 
   std::optional<Usage> answer_usage(const json& answer) const override {
     const json* usage = member(answer, "usage");
     if (!usage || !usage->is_object()) return std::nullopt;
-    return usage_of(json{{"usage", openai_usage(*usage)}});
+    return usage_of(json{{"usage", openai_usage(token_usage(*usage))}});
   }
 
   // {"message": "..."} with the type in x-amzn-ErrorType (not seen here) or

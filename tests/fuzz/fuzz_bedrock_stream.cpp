@@ -12,19 +12,26 @@
 //     (tests/fuzz/chunk_layout.h); at most one finish_reason; kDone only
 //     after one; nothing after kDone or kError. Each payload also goes
 //     through completion(), answer_usage() and error(), whose answers must
-//     dump.
+//     dump. When read_event() reads a payload by its scan
+//     (providers/bedrock_event.h), what it reads -- a delta's text or
+//     reasoning text, decoded; the stop reason; the usage counts -- is what
+//     the payload's document says, read here with nlohmann as the translator
+//     reads a document, and the document has no tool call's input in it.
 //   - As a client's chat document (when it is JSON within the depth limit):
 //     body() returns a Converse request that parses back as an object with a
 //     non-empty messages array of alternating roles, or a refusal that says why.
 //   - As a model id: target() keeps it inside one path segment.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "providers/bedrock_event.h"
 #include "providers/chat_chunk.h"
 #include "providers/event_stream.h"
 #include "providers/framer.h"
@@ -108,6 +115,71 @@ void check_answer(std::string_view data, const UpstreamRequest& r) {
   }
 }
 
+// A member present and not null (as the translator reads members).
+const json* present(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+const std::string* string_present(const json& obj, const char* key) {
+  const json* v = present(obj, key);
+  return v && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
+}
+
+// A count as the translator takes one: an integer, its int64 value, within 0..10^12.
+std::optional<std::int64_t> count_of(const json& usage, const char* key) {
+  const json* v = present(usage, key);
+  if (!v || !v->is_number_integer()) return std::nullopt;
+  return std::clamp<std::int64_t>(v->get<std::int64_t>(), 0, 1'000'000'000'000);
+}
+
+// read_event()'s answer against the payload's document.
+void check_scan(std::string_view type, std::string_view payload) {
+  namespace bedrock = llmgate::providers::bedrock;
+  bedrock::EventFacts f;
+  if (!bedrock::read_event(type, payload, f)) return;
+  FUZZ_CHECK(payload.find('\0') == std::string_view::npos);
+  const json j = parse_json(payload);
+  FUZZ_CHECK(j.is_object());
+  if (type == "contentBlockDelta") {
+    const json* delta = present(j, "delta");
+    FUZZ_CHECK(delta != nullptr);
+    using Delta = bedrock::EventFacts::Delta;
+    Delta kind = Delta::kNone;
+    std::string text;
+    if (const std::string* t = string_present(*delta, "text")) {
+      kind = Delta::kText, text = *t;
+    } else {
+      FUZZ_CHECK(!present(*delta, "toolUse"));  // a call's input is the document's to read
+      if (const json* reasoning = present(*delta, "reasoningContent")) {
+        if (const std::string* t = string_present(*reasoning, "text"))
+          kind = Delta::kReasoning, text = *t;
+      }
+    }
+    FUZZ_CHECK(f.delta == kind);
+    if (kind != Delta::kNone) {
+      const json decoded = json::parse("\"" + std::string(f.text) + "\"", nullptr, false);
+      FUZZ_CHECK(decoded.is_string() && decoded.get<std::string>() == text);
+    }
+  } else if (type == "messageStop") {
+    const std::string* reason = string_present(j, "stopReason");
+    FUZZ_CHECK(f.stop_reason.has_value() == (reason != nullptr));
+    if (reason) FUZZ_CHECK(*f.stop_reason == *reason);
+  } else if (type == "metadata") {
+    const json* usage = present(j, "usage");
+    FUZZ_CHECK(f.usage.has_value() == (usage && usage->is_object()));
+    if (f.usage) {
+      FUZZ_CHECK(f.usage->input == count_of(*usage, "inputTokens"));
+      FUZZ_CHECK(f.usage->cache_read == count_of(*usage, "cacheReadInputTokens"));
+      FUZZ_CHECK(f.usage->cache_write == count_of(*usage, "cacheWriteInputTokens"));
+      FUZZ_CHECK(f.usage->output == count_of(*usage, "outputTokens"));
+    }
+  } else {
+    FUZZ_CHECK(type == "messageStart" || type == "contentBlockStop");
+  }
+}
+
 void check_stream(std::string_view input, const UpstreamRequest& r) {
   std::string bytes;
   std::vector<std::string> payloads;
@@ -125,6 +197,7 @@ void check_stream(std::string_view input, const UpstreamRequest& r) {
         {exception ? ":exception-type" : ":event-type", type},
         {":message-type", exception ? "exception" : "event"}};
     bytes += llmgate::providers::encode_event_stream_message(h, payload);
+    if (!exception) check_scan(type, payload);
     payloads.emplace_back(payload);
   }
   for (const std::string& p : payloads) check_answer(p, r);

@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "providers/bedrock_event.h"
 #include "providers/event_stream.h"
 #include "providers/framer.h"
 #include "providers/upstream_protocol.h"
@@ -136,6 +138,7 @@ TEST(BedrockProtocol, WhatConverseCannotSayIsRefusedAndNamed) {
 // bytes through the framer as the relay reads them.
 struct Translated {
   std::vector<json> chunks;
+  std::vector<std::string> texts;  // the chunks as written
   std::vector<UpstreamEvent::Kind> kinds;
   std::string error;
 };
@@ -145,7 +148,10 @@ class Collect final : public UpstreamStream::Sink {
   explicit Collect(Translated& t) : t_(t) {}
   void on(UpstreamEvent& e) override {
     t_.kinds.push_back(e.kind);
-    if (e.kind == UpstreamEvent::Kind::kData) t_.chunks.push_back(json::parse(e.data));
+    if (e.kind == UpstreamEvent::Kind::kData) {
+      t_.chunks.push_back(json::parse(e.data));
+      t_.texts.emplace_back(e.data);
+    }
     if (e.kind == UpstreamEvent::Kind::kError || e.kind == UpstreamEvent::Kind::kMalformed)
       t_.error = e.message;
   }
@@ -247,6 +253,82 @@ TEST(BedrockProtocol, AStreamCutBeforeMessageStopIsNotCompleted) {
   EXPECT_NE(t.kinds.back(), UpstreamEvent::Kind::kDone);
   const Translated odd = run(event("surprise", "{}"));
   EXPECT_EQ(odd.kinds.back(), UpstreamEvent::Kind::kMalformed);
+}
+
+// The usual events are read by a scan (bedrock_event.h), a delta's text
+// carried as the upstream escaped it; what the scan declines (here: keys
+// given twice, an escaped stop reason) is read from its document. Either
+// way the chunks say the same.
+TEST(BedrockProtocol, TheUsualEventsSayTheSameScannedOrParsed) {
+  const std::string scanned =
+      event("messageStart", R"({"role":"assistant","p":"abc"})") +
+      event("contentBlockDelta", R"({"contentBlockIndex":0,"delta":{"text":"caf\u00e9 \"q\""}})") +
+      event(
+          "contentBlockDelta",
+          R"({"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"hm","signature":"s"}}})") +
+      event("contentBlockDelta",
+            R"({"contentBlockIndex":0,"delta":{"text":"both","reasoningContent":{"text":"r"}}})") +
+      event("contentBlockDelta",
+            R"({"contentBlockIndex":0,"delta":{"reasoningContent":{"signature":"s"}}})") +
+      event("contentBlockDelta", R"({"contentBlockIndex":0,"delta":{"text":""}})") +
+      event("contentBlockStop", R"({"contentBlockIndex":0})") +
+      event("messageStop", R"({"stopReason":"max_tokens"})") +
+      event(
+          "metadata",
+          R"({"usage":{"inputTokens":-3,"outputTokens":5,"cacheReadInputTokens":2,"totalTokens":4}})");
+  const std::string parsed =
+      event("messageStart", R"({"role":"assistant","role":"assistant"})") +
+      event("contentBlockDelta",
+            R"({"contentBlockIndex":0,"delta":{"text":"x"},"delta":{"text":"caf\u00e9 \"q\""}})") +
+      event("contentBlockDelta",
+            R"({"delta":null,"delta":{"reasoningContent":{"text":"hm","signature":"s"}}})") +
+      event("contentBlockDelta",
+            R"({"delta":{"text":"both","text":"both","reasoningContent":{"text":"r"}}})") +
+      event("contentBlockDelta",
+            R"({"delta":{"reasoningContent":{"signature":"s","signature":"s"}}})") +
+      event("contentBlockDelta", R"({"delta":{"text":"","text":""}})") +
+      event("contentBlockStop", R"({"contentBlockIndex":0})") +
+      event("messageStop", R"({"stopReason":"max\u005ftokens"})") +
+      event(
+          "metadata",
+          R"({"usage":{"inputTokens":-3,"outputTokens":5,"outputTokens":5,"cacheReadInputTokens":2}})");
+  const Translated a = run(scanned, /*include_usage=*/true);
+  const Translated b = run(parsed, /*include_usage=*/true);
+  EXPECT_EQ(a.kinds, b.kinds);
+  EXPECT_EQ(a.chunks, b.chunks);
+  ASSERT_EQ(a.chunks.size(), 6u) << a.error;
+  EXPECT_EQ(a.chunks[1]["choices"][0]["delta"]["content"], "caf\u00e9 \"q\"");
+  EXPECT_NE(a.texts[1].find(R"("content":"caf\u00e9 \"q\"")"), std::string::npos) << a.texts[1];
+  EXPECT_EQ(a.chunks[2]["choices"][0]["delta"], json::parse(R"({"reasoning_content":"hm"})"));
+  EXPECT_EQ(a.chunks[3]["choices"][0]["delta"], json::parse(R"({"content":"both"})"));
+  EXPECT_EQ(a.chunks[4]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(a.chunks[5]["usage"],
+            json::parse(R"({"prompt_tokens":2,"completion_tokens":5,"total_tokens":7,
+                            "prompt_tokens_details":{"cached_tokens":2}})"));
+  EXPECT_EQ(a.kinds.back(), UpstreamEvent::Kind::kDone);
+}
+
+TEST(BedrockProtocol, TheScanDeclinesWhatItDoesNotRead) {
+  bedrock::EventFacts f;
+  EXPECT_TRUE(bedrock::read_event("contentBlockDelta", R"({"delta":{"text":"a\nb"}})", f));
+  EXPECT_EQ(f.delta, bedrock::EventFacts::Delta::kText);
+  EXPECT_EQ(f.text, R"(a\nb)");
+  EXPECT_TRUE(
+      bedrock::read_event("metadata", R"({"usage":{"outputTokens":9223372036854775808}})", f));
+  EXPECT_EQ(f.usage->output, 0);  // past int64: nlohmann's int64 of it is negative
+  for (const auto& [type, payload] : std::vector<std::pair<std::string, std::string>>{
+           {"contentBlockDelta", R"({"delta":{"toolUse":{"input":"{}"}}})"},
+           {"contentBlockDelta", R"({"contentBlockIndex":0})"},
+           {"contentBlockDelta", R"({"delta":{"text":7}})"},
+           {"contentBlockDelta", R"({"delta":{"text":"a"}} x)"},
+           {"contentBlockStart", R"({"start":{"toolUse":{"toolUseId":"t","name":"f"}}})"},
+           {"messageStop", R"({"stopReason":"end\u005fturn"})"},
+           {"metadata", R"({"usage":7})"},
+           {"messageStart", "[]"},
+           {"surprise", "{}"},
+       }) {
+    EXPECT_FALSE(bedrock::read_event(type, payload, f)) << type << " " << payload;
+  }
 }
 
 TEST(BedrockProtocol, AConverseResponseBecomesAChatCompletion) {
