@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "providers/json_depth.h"
+#include "providers/conversation_writer.h"
 #include "providers/json_write.h"
 
 namespace llmgate::providers {
@@ -142,16 +142,8 @@ class Writer {
     std::string& out = content_.next();
     out.append(R"({"type":"tool_use","id":)").append(in_.text_of(*id));
     out.append(R"(,"name":)").append(in_.text_of(*name)).append(R"(,"input":)");
-    const std::string text = in_.string_of(*args);
     // Some servers write a call without parameters as "": it means {}.
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-      out += "{}}";
-      return true;
-    }
-    if (json_too_deep(text)) return false;
-    const nlohmann::json input = nlohmann::json::parse(text, nullptr, false);
-    if (!input.is_object()) return false;
-    write_json(out, input);
+    if (!conversation::append_arguments_object(out, in_.string_of(*args))) return false;
     out += '}';
     return true;
   }

@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "config/percent.h"
+#include "providers/bedrock_conversation.h"
 #include "providers/bedrock_event.h"
 #include "providers/chunk_writer.h"
 #include "providers/json_depth.h"
@@ -272,6 +273,24 @@ Refusal add_field(const std::string& key, const json& v, ConverseRequest& out) {
   if (key == "response_format" && v.is_object() && v.value("type", "") == "text")
     return std::nullopt;
   return unsupported(field_param(key));
+}
+
+// The request but its conversation: inferenceConfig (the provider's
+// max_tokens when the client set none) and toolConfig; a tool_choice
+// without tools is refused.
+std::variant<json, Untranslatable> settings_of(ConverseRequest& out, const UpstreamRequest& r) {
+  if (!out.max_tokens_set && r.provider && r.provider->default_max_tokens > 0)
+    out.inference["maxTokens"] = r.provider->default_max_tokens;
+  json doc = json::object();
+  if (!out.inference.empty()) doc["inferenceConfig"] = std::move(out.inference);
+  if (!out.tools.is_null()) {
+    json config = {{"tools", std::move(out.tools)}};
+    if (!out.tool_choice.is_null()) config["toolChoice"] = std::move(out.tool_choice);
+    doc["toolConfig"] = std::move(config);
+  } else if (!out.tool_choice.is_null()) {
+    return invalid("tool_choice", "needs tools");
+  }
+  return doc;
 }
 
 // ---------------------------------------------------------------------------
@@ -524,35 +543,8 @@ class Bedrock final : public UpstreamProtocol {
 
   std::variant<std::string, Untranslatable> body(RequestBody& body,
                                                  const UpstreamRequest& r) const override {
-    json& client_body = body.dom();
-    if (!client_body.is_object()) return Untranslatable{"the request must be a JSON object", ""};
-    ConverseRequest out;
-    for (const auto& [key, value] : client_body.items()) {
-      if (auto refusal = add_field(key, value, out)) return std::move(*refusal);
-    }
-    const json* messages = member(client_body, "messages");
-    if (!messages || !messages->is_array()) return invalid("messages", "must be an array");
-    for (std::size_t i = 0; i < messages->size(); ++i) {
-      if (auto refusal = add_message((*messages)[i], i, out)) return std::move(*refusal);
-    }
-    if (out.messages.empty()) {
-      return Untranslatable{
-          "messages needs a user message with content for the Bedrock Converse protocol",
-          "messages"};
-    }
-    if (!out.max_tokens_set && r.provider && r.provider->default_max_tokens > 0)
-      out.inference["maxTokens"] = r.provider->default_max_tokens;
-    json doc = {{"messages", std::move(out.messages)}};
-    if (!out.system.empty()) doc["system"] = std::move(out.system);
-    if (!out.inference.empty()) doc["inferenceConfig"] = std::move(out.inference);
-    if (!out.tools.is_null()) {
-      json config = {{"tools", std::move(out.tools)}};
-      if (!out.tool_choice.is_null()) config["toolChoice"] = std::move(out.tool_choice);
-      doc["toolConfig"] = std::move(config);
-    } else if (!out.tool_choice.is_null()) {
-      return invalid("tool_choice", "needs tools");
-    }
-    return dump(doc);
+    if (auto text = bedrock_chat_body_text(body, r)) return std::move(*text);
+    return bedrock_chat_body_from_document(body.dom(), r);
   }
 
   // An Amazon Bedrock API key goes as a bearer token; without one the
@@ -640,6 +632,59 @@ class Bedrock final : public UpstreamProtocol {
 };
 
 }  // namespace
+
+std::variant<std::string, Untranslatable> bedrock_chat_body_from_document(
+    const json& client_body, const UpstreamRequest& r) {
+  if (!client_body.is_object()) return Untranslatable{"the request must be a JSON object", ""};
+  ConverseRequest out;
+  for (const auto& [key, value] : client_body.items()) {
+    if (auto refusal = add_field(key, value, out)) return std::move(*refusal);
+  }
+  const json* messages = member(client_body, "messages");
+  if (!messages || !messages->is_array()) return invalid("messages", "must be an array");
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    if (auto refusal = add_message((*messages)[i], i, out)) return std::move(*refusal);
+  }
+  if (out.messages.empty()) {
+    return Untranslatable{
+        "messages needs a user message with content for the Bedrock Converse protocol", "messages"};
+  }
+  json conversation = {{"messages", std::move(out.messages)}};
+  if (!out.system.empty()) conversation["system"] = std::move(out.system);
+  auto settings = settings_of(out, r);
+  if (auto* refusal = std::get_if<Untranslatable>(&settings)) return std::move(*refusal);
+  json& doc = std::get<json>(settings);
+  doc.update(conversation);
+  return dump(doc);
+}
+
+// The conversation written from the client's text; the few other fields
+// from their documents, by the same functions as the document's
+// translation.
+std::optional<std::variant<std::string, Untranslatable>> bedrock_chat_body_text(
+    const RequestBody& in, const UpstreamRequest& r) {
+  std::optional<json> fields = in.document_without("messages");
+  if (!fields) return std::nullopt;
+  // (add_field passes `messages` over: the rest's first refusal is the
+  // whole document's.)
+  ConverseRequest out;
+  for (const auto& [key, value] : fields->items()) {
+    if (auto refusal = add_field(key, value, out)) return std::move(*refusal);
+  }
+  // The tool_choice's refusal counts once the conversation is found sound
+  // (the document's translation reads the conversation first).
+  auto settings = settings_of(out, r);
+  const auto* refused = std::get_if<Untranslatable>(&settings);
+  std::string text = refused ? std::string("{}") : dump(std::get<json>(settings));
+  text.pop_back();  // its '}'
+  if (text.size() > 1) text += ',';
+  if (const RequestBody::Member* messages = in.find("messages"))
+    text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
+  if (!write_bedrock_conversation(in, text)) return std::nullopt;
+  if (refused) return *refused;
+  text += '}';
+  return text;
+}
 
 const UpstreamProtocol& bedrock_protocol() {
   static const Bedrock protocol;

@@ -4,10 +4,11 @@
 // The admission reads the body through providers::RequestBody (a validating
 // scanner's index, no DOM) and the upstream body is spliced from the client's
 // text: both are checked against a reference on nlohmann's DOM (what the
-// gateway did before), field by field and document by document. So is the
-// Anthropic and Gemini protocols' bodies, their conversations written from the
-// client's text (providers/anthropic_conversation.h, gemini_conversation.h),
-// against the documents' translations.
+// gateway did before), field by field and document by document. So are the
+// Anthropic, Gemini and Bedrock protocols' bodies, their conversations written
+// from the client's text (providers/anthropic_conversation.h,
+// gemini_conversation.h, bedrock_conversation.h), against the documents'
+// translations.
 //
 // Input: the first line is the Content-Type header value, the rest is the
 // body. An input without '\n' is a body sent as application/json.
@@ -35,6 +36,7 @@
 
 #include "gateway/apis/chat_request.h"
 #include "providers/anthropic_conversation.h"
+#include "providers/bedrock_conversation.h"
 #include "providers/gemini_conversation.h"
 #include "providers/json_depth.h"
 #include "providers/json_write.h"
@@ -225,6 +227,8 @@ void check_accepted(const ChatRequest& r, const json& doc) {
                      llmgate::providers::anthropic_chat_body_from_document, r, client);
   check_written_body("gemini body", llmgate::providers::gemini_chat_body_text,
                      llmgate::providers::gemini_chat_body_from_document, r, client);
+  check_written_body("bedrock body", llmgate::providers::bedrock_chat_body_text,
+                     llmgate::providers::bedrock_chat_body_from_document, r, client);
   // The upstream body always parses back (nothing the gateway forwards can be
   // unparsable, e.g. a NaN or a number out of range).
   const json u = json::parse(up, nullptr, /*allow_exceptions=*/false);

@@ -11,10 +11,12 @@
 #include <variant>
 #include <vector>
 
+#include "providers/bedrock_conversation.h"
 #include "providers/bedrock_event.h"
 #include "providers/event_stream.h"
 #include "providers/framer.h"
 #include "providers/upstream_protocol.h"
+#include "tests/unit/providers/written_body.h"
 
 namespace llmgate::providers {
 namespace {
@@ -111,6 +113,71 @@ TEST(BedrockProtocol, ToolsCallsAndResultsBecomeToolUseAndToolResult) {
   EXPECT_EQ(c["toolConfig"],
             json::parse(R"({"tools":[{"toolSpec":{"name":"weather","description":"Weather now",
                             "inputSchema":{"json":{"type":"object"}}}}],"toolChoice":{"any":{}}})"));
+}
+
+// The conversation is written from the client's text (bedrock_chat_body_text)
+// for what clients send, and says what the document's translation says;
+// what it does not answer exactly is left to that translation.
+TEST(BedrockProtocol, TheConversationIsWrittenAsTheDocumentsTranslationWritesIt) {
+  const char* written[] = {
+      R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true})",
+      R"({"model":"m","messages":[{"role":"system","content":"Be \"brief\"."},
+          {"role":"user","content":"Hi \u00e9"},{"role":"developer","content":""},
+          {"role":"developer","content":[{"type":"text","text":"French."}]},
+          {"role":"assistant","content":""},{"role":"user","content":[]},
+          {"role":"user","content":"again"}],"temperature":0.5,"max_tokens":100,"stop":"x"})",
+      R"({"model":"m","messages":[{"role":"user","content":"Weather?"},
+          {"role":"assistant","content":"Checking.","tool_calls":[
+            {"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},
+            {"id":"call_2","function":{"name":"t","arguments":" "}},
+            {"id":"call_3","type":"function","function":{"name":"o","arguments":{"a":1}}}]},
+          {"role":"tool","tool_call_id":"call_2","content":"10:00"},
+          {"role":"tool","tool_call_id":"call_1","content":[{"type":"text","text":"{\"t\":"},
+            {"type":"text","text":"21}"}]},
+          {"role":"tool","tool_call_id":"call_3"},
+          {"role":"user","content":"Thanks"}],
+        "tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object"}}}],
+        "tool_choice":"auto"})",
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"What?"},
+          {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},
+          {"type":"image_url","image_url":{"url":"data:image/jpg;base64,/9j/4AAQ"}}]}]})",
+      // results that are JSON but not an object go as text
+      R"({"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant",
+          "tool_calls":[{"id":"a","function":{"name":"f","arguments":""}}]},
+          {"role":"tool","tool_call_id":"a","content":"[1,2]"},
+          {"role":"tool","tool_call_id":"b","content":[{"type":"text","text":"7"}]},
+          {"role":"tool","tool_call_id":"c","content":"{}"}]})",
+      // refused by a field outside the conversation, as the document's is
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"verbosity":"low"})",
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})",
+  };
+  // Declined (the document's translation answers): a refusal in the
+  // conversation, no turn with content, an escaped data URL, an image URL.
+  const char* declined[] = {
+      R"({"model":"m","messages":[{"role":"critic","content":"x"}]})",
+      R"({"model":"m","messages":[{"role":"system","content":"only this"}]})",
+      R"({"model":"m","messages":[{"role":"user","content":[
+          {"type":"image_url","image_url":{"url":"data:image\/png;base64,AAAA"}}]}]})",
+      R"({"model":"m","messages":[{"role":"user","content":[
+          {"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]})",
+      R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant",
+          "tool_calls":[{"id":"c","function":{"name":"f","arguments":"[1]"}}]}]})",
+  };
+  config::Provider provider;
+  provider.default_max_tokens = 4096;
+  const UpstreamRequest r{"anthropic.claude-3-5-sonnet-20240620-v1:0", true, true, 1700000000,
+                          &provider};
+  text_writer::expect_as_translated(bedrock_chat_body_text, bedrock_chat_body_from_document, r,
+                                    written, declined);
+  // A call's input is written from its document: a key the client sent
+  // twice in its arguments goes once, the last (as admission reads it).
+  const auto input = bedrock_chat_body_text(
+      text_writer::indexed(
+          R"({"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant",
+          "tool_calls":[{"id":"c","function":{"name":"f","arguments":"{\"a\":1,\"a\":2}"}}]}]})"),
+      r);
+  ASSERT_TRUE(input && std::holds_alternative<std::string>(*input));
+  EXPECT_NE(std::get<std::string>(*input).find(R"("input":{"a":2})"), std::string::npos);
 }
 
 TEST(BedrockProtocol, WhatConverseCannotSayIsRefusedAndNamed) {
