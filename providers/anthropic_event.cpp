@@ -73,8 +73,15 @@ class EventScanner : public JsonScanner {
     return sub.eat('{') && sub.read(1, names, out);
   }
 
+  // A delta's members: read where the delta stands, in the event's one
+  // pass (it holds the text of most events).
+  enum { kDeltaType, kText, kThinking, kPartialJson, kStopReason };
+  static constexpr std::array<std::string_view, 5> kDeltaNames = {"type", "text", "thinking",
+                                                                  "partial_json", "stop_reason"};
+  using DeltaSpans = std::array<Span, 5>;
+
   static bool counts(const Span& usage, EventFacts& f);
-  static bool delta(const Span& delta, EventFacts& f, std::optional<std::string_view>& json);
+  static bool delta(const DeltaSpans& d, EventFacts& f, std::optional<std::string_view>& json);
   static bool block_start(const Span& block, EventFacts& f);
 };
 
@@ -84,13 +91,30 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
   ws();
   if (!eat('{')) return false;
   enum { kType, kDelta, kBlock, kMessage, kUsage, kIndex };
+  static constexpr std::array<std::string_view, 6> kNames = {"type",    "delta", "content_block",
+                                                             "message", "usage", "index"};
   std::array<Span, 6> top;
-  if (!read(1,
-            std::array<std::string_view, 6>{"type", "delta", "content_block", "message", "usage",
-                                            "index"},
-            top)) {
-    return false;
-  }
+  DeltaSpans d;
+  unsigned seen = 0;
+  // read(1, kNames, top), but for a delta object, whose members go to `d`.
+  const bool read_top = members<true>(1, [&](std::string_view key) {
+    std::size_t i = 0;
+    while (i < kNames.size() && key != kNames[i]) ++i;
+    if (i < kNames.size() && !once(seen, 1u << i)) return false;
+    Span s;
+    s.at = p_;
+    if (i == kDelta && p_ != end_ && *p_ == '{') {
+      ++p_;
+      s.v.type = Value::Type::kObject;
+      if (!read(2, kDeltaNames, d)) return false;
+    } else if (!value(1, s.v)) {
+      return false;
+    }
+    s.end = p_;
+    if (i < kNames.size() && s.v.type != Value::Type::kNull) top[i] = s;
+    return true;
+  });
+  if (!read_top) return false;
   ws();
   if (!at_end()) return false;
   f.json = true;
@@ -101,7 +125,7 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
   switch (f.type) {
     case EventType::kContentBlockDelta: {
       if (top[kIndex].at) f.index = top[kIndex].v.as_int64();
-      return !top[kDelta].object() || delta(top[kDelta], f, delta_json);
+      return !top[kDelta].object() || delta(d, f, delta_json);
     }
     case EventType::kContentBlockStart:
       return !top[kBlock].object() || block_start(top[kBlock], f);
@@ -128,13 +152,12 @@ bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_js
     case EventType::kMessageDelta: {
       if (top[kUsage].object() && !counts(top[kUsage], f)) return false;
       if (!top[kDelta].object()) return true;
-      std::array<Span, 1> stop;
-      if (!read(top[kDelta], std::array<std::string_view, 1>{"stop_reason"}, stop)) return false;
-      if (!stop[0].string()) return true;
-      f.has_finish = stop[0].v.size > 0;
+      const Span& stop = d[kStopReason];
+      if (!stop.string()) return true;
+      f.has_finish = stop.v.size > 0;
       if (!words) return true;
-      if (stop[0].v.escaped) return false;
-      words->stop_reason.emplace(stop[0].inner());
+      if (stop.v.escaped) return false;
+      words->stop_reason.emplace(stop.inner());
       return true;
     }
     case EventType::kError:
@@ -155,14 +178,11 @@ bool EventScanner::counts(const Span& usage, EventFacts& f) {
   return true;
 }
 
-bool EventScanner::delta(const Span& delta, EventFacts& f, std::optional<std::string_view>& json) {
-  enum { kType, kText, kThinking, kPartialJson };
-  std::array<Span, 4> d;
-  if (!read(delta, std::array<std::string_view, 4>{"type", "text", "thinking", "partial_json"}, d))
-    return false;
-  if (!d[kType].string()) return true;
-  if (d[kType].v.escaped) return false;
-  const std::string_view type = d[kType].inner();
+bool EventScanner::delta(const DeltaSpans& d, EventFacts& f,
+                         std::optional<std::string_view>& json) {
+  if (!d[kDeltaType].string()) return true;
+  if (d[kDeltaType].v.escaped) return false;
+  const std::string_view type = d[kDeltaType].inner();
   const Span* text = nullptr;
   EventFacts::Delta kind = EventFacts::Delta::kNone;
   if (type == "text_delta") {

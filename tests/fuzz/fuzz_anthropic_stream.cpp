@@ -15,7 +15,9 @@
 //     upstream's; done carries nothing;
 //   - nothing follows kDone or kError, and kDone comes only from a
 //     message_stop event;
-//   - errors and malformed events say why.
+//   - errors and malformed events say why;
+//   - each event's facts and words, as the scan reads them, are what its
+//     document says (read_event against read_event_dom).
 // When the whole input is a JSON document, it is also a client's chat
 // request for body() (a string result is valid JSON naming the deployment's
 // model and a positive max_tokens; a refusal names a parameter and says
@@ -28,6 +30,7 @@
 #include <variant>
 
 #include "config/config.h"
+#include "providers/anthropic_event.h"
 #include "providers/chat_chunk.h"
 #include "providers/json_depth.h"
 #include "providers/sse_parser.h"
@@ -69,6 +72,17 @@ bool is_message_stop(const Frame& ev) {
   if (!e.is_object()) return false;
   const auto type = e.find("type");
   return type != e.end() && *type == "message_stop";
+}
+
+// The facts and words the translator reads from an event (the scan's,
+// where it answers) are its document's reading (anthropic_event.h).
+void check_facts(const Frame& ev) {
+  if (!ev.has_data) return;
+  namespace anthropic = llmgate::providers::anthropic;
+  anthropic::EventWords scanned, parsed;
+  const anthropic::EventFacts f = anthropic::read_event(ev.data, nullptr, &scanned);
+  FUZZ_CHECK(f == anthropic::read_event_dom(ev.data, &parsed));
+  FUZZ_CHECK(scanned == parsed);
 }
 
 class CheckingSink final : public UpstreamStream::Sink {
@@ -154,6 +168,7 @@ void fuzz_stream(std::string_view bytes) {
   std::string content, reasoning;
   llmgate::providers::SseParser parser(kMaxEventBytes);
   parser.feed(bytes, [&](const Frame& ev) {
+    check_facts(ev);
     sink.from_message_stop = is_message_stop(ev);
     if (!sink.finished()) add_answer(ev, content, reasoning);
     stream->translate(ev, sink);
