@@ -87,9 +87,7 @@ class EventScanner : public JsonScanner {
 
 bool EventScanner::scan(EventFacts& f, std::optional<std::string_view>& delta_json,
                         EventWords* words) {
-  skip_bom();
-  ws();
-  if (!eat('{')) return false;
+  if (!open_object()) return false;
   enum { kType, kDelta, kBlock, kMessage, kUsage, kIndex };
   static constexpr std::array<std::string_view, 6> kNames = {"type",    "delta", "content_block",
                                                              "message", "usage", "index"};

@@ -51,6 +51,7 @@
 #include "providers/anthropic_event.h"
 #include "providers/anthropic_wire.h"
 #include "providers/chunk_writer.h"
+#include "providers/conversation_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
 #include "providers/translation.h"
@@ -595,15 +596,9 @@ std::optional<std::variant<std::string, Untranslatable>> anthropic_chat_body_tex
   // document's translation reads the conversation first).
   json out = {{"model", r.upstream_model}, {"stream", r.stream}};
   Refused refused = translate_settings(rest, *r.provider, out);
-  std::string text = refused ? std::string("{") : dump(out);
-  if (!refused) text.back() = ',';  // its '}': the object has the model and stream
-  // The client's conversation and some markup: one allocation, as a rule.
-  const RequestBody::Member* messages = in.find("messages");
-  if (messages) text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
-  if (!write_anthropic_conversation(in, text)) return std::nullopt;
-  if (refused) return std::move(*refused);
-  text += '}';
-  return text;
+  std::string settings = refused ? std::string("{}") : dump(out);
+  return conversation::body_with_conversation(in, std::move(settings), std::move(refused),
+                                              write_anthropic_conversation);
 }
 
 namespace {
@@ -848,33 +843,19 @@ class AnthropicStream final : public UpstreamStream {
     send_arguments(k, "{}", out);
   }
 
-  // `text` as a JSON string: already `escaped` (a scanned event's text,
-  // as the upstream wrote it), or out of a parsed event -- valid UTF-8,
-  // which append_json_string writes as dump() would, without a copy.
-  static void append_string(std::string& out, std::string_view text, bool escaped) {
-    if (escaped)
-      out.append(1, '"').append(text).append(1, '"');
-    else
-      append_json_string(out, text);
-  }
-
   // The next piece of call k's arguments.
   void send_arguments(int k, std::string_view arguments, Sink& out, bool escaped = false) {
     std::string& delta = writer_.begin_choice();
     delta.append(R"({"tool_calls":[{"index":)").append(std::to_string(k));
     delta.append(R"(,"function":{"arguments":)");
-    append_string(delta, arguments, escaped);
+    append_json_text(delta, arguments, escaped);
     delta.append("}}]}");
     send(writer_.end_choice(), out);
   }
 
   // A delta of one text member ("content", "reasoning_content").
   void send_text(std::string_view key, std::string_view text, bool escaped, Sink& out) {
-    std::string& delta = writer_.begin_choice();
-    delta.append(R"({")").append(key).append(R"(":)");
-    append_string(delta, text, escaped);
-    delta += '}';
-    send(writer_.end_choice(), out);
+    send(writer_.text_chunk(key, text, escaped), out);
   }
 
   void on_message_delta(const json& e, Sink& out) {

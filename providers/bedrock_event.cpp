@@ -19,27 +19,17 @@ class EventScanner : public JsonScanner {
   // or skips the others.
   template <typename Member>
   bool object(Member&& member) {
-    skip_bom();
-    ws();
-    if (!eat('{')) return false;
-    if (!members<true>(1, member)) return false;
+    if (!open_object() || !members<true>(1, member)) return false;
     ws();
     return at_end();
   }
 
-  bool skip(int depth) {
-    Value v;
-    return value(depth, v);
-  }
-
-  bool at_null() const { return p_ != end_ && *p_ == 'n'; }
-
-  // A string value at p_: `text` its text between the quotes; `kind` its type.
+  // The value at p_ (`v`); when it is a string, `text` its text between
+  // the quotes.
   bool text(int depth, Value& v, std::string_view& text) {
     const char* const at = p_;
     if (!value(depth, v)) return false;
-    if (v.type == Value::Type::kString)
-      text = std::string_view(at + 1, static_cast<std::size_t>(p_ - at) - 2);
+    if (v.type == Value::Type::kString) text = inner(at);
     return true;
   }
 

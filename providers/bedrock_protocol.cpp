@@ -37,6 +37,7 @@
 #include "providers/bedrock_conversation.h"
 #include "providers/bedrock_event.h"
 #include "providers/chunk_writer.h"
+#include "providers/conversation_writer.h"
 #include "providers/json_depth.h"
 #include "providers/json_member.h"
 #include "providers/translation.h"
@@ -400,14 +401,7 @@ class ConverseStream final : public UpstreamStream {
   // A delta of one text member ("content", "reasoning_content"): `text`
   // escaped as the upstream wrote it, or a parsed document's (valid UTF-8).
   void send_text(std::string_view key, std::string_view text, bool escaped, Sink& out) {
-    std::string& c = writer_.begin_choice();
-    c.append(R"({")").append(key).append(R"(":)");
-    if (escaped)
-      c.append(1, '"').append(text).append(1, '"');
-    else
-      append_json_string(c, text);
-    c += '}';
-    emit(writer_.end_choice(), out);
+    emit(writer_.text_chunk(key, text, escaped), out);
   }
 
   void open(Sink& out) {
@@ -674,16 +668,11 @@ std::optional<std::variant<std::string, Untranslatable>> bedrock_chat_body_text(
   // The tool_choice's refusal counts once the conversation is found sound
   // (the document's translation reads the conversation first).
   auto settings = settings_of(out, r);
-  const auto* refused = std::get_if<Untranslatable>(&settings);
+  Refusal refused;
+  if (auto* u = std::get_if<Untranslatable>(&settings)) refused = std::move(*u);
   std::string text = refused ? std::string("{}") : dump(std::get<json>(settings));
-  text.pop_back();  // its '}'
-  if (text.size() > 1) text += ',';
-  if (const RequestBody::Member* messages = in.find("messages"))
-    text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
-  if (!write_bedrock_conversation(in, text)) return std::nullopt;
-  if (refused) return *refused;
-  text += '}';
-  return text;
+  return conversation::body_with_conversation(in, std::move(text), std::move(refused),
+                                              write_bedrock_conversation);
 }
 
 const UpstreamProtocol& bedrock_protocol() {

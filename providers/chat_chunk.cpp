@@ -121,10 +121,6 @@ class ChunkScanner : public JsonScanner {
     return static_cast<std::size_t>(end_ - at) >= lit.size() &&
            std::memcmp(at, lit.data(), lit.size()) == 0;
   }
-  // A string value's text between its quotes: [at, p_) is the value.
-  std::string_view inner(const char* at) const {
-    return {at + 1, static_cast<std::size_t>(p_ - at) - 2};
-  }
 };
 
 // p_ is past the '[' of the top-level "choices" array, at `depth`.
@@ -133,8 +129,7 @@ bool ChunkScanner::choices(int depth, std::size_t& count, ChatChunk& c) {
     ++count;
     if (eat('{')) return choice(depth + 1, c);
     plain_ = false;  // not an object: nothing the assembler reads, but rare
-    Value v;
-    return value(depth, v);
+    return skip(depth);
   });
 }
 
@@ -307,9 +302,7 @@ bool ChunkScanner::scan(ChatChunk& c, ChunkPrefix* prefix) {
     for (std::size_t i = 0; i < meta_text_.size(); ++i)
       meta_text_[i] = text.substr(prefix->meta[i].first, prefix->meta[i].second);
   } else {
-    skip_bom();
-    ws();
-    if (!eat('{')) return false;
+    if (!open_object()) return false;
   }
   // The last point this chunk could be resumed from: a key at the top level
   // before "choices" and "usage" (the members before it set only seen,

@@ -31,6 +31,15 @@ std::string& ChunkWriter::begin_choice() {
   return text_;
 }
 
+std::string_view ChunkWriter::text_chunk(std::string_view key, std::string_view text,
+                                         bool escaped) {
+  std::string& delta = begin_choice();
+  delta.append(R"({")").append(key).append(R"(":)");
+  append_json_text(delta, text, escaped);
+  delta += '}';
+  return end_choice();
+}
+
 std::string_view ChunkWriter::end_choice(std::string_view finish_reason) {
   text_.append(R"(,"logprobs":null,"finish_reason":)");
   if (finish_reason.empty()) {

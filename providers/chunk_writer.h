@@ -1,5 +1,5 @@
 // The text of the chat.completion.chunks a translating protocol (Anthropic,
-// Gemini) makes of its upstream's events, laid out as an OpenAI deployment's
+// Gemini, Bedrock) makes of its upstream's events, laid out as an OpenAI deployment's
 // chunks are, so that a client cannot tell the protocols apart by their shape:
 //
 //   {"id":…,"object":"chat.completion.chunk","created":…,"model":…,
@@ -38,6 +38,10 @@ class ChunkWriter {
   // word such as "stop", written quoted), and "usage":null when asked for.
   // The chunk's text, valid until the next chunk begins.
   std::string_view end_choice(std::string_view finish_reason = {});
+
+  // A whole chunk whose delta is one text member, {"<key>":"<text>"}
+  // ("content", "reasoning_content"): `text` as append_json_text takes it.
+  std::string_view text_chunk(std::string_view key, std::string_view text, bool escaped);
 
   // The usage chunk: `usage` is the usage object's JSON text.
   std::string_view usage_chunk(std::string_view usage);

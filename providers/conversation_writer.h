@@ -13,10 +13,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 
 #include "providers/json_write.h"
 #include "providers/request_body.h"
 #include "providers/translation.h"
+#include "providers/upstream_protocol.h"
 
 namespace llmgate::providers::conversation {
 
@@ -51,6 +54,27 @@ inline bool append_arguments_object(std::string& out, const std::string& argumen
   if (!input.is_object()) return false;
   write_json(out, input);
   return true;
+}
+
+// A protocol's upstream body with its conversation written in: `settings`
+// is the text of an object of the request's other fields, translated ("{}"
+// where they were `refused`); `write` appends the conversation's members.
+// The settings' refusal counts only once the conversation is found sound
+// (the document's translation reads the conversation first); nullopt when
+// the writer declines.
+inline std::optional<std::variant<std::string, Untranslatable>> body_with_conversation(
+    const RequestBody& in, std::string settings, std::optional<Untranslatable> refused,
+    bool (*write)(const RequestBody&, std::string&)) {
+  std::string& text = settings;
+  text.pop_back();  // its '}'
+  if (text.size() > 1) text += ',';
+  // The client's conversation and some markup: one allocation, as a rule.
+  if (const Member* messages = in.find("messages"))
+    text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
+  if (!write(in, text)) return std::nullopt;
+  if (refused) return std::move(*refused);
+  text += '}';
+  return std::move(text);
 }
 
 // The turns of a conversation, written as `"<list>":[{"role":"<role>",

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "providers/chunk_writer.h"
+#include "providers/conversation_writer.h"
 #include "providers/gemini_conversation.h"
 #include "providers/gemini_response.h"
 #include "providers/json_depth.h"
@@ -518,15 +519,9 @@ std::optional<std::variant<std::string, Untranslatable>> gemini_chat_body_text(
   // The reasoning's refusal counts once the conversation is found sound
   // (the document's translation reads the conversation first).
   Refusal refused = thinking(rest, r.provider, out);
-  std::string text = refused ? std::string("{}") : dump(settings_of(out));
-  text.pop_back();  // its '}'
-  if (text.size() > 1) text += ',';
-  const RequestBody::Member* messages = in.find("messages");
-  if (messages) text.reserve(text.size() + (messages->end - messages->value) * 9 / 8 + 256);
-  if (!write_gemini_conversation(in, text)) return std::nullopt;
-  if (refused) return std::move(*refused);
-  text += '}';
-  return text;
+  std::string settings = refused ? std::string("{}") : dump(settings_of(out));
+  return conversation::body_with_conversation(in, std::move(settings), std::move(refused),
+                                              write_gemini_conversation);
 }
 
 namespace {
@@ -785,10 +780,6 @@ class GeminiStream final : public UpstreamStream {
       out.append(1, separator).append(1, '"').append(name).append("\":");
       separator = ',';
     };
-    auto string = [&](std::string_view s) {
-      if (!text.escaped) return append_json_string(out, s);
-      out.append(1, '"').append(s).append(1, '"');
-    };
     if (opening) {
       key("role");
       out.append("\"assistant\"");
@@ -796,11 +787,11 @@ class GeminiStream final : public UpstreamStream {
     // As OpenAI opens: an answer with no text at all has content "".
     if (!text.content.empty() || (opening && !blocked)) {
       key("content");
-      string(text.content);
+      append_json_text(out, text.content, text.escaped);
     }
     if (!text.reasoning.empty()) {
       key("reasoning_content");
-      string(text.reasoning);
+      append_json_text(out, text.reasoning, text.escaped);
     }
     if (!calls.empty()) {
       key("tool_calls");

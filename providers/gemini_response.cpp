@@ -14,9 +14,7 @@ class UsualScanner : public JsonScanner {
   UsualScanner(std::string_view text, UsualResponse& out) : JsonScanner(text), out_(out) {}
 
   bool scan() {
-    skip_bom();
-    ws();
-    if (!eat('{')) return false;
+    if (!open_object()) return false;
     unsigned seen = 0;
     bool has_candidates = false;
     const bool read = members<true>(1, [&](std::string_view key) {
@@ -44,12 +42,6 @@ class UsualScanner : public JsonScanner {
   }
 
  private:
-  bool at_null() const { return p_ != end_ && *p_ == 'n'; }
-  bool skip(int depth) {
-    Value v;
-    return value(depth, v);
-  }
-
   // The array's first element is the candidate read; the rest are passed.
   bool candidates(int depth) {
     bool first = true;
@@ -77,7 +69,7 @@ class UsualScanner : public JsonScanner {
         if (!value(depth, v)) return false;
         if (v.type != Value::Type::kString) return true;  // not a reason: none
         if (v.escaped) return false;
-        out_.finish_reason = std::string_view(at + 1, static_cast<std::size_t>(p_ - at) - 2);
+        out_.finish_reason = inner(at);
         return true;
       }
       return skip(depth);
@@ -113,7 +105,7 @@ class UsualScanner : public JsonScanner {
         if (v.type == Value::Type::kNull) return true;
         if (v.type != Value::Type::kString) return false;
         has_text = true;
-        text = std::string_view(at + 1, static_cast<std::size_t>(p_ - at) - 2);
+        text = inner(at);
         return true;
       }
       if (is(key, "functionCall")) return at_null() && skip(depth);

@@ -106,6 +106,25 @@ class JsonScanner {
   void skip_bom() {
     if (end_ - p_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0) p_ += 3;
   }
+  // The document's top-level object opened: a BOM, whitespace and its '{'
+  // passed (members(1, ...) reads it next).
+  bool open_object() {
+    skip_bom();
+    ws();
+    return eat('{');
+  }
+  // A null at the cursor (value() then reads it).
+  bool at_null() const { return p_ != end_ && *p_ == 'n'; }
+  // The value at the cursor, inside a container at `depth`, passed over
+  // (and validated).
+  bool skip(int depth) {
+    Value v;
+    return value(depth, v);
+  }
+  // A string value's text between its quotes: [at, cursor) is the value.
+  std::string_view inner(const char* at) const {
+    return {at + 1, static_cast<std::size_t>(p_ - at) - 2};
+  }
 
   // p_ is past the opening quote. `size` gets the decoded length in bytes
   // (what the std::string nlohmann builds would hold). With kCapture, `key`

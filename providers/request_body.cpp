@@ -16,9 +16,7 @@ class TopScanner : public JsonScanner {
   using JsonScanner::JsonScanner;
 
   bool scan(std::vector<Member>& out, std::vector<std::string>& keys) {
-    skip_bom();
-    ws();
-    if (!eat('{')) return false;
+    if (!open_object()) return false;
     const bool ok = members<true>(1, [&](std::string_view key) {
       Member m;
       m.begin = at(key_begin_);

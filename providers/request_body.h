@@ -303,5 +303,15 @@ std::string compact_json(std::string_view json);
 std::string json_string(std::string_view s);
 // The same, appended to `out`.
 void append_json_string(std::string& out, std::string_view s);
+// A string appended as JSON: `text` already `escaped` (the text between a
+// JSON string's quotes as a sender wrote it and a scan validated it) is
+// quoted as it is; else it is valid UTF-8 (a parsed document's), written
+// by append_json_string as dump() would, without a copy.
+inline void append_json_text(std::string& out, std::string_view text, bool escaped) {
+  if (escaped)
+    out.append(1, '"').append(text).append(1, '"');
+  else
+    append_json_string(out, text);
+}
 
 }  // namespace llmgate::providers

@@ -36,6 +36,8 @@
 #include "providers/event_stream.h"
 #include "providers/framer.h"
 #include "providers/json_depth.h"
+#include "providers/json_member.h"
+#include "providers/translation.h"
 #include "providers/upstream_protocol.h"
 #include "tests/fuzz/chunk_layout.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -43,9 +45,11 @@
 namespace {
 
 using llmgate::providers::ChatChunk;
+using llmgate::providers::member;
 using llmgate::providers::UpstreamEvent;
 using llmgate::providers::UpstreamRequest;
 using llmgate::providers::UpstreamStream;
+using llmgate::providers::translation::string_member;
 using nlohmann::json;
 
 const llmgate::providers::UpstreamProtocol& bedrock() {
@@ -115,21 +119,9 @@ void check_answer(std::string_view data, const UpstreamRequest& r) {
   }
 }
 
-// A member present and not null (as the translator reads members).
-const json* present(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  const auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-const std::string* string_present(const json& obj, const char* key) {
-  const json* v = present(obj, key);
-  return v && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
-}
-
 // A count as the translator takes one: an integer, its int64 value, within 0..10^12.
 std::optional<std::int64_t> count_of(const json& usage, const char* key) {
-  const json* v = present(usage, key);
+  const json* v = member(usage, key);
   if (!v || !v->is_number_integer()) return std::nullopt;
   return std::clamp<std::int64_t>(v->get<std::int64_t>(), 0, 1'000'000'000'000);
 }
@@ -143,17 +135,17 @@ void check_scan(std::string_view type, std::string_view payload) {
   const json j = parse_json(payload);
   FUZZ_CHECK(j.is_object());
   if (type == "contentBlockDelta") {
-    const json* delta = present(j, "delta");
+    const json* delta = member(j, "delta");
     FUZZ_CHECK(delta != nullptr);
     using Delta = bedrock::EventFacts::Delta;
     Delta kind = Delta::kNone;
     std::string text;
-    if (const std::string* t = string_present(*delta, "text")) {
+    if (const std::string* t = string_member(*delta, "text")) {
       kind = Delta::kText, text = *t;
     } else {
-      FUZZ_CHECK(!present(*delta, "toolUse"));  // a call's input is the document's to read
-      if (const json* reasoning = present(*delta, "reasoningContent")) {
-        if (const std::string* t = string_present(*reasoning, "text"))
+      FUZZ_CHECK(!member(*delta, "toolUse"));  // a call's input is the document's to read
+      if (const json* reasoning = member(*delta, "reasoningContent")) {
+        if (const std::string* t = string_member(*reasoning, "text"))
           kind = Delta::kReasoning, text = *t;
       }
     }
@@ -163,11 +155,11 @@ void check_scan(std::string_view type, std::string_view payload) {
       FUZZ_CHECK(decoded.is_string() && decoded.get<std::string>() == text);
     }
   } else if (type == "messageStop") {
-    const std::string* reason = string_present(j, "stopReason");
+    const std::string* reason = string_member(j, "stopReason");
     FUZZ_CHECK(f.stop_reason.has_value() == (reason != nullptr));
     if (reason) FUZZ_CHECK(*f.stop_reason == *reason);
   } else if (type == "metadata") {
-    const json* usage = present(j, "usage");
+    const json* usage = member(j, "usage");
     FUZZ_CHECK(f.usage.has_value() == (usage && usage->is_object()));
     if (f.usage) {
       FUZZ_CHECK(f.usage->input == count_of(*usage, "inputTokens"));

@@ -32,6 +32,7 @@
 #include "providers/chat_chunk.h"
 #include "providers/gemini_response.h"
 #include "providers/json_depth.h"
+#include "providers/json_member.h"
 #include "providers/sse_parser.h"
 #include "providers/upstream_protocol.h"
 #include "tests/fuzz/chunk_layout.h"
@@ -40,6 +41,7 @@
 namespace {
 
 using llmgate::providers::ChatChunk;
+using llmgate::providers::member;
 using llmgate::providers::UpstreamEvent;
 using llmgate::providers::UpstreamRequest;
 using llmgate::providers::UpstreamStream;
@@ -120,17 +122,10 @@ void check_answer(std::string_view data, const UpstreamRequest& r) {
   }
 }
 
-// A member present and not null (as the translator reads members).
-const json* present(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  const auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A token count as the translator takes one: an integer from 0 to 10^12.
 std::optional<std::int64_t> count_of(const json& usage, const char* key) {
   constexpr std::uint64_t kMax = 1'000'000'000'000;
-  const json* v = present(usage, key);
+  const json* v = member(usage, key);
   if (v && v->is_number_unsigned() && v->get<std::uint64_t>() <= kMax)
     return static_cast<std::int64_t>(v->get<std::uint64_t>());
   if (v && v->is_number_integer() && v->get<std::int64_t>() >= 0 &&
@@ -153,27 +148,27 @@ void check_usual(std::string_view data) {
   FUZZ_CHECK(data.find('\0') == std::string_view::npos);
   const json j = parse_json(data);
   FUZZ_CHECK(j.is_object());
-  FUZZ_CHECK(!present(j, "error") && !present(j, "promptFeedback"));
-  const json* candidates = present(j, "candidates");
-  const json* usage = present(j, "usageMetadata");
+  FUZZ_CHECK(!member(j, "error") && !member(j, "promptFeedback"));
+  const json* candidates = member(j, "candidates");
+  const json* usage = member(j, "usageMetadata");
   FUZZ_CHECK(candidates || (usage && usage->is_object()));
   std::string content, reasoning, finish;
   if (candidates) {
     FUZZ_CHECK(candidates->is_array() && !candidates->empty() && candidates->front().is_object());
     const json& candidate = candidates->front();
-    if (const json* f = present(candidate, "finishReason"); f && f->is_string())
+    if (const json* f = member(candidate, "finishReason"); f && f->is_string())
       finish = f->get<std::string>();
-    const json* c = present(candidate, "content");
-    const json* parts = c ? present(*c, "parts") : nullptr;
+    const json* c = member(candidate, "content");
+    const json* parts = c ? member(*c, "parts") : nullptr;
     if (parts && parts->is_array()) {
       for (const json& part : *parts) {
-        const json* text = present(part, "text");
+        const json* text = member(part, "text");
         if (text && text->is_string()) {
-          const json* thought = present(part, "thought");
+          const json* thought = member(part, "thought");
           (thought && thought->is_boolean() && thought->get<bool>() ? reasoning : content) +=
               text->get<std::string>();
         } else {
-          const json* call = present(part, "functionCall");
+          const json* call = member(part, "functionCall");
           FUZZ_CHECK(!call || !call->is_object());  // calls are the document's to read
         }
       }
