@@ -1,7 +1,12 @@
 #include "providers/request_body.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -462,17 +467,36 @@ namespace {
 
 // Past the closing quote of the string whose opening quote is at `p`.
 std::size_t string_end(std::string_view t, std::size_t p) {
-  std::size_t from = p + 1;
-  while (from < t.size()) {
-    const void* hit = std::memchr(t.data() + from, '"', t.size() - from);
-    if (hit == nullptr) break;
-    const auto q = static_cast<std::size_t>(static_cast<const char*>(hit) - t.data());
+  // (The text is valid JSON: a quote ends the string unless an odd run of
+  // backslashes right before it escapes it.) The quotes found sixteen bytes
+  // at a time with SSE2 -- a conversation's strings are long, and an
+  // agent's code in them is full of escaped newlines, which a search for
+  // quotes alone passes over.
+  const char* const s = t.data();
+  const std::size_t n = t.size();
+  const auto escaped = [&](std::size_t q) {
     std::size_t slashes = 0;  // the run of backslashes right before it, inside the string
-    while (q - slashes > p + 1 && t[q - 1 - slashes] == '\\') ++slashes;
-    if (slashes % 2 == 0) return q + 1;
-    from = q + 1;
+    while (q - slashes > p + 1 && s[q - 1 - slashes] == '\\') ++slashes;
+    return slashes % 2 == 1;
+  };
+  std::size_t i = p + 1;
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  while (i + 16 <= n) {
+    auto quotes = static_cast<unsigned>(_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)), quote)));
+    while (quotes != 0) {
+      const std::size_t q = i + static_cast<std::size_t>(std::countr_zero(quotes));
+      if (!escaped(q)) return q + 1;
+      quotes &= quotes - 1;
+    }
+    i += 16;
   }
-  return t.size();
+#endif
+  for (; i < n; ++i) {
+    if (s[i] == '"' && !escaped(i)) return i + 1;
+  }
+  return n;
 }
 
 }  // namespace

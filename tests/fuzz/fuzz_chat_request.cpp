@@ -17,6 +17,9 @@
 // gateway answers a bad body with a 400, it does not throw), a sanitizer
 // report, or a broken invariant (FUZZ_CHECK) below.
 //
+// Also: json_value_end and find_bytes against byte-at-a-time readings of
+// the input as any text.
+//
 // Regression seeds (corpus/fuzz_chat_request/regression-*) replay the fixed
 // findings in tests/fuzz/findings/: a number beyond a double (1e400) and
 // nesting past providers::kMaxJsonDepth.
@@ -37,6 +40,7 @@
 #include "gateway/apis/chat_request.h"
 #include "providers/anthropic_conversation.h"
 #include "providers/bedrock_conversation.h"
+#include "providers/find_bytes.h"
 #include "providers/gemini_conversation.h"
 #include "providers/json_depth.h"
 #include "providers/json_write.h"
@@ -495,6 +499,16 @@ void check(std::string_view t) {
     if (t[i] == '"' || t[i] == '{' || t[i] == '[') {
       same(i);
       ++starts;
+    }
+  }
+  // find_bytes finds what string_view::find finds (the body scans' needles,
+  // and short ones whose two compared bytes are alike), from the start and
+  // from a few places in.
+  for (std::string_view needle :
+       {std::string_view("\"data:"), std::string_view("\"cache_control\""),
+        std::string_view("\"\""), std::string_view("aba"), std::string_view("\":")}) {
+    for (std::size_t from : {std::size_t{0}, std::size_t{1}, t.size() / 3, t.size()}) {
+      FUZZ_CHECK(llmgate::providers::find_bytes(t, needle, from) == t.find(needle, from));
     }
   }
 }

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "providers/find_bytes.h"
+
 namespace llmgate::providers {
 namespace {
 
@@ -60,6 +62,28 @@ TEST(PromptSize, EveryCutOfATruncatedBodyIsCountedWithoutReadingPastIt) {
   EXPECT_EQ(whole.media, 3u);  // the three values; not the key
   // A text that starts with "data:" is text (pasted SSE, say).
   EXPECT_EQ(measure_prompt(R"({"content":"data: {\"a\":1}\n\ndata: [DONE]"})").media, 0u);
+}
+
+// The needle search the body scans use finds what string_view::find finds,
+// at every offset around its sixteen-byte blocks, near the text's end, and
+// when it is not there.
+TEST(FindBytes, FindsWhatFindFindsAtEveryOffset) {
+  for (const std::string& needle : {std::string("\"data:"), std::string("\"cache_control\""),
+                                    std::string("\"\""), std::string("aba")}) {
+    for (std::size_t at = 0; at < 40; ++at) {
+      for (std::size_t tail = 0; tail < 20; ++tail) {
+        // Near misses before it: the needle's first and last bytes apart.
+        std::string text = std::string(at, '"') + needle + std::string(tail, 'a');
+        for (std::size_t from : {std::size_t{0}, at, at + 1, text.size()})
+          EXPECT_EQ(find_bytes(text, needle, from), std::string_view(text).find(needle, from))
+              << needle << " at " << at << " from " << from;
+        text[at + needle.size() - 1] = 'x';  // one byte off: nowhere
+        EXPECT_EQ(find_bytes(text, needle), std::string_view(text).find(needle)) << needle;
+      }
+    }
+  }
+  EXPECT_EQ(find_bytes("abc", "abcd"), std::string_view::npos);
+  EXPECT_EQ(find_bytes("abc", "bc", 5), std::string_view::npos);
 }
 
 }  // namespace
