@@ -18,7 +18,12 @@
 //
 // Each message is hashed as its text (config::hash64): two requests share a
 // prefix when the same client sent the same messages, byte for byte, as an
-// SDK does. One pass over the messages, no allocation.
+// SDK does -- less their "cache_control" members: a coding agent marks its
+// latest turn for Anthropic's cache and moves the mark on the next turn, so
+// the same message comes with a mark once and without it after. Works on a
+// chat, Responses or Anthropic Messages body alike (Anthropic's `tools` and
+// `system` are read before its messages, as Anthropic reads them). One pass
+// over the messages; an allocation only for a message with a mark.
 #pragma once
 
 #include <array>

@@ -25,9 +25,9 @@ std::optional<Refusal> loop(const RequestHead& head, std::string_view via_name) 
 }
 
 // A conversation's explicit key: x-llmgate-session, else the body's
-// prompt_cache_key; hashed with its kind and the gateway
-// key's name (one tenant's session ids never meet another's). 0: none.
-std::uint64_t conversation_key(const RequestHead& head, const providers::RequestBody& body,
+// prompt_cache_key (OpenAI's: `body` is a chat or Responses one); hashed with its kind and the
+// gateway key's name (one tenant's session ids never meet another's). 0: none.
+std::uint64_t conversation_key(const RequestHead& head, const providers::RequestBody* body,
                                const config::GatewayKey* key) {
   const std::uint64_t seed = config::hash64(key ? std::string_view(key->name) : "");
   const auto nonzero = [](std::uint64_t h) { return h == 0 ? std::uint64_t{1} : h; };
@@ -36,9 +36,9 @@ std::uint64_t conversation_key(const RequestHead& head, const providers::Request
       return nonzero(config::hash64(*id, config::hash64("session", seed)));
   }
   // OpenAI's own: requests that share a prefix the client wants cached.
-  const auto* m = body.find("prompt_cache_key");
+  const auto* m = body ? body->find("prompt_cache_key") : nullptr;
   if (m && m->v.type == providers::RequestBody::Type::kString && m->v.size > 0)
-    return nonzero(config::hash64(body.text_of(*m), config::hash64("prompt_cache_key", seed)));
+    return nonzero(config::hash64(body->text_of(*m), config::hash64("prompt_cache_key", seed)));
   return 0;
 }
 
@@ -77,7 +77,7 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
     a.key = std::get<const config::GatewayKey*>(k);
   }
   if (auto r = loop(head, via_name)) return *r;
-  auto parsed = api.parse(head.content_type, std::move(body));
+  auto parsed = api.parse_for(head.content_type, std::move(body), cfg);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
   // (An Anthropic client's own document: what its deployments are sent,
@@ -85,8 +85,10 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   a.req.prompt = providers::measure_prompt(a.req.native ? a.req.native->text() : a.req.body.text());
   if (api.operation() == config::Operation::kChat ||
       api.operation() == config::Operation::kResponses) {
-    a.req.prefixes = providers::prompt_prefixes(a.req.body);
-    a.req.conversation_key = conversation_key(head, a.req.body, a.key);
+    // (An Anthropic client's prefixes are its own document's: the chat
+    // translation is written only if another deployment is tried.)
+    a.req.prefixes = providers::prompt_prefixes(a.req.native ? *a.req.native : a.req.body);
+    a.req.conversation_key = conversation_key(head, a.req.native ? nullptr : &a.req.body, a.key);
   }
   a.model = cfg.find_model(a.req.model);
   // Refusals from here on name the model (llmgate_requests_total's label).

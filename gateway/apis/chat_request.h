@@ -48,9 +48,10 @@ struct ChatRequest {
   std::uint64_t conversation_key = 0;
   // Anthropic's Messages API (POST /v1/messages): the client's own
   // document, sent as it came (the deployment's model put in) to Anthropic
-  // deployments -- `body` above is its translation to chat, for the others
-  // and for admission -- and the first thing that translation could not
-  // say: deployments that would need it are passed over, naming it.
+  // deployments -- `body` above is its translation to chat, for the others,
+  // written when one is tried (chat_pending) -- and the first thing that
+  // translation could not say: deployments that would need it are passed
+  // over, naming it.
   std::optional<providers::RequestBody> native;
   struct Untranslated {
     std::string message;
@@ -60,6 +61,9 @@ struct ChatRequest {
   // Its history holds a thinking block without a signature (what a
   // translated answer gave): left out of what Anthropic deployments get.
   bool native_unsigned_thinking = false;
+  // `body` (the chat translation of `native`) is not written yet: it is
+  // when a deployment other than Anthropic's is tried (translate_for_chat).
+  bool chat_pending = false;
 };
 
 // The efforts measured apart, OpenAI's names. Any other value is measured

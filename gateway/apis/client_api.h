@@ -35,6 +35,13 @@ class ClientApi {
   // The request body's shape (admission; `content_type` is the header's value).
   virtual std::variant<ChatRequest, ApiError> parse(std::string_view content_type,
                                                     std::string body) const = 0;
+  // The same, knowing the configuration (admission): an API may do at once
+  // what only some of the model's deployments need.
+  virtual std::variant<ChatRequest, ApiError> parse_for(std::string_view content_type,
+                                                        std::string body,
+                                                        const config::Config&) const {
+    return parse(content_type, std::move(body));
+  }
   // The shape of its errors.
   virtual ErrorShape error_shape() const { return ErrorShape::kOpenAi; }
   // Its path, for spans (http.route).

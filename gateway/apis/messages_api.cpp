@@ -612,6 +612,10 @@ class Messages final : public ClientApi {
                                             std::string body) const override {
     return parse_messages_request(content_type, std::move(body));
   }
+  std::variant<ChatRequest, ApiError> parse_for(std::string_view content_type, std::string body,
+                                                const config::Config& cfg) const override {
+    return parse_messages_request(content_type, std::move(body), &cfg);
+  }
 
   const providers::UpstreamProtocol* protocol_for(const config::Provider& p) const override {
     if (p.protocol == config::Protocol::kAnthropic)
@@ -634,6 +638,7 @@ class Messages final : public ClientApi {
     }
     if (req.untranslated)
       return providers::Untranslatable{req.untranslated->message, req.untranslated->param};
+    if (auto e = translate_for_chat(req)) return providers::Untranslatable{e->message, {}};
     return protocol.body(req.body, r);
   }
 

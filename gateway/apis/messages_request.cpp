@@ -70,11 +70,14 @@ std::string key_of(const RequestBody& in, const Member& m) {
   return in.string_of(quoted);
 }
 
-// The chat document being written, and the first thing it could not say.
+// The chat document being written (when `write`), and the first thing it
+// could not say.
 struct Out {
+  bool write = true;
   std::string chat = "{";
   std::optional<ChatRequest::Untranslated> untranslated;
-  bool unsigned_thinking = false;  // a thinking block without a signature
+  bool unsigned_thinking = false;     // a thinking block without a signature
+  std::string_view reasoning_effort;  // what `thinking` asks for, in chat's words
 
   // Starts the member `key` (its value follows).
   std::string& member(std::string_view key) {
@@ -218,9 +221,9 @@ void image_part(const RequestBody& in, const Fields& block, const std::string& w
   const Fields source(in, block["source"], {"type", "media_type", "data", "url"});
   const std::string type = source.str("type");
   if (type == "base64") {
-    parts.image({"data:", source.raw("media_type"), ";base64,", source.raw("data")});
+    if (out.write) parts.image({"data:", source.raw("media_type"), ";base64,", source.raw("data")});
   } else if (type == "url") {
-    parts.image({source.raw("url")});
+    if (out.write) parts.image({source.raw("url")});
   } else {
     out.refuse(where + ".source", "an image source of type \"" + type + "\"");
   }
@@ -232,7 +235,8 @@ std::string tool_result_text(const RequestBody& in, const Fields& block, const s
                              Out& out) {
   const Member* content = block["content"];
   if (!content) return {};
-  if (content->v.type == Type::kString) return std::string(block.raw("content"));
+  if (content->v.type == Type::kString)
+    return out.write ? std::string(block.raw("content")) : std::string();
   std::string text;
   if (content->v.type != Type::kArray) {
     out.refuse(where + ".content", "tool_result content that is not text");
@@ -241,7 +245,7 @@ std::string tool_result_text(const RequestBody& in, const Fields& block, const s
   in.walk_elements(*content, [&](std::size_t k, const Member& b) {
     const Fields f(in, &b, {"type", "text"});
     if (f.is("type", "text")) {
-      text += f.raw("text");
+      if (out.write) text += f.raw("text");
     } else {
       out.refuse(where + ".content." + std::to_string(k),
                  "a tool_result block of type \"" + f.str("type") + "\"");
@@ -254,6 +258,7 @@ std::string tool_result_text(const RequestBody& in, const Fields& block, const s
 void add_user(const RequestBody& in, const Member& content, const std::string& at,
               Messages& messages, Out& out, std::optional<ApiError>& error) {
   if (content.v.type == Type::kString) {
+    if (!out.write) return;
     messages.begin("user").append(",\"content\":").append(in.text_of(content));
     return messages.end();
   }
@@ -264,13 +269,14 @@ void add_user(const RequestBody& in, const Member& content, const std::string& a
     const std::string where = at + ".content." + std::to_string(j);
     const std::string type = block.str("type");
     if (type == "text") {
-      parts.text(block.raw("text"));
+      if (out.write) parts.text(block.raw("text"));
     } else if (type == "image") {
       image_part(in, block, where, parts, out);
     } else if (type == "tool_result") {
       // Tool messages answer the assistant's calls: right after them,
       // before the user's own words.
       const std::string text = tool_result_text(in, block, where, out);
+      if (!out.write) return true;
       quoted(messages.begin("tool").append(",\"tool_call_id\":"), block.raw("tool_use_id"));
       quoted(messages.json.append(",\"content\":"), text);
       messages.end();
@@ -281,7 +287,7 @@ void add_user(const RequestBody& in, const Member& content, const std::string& a
     }
     return true;
   });
-  if (error) return;
+  if (error || !out.write) return;
   // (A turn of blocks none of which translates still takes its place: the
   // request is refused for this deployment, not reordered.)
   if (parts.count > 0 || !messages.last_is_tool) {
@@ -297,6 +303,7 @@ void add_user(const RequestBody& in, const Member& content, const std::string& a
 void add_assistant(const RequestBody& in, const Member& content, const std::string& at,
                    Messages& messages, Out& out, std::optional<ApiError>& error) {
   if (content.v.type == Type::kString) {
+    if (!out.write) return;
     messages.begin("assistant").append(",\"content\":").append(in.text_of(content));
     return messages.end();
   }
@@ -307,8 +314,9 @@ void add_assistant(const RequestBody& in, const Member& content, const std::stri
     if ((error = check_block(block, at, j))) return false;
     const std::string type = block.str("type");
     if (type == "text") {
-      text += block.raw("text");
+      if (out.write) text += block.raw("text");
     } else if (type == "tool_use") {
+      if (!out.write) return true;
       if (!calls.empty()) calls += ',';
       quoted(calls.append("{\"id\":"), block.raw("id"));
       quoted(calls.append(",\"type\":\"function\",\"function\":{\"name\":"), block.raw("name"));
@@ -324,7 +332,7 @@ void add_assistant(const RequestBody& in, const Member& content, const std::stri
     }
     return true;
   });
-  if (error) return;
+  if (error || !out.write) return;
   std::string& m = messages.begin("assistant").append(",\"content\":");
   if (text.empty() && !calls.empty())
     m += "null";
@@ -351,6 +359,7 @@ std::optional<ApiError> translate_messages(const RequestBody& in, Out& out) {
   });
   if (error) return error;
   if ((error = check_system(in))) return error;
+  if (!out.write) return std::nullopt;
   Messages system;
   if (const Member* prompt = in.present("system")) {
     if (prompt->v.type == Type::kString) {
@@ -388,6 +397,7 @@ void translate_tools(const RequestBody& in, Out& out) {
         out.refuse("tools." + std::to_string(i), "the server tool \"" + type + "\"");
         return true;
       }
+      if (!out.write) return true;
       if (!functions.empty()) functions += ',';
       quoted(functions.append("{\"type\":\"function\",\"function\":{\"name\":"), tool.raw("name"));
       if (const Member* d = tool["description"])
@@ -429,7 +439,8 @@ void translate_thinking(const RequestBody& in, Out& out) {
   if (type == "enabled") {
     const Member* budget = f["budget_tokens"];
     const std::int64_t b = budget ? budget->v.as_int64().value_or(0) : 0;
-    out.member("reasoning_effort") += b < 4096 ? "\"low\"" : b < 16384 ? "\"medium\"" : "\"high\"";
+    out.reasoning_effort = b < 4096 ? "low" : b < 16384 ? "medium" : "high";
+    out.member("reasoning_effort").append(1, '"').append(out.reasoning_effort).append(1, '"');
   } else if (type != "disabled" && type != "adaptive") {
     out.refuse("thinking", "thinking of type \"" + type + "\"");
   }
@@ -444,9 +455,11 @@ ChatRequest::Untranslated messages_untranslated(std::string param, std::string_v
           std::move(param)};
 }
 
-std::variant<MessagesTranslation, ApiError> translate_messages_request(const RequestBody& in) {
+std::variant<MessagesTranslation, ApiError> translate_messages_request(const RequestBody& in,
+                                                                       Translate mode) {
   if (auto e = check_top(in)) return std::move(*e);
   Out out;
+  out.write = mode == Translate::kWrite;
   // The first field chat cannot say is named in the order of a parsed
   // document's members (by key): the smallest.
   std::optional<std::string> unknown;
@@ -473,27 +486,80 @@ std::variant<MessagesTranslation, ApiError> translate_messages_request(const Req
       out.member("user").append(in.text_of(*user));
   }
   out.chat += '}';
+  if (!out.write) out.chat.clear();  // (the few top-level members it wrote)
   return MessagesTranslation{std::move(out.chat), std::move(out.untranslated),
-                             out.unsigned_thinking};
+                             out.unsigned_thinking, out.reasoning_effort};
 }
 
+namespace {
+
+// Whether no deployment of the model `name` is Anthropic's (every one takes
+// the chat translation). False for a model that is not configured.
+bool chat_only(const config::Config& cfg, const std::string& name) {
+  const config::Model* model = cfg.find_model(name);
+  if (model == nullptr) return false;
+  for (const config::Deployment& d : model->deployments) {
+    const config::Provider* p = cfg.find_provider(d.provider);
+    if (p == nullptr || p->protocol == config::Protocol::kAnthropic) return false;
+  }
+  return true;
+}
+
+// The chat translation's text, indexed, into `req.body`.
+std::optional<ApiError> take_chat(ChatRequest& req, std::string chat) {
+  req.chat_pending = false;
+  auto parsed = RequestBody::parse(std::move(chat));
+  if (auto* invalid = std::get_if<RequestBody::Invalid>(&parsed))
+    return invalid_request("the request's chat translation is not JSON: " + invalid->message);
+  req.body = std::move(std::get<RequestBody>(parsed));
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
-                                                           std::string body) {
+                                                           std::string body,
+                                                           const config::Config* cfg) {
   RequestBody native;
   if (auto e = parse_json_body(content_type, std::move(body), native)) return std::move(*e);
-  auto translated = translate_messages_request(native);
-  if (auto* e = std::get_if<ApiError>(&translated)) return std::move(*e);
-  auto& t = std::get<MessagesTranslation>(translated);
-  // The gateway's own routing override: taken out of both.
-  nlohmann::json route = native.contains("route") ? native.erase("route") : nlohmann::json();
-  auto parsed = parse_chat_request("", std::move(t.chat));
-  if (auto* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
-  ChatRequest r = std::move(std::get<ChatRequest>(parsed));
-  r.route = std::move(route);
+  // Checked, and what chat could not say found, without writing the chat
+  // document: an Anthropic deployment takes the request as it came. (When
+  // none will, the document is written in the same walk.)
+  const Member* model = native.present("model");
+  const bool eager = cfg != nullptr && model != nullptr && model->v.type == Type::kString &&
+                     chat_only(*cfg, native.string_of(*model));
+  auto checked = translate_messages_request(native, eager ? Translate::kWrite : Translate::kCheck);
+  if (auto* e = std::get_if<ApiError>(&checked)) return std::move(*e);
+  auto& t = std::get<MessagesTranslation>(checked);
+  ChatRequest r;
+  // What a chat request's admission reads, from the fields check_top
+  // checked (model: a non-empty string; max_tokens: an integer >= 1;
+  // stream: a boolean).
+  r.model = native.string_of(*native.present("model"));
+  const Member* stream = native.present("stream");
+  r.stream = stream && stream->v.type == Type::kTrue;
+  r.max_tokens = native.present("max_tokens")->v.as_int64();
+  r.reasoning_effort = t.reasoning_effort;
+  // The gateway's own routing override: never sent upstream.
+  if (native.contains("route")) r.route = native.erase("route");
   r.untranslated = std::move(t.untranslated);
   r.native_unsigned_thinking = t.unsigned_thinking;
   r.native = std::move(native);
+  r.chat_pending = true;
+  if (eager) {
+    if (auto e = take_chat(r, std::move(t.chat))) return std::move(*e);
+  }
   return r;
+}
+
+std::optional<ApiError> translate_for_chat(ChatRequest& req) {
+  if (!req.chat_pending) return std::nullopt;
+  auto translated = translate_messages_request(*req.native, Translate::kWrite);
+  if (auto* e = std::get_if<ApiError>(&translated)) {
+    req.chat_pending = false;
+    return std::move(*e);
+  }
+  return take_chat(req, std::move(std::get<MessagesTranslation>(translated).chat));
 }
 
 }  // namespace llmgate::gateway

@@ -1,9 +1,11 @@
 // Admission of a POST /v1/messages body (Anthropic's Messages API): checked
 // as Anthropic checks it (its words, "max_tokens: Field required"), kept as
 // the client sent it for Anthropic deployments, and translated to an OpenAI
-// chat document for every other deployment and for admission (the model,
-// stream, prompt size and prefixes are read from the translation as a chat
-// request's are). docs/providers.md, "Anthropic clients". Beast-free.
+// chat document when another deployment is tried -- not before: a coding
+// agent's request to an Anthropic deployment never pays for a translation
+// (routing reads the model, stream, limits, prompt size and prefixes from
+// the client's document). docs/providers.md, "Anthropic clients".
+// Beast-free.
 #pragma once
 
 #include <optional>
@@ -43,7 +45,13 @@ struct MessagesTranslation {
   std::optional<ChatRequest::Untranslated> untranslated;
   // A thinking block without a signature is in the history.
   bool unsigned_thinking = false;
+  // What `thinking` asks for in chat's words (low, medium, high), or empty.
+  std::string_view reasoning_effort;
 };
+
+// How far a translation goes: kCheck makes Anthropic's checks and finds what
+// chat cannot say without writing the chat document (`chat` stays empty).
+enum class Translate { kCheck, kWrite };
 
 // `in`: the client's document, indexed. A 400 (Anthropic's words) when Anthropic
 // would refuse it; else its translation. Thinking blocks in the history are
@@ -54,9 +62,21 @@ struct MessagesTranslation {
 // The chat document carries the client's own text for every string and
 // every value it passes on (a tool call's arguments: its input, compacted).
 std::variant<MessagesTranslation, ApiError> translate_messages_request(
-    const providers::RequestBody& in);
+    const providers::RequestBody& in, Translate mode = Translate::kWrite);
 
+// Admission: the request checked (translate_messages_request's kCheck), kept
+// in `native`, with what routing reads; `body` is empty until
+// translate_for_chat writes it (chat_pending) -- unless `cfg` says no
+// deployment of its model is Anthropic's: then the translation is written
+// in the walk that checks it (a second walk for it would cost as much).
 std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view content_type,
-                                                           std::string body);
+                                                           std::string body,
+                                                           const config::Config* cfg = nullptr);
+
+// The chat translation of an admitted Messages request into `req.body`, the
+// first time a deployment other than Anthropic's is tried (a no-op after).
+// An error only if the translation is not what admission checked -- never,
+// as fuzz_messages holds it.
+std::optional<ApiError> translate_for_chat(ChatRequest& req);
 
 }  // namespace llmgate::gateway

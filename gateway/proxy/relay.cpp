@@ -388,6 +388,10 @@ void Relay::commit() {
   // string assigned an empty one keeps its buffer.)
   if (ctx_.trace.race == nullptr) {
     providers::RequestBody gone = std::move(ctx_.req.body);
+    // (An Anthropic client's own document too: `native` stays set, its
+    // text gone, for what asks whether the request was one.)
+    providers::RequestBody gone_native =
+        ctx_.req.native ? std::move(*ctx_.req.native) : providers::RequestBody();
     if (k) {
       k->original = std::move(gone);
       k->original_kept = true;

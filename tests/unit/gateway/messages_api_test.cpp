@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "config/config.h"
 #include "gateway/access/auth.h"
 #include "gateway/apis/client_api.h"
 #include "gateway/apis/messages_request.h"
@@ -251,13 +252,67 @@ TEST(MessagesRequest, AdmissionKeepsTheClientsDocumentAndTakesTheRouteOut) {
   ASSERT_TRUE(req.native);
   EXPECT_FALSE(req.native->contains("route"));
   EXPECT_TRUE(req.native->contains("max_tokens"));
-  EXPECT_FALSE(req.body.contains("route"));
-  EXPECT_TRUE(req.body.contains("max_completion_tokens"));
+  // No chat translation is written at admission: only when a deployment
+  // other than Anthropic's is tried.
+  EXPECT_TRUE(req.chat_pending);
+  EXPECT_TRUE(req.body.text().empty());
+  ChatRequest translated = std::get<ChatRequest>(parse_messages_request("application/json", body));
+  ASSERT_FALSE(translate_for_chat(translated));
+  EXPECT_FALSE(translated.chat_pending);
+  EXPECT_FALSE(translated.body.contains("route"));
+  EXPECT_TRUE(translated.body.contains("max_completion_tokens"));
+  EXPECT_EQ(translated.body.text(),
+            std::get<MessagesTranslation>(translate_messages_request(*translated.native)).chat);
+  const std::string once(translated.body.text());
+  ASSERT_FALSE(translate_for_chat(translated));
+  EXPECT_EQ(translated.body.text(), once) << "written once";
+  // With thinking, the effort the statistics keep apart, as chat's would be.
+  ChatRequest thinking = std::get<ChatRequest>(parse_messages_request(
+      "", R"({"model":"c","max_tokens":9,"thinking":{"type":"enabled","budget_tokens":5000},)"
+          R"("messages":[{"role":"user","content":"a"}]})"));
+  EXPECT_EQ(thinking.reasoning_effort, "medium");
+  EXPECT_FALSE(thinking.stream);
   // The bad ones in Anthropic's words, and a body that is no JSON as chat's.
   auto bad = parse_messages_request("application/json", R"({"model":"m","messages":[]})");
   ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
   EXPECT_EQ(std::get<ApiError>(bad).message, "max_tokens: Field required");
   EXPECT_TRUE(std::holds_alternative<ApiError>(parse_messages_request("", "{")));
+}
+
+// A model none of whose deployments is Anthropic's has its translation
+// written at admission, in the walk that checks the request (a second walk
+// would cost as much); one with an Anthropic deployment has none written.
+TEST(MessagesRequest, TheTranslationIsWrittenAtAdmissionOnlyWhenNoDeploymentIsAnthropics) {
+  const auto cfg = config::parse_config(R"(
+providers:
+  - name: openai
+    base_url: http://127.0.0.1:9/v1
+  - name: anthropic
+    protocol: anthropic
+    base_url: http://127.0.0.1:10/v1
+models:
+  - name: gpt
+    deployments:
+      - {provider: openai, model: m}
+  - name: claude
+    deployments:
+      - {provider: anthropic, model: c}
+      - {provider: openai, model: m}
+)");
+  const auto body = [](const std::string& model) {
+    return R"({"model":")" + model +
+           R"(","max_tokens":10,"messages":[{"role":"user","content":"hello"}]})";
+  };
+  ChatRequest eager = std::get<ChatRequest>(parse_messages_request("", body("gpt"), cfg.get()));
+  EXPECT_FALSE(eager.chat_pending);
+  EXPECT_EQ(eager.body.text(),
+            std::get<MessagesTranslation>(translate_messages_request(*eager.native)).chat);
+  ASSERT_TRUE(eager.native) << "kept all the same";
+  ChatRequest lazy = std::get<ChatRequest>(parse_messages_request("", body("claude"), cfg.get()));
+  EXPECT_TRUE(lazy.chat_pending);
+  EXPECT_TRUE(lazy.body.text().empty());
+  ChatRequest unknown = std::get<ChatRequest>(parse_messages_request("", body("x"), cfg.get()));
+  EXPECT_TRUE(unknown.chat_pending) << "a model not configured is refused later: nothing written";
 }
 
 // ---- the upstream body ---------------------------------------------------------

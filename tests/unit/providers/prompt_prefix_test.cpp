@@ -136,5 +136,39 @@ TEST(PromptPrefix, WhitespaceBetweenMessagesDoesNotMatterScalarsAndEscapesAreRea
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(compact.cuts[i].hash, spaced.cuts[i].hash) << i;
 }
 
+// A coding agent (Anthropic's Messages API) marks its latest turn for the
+// provider's cache and moves the mark on the next turn: the previous turn's
+// prompt must still be found in the next one.
+TEST(PromptPrefix, ACacheMarkMovedToTheLatestTurnDoesNotHideThePreviousTurn) {
+  const std::string mark = R"("cache_control":{"type":"ephemeral"})";
+  const auto text = [&](const std::string& t, bool marked) {
+    return R"({"type":"text","text":")" + t + "\"" + (marked ? "," + mark : "") + "}";
+  };
+  const auto user = [&](const std::string& t, bool marked) {
+    return R"({"role":"user","content":[)" + text(t, marked) + "]}";
+  };
+  const std::string head = R"({"model":"claude","max_tokens":9,"system":[{"type":"text",)"
+                           R"("text":"You edit code.",)" +
+                           mark + R"(}],"messages":[)";
+  const auto turn1 = prefixes_of(head + user("fix the bug", true) + "]}");
+  const auto turn2 =
+      prefixes_of(head + user("fix the bug", false) + R"(,{"role":"assistant","content":"done"},)" +
+                  user("now test it", true) + "]}");
+  ASSERT_EQ(turn1.count, 2u);  // the preamble (system), the first message
+  ASSERT_EQ(turn2.count, 4u);
+  EXPECT_EQ(turn2.cuts[1].hash, turn1.whole()->hash) << "the previous turn, its mark gone";
+  // The mark first in its object, and spaced, is taken out as well.
+  const auto first =
+      prefixes_of(head + R"({"role":"user","content":[{"cache_control" : )"
+                         R"({"type":"ephemeral"} , "type":"text","text":"fix the bug"}]}]})");
+  EXPECT_EQ(first.whole()->hash, turn1.whole()->hash);
+  // A string that reads "cache_control" is not a mark (inside a string its
+  // quotes would be escaped: a value, not a key).
+  const auto words =
+      prefixes_of(head + R"({"role":"user","content":"a","tags":["x","cache_control"]}]})");
+  const auto none = prefixes_of(head + R"({"role":"user","content":"a","tags":["x"]}]})");
+  EXPECT_NE(words.whole()->hash, none.whole()->hash);
+}
+
 }  // namespace
 }  // namespace llmgate::providers
