@@ -259,6 +259,8 @@ struct RequestWatches::Entry {
   net::ip::tcp::socket* socket = nullptr;
   Interrupt why = Interrupt::kNone;
   std::uint32_t generation = 0;  // the upper half of an id: a stale id finds nothing
+  std::uint64_t added = 0;       // the tick it was added in
+  bool armed = false;            // its watch has started (tick() leaves it alone)
   bool waiting = false;          // a wait for readability is pending
 };
 
@@ -304,6 +306,8 @@ RequestWatches::Entry& RequestWatches::add(net::cancellation_signal& cancel,
   e.cancel = &cancel;
   e.socket = &socket;
   e.why = Interrupt::kNone;
+  e.added = ticks_;
+  e.armed = false;
   id = std::uint64_t{e.generation} << 32 | index;
   return e;
 }
@@ -327,6 +331,7 @@ void RequestWatches::remove(std::uint64_t id) {
 }
 
 void RequestWatches::arm(Entry& e, std::uint64_t id) {
+  e.armed = true;
   e.waiting = true;
   e.socket->async_wait(net::ip::tcp::socket::wait_read,
                        net::bind_cancellation_slot(e.stop.slot(), OnReadable{this, id}));
@@ -336,6 +341,17 @@ void RequestWatches::interrupt(Entry& e, Interrupt why) {
   if (e.why != Interrupt::kNone) return;
   e.why = why;
   e.cancel->emit(net::cancellation_type::terminal);
+}
+
+void RequestWatches::tick() {
+  ++ticks_;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = *entries_[i];
+    // (Running since before the previous tick: at least kTick.)
+    if (e.cancel == nullptr || e.armed || e.why != Interrupt::kNone || ticks_ - e.added < 2)
+      continue;
+    arm(e, std::uint64_t{e.generation} << 32 | i);
+  }
 }
 
 void RequestWatches::end_all() {
@@ -358,7 +374,7 @@ net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
     std::uint64_t id;
     ~Remove() { watches.remove(id); }
   } remove{watches, id};
-  watches.arm(entry, id);
+  // (Armed by the worker's tick once it has run for kTick.)
   Watched out;
   try {
     out.result = co_await std::move(exchange);

@@ -107,8 +107,18 @@ net::awaitable<Watched> run_watched(Worker& worker, beast::tcp_stream& client,
 // pipelined request stays in the socket for the session) and the drain
 // running out of time (end_all). This worker's thread only. Entries are
 // reused: nothing is allocated per request in the steady state.
+//
+// A request's watch starts at the second tick after it does (tick(), every
+// kTick): one that ends sooner -- most non-streamed answers, every request
+// of a busy closed loop -- never pays for the wait (an epoll_ctl to arm it
+// and a cancellation to end it, a twentieth of a short request's CPU), and
+// a hang-up is still found within 2 * kTick (arming a socket that is
+// already readable reports it at once). nginx learns of a hang-up from the
+// event mask it registered once; Asio's waits re-register every time.
 class RequestWatches {
  public:
+  static constexpr std::chrono::milliseconds kTick{100};
+
   RequestWatches();
   ~RequestWatches();
   RequestWatches(const RequestWatches&) = delete;
@@ -117,6 +127,9 @@ class RequestWatches {
   // The drain ran out of time: every watched request is cancelled, and any
   // that starts from now on ends at once.
   void end_all();
+  // Every kTick (Gateway: a timer on the worker): arms the watch of each
+  // request that was already running at the previous tick.
+  void tick();
 
  private:
   friend net::awaitable<Watched> run_watched(Worker&, beast::tcp_stream&, net::cancellation_signal&,
@@ -133,6 +146,7 @@ class RequestWatches {
 
   std::vector<std::unique_ptr<Entry>> entries_;
   std::vector<std::uint32_t> free_;
+  std::uint64_t ticks_ = 0;
   bool ended_ = false;
 };
 

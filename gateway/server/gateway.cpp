@@ -207,6 +207,7 @@ std::vector<std::uint16_t> Gateway::start() {
     net::co_spawn(first.io, first.refresher->run(first.worker), net::detached);
   }
   for (auto& w : impl_->workers) {
+    net::co_spawn(w->io, Impl::tick_watches(*w), net::detached);
     for (auto& a : w->acceptors) {
       net::co_spawn(w->io, impl_->accept_loop(*w, *a.acceptor, a.admin), net::detached);
     }
@@ -231,6 +232,16 @@ net::awaitable<void> Gateway::Impl::sample_history(WorkerThread& w) {
     timer.expires_after(history.options().interval);
     auto [ec] = co_await timer.async_wait(kUseTuple);
     if (ec) co_return;
+  }
+}
+
+net::awaitable<void> Gateway::Impl::tick_watches(WorkerThread& w) {
+  net::steady_timer timer(w.io);
+  for (;;) {
+    timer.expires_after(RequestWatches::kTick);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    if (ec) co_return;
+    w.watches.tick();
   }
 }
 

@@ -134,6 +134,8 @@ struct Gateway::Impl {
   net::awaitable<void> accept_loop(WorkerThread& w, net::ip::tcp::acceptor& acceptor, bool admin);
   // Samples the routing table into `history` every interval, on one worker.
   net::awaitable<void> sample_history(WorkerThread& w);
+  // The worker's RequestWatches::tick, every kTick.
+  static net::awaitable<void> tick_watches(WorkerThread& w);
   class SessionTracker;
   net::awaitable<void> session(WorkerThread& w, net::ip::tcp::socket socket, bool admin,
                                net::cancellation_signal& cancel);

@@ -579,6 +579,14 @@ TEST_P(UpstreamFault, BehavesAsDocumented) {
     EXPECT_EQ(h.upstream()->last_request().rfind(f.request_line(), 0), 0u)
         << h.upstream()->last_request().substr(0, 120);
   }
+  // (An attempt is counted when its exchange ends, which may be after the
+  // client's last byte: the rest of an upstream's answer is drained for a
+  // while, until the client is found gone -- within two watch ticks,
+  // RequestWatches::kTick.)
+  EXPECT_TRUE(eventually([&] {
+    return metric_value(h.metrics(), "llmgate_upstream_attempts_total",
+                        "deployment=\"bad/m\",outcome=\"" + row.bad_outcome + "\"") >= 1;
+  }));
   auto m = h.metrics();
   expect_bad_attempt(m, row.bad_outcome);
   if (row.served_by == "good/m") {
