@@ -17,10 +17,18 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
 // An idle keep-alive connection is healthy if the peer has neither closed it
 // nor sent anything since the last response (unsolicited bytes or a TLS
-// close_notify both mean it cannot be reused).
-bool idle_connection_is_healthy(UpstreamConnection& c) {
+// close_notify both mean it cannot be reused). One idle for less than
+// kUnpeekedIdle is taken without asking the kernel (a syscall a request, on
+// a busy provider's connections): no server ends a connection that young
+// for idleness, and a peer that closed it anyway is found by the
+// exchange's stale-connection retry (gateway/proxy/upstream_exchange.cpp),
+// the only way connections are taken from the pool.
+constexpr std::chrono::milliseconds kUnpeekedIdle{100};
+
+bool idle_connection_is_healthy(UpstreamConnection& c, Clock::duration idle) {
   auto& sock = c.stream.tcp().socket();
   if (!sock.is_open() || c.buffer.size() != 0) return false;
+  if (idle < kUnpeekedIdle) return true;
   char byte;
   ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -151,8 +159,9 @@ Lease ConnectionPool::take_idle() {
   while (!idle_.empty()) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle_.back());
     idle_.pop_back();
-    bool fresh = Clock::now() - c->idle_since < provider_.pool.idle_timeout;
-    if (fresh && idle_connection_is_healthy(*c)) return Lease(this, std::move(c), /*reused=*/true);
+    const Clock::duration idle = Clock::now() - c->idle_since;
+    if (idle < provider_.pool.idle_timeout && idle_connection_is_healthy(*c, idle))
+      return Lease(this, std::move(c), /*reused=*/true);
     --open_;  // c closes as it goes out of scope
   }
   return Lease();
