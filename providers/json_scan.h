@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -43,6 +44,23 @@ class JsonScanner {
   // Counts from an upstream are untrusted: a token count is a non-negative
   // integer up to this (10^12), else 0, so sums cannot overflow.
   static constexpr std::int64_t kMaxCount = 1'000'000'000'000;
+
+  // Where an object or array value begins and ends (past it), as offsets
+  // in the text.
+  struct Extent {
+    std::uint32_t begin = 0;
+    std::uint32_t end = 0;
+  };
+  // Containers shorter than this are not recorded: passing over one is
+  // cheaper than looking it up.
+  static constexpr std::uint32_t kMinExtent = 64;
+  // value() records the extent of each object and array of at least
+  // kMinExtent bytes into `out`, in the order of their beginnings (a text
+  // of 4 GiB or more records none): RequestBody's index of the containers
+  // its readers pass over (RequestBody::walked).
+  void record_extents(std::vector<Extent>* out) {
+    extents_ = end_ - begin_ < (std::ptrdiff_t{1} << 32) ? out : nullptr;
+  }
 
   struct Value {
     enum class Type { kNull, kFalse, kTrue, kString, kArray, kObject, kNumber };
@@ -253,9 +271,26 @@ class JsonScanner {
     return false;
   }
 
+  // An object or array begins at p_: its extent's slot (kNoExtent when not
+  // recording), closed by close_extent once p_ is past it.
+  static constexpr std::size_t kNoExtent = ~std::size_t{0};
+  std::size_t open_extent() {
+    if (extents_ == nullptr) return kNoExtent;
+    extents_->push_back({static_cast<std::uint32_t>(p_ - begin_), 0});
+    return extents_->size() - 1;
+  }
+  void close_extent(std::size_t slot) {
+    if (slot == kNoExtent) return;
+    Extent& e = (*extents_)[slot];
+    e.end = static_cast<std::uint32_t>(p_ - begin_);
+    // (A short container's own are shorter: already gone, it is the last.)
+    if (e.end - e.begin < kMinExtent) extents_->pop_back();
+  }
+
   const char* p_;
   const char* begin_;
   const char* end_;
+  std::vector<Extent>* extents_ = nullptr;
   // The current member's key (members()).
   const char* key_begin_ = nullptr;
   const char* key_end_ = nullptr;
@@ -489,24 +524,32 @@ inline bool JsonScanner::number(Value& v) {
 inline bool JsonScanner::value(int depth, Value& v) {
   if (p_ == end_) return false;
   switch (*p_) {
-    case '{':
+    case '{': {
+      const std::size_t slot = open_extent();
       ++p_;
       v = Value{};
       v.type = Value::Type::kObject;
-      return members<false>(depth + 1, [&](std::string_view) {
+      const bool ok = members<false>(depth + 1, [&](std::string_view) {
         ++v.size;
         Value inner;
         return value(depth + 1, inner);
       });
-    case '[':
+      if (ok) close_extent(slot);
+      return ok;
+    }
+    case '[': {
+      const std::size_t slot = open_extent();
       ++p_;
       v = Value{};
       v.type = Value::Type::kArray;
-      return elements(depth + 1, [&] {
+      const bool ok = elements(depth + 1, [&] {
         ++v.size;
         Value inner;
         return value(depth + 1, inner);
       });
+      if (ok) close_extent(slot);
+      return ok;
+    }
     case '"':
       ++p_;
       v = Value{};

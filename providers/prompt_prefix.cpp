@@ -25,10 +25,12 @@ constexpr std::string_view kMark = "\"cache_control\"";
 
 // Where the next "cache_control" member of `text` at or after `from` starts
 // and ends (from the comma before it to its value's end; an object's first
-// member from its key to the next member's), or npos.
+// member from its key to the next member's), or npos. `from`: where the
+// previous one's cut ended.
 // A quote after '{', ',' or whitespace opens a string (inside one it would
 // be escaped), and a string followed by ':' is a key.
 std::pair<std::size_t, std::size_t> next_mark(std::string_view text, std::size_t from) {
+  const std::size_t kept = from;  // what is before it was cut already (a comma, say)
   while (from < text.size()) {
     const std::size_t key = find_bytes(text, kMark, from);
     if (key == std::string_view::npos) break;
@@ -43,8 +45,9 @@ std::pair<std::size_t, std::size_t> next_mark(std::string_view text, std::size_t
     while (value < text.size() && space(text[value])) ++value;
     std::size_t end = json_value_end(text, value);
     if (end > text.size()) break;
-    if (text[before - 1] == ',') return {before - 1, end};
-    // The first member: the comma after it goes with it.
+    if (text[before - 1] == ',' && before - 1 >= kept) return {before - 1, end};
+    // The first member (or the first after a mark cut with the comma before
+    // it): the comma after it goes with it.
     std::size_t next = end;
     while (next < text.size() && space(text[next])) ++next;
     if (next < text.size() && text[next] == ',') {
@@ -121,7 +124,8 @@ PromptPrefixes prompt_prefixes(const RequestBody& body) {
   while (p < text.size()) {
     while (p < text.size() && (space(text[p]) || text[p] == ',')) ++p;
     if (p >= text.size() || text[p] == ']') break;
-    const std::size_t end = json_value_end(text, p);
+    // (A message the index recorded is not scanned for its end.)
+    const std::size_t end = body.value_end(conversation->value + p) - conversation->value;
     running.add(text.substr(p, end - p));
     p = end;
     if (first) {

@@ -215,10 +215,20 @@ std::optional<Member> RequestBody::member_of(const Member& m, std::string_view k
   return found;
 }
 
+std::size_t RequestBody::value_end(std::size_t at) const {
+  if (at < text_.size() && (text_[at] == '{' || text_[at] == '[') && !extents_.empty()) {
+    const auto e =
+        std::lower_bound(extents_.begin(), extents_.end(), at,
+                         [](const JsonScanner::Extent& x, std::size_t a) { return x.begin < a; });
+    if (e != extents_.end() && e->begin == at) return e->end;
+  }
+  return json_value_end(text_, at);
+}
+
 RequestBody::Member RequestBody::walked(std::size_t at) const {
   Member m;
   m.begin = m.value = at;
-  m.end = std::min(json_value_end(text_, at), text_.size());
+  m.end = std::min(value_end(at), text_.size());
   switch (text_[at]) {
     case '"':
       m.v.type = Type::kString;
@@ -340,7 +350,12 @@ std::pair<bool, std::string_view> RequestBody::identity(const Member& m) const {
 }
 
 bool RequestBody::index() {
-  if (!TopScanner(text_).scan(members_, keys_)) return false;
+  TopScanner scanner(text_);
+  scanner.record_extents(&extents_);
+  if (!scanner.scan(members_, keys_)) {
+    extents_.clear();
+    return false;
+  }
   // Which members a later one of the same key supersedes.
   const std::size_t n = members_.size();
   constexpr std::size_t kQuadratic = 32;  // a real request has a dozen members

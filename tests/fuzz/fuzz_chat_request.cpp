@@ -294,7 +294,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 namespace {
 
 // The walk of a validated value (walk_members, walk_elements) says what the
-// document says of it, at every depth: the members (the last of a key) and
+// document says of it, at every depth (and RequestBody::value_end what
+// json_value_end says): the members (the last of a key) and
 // elements, each one's type, a string's value and whether it has an
 // escape, a number's integer reading; an array's elements where
 // each_element, which validates again, finds them.
@@ -302,6 +303,10 @@ void check_walk(const llmgate::providers::RequestBody& body,
                 const llmgate::providers::RequestBody::Member& m, const json& j) {
   using llmgate::providers::RequestBody;
   using Type = RequestBody::Type;
+  // Where a container ends, as the index recorded it (a large one) or a
+  // scan finds it, is where the scan of the text finds it.
+  if (m.v.type == Type::kObject || m.v.type == Type::kArray)
+    FUZZ_CHECK(body.value_end(m.value) == llmgate::providers::json_value_end(body.text(), m.value));
   switch (m.v.type) {
     case Type::kObject: {
       FUZZ_CHECK(j.is_object());

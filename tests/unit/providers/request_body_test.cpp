@@ -312,5 +312,41 @@ TEST(RequestBody, JsonStringEscapesAsNlohmannDumps) {
   }
 }
 
+// Where a container ends: the large ones as the index recorded them, the
+// small ones scanned -- both where a scan of the text finds them, at every
+// depth, after a byte order mark, with strings that hold brackets and
+// escaped quotes.
+TEST(RequestBody, ValueEndsAreWhereTheTextSaysAtEveryDepth) {
+  const std::string code(200, 'x');
+  const std::string text =
+      "\xEF\xBB\xBF {\"messages\": "
+      "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"" +
+      code + R"(\"]}{[\\"}]}, {"role":"assistant","content":"ok"}], "small": {"a":[1,2]},)" +
+      R"( "tools": [ ] })";
+  auto parsed = RequestBody::parse(text);
+  ASSERT_TRUE(std::holds_alternative<RequestBody>(parsed));
+  const RequestBody& body = std::get<RequestBody>(parsed);
+  std::size_t containers = 0;
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    if (text[at] != '{' && text[at] != '[') continue;
+    // (Brackets inside the string are not values; both readings agree on
+    // them too: a scan from there.)
+    EXPECT_EQ(body.value_end(at), json_value_end(text, at)) << at;
+    ++containers;
+  }
+  EXPECT_GE(containers, 8u);
+  // The walk reads the first message's content whole, past its brackets.
+  const auto* messages = body.find("messages");
+  ASSERT_NE(messages, nullptr);
+  std::vector<std::size_t> ends;
+  body.walk_elements(*messages, [&](std::size_t, const RequestBody::Member& m) {
+    ends.push_back(m.end);
+    return true;
+  });
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(text[ends[0] - 1], '}');
+  EXPECT_EQ(text.substr(ends[1] - 5, 5), "\"ok\"}");
+}
+
 }  // namespace
 }  // namespace llmgate::providers
