@@ -22,7 +22,11 @@ constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 // a busy provider's connections): no server ends a connection that young
 // for idleness, and a peer that closed it anyway is found by the
 // exchange's stale-connection retry (gateway/proxy/upstream_exchange.cpp),
-// the only way connections are taken from the pool.
+// the only way connections are taken from the pool. What the peek also
+// caught and the retry does not: bytes a peer sent unasked within those
+// 100 ms (a 408 before closing, stray bytes after a misframed body) are
+// read as the next answer's start -- a server's idle-request timeout is
+// seconds, and a misframed body already fails the answer it ends.
 constexpr std::chrono::milliseconds kUnpeekedIdle{100};
 
 bool idle_connection_is_healthy(UpstreamConnection& c, Clock::duration idle) {

@@ -638,7 +638,9 @@ class Messages final : public ClientApi {
     }
     if (req.untranslated)
       return providers::Untranslatable{req.untranslated->message, req.untranslated->param};
-    if (auto e = translate_for_chat(req)) return providers::Untranslatable{e->message, {}};
+    if (auto e = translate_for_chat(req))
+      return providers::Untranslatable{"its translation to chat: " + e->message,
+                                       e->param.value_or("body")};
     return protocol.body(req.body, r);
   }
 

@@ -505,13 +505,16 @@ bool chat_only(const config::Config& cfg, const std::string& name) {
   return true;
 }
 
-// The chat translation's text, indexed, into `req.body`.
+// The chat translation's text, indexed, into `req.body`; the error a chat
+// request's admission gives it when it cannot be (it nests one level
+// deeper than the client's document: a tool's input_schema becomes
+// function.parameters) -- then the request stays pending, and every
+// deployment that needs the translation hears the same.
 std::optional<ApiError> take_chat(ChatRequest& req, std::string chat) {
+  RequestBody body;
+  if (auto e = parse_json_body("", std::move(chat), body)) return e;
+  req.body = std::move(body);
   req.chat_pending = false;
-  auto parsed = RequestBody::parse(std::move(chat));
-  if (auto* invalid = std::get_if<RequestBody::Invalid>(&parsed))
-    return invalid_request("the request's chat translation is not JSON: " + invalid->message);
-  req.body = std::move(std::get<RequestBody>(parsed));
   return std::nullopt;
 }
 
@@ -555,10 +558,7 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view cont
 std::optional<ApiError> translate_for_chat(ChatRequest& req) {
   if (!req.chat_pending) return std::nullopt;
   auto translated = translate_messages_request(*req.native, Translate::kWrite);
-  if (auto* e = std::get_if<ApiError>(&translated)) {
-    req.chat_pending = false;
-    return std::move(*e);
-  }
+  if (auto* e = std::get_if<ApiError>(&translated)) return std::move(*e);
   return take_chat(req, std::move(std::get<MessagesTranslation>(translated).chat));
 }
 

@@ -75,8 +75,9 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view cont
 
 // The chat translation of an admitted Messages request into `req.body`, the
 // first time a deployment other than Anthropic's is tried (a no-op after).
-// An error only if the translation is not what admission checked -- never,
-// as fuzz_messages holds it.
+// An error when the translation is not an admissible chat body (one level
+// deeper than the client's document: a tool schema nested to the limit),
+// each time it is asked: only Anthropic's deployments can take it.
 std::optional<ApiError> translate_for_chat(ChatRequest& req);
 
 }  // namespace llmgate::gateway

@@ -158,7 +158,30 @@ void check_request(std::string_view input) {
   // deployment is tried is the translation of the client's document, and a
   // chat request the gateway admits that says what admission read.
   FUZZ_CHECK(req->chat_pending && req->body.text().empty());
+  llmgate::config::Config cfg;  // a model served by chat deployments alone
+  cfg.providers.emplace_back().name = "openai";
+  auto& chat_only = cfg.models.emplace_back();
+  chat_only.name = req->model;
+  chat_only.deployments.emplace_back().provider = "openai";
+  bool translatable = true;
   {
+    ChatRequest lazy = *req;
+    if (auto refused = llmgate::gateway::translate_for_chat(lazy)) {
+      translatable = false;
+      // Only a translation nested past the limit (a level deeper than the
+      // client's document): refused each time it is asked, and at
+      // admission when no deployment could take the client's document.
+      FUZZ_CHECK(refused->message.find("levels deep") != std::string::npos);
+      FUZZ_CHECK(lazy.chat_pending && lazy.body.text().empty());
+      auto again = llmgate::gateway::translate_for_chat(lazy);
+      FUZZ_CHECK(again && again->message == refused->message);
+      auto e =
+          llmgate::gateway::parse_messages_request("application/json", std::string(input), &cfg);
+      FUZZ_CHECK(std::holds_alternative<llmgate::gateway::ApiError>(e));
+      FUZZ_CHECK(std::get<llmgate::gateway::ApiError>(e).message == refused->message);
+    }
+  }
+  if (translatable) {
     ChatRequest lazy = *req;
     FUZZ_CHECK(!llmgate::gateway::translate_for_chat(lazy));
     FUZZ_CHECK(!lazy.chat_pending);
@@ -173,14 +196,9 @@ void check_request(std::string_view input) {
     FUZZ_CHECK(c.reasoning_effort == req->reasoning_effort);
     FUZZ_CHECK(c.route.is_null());
   }
-  {
+  if (translatable) {
     // A model served by chat deployments alone: the translation written at
     // admission, in the walk that checks it, is the same.
-    llmgate::config::Config cfg;
-    cfg.providers.emplace_back().name = "openai";
-    auto& model = cfg.models.emplace_back();
-    model.name = req->model;
-    model.deployments.emplace_back().provider = "openai";
     auto e = llmgate::gateway::parse_messages_request("application/json", std::string(input), &cfg);
     auto* eager = std::get_if<ChatRequest>(&e);
     FUZZ_CHECK(eager != nullptr && !eager->chat_pending);

@@ -315,6 +315,44 @@ models:
   EXPECT_TRUE(unknown.chat_pending) << "a model not configured is refused later: nothing written";
 }
 
+// A tool schema nested to the depth limit: the client's document is
+// admissible, its chat translation (one level deeper: input_schema becomes
+// function.parameters) is not. Anthropic's deployments take it; the others
+// are passed over, each time one is tried, naming why.
+TEST(MessagesRequest, ATranslationNestedPastTheLimitPassesTheChatDeploymentsOver) {
+  bool found = false;
+  for (std::size_t n = 100; n < 140 && !found; ++n) {
+    std::string schema;
+    for (std::size_t i = 0; i < n; ++i) schema += R"({"a":)";
+    schema += "1" + std::string(n, '}');
+    const std::string body = R"({"model":"c","max_tokens":9,"tools":[{"name":"t","input_schema":)" +
+                             schema + R"(}],"messages":[{"role":"user","content":"a"}]})";
+    auto parsed = parse_messages_request("", body);
+    if (!std::holds_alternative<ChatRequest>(parsed)) break;  // the client's own is too deep now
+    ChatRequest req = std::get<ChatRequest>(parsed);
+    auto refused = translate_for_chat(req);
+    if (!refused) continue;
+    found = true;
+    EXPECT_NE(refused->message.find("levels deep"), std::string::npos) << refused->message;
+    EXPECT_TRUE(req.chat_pending) << "asked again, refused again";
+    config::Provider openai;
+    providers::UpstreamRequest r;
+    r.upstream_model = "m";
+    r.provider = &openai;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto sent = messages_api().upstream_body(providers::openai_chat_protocol(), req, r);
+      ASSERT_TRUE(std::holds_alternative<providers::Untranslatable>(sent));
+      EXPECT_EQ(std::get<providers::Untranslatable>(sent).param, "body");
+    }
+    config::Provider anthropic;
+    anthropic.protocol = config::Protocol::kAnthropic;
+    r.provider = &anthropic;
+    EXPECT_TRUE(std::holds_alternative<std::string>(
+        messages_api().upstream_body(providers::anthropic_messages_protocol(), req, r)));
+  }
+  EXPECT_TRUE(found) << "no depth where the document passes and its translation does not";
+}
+
 // ---- the upstream body ---------------------------------------------------------
 
 TEST(MessagesApi, AnthropicDeploymentsGetTheDocumentAsItCameOthersTheTranslation) {
