@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <boost/container/small_vector.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -54,11 +55,14 @@ class JsonScanner {
   // Containers shorter than this are not recorded: passing over one is
   // cheaper than looking it up.
   static constexpr std::uint32_t kMinExtent = 64;
+  // A short request's few (its messages array, a message or two) are held
+  // inline: no allocation.
+  using Extents = boost::container::small_vector<Extent, 8>;
   // value() records the extent of each object and array of at least
   // kMinExtent bytes into `out`, in the order of their beginnings (a text
   // of 4 GiB or more records none): RequestBody's index of the containers
   // its readers pass over (RequestBody::walked).
-  void record_extents(std::vector<Extent>* out) {
+  void record_extents(Extents* out) {
     extents_ = end_ - begin_ < (std::ptrdiff_t{1} << 32) ? out : nullptr;
   }
 
@@ -290,7 +294,7 @@ class JsonScanner {
   const char* p_;
   const char* begin_;
   const char* end_;
-  std::vector<Extent>* extents_ = nullptr;
+  Extents* extents_ = nullptr;
   // The current member's key (members()).
   const char* key_begin_ = nullptr;
   const char* key_end_ = nullptr;

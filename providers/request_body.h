@@ -208,8 +208,8 @@ class RequestBody {
   // not change); false when it is not a JSON object.
   bool index();
 
-  std::vector<std::string> keys_;             // decoded top-level keys that had escapes (rare)
-  std::vector<JsonScanner::Extent> extents_;  // the large containers', by their beginnings
+  std::vector<std::string> keys_;  // decoded top-level keys that had escapes (rare)
+  JsonScanner::Extents extents_;   // the large containers', by their beginnings
   std::optional<nlohmann::json> dom_;
 };
 
