@@ -80,14 +80,14 @@ std::variant<Admitted, Refusal> admit(const ClientApi& api, const RequestHead& h
   auto parsed = api.parse_for(head.content_type, std::move(body), cfg);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   a.req = std::move(std::get<ChatRequest>(parsed));
-  // (An Anthropic client's own document: what its deployments are sent,
-  // documents and all.)
-  a.req.prompt = providers::measure_prompt(a.req.native ? a.req.native->text() : a.req.body.text());
+  // The document the prompt is read from: an Anthropic client's own (what
+  // its deployments are sent, documents and all; the chat translation is
+  // written only if another deployment is tried), else the body.
+  const providers::RequestBody& sent = a.req.native ? *a.req.native : a.req.body;
+  a.req.prompt = providers::measure_prompt(sent.text());
   if (api.operation() == config::Operation::kChat ||
       api.operation() == config::Operation::kResponses) {
-    // (An Anthropic client's prefixes are its own document's: the chat
-    // translation is written only if another deployment is tried.)
-    a.req.prefixes = providers::prompt_prefixes(a.req.native ? *a.req.native : a.req.body);
+    a.req.prefixes = providers::prompt_prefixes(sent);
     a.req.conversation_key = conversation_key(head, a.req.native ? nullptr : &a.req.body, a.key);
   }
   a.model = cfg.find_model(a.req.model);

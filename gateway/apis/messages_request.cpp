@@ -529,8 +529,9 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view cont
   // document: an Anthropic deployment takes the request as it came. (When
   // none will, the document is written in the same walk.)
   const Member* model = native.present("model");
-  const bool eager = cfg != nullptr && model != nullptr && model->v.type == Type::kString &&
-                     chat_only(*cfg, native.string_of(*model));
+  std::string model_name =
+      model != nullptr && model->v.type == Type::kString ? native.string_of(*model) : "";
+  const bool eager = cfg != nullptr && chat_only(*cfg, model_name);
   auto checked = translate_messages_request(native, eager ? Translate::kWrite : Translate::kCheck);
   if (auto* e = std::get_if<ApiError>(&checked)) return std::move(*e);
   auto& t = std::get<MessagesTranslation>(checked);
@@ -538,7 +539,7 @@ std::variant<ChatRequest, ApiError> parse_messages_request(std::string_view cont
   // What a chat request's admission reads, from the fields check_top
   // checked (model: a non-empty string; max_tokens: an integer >= 1;
   // stream: a boolean).
-  r.model = native.string_of(*native.present("model"));
+  r.model = std::move(model_name);
   const Member* stream = native.present("stream");
   r.stream = stream && stream->v.type == Type::kTrue;
   r.max_tokens = native.present("max_tokens")->v.as_int64();
