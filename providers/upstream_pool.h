@@ -63,9 +63,14 @@ class UpstreamTransport {
 struct UpstreamConnection {
   // Beast reads at most the buffer's free capacity (at least 512 bytes) per
   // call: a buffer that starts empty stays at 512 and a 6 KB response takes
-  // a dozen reads. 4 KiB before each response head makes it one or two (a
-  // stream's relay may have shrunk the buffer since: gateway/proxy/relay.cpp).
-  static constexpr std::size_t kReadBuffer = 4096;
+  // a dozen reads. 16 KiB before each response head (Envoy reads 16 KiB at
+  // a time too) takes a fast answer -- a whole short stream, most
+  // non-streamed bodies -- in the head's read, relayed in one write: with
+  // 4 KiB a 6 KB stream took two reads and two client writes, a quarter of
+  // the CPU of a closed loop of such requests (bench/README.md, Transport
+  // II hot path 9). A stream gives most of it back at once
+  // (gateway/proxy/upstream_body.cpp); an idle pooled connection keeps it.
+  static constexpr std::size_t kReadBuffer = 16384;
   explicit UpstreamConnection(UpstreamTransport s) : stream(std::move(s)) {}
   void reserve_for_head() {
     if (buffer.capacity() < kReadBuffer) buffer.reserve(kReadBuffer);

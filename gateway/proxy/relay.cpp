@@ -36,7 +36,8 @@ class Relay {
         state_(ctx.api, up.protocol, ctx.req, up.rec, &up.request),
         out_(ctx.client, ctx.rc, up.c.timeouts.idle, ctx.client_write_failed),
         frames_(up.protocol.framing(), ctx.cfg.server.limits.max_event_bytes),
-        body_(up.lease, up.parser) {
+        body_(up.lease, up.parser,
+              ctx.req.stream ? UpstreamBody::Use::kStream : UpstreamBody::Use::kWhole) {
     // A stream that may be continued keeps what its client is told; a
     // continuation's events are spliced into the stream it continues.
     if (StreamContinuation* k = ctx.continuation) {

@@ -317,7 +317,7 @@ net::awaitable<bool> ResourceExchange::relay_stream(providers::Lease& lease, Ups
   ClientStream out(client_, rc_, t.idle, failed);
   out.set_head(res);
   providers::Framer frames(framing, cfg_.server.limits.max_event_bytes);
-  UpstreamBody body(lease, parser);
+  UpstreamBody body(lease, parser, UpstreamBody::Use::kStream);
   SequenceFollower sequence;  // the error event's number, if the stream breaks
   std::string events;         // this read's whole events
   std::string broke;          // why the stream broke, if it did

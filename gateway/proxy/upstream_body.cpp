@@ -2,7 +2,6 @@
 #include "gateway/proxy/upstream_body.h"
 
 #include <algorithm>
-#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -30,18 +29,13 @@ constexpr int kQuietReads = 8;
 // brought part of that header.
 constexpr std::size_t kCarry = 64;
 
-// Frees the buffer's storage for one of kMinRead free bytes, keeping what it
-// holds (at most kCarry bytes): one allocation, the room the next read asks
-// for.
+// Replaces the buffer's storage with one of kMinRead free bytes after what
+// it holds: one allocation, the room the next read asks for.
 void shrink_keeping(beast::flat_buffer& raw) {
-  std::array<char, kCarry> keep;
-  const std::size_t n = net::buffer_copy(net::buffer(keep), raw.data());
-  raw.clear();
-  raw.shrink_to_fit();
-  if (n > 0) {
-    raw.commit(
-        net::buffer_copy(raw.prepare(UpstreamBody::kMinRead + n), net::buffer(keep.data(), n)));
-  }
+  beast::flat_buffer kept;
+  if (const std::size_t n = raw.size(); n > 0)
+    kept.commit(net::buffer_copy(kept.prepare(UpstreamBody::kMinRead + n), raw.data()));
+  raw = std::move(kept);
 }
 
 }  // namespace
@@ -90,13 +84,22 @@ void wait_for_deadline(const std::shared_ptr<ReadDeadline>& d) {
 
 }  // namespace
 
-UpstreamBody::UpstreamBody(providers::Lease& lease, UpstreamParser& parser)
+UpstreamBody::UpstreamBody(providers::Lease& lease, UpstreamParser& parser, Use use)
     : lease_(lease),
       parser_(parser),
       deadline_(std::make_shared<ReadDeadline>(lease->stream.tcp().socket())) {
   // Nothing of the body came with the head (a stream that trickles): the
-  // head's buffer goes, and reads start small (kMinRead).
-  if (lease_->buffer.size() == 0) lease_->buffer.shrink_to_fit();
+  // head's buffer goes, and reads start small (kMinRead). A stream's first
+  // events that came with it (a few hundred bytes in the head's 16 KiB)
+  // keep a buffer their size, not the head's, while the stream waits for
+  // its next event; a burst (a fast answer all there at once) keeps the
+  // buffer it came in, and is relayed in one write.
+  beast::flat_buffer& raw = lease_->buffer;
+  if (raw.size() == 0)
+    raw.shrink_to_fit();
+  else if (use == Use::kStream && raw.size() <= raw.capacity() / 8 &&
+           raw.capacity() > kMinRead + kCarry)
+    shrink_keeping(raw);
   lease_->stream.tcp().expires_never();  // deadline_ times the reads
 }
 
@@ -210,7 +213,7 @@ net::awaitable<beast::error_code> UpstreamBody::read(Clock::time_point deadline,
 net::awaitable<beast::error_code> read_whole(providers::Lease& lease, UpstreamParser& parser,
                                              std::string& body, std::size_t limit,
                                              Clock::time_point deadline) {
-  UpstreamBody reads(lease, parser);
+  UpstreamBody reads(lease, parser, UpstreamBody::Use::kWhole);
   while (!parser.is_done() && body.size() < limit) {
     // The body's own string is the space (no copy), growing with the body,
     // never past `limit`.

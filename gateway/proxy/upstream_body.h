@@ -37,8 +37,13 @@ class UpstreamBody {
   static constexpr std::size_t kMinRead = 512;
   static constexpr std::size_t kMaxRead = 16 * 1024;
 
+  // How the body is used, which decides what the head's read buffer becomes:
+  // a stream may stay open for minutes with its reads one event each, so a
+  // few body bytes that came with the head move to a buffer their size; a
+  // body read whole keeps the buffer it will fill.
+  enum class Use { kWhole, kStream };
   // The head has been read from `parser` on `lease`.
-  UpstreamBody(providers::Lease& lease, UpstreamParser& parser);
+  UpstreamBody(providers::Lease& lease, UpstreamParser& parser, Use use);
   ~UpstreamBody();
   UpstreamBody(const UpstreamBody&) = delete;
   UpstreamBody& operator=(const UpstreamBody&) = delete;
